@@ -1,0 +1,39 @@
+# Two set-up commands do everything on a fresh machine: `make build` and `make test`.
+PY ?= python3.11
+VENV := .venv
+BIN := $(VENV)/bin
+CHECKPOINT ?= BAAI/bge-m3
+QUANT ?= int8
+
+.PHONY: build test demo lint clean
+
+$(BIN)/python:
+	@command -v $(PY) >/dev/null 2>&1 || { echo "need $(PY) (Python 3.11) on PATH"; exit 2; }
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+
+$(VENV)/.runtime: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install -q -e .
+	touch $@
+
+$(VENV)/.dev: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install -q -e ".[dev]"
+	touch $(VENV)/.runtime $@
+
+## The main job: BGE-M3 int8 bundle into dist/ and the platform kits.
+build: $(VENV)/.runtime
+	$(BIN)/edge-m3 build --checkpoint $(CHECKPOINT) --quant $(QUANT)
+
+## The test suite (installs the dev extra: torch CPU, transformers, FlagEmbedding).
+test: $(VENV)/.dev
+	$(BIN)/python -m pytest -q
+
+## The main job offline on a real trained model shipped on PyPI (multilingual-e5-small).
+demo: $(VENV)/.dev
+	$(BIN)/python tools/demo.py
+
+lint: $(VENV)/.dev
+	$(BIN)/ruff check edge_m3 tests tools
+
+clean:
+	rm -rf build dist .pytest_cache
