@@ -1,0 +1,140 @@
+"""`edge-m3` command line: build, embed, verify, bench.
+
+Every user error ends the same way: one line on stderr naming the file or option, exit 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import NoReturn
+
+from edge_m3.errors import EdgeM3Error
+
+EXIT_USAGE = 2
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that reports a bad option in one line (no usage dump) and exits 2."""
+
+    def error(self, message: str) -> NoReturn:
+        sys.stderr.write(f"edge-m3: error: {message}\n")
+        raise SystemExit(EXIT_USAGE)
+
+
+def _build_parser() -> argparse.ArgumentParser:
+    from edge_m3.build import DEFAULT_CHECKPOINT, DEFAULT_OUT
+
+    p = _Parser(prog="edge-m3", description=__doc__)
+    sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    b = sub.add_parser("build", help="checkpoint -> quantized TFLite/ONNX bundle")
+    b.add_argument("--checkpoint", default=DEFAULT_CHECKPOINT,
+                   help="hub id or local BAAI/bge-m3-layout snapshot directory")
+    b.add_argument("--revision", default=None, help="hub revision (branch, tag or commit)")
+    b.add_argument("--quant", default="int8", help="fp32, fp16, int8 (comma list: one bundle each)")
+    b.add_argument("--seq-lens", default="32,128,512", help="fixed signature lengths")
+    b.add_argument("--heads", default="dense,sparse,colbert", help="outputs to export")
+    b.add_argument("--formats", default="tflite", help="tflite, onnx (comma list)")
+    b.add_argument("--out", default=DEFAULT_OUT, help="bundle dir ({quant} is substituted)")
+    b.add_argument("--kits", default=".", help="dir holding android_assets/ and ios_assets/ "
+                   "to copy the first bundle into ('none' to skip)")
+    b.add_argument("--vocab-corpus", action="append", default=[], type=Path,
+                   help="trim the vocabulary to the tokens of this UTF-8 corpus (repeatable)")
+    b.add_argument("--vocab-min-count", type=int, default=1)
+    b.add_argument("--no-self-check", action="store_true",
+                   help="skip loading each variant under tflite-runtime and LiteRT")
+    b.add_argument("-q", "--quiet", action="store_true")
+
+    from edge_m3.runtime import RUNTIMES
+
+    e = sub.add_parser("embed", help="run the device pipeline from a bundle")
+    e.add_argument("bundle", type=Path)
+    e.add_argument("text", nargs="*")
+    e.add_argument("--texts", type=Path, help="UTF-8 file, one text per line")
+    e.add_argument("--out", type=Path, help="write JSON lines here instead of stdout")
+    e.add_argument("--runtime", default="litert", choices=RUNTIMES)
+    e.add_argument("--threads", type=int, default=None)
+
+    v = sub.add_parser("verify", help="gate a bundle on parity, latency and memory")
+    v.add_argument("bundle", type=Path)
+    v.add_argument("--reference", required=True, help="hub id or checkpoint directory")
+    v.add_argument("--texts", type=Path)
+    v.add_argument("--report", type=Path, default=None)
+    v.add_argument("--runtime", default=None, help="runtimes to verify (default: all installed)")
+    v.add_argument("--thresholds", type=Path, default=None)
+    v.add_argument("--threads", type=int, default=1)
+
+    bn = sub.add_parser("bench", help="latency and memory across runtimes and threads")
+    bn.add_argument("bundle", type=Path)
+    bn.add_argument("--runtimes", default=None)
+    bn.add_argument("--threads", default="1,2")
+    bn.add_argument("--lengths", default=None)
+    bn.add_argument("--reference", default=None, help="checkpoint for the torch fp32 baseline")
+    bn.add_argument("--repeats", type=int, default=10)
+    return p
+
+
+def _cmd_build(a: argparse.Namespace) -> int:
+    from edge_m3.build import (
+        FORMATS,
+        HEADS,
+        QUANTS,
+        BuildOptions,
+        build,
+        parse_choices,
+        parse_seq_lens,
+    )
+
+    kits = None if a.kits == "none" else Path(a.kits)
+    quants = parse_choices(a.quant, "--quant", QUANTS)
+    if len(quants) > 1 and "{quant}" not in a.out:
+        raise EdgeM3Error(f"--out {a.out}: needs {{quant}} when building several quants")
+    if a.vocab_min_count < 1:
+        raise EdgeM3Error(f"--vocab-min-count {a.vocab_min_count}: must be at least 1")
+    opts = BuildOptions(
+        checkpoint=a.checkpoint,
+        revision=a.revision,
+        quants=quants,
+        seq_lens=parse_seq_lens(a.seq_lens),
+        heads=parse_choices(a.heads, "--heads", HEADS),
+        formats=parse_choices(a.formats, "--formats", FORMATS),
+        out=a.out,
+        android_dir=(kits / "android_assets") if kits and (kits / "android_assets").is_dir() else None,
+        ios_dir=(kits / "ios_assets") if kits and (kits / "ios_assets").is_dir() else None,
+        self_check=not a.no_self_check,
+        vocab_corpus=list(a.vocab_corpus),
+        vocab_min_count=a.vocab_min_count,
+    )
+    build(opts, quiet=a.quiet)
+    return 0
+
+
+def _dispatch(a: argparse.Namespace) -> int:
+    if a.command == "build":
+        return _cmd_build(a)
+    from edge_m3 import harness
+
+    return int(getattr(harness, f"cmd_{a.command}")(a))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Console entry point."""
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    args = _build_parser().parse_args(argv)
+    try:
+        return _dispatch(args)
+    except EdgeM3Error as exc:
+        msg = " ".join(str(exc).split())
+        sys.stderr.write(f"edge-m3: error: {msg}\n")
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        sys.stderr.write("edge-m3: interrupted; nothing was replaced\n")
+        return 130
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,198 @@
+"""BGE-M3 re-implemented in Keras from Dense and LayerNormalization layers.
+
+Built from `config.json` alone, so a 2-layer test model and the 24-layer BGE-M3 share one
+code path. Every op is chosen to convert cleanly to TFLite (ops that tflite-runtime 2.14
+knows) and to ONNX (GELU is written with `tf.math.erf`: `tf.nn.gelu` becomes `Erfc`, which
+onnxruntime rejects).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+HEADS = ("dense", "sparse", "colbert")
+# Large enough that exp() underflows to 0 next to real scores, small enough to stay finite
+# in float16 (max 65504) when the graph is run or stored in half precision.
+MASK_VALUE = -10000.0
+
+
+def _gelu_erf(x: tf.Tensor) -> tf.Tensor:
+    """Exact GELU as XLM-R uses it, spelled with erf so ONNX export keeps a supported op."""
+    return 0.5 * x * (1.0 + tf.math.erf(x * (1.0 / math.sqrt(2.0))))
+
+
+class TransformerBlock(keras.layers.Layer):
+    """One post-LayerNorm XLM-R encoder layer (self-attention + GELU feed-forward)."""
+
+    def __init__(self, hidden: int, heads: int, ffn: int, eps: float, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.hidden, self.heads, self.head_dim = hidden, heads, hidden // heads
+        init = "zeros"  # real weights are assigned right after building: skip random init
+        self.query = keras.layers.Dense(hidden, kernel_initializer=init, name="query")
+        self.key = keras.layers.Dense(hidden, kernel_initializer=init, name="key")
+        self.value = keras.layers.Dense(hidden, kernel_initializer=init, name="value")
+        self.attn_out = keras.layers.Dense(hidden, kernel_initializer=init, name="attn_out")
+        self.attn_norm = keras.layers.LayerNormalization(epsilon=eps, name="attn_norm")
+        self.ffn_in = keras.layers.Dense(ffn, kernel_initializer=init, name="ffn_in")
+        self.ffn_out = keras.layers.Dense(hidden, kernel_initializer=init, name="ffn_out")
+        self.ffn_norm = keras.layers.LayerNormalization(epsilon=eps, name="ffn_norm")
+
+    def build(self, input_shape: Any) -> None:
+        h = (None, None, self.hidden)
+        for layer in (self.query, self.key, self.value, self.attn_out, self.ffn_in):
+            layer.build(h)
+        self.ffn_out.build((None, None, self.ffn_in.units))
+        self.attn_norm.build(h)
+        self.ffn_norm.build(h)
+        super().build(input_shape)
+
+    def _split(self, x: tf.Tensor, batch: tf.Tensor, length: tf.Tensor) -> tf.Tensor:
+        x = tf.reshape(x, tf.stack([batch, length, self.heads, self.head_dim]))
+        return tf.transpose(x, [0, 2, 1, 3])
+
+    def call(self, x: tf.Tensor, mask_add: tf.Tensor) -> tf.Tensor:
+        shape = tf.shape(x)
+        batch, length = shape[0], shape[1]
+        scale = 1.0 / math.sqrt(self.head_dim)
+        q = self._split(self.query(x) * scale, batch, length)
+        k = self._split(self.key(x), batch, length)
+        v = self._split(self.value(x), batch, length)
+        scores = tf.matmul(q, k, transpose_b=True) + mask_add
+        probs = tf.nn.softmax(scores, axis=-1)
+        ctx = tf.transpose(tf.matmul(probs, v), [0, 2, 1, 3])
+        ctx = tf.reshape(ctx, tf.stack([batch, length, self.hidden]))
+        x = self.attn_norm(x + self.attn_out(ctx))
+        return self.ffn_norm(x + self.ffn_out(_gelu_erf(self.ffn_in(x))))
+
+
+# torch's normalize floors the norm at 1e-12; that constant flushes to 0 in a float16 graph
+# and turns padding rows into 0/0. 1e-6 is a float16 subnormal and far below any real norm.
+NORM_EPS = 1e-6
+
+
+def _l2_normalize(x: tf.Tensor) -> tf.Tensor:
+    """torch.nn.functional.normalize: x / max(||x||, eps), so zero (padding) rows stay 0."""
+    norm = tf.sqrt(tf.reduce_sum(tf.square(x), axis=-1, keepdims=True))
+    return x / tf.maximum(norm, NORM_EPS)
+
+
+class BGEM3Encoder(keras.Model):
+    """XLM-R encoder plus BGE-M3's dense, sparse and ColBERT heads.
+
+    `call(input_ids, attention_mask)` (int32, [B, L]) returns a dict with
+    `last_hidden_state [B, L, H]` and, for the heads asked for, `dense_vecs [B, H]`
+    (normalised CLS), `sparse_weights [B, L]` (relu(sparse_linear), 0 on padding) and
+    `colbert_vecs [B, L-1, D]` (colbert_linear on tokens after `<s>`, masked, normalised).
+    """
+
+    def __init__(self, config: Any, colbert_dim: int | None = None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.config = config
+        h = config.hidden_size
+        self.pad_id = int(config.pad_token_id)
+        init = "zeros"
+        self.word = keras.layers.Embedding(config.vocab_size, h, embeddings_initializer=init,
+                                           name="word_embeddings")
+        # Token-type 0 is folded into this table: BGE-M3 only ever uses type 0.
+        self.position = keras.layers.Embedding(config.max_position_embeddings, h,
+                                               embeddings_initializer=init,
+                                               name="position_embeddings")
+        self.emb_norm = keras.layers.LayerNormalization(epsilon=config.layer_norm_eps,
+                                                        name="emb_norm")
+        self.blocks = [
+            TransformerBlock(h, config.num_attention_heads, config.intermediate_size,
+                             config.layer_norm_eps, name=f"layer_{i}")
+            for i in range(config.num_hidden_layers)
+        ]
+        self.colbert = keras.layers.Dense(colbert_dim or h, kernel_initializer=init,
+                                          name="colbert_linear")
+        self.sparse = keras.layers.Dense(1, kernel_initializer=init, name="sparse_linear")
+        self.word.build((None, None))
+        self.position.build((None, None))
+        self.emb_norm.build((None, None, h))
+        for block in self.blocks:
+            block.build((None, None, h))
+        self.colbert.build((None, None, h))
+        self.sparse.build((None, None, h))
+        self.built = True
+
+    def encode_hidden(self, input_ids: tf.Tensor, attention_mask: tf.Tensor) -> tf.Tensor:
+        """The encoder's last_hidden_state, as XLMRobertaModel computes it."""
+        mask = tf.cast(attention_mask, tf.int32)
+        ids = tf.cast(input_ids, tf.int32)
+        # XLM-R position ids: cumsum over real tokens, padding_idx for pads, counted from it.
+        positions = tf.math.cumsum(mask, axis=1) * mask + self.pad_id
+        x = self.word(ids) + self.position(positions)
+        x = self.emb_norm(x)
+        mask_f = tf.cast(mask, x.dtype)
+        mask_add = ((1.0 - mask_f) * MASK_VALUE)[:, None, None, :]
+        for block in self.blocks:
+            x = block(x, mask_add)
+        return x
+
+    def call(  # type: ignore[override]
+        self,
+        input_ids: tf.Tensor,
+        attention_mask: tf.Tensor,
+        heads: Sequence[str] = HEADS,
+        hidden: bool = True,
+    ) -> dict[str, tf.Tensor]:
+        x = self.encode_hidden(input_ids, attention_mask)
+        mask_f = tf.cast(attention_mask, x.dtype)
+        out: dict[str, tf.Tensor] = {"last_hidden_state": x} if hidden else {}
+        if "dense" in heads:
+            out["dense_vecs"] = _l2_normalize(x[:, 0])
+        if "sparse" in heads:
+            out["sparse_weights"] = tf.nn.relu(self.sparse(x))[..., 0] * mask_f
+        if "colbert" in heads:
+            col = self.colbert(x[:, 1:]) * mask_f[:, 1:, None]
+            out["colbert_vecs"] = _l2_normalize(col)
+        return out
+
+    def load_weights_from(self, tensors: Mapping[str, np.ndarray]) -> None:
+        """Assign HF-named tensors (torch [out, in] layout) one at a time, freeing each."""
+        def get(name: str) -> np.ndarray:
+            return np.asarray(tensors[name], dtype=np.float32)
+
+        def dense(layer: keras.layers.Dense, prefix: str) -> None:
+            layer.kernel.assign(get(prefix + ".weight").T)
+            layer.bias.assign(get(prefix + ".bias"))
+
+        def norm(layer: keras.layers.LayerNormalization, prefix: str) -> None:
+            layer.gamma.assign(get(prefix + ".weight"))
+            layer.beta.assign(get(prefix + ".bias"))
+
+        self.word.embeddings.assign(get("embeddings.word_embeddings.weight"))
+        type0 = get("embeddings.token_type_embeddings.weight")[0]
+        self.position.embeddings.assign(get("embeddings.position_embeddings.weight") + type0)
+        norm(self.emb_norm, "embeddings.LayerNorm")
+        for i, block in enumerate(self.blocks):
+            p = f"encoder.layer.{i}."
+            dense(block.query, p + "attention.self.query")
+            dense(block.key, p + "attention.self.key")
+            dense(block.value, p + "attention.self.value")
+            dense(block.attn_out, p + "attention.output.dense")
+            norm(block.attn_norm, p + "attention.output.LayerNorm")
+            dense(block.ffn_in, p + "intermediate.dense")
+            dense(block.ffn_out, p + "output.dense")
+            norm(block.ffn_norm, p + "output.LayerNorm")
+        dense(self.colbert, "colbert_linear")
+        dense(self.sparse, "sparse_linear")
+
+    def parameter_count(self) -> int:
+        """Weights held by the model: used to check that exports really carry them."""
+        return int(sum(int(np.prod(v.shape)) for v in self.weights))
+
+
+def build_model(checkpoint: Any) -> BGEM3Encoder:
+    """A Keras BGE-M3 with the checkpoint's weights (fp32)."""
+    colbert_dim = int(checkpoint.tensors["colbert_linear.weight"].shape[0])
+    model = BGEM3Encoder(checkpoint.config, colbert_dim=colbert_dim, name="bge_m3")
+    model.load_weights_from(checkpoint.tensors)
+    return model

@@ -1,0 +1,231 @@
+"""`edge-m3 build` on tiny checkpoints: variants, runtimes, parity, sizes, atomicity, options."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from edge_m3.build import BuildOptions, build, param_count_from_config, validate_against_config
+from edge_m3.bundle import load_bundle, sha256_file
+from edge_m3.checkpoint import load_checkpoint
+from edge_m3.cli import main
+from edge_m3.errors import EdgeM3Error
+from edge_m3.model import build_model
+from edge_m3.runtime import open_runner
+
+LENS = [8, 16, 32]
+
+
+@pytest.fixture(scope="module")
+def bundles(tiny_ckpt: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    out = tmp_path_factory.mktemp("bundles")
+    opts = BuildOptions(checkpoint=str(tiny_ckpt), quants=["fp32", "fp16", "int8"],
+                        seq_lens=LENS, out=str(out / "bge-m3-{quant}"))
+    dirs = build(opts, quiet=True)
+    return {d.name.rsplit("-", 1)[1]: d for d in dirs}
+
+
+def _inputs(n_real: int, length: int) -> tuple[np.ndarray, np.ndarray]:
+    ids = np.ones((1, length), np.int32)
+    ids[0, :n_real] = [0, *range(5, 5 + n_real - 2), 2]
+    mask = (np.arange(length) < n_real).astype(np.int32)[None]
+    return ids, mask
+
+
+_CHILD = r"""
+import json, sys, numpy as np
+from edge_m3.runtime import open_runner
+path, sigs, runtime, out = sys.argv[1], json.loads(sys.argv[2]), sys.argv[3], sys.argv[4]
+runner = open_runner(path, sigs, runtime, 1)
+res = {}
+for s in sigs:
+    n = s["seq_len"]; k = min(5, n)
+    ids = np.ones((1, n), np.int32); ids[0, :k] = [0, *range(5, 5 + k - 2), 2]
+    mask = (np.arange(n) < k).astype(np.int32)[None]
+    for key, v in runner.run(ids, mask).items():
+        res[f"{n}/{key}"] = v
+np.savez(out, **res)
+"""
+
+
+def run_in_child(model: Path, sigs: list, runtime: str, tmp: Path) -> dict[str, np.ndarray]:
+    """tflite-runtime and TensorFlow clash in one process (as on a device, one runtime each)."""
+    import subprocess
+    import sys
+
+    out = tmp / f"{runtime}.npz"
+    subprocess.run([sys.executable, "-c", _CHILD, str(model), json.dumps(sigs), runtime,
+                    str(out)], check=True, capture_output=True)
+    with np.load(out) as z:
+        return dict(z)
+
+
+@pytest.mark.parametrize("quant", ["fp32", "fp16", "int8"])
+def test_every_signature_runs_on_both_runtimes(bundles: dict[str, Path], quant: str,
+                                               tmp_path: Path) -> None:
+    bundle = load_bundle(bundles[quant])
+    entry = bundle.model_entry("tflite")
+    assert [s["name"] for s in entry["signatures"]] == [f"embed_{n}" for n in LENS]
+    assert entry["self_check"]["tflite-runtime"].startswith("ok (2.14")
+    assert entry["self_check"]["litert"].startswith("ok")
+    assert entry["oldest_runtime"]["tflite-runtime"] == "2.14.0"
+    assert entry["ops"]["FULLY_CONNECTED"] <= 9
+    outs = {rt: run_in_child(bundle.path / entry["file"], entry["signatures"], rt, tmp_path)
+            for rt in ("tflite-runtime", "litert")}
+    for sig in entry["signatures"]:
+        n = sig["seq_len"]
+        for o in sig["outputs"]:
+            a, b = outs["tflite-runtime"][f"{n}/{o['name']}"], outs["litert"][f"{n}/{o['name']}"]
+            assert a.shape == b.shape == tuple(o["shape"])
+            assert np.abs(a - b).max() <= (1e-5 if quant == "fp32" else 1e-2)
+        assert tuple(sig["outputs"][2]["shape"]) == (1, n - 1, 32)
+
+
+def test_fp32_equals_keras(bundles: dict[str, Path], tiny_ckpt: Path) -> None:
+    model = build_model(load_checkpoint(tiny_ckpt))
+    bundle = load_bundle(bundles["fp32"])
+    entry = bundle.model_entry("tflite")
+    runner = open_runner(bundle.path / entry["file"], entry["signatures"], "litert", 1)
+    for n in LENS:
+        for real in (2, n // 2, n):
+            ids, mask = _inputs(real, n)
+            want = model(ids, mask)
+            got = runner.run(ids, mask)
+            for key in ("dense_vecs", "sparse_weights", "colbert_vecs"):
+                assert np.abs(got[key] - want[key].numpy()).max() <= 1e-5, (n, real, key)
+
+
+def test_manifest_hashes_and_contents(bundles: dict[str, Path], tiny_ckpt: Path) -> None:
+    for quant, path in bundles.items():
+        manifest = json.loads((path / "manifest.json").read_text())
+        assert manifest["quant"] == quant and manifest["schema_version"] == 1
+        assert manifest["hidden_size"] == 32 and manifest["max_length"] == 32
+        tok = manifest["tokenizer"]
+        assert tok["special_ids"]["bos"] == 0 and tok["special_ids"]["pad"] == 1
+        assert tok["id_offset"] == 1
+        assert set(manifest["source"]["files"]) >= {"model.safetensors", "colbert_linear.pt",
+                                                    "sparse_linear.pt", "config.json"}
+        assert manifest["source"]["files"]["model.safetensors"] == sha256_file(
+            tiny_ckpt / "model.safetensors")
+        listed = set(manifest["files"])
+        assert listed == {f"model_{quant}.tflite", "sentencepiece.bpe.model", "golden.json"}
+        for name, entry in manifest["files"].items():
+            assert sha256_file(path / name) == entry["sha256"]
+            assert (path / name).stat().st_size == entry["size"]
+        assert sorted(os.listdir(path)) == sorted([*listed, "manifest.json"])
+
+
+def test_golden_is_consistent(bundles: dict[str, Path]) -> None:
+    from edge_m3.postprocess import postprocess
+
+    golden = json.loads((bundles["int8"] / "golden.json").read_text())
+    assert len(golden["cases"]) >= 12
+    lengths = [c["seq_len"] for c in golden["cases"]]
+    assert min(lengths) == 8 and max(lengths) == 32  # short texts pick small signatures
+    specials = {"bos": 0, "pad": 1, "eos": 2, "unk": 3}
+    for case in golden["cases"]:
+        assert len(case["input_ids"]) <= case["seq_len"]
+        assert case["input_ids"][0] == 0 and case["input_ids"][-1] == 2
+        raw = {k: np.asarray(v, np.float32) for k, v in case["raw"].items()}
+        again = postprocess(raw, case["input_ids"], specials)
+        assert again["lexical_weights"].keys() == case["lexical_weights"].keys()
+        assert len(case["colbert_vecs"]) == len(case["input_ids"]) - 1
+
+
+def _sized_ckpt(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from edge_m3.synthetic import make_checkpoint
+
+    return make_checkpoint(tmp_path_factory.mktemp("sized"), seed=5, vocab_size=30000,
+                           hidden_size=64, intermediate_size=128)
+
+
+@pytest.mark.slow
+def test_shared_weights_and_int8_size(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """3 signatures cost at most 2% over 1; int8 is at most 27% of fp32."""
+    ckpt = _sized_ckpt(tmp_path_factory)
+    out = tmp_path_factory.mktemp("sized_out")
+    three = build(BuildOptions(checkpoint=str(ckpt), quants=["fp32", "int8"], seq_lens=LENS,
+                               out=str(out / "three-{quant}"), self_check=False), quiet=True)
+    one = build(BuildOptions(checkpoint=str(ckpt), quants=["fp32"], seq_lens=[32],
+                             out=str(out / "one-{quant}"), self_check=False), quiet=True)
+    size = {p.name: (p / f"model_{p.name.split('-')[1]}.tflite").stat().st_size
+            for p in [*three, *one]}
+    assert size["three-fp32"] <= 1.02 * size["one-fp32"], size
+    assert size["three-int8"] <= 0.27 * size["three-fp32"], size
+
+
+def test_failed_build_keeps_previous_bundle(bundles: dict[str, Path], tiny_ckpt: Path,
+                                            tmp_path: Path, monkeypatch) -> None:
+    import shutil
+
+    import edge_m3.build as b
+
+    target = tmp_path / "bundle"
+    shutil.copytree(bundles["fp32"], target)
+    before = {p.name: sha256_file(p) for p in target.iterdir()}
+
+    def boom(*args, **kwargs):
+        raise RuntimeError("simulated failure mid-write")
+
+    monkeypatch.setattr(b, "make_golden", boom)  # after the model file is written
+    with pytest.raises(RuntimeError, match="simulated"):
+        build(BuildOptions(checkpoint=str(tiny_ckpt), quants=["fp32"], seq_lens=LENS,
+                           out=str(target), self_check=False), quiet=True)
+    assert {p.name: sha256_file(p) for p in target.iterdir()} == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bundle"]  # no partial dirs
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["--quant", "int4"], "--quant int4"),
+    (["--heads", "dense,bogus"], "--heads bogus"),
+    (["--seq-lens", "32,abc"], "--seq-lens abc"),
+    (["--seq-lens", "32,9999"], "--seq-lens 9999"),
+    (["--formats", "coreml"], "--formats coreml"),
+    (["--quant", "fp32,int8"], "--out"),
+])
+def test_bad_options_exit_2(tiny_ckpt: Path, tmp_path: Path, capsys, args, needle) -> None:
+    argv = ["build", "--checkpoint", str(tiny_ckpt), "--out", str(tmp_path / "o"),
+            "--kits", "none", "-q", *args]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and needle in err, err
+    assert not (tmp_path / "o").exists()
+
+
+def test_unwritable_out_exits_2(tiny_ckpt: Path, tmp_path: Path, capsys) -> None:
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    locked.chmod(0o500)
+    # root ignores permission bits; /proc refuses everyone
+    target = locked / "b" if os.geteuid() != 0 else Path("/proc/edge-m3-test/b")
+    try:
+        assert main(["build", "--checkpoint", str(tiny_ckpt), "--out", str(target),
+                     "--kits", "none", "-q"]) == 2
+        assert "--out" in capsys.readouterr().err
+    finally:
+        locked.chmod(0o700)
+
+
+def test_out_is_a_file_exits_2(tiny_ckpt: Path, tmp_path: Path, capsys) -> None:
+    f = tmp_path / "file"
+    f.write_text("x")
+    assert main(["build", "--checkpoint", str(tiny_ckpt), "--out", str(f), "--kits", "none",
+                 "-q"]) == 2
+    assert "--out" in capsys.readouterr().err
+
+
+def test_fp32_full_size_refused_before_conversion() -> None:
+    """BGE-M3 in fp32 is 2.27 GB: over the FlatBuffer limit, refused with what to use instead."""
+    from types import SimpleNamespace
+
+    cfg = SimpleNamespace(vocab_size=250002, hidden_size=1024, num_hidden_layers=24,
+                          intermediate_size=4096, max_position_embeddings=8194, pad_token_id=1)
+    params = param_count_from_config(cfg, 1024)
+    assert 560e6 < params < 575e6
+    with pytest.raises(EdgeM3Error, match="2 GB FlatBuffer limit.*fp16 or int8"):
+        validate_against_config(BuildOptions(quants=["fp32"]), cfg, params)
+    validate_against_config(BuildOptions(quants=["int8", "fp16"]), cfg, params)
