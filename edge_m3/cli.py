@@ -79,15 +79,8 @@ def _build_parser() -> argparse.ArgumentParser:
 
 
 def _cmd_build(a: argparse.Namespace) -> int:
-    from edge_m3.build import (
-        FORMATS,
-        HEADS,
-        QUANTS,
-        BuildOptions,
-        build,
-        parse_choices,
-        parse_seq_lens,
-    )
+    from edge_m3.build import FORMATS, HEADS, BuildOptions, build, parse_choices, parse_seq_lens
+    from edge_m3.export_tflite import QUANTS
 
     kits = None if a.kits == "none" else Path(a.kits)
     quants = parse_choices(a.quant, "--quant", QUANTS)

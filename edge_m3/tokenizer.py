@@ -83,8 +83,13 @@ class Tokenizer:
         path = Path(sp_model_path)
         if not path.is_file():
             raise EdgeM3Error(f"{path}: missing SentencePiece model")
+        from edge_m3.normalizer import CharsMap, identity_model_proto
+
         try:
             self.sp = spm.SentencePieceProcessor(model_file=str(path))
+            proto, charsmap = identity_model_proto(path.read_bytes())
+            self._sp_raw = spm.SentencePieceProcessor(model_proto=proto)
+            self.charsmap = CharsMap(charsmap) if charsmap else None
         except Exception as exc:
             raise EdgeM3Error(f"{path}: not a SentencePiece model ({exc})") from None
         self.spec = spec or TokenizerSpec.for_sentencepiece(path)
@@ -95,9 +100,19 @@ class Tokenizer:
         if vm:
             self._row = _load_row_map(path.parent / vm["file"], self.spec.vocab_size, self.unk)
 
+    def words(self, text: str) -> list[str]:
+        """The text as the reference tokenizer sees it: charsmap per grapheme, then split on
+        Unicode whitespace (see edge_m3.normalizer for why SentencePiece's own pass differs)."""
+        from edge_m3.normalizer import split_whitespace
+
+        return split_whitespace(self.charsmap.normalize(text) if self.charsmap else text)
+
     def _pieces(self, text: str) -> list[int]:
+        # One lattice per word, as the reference does: Viterbi ties then break the same way.
         off, sp_unk = self.spec.id_offset, self.spec.sp_unk_id
-        return [self.unk if p == sp_unk else p + off for p in self.sp.encode(text)]
+        words = self.words(text)
+        return [self.unk if p == sp_unk else p + off
+                for pieces in (self._sp_raw.encode(words) if words else []) for p in pieces]
 
     def encode(self, text: str, max_length: int | None = None) -> list[int]:
         """Original vocabulary ids, `<s>`/`</s>` added; truncation keeps `</s>`."""

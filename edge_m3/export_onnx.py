@@ -1,0 +1,387 @@
+"""Keras SavedModel -> one ONNX file per quant variant, with a symbolic sequence axis.
+
+ONNX has no multi-signature files. One graph whose sequence axis is the symbol `seq`, with the
+supported lengths declared in the manifest (and in the file's metadata_props), keeps a single
+copy of the weights; one file per length would repeat ~570M weights per length. Apps still pad
+to one of the declared lengths, exactly as with TFLite.
+
+Everything heavy runs in a child process (`python -m edge_m3.export_onnx`), which itself runs
+the tf2onnx command line on the SavedModel's `embed_dynamic` endpoint, so neither TensorFlow's
+nor the quantizer's memory stays in the builder.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import zipfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from edge_m3.export_tflite import DYNAMIC_SIGNATURE, QUANTS, expected_min_size, signature_name
+
+OPSET = 17
+# onnxruntime implements opset 17 (and IR version 8) from 1.12 on; only the installed one is run.
+ORT_MIN_FOR_OPSET = {17: "1.12.0"}
+ORT_MIN_FOR_IR = {8: "1.10.0"}
+SEQ_AXIS = "seq"
+SEQ_AXIS_MINUS_1 = "seq_minus_1"
+SEQUENCE_AXIS = "symbolic, declared lengths only"
+INPUTS = ("input_ids", "attention_mask")
+HEAD_OUTPUTS = {"dense": "dense_vecs", "sparse": "sparse_weights", "colbert": "colbert_vecs"}
+# Protobuf refuses to serialize a message over 2 GiB; stay clear of it (graph bytes included).
+EXTERNAL_DATA_THRESHOLD = 2_000_000_000
+# Tensors below this many bytes stay inline even when the rest goes to the .data file.
+EXTERNAL_MIN_TENSOR = 1024
+INT8_OP_TYPES = ["MatMul", "Gather"]
+
+
+def model_file(quant: str) -> str:
+    return f"model_{quant}.onnx"
+
+
+def export_onnx_variant(saved: Path, out_dir: Path, quant: str, seq_lens: list[int],
+                        heads: list[str], params: int,
+                        external_threshold: int = EXTERNAL_DATA_THRESHOLD) -> dict[str, Any]:
+    """Write `model_<quant>.onnx` (plus `.data` when large) into out_dir; return its manifest entry.
+
+    Runs in a child process so the converter's and quantizer's memory goes back to the OS.
+    """
+    cmd = [sys.executable, "-m", "edge_m3.export_onnx", "--saved", str(saved),
+           "--out-dir", str(out_dir), "--quant", quant, "--lens", ",".join(map(str, seq_lens)),
+           "--heads", ",".join(heads), "--params", str(params),
+           "--external-threshold", str(external_threshold)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=_child_env())
+    if proc.returncode != 0:
+        tail = (proc.stderr or proc.stdout).strip().splitlines()[-5:]
+        raise RuntimeError(f"ONNX export ({quant}) failed: " + " | ".join(tail))
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def _child_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    return env
+
+
+def run_tf2onnx(saved: Path, work: Path) -> Any:
+    """tf2onnx's CLI on `embed_dynamic`, in large-model form (works past 2 GB), read back.
+
+    `--large_model` writes a zip of the graph plus one entry per big tensor; the tensors are put
+    back inline here so later steps see one ordinary in-memory model.
+    """
+    import onnx
+
+    out = work / "tf2onnx.zip"
+    cmd = [sys.executable, "-m", "tf2onnx.convert", "--saved-model", str(saved),
+           "--signature_def", DYNAMIC_SIGNATURE, "--tag", "serve", "--opset", str(OPSET),
+           "--large_model", "--output", str(out)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=_child_env())
+    if proc.returncode != 0 or not out.is_file():
+        tail = (proc.stderr or proc.stdout).strip().splitlines()[-5:]
+        raise RuntimeError("tf2onnx failed: " + " | ".join(tail))
+    with zipfile.ZipFile(out) as z:
+        model = onnx.load_from_string(z.read("__MODEL_PROTO.onnx"))
+        for tensor in model.graph.initializer:
+            if tensor.data_location == onnx.TensorProto.EXTERNAL:
+                where = {e.key: e.value for e in tensor.external_data}["location"]
+                tensor.raw_data = z.read(where)
+                del tensor.external_data[:]
+                tensor.data_location = onnx.TensorProto.DEFAULT
+    out.unlink()
+    return model
+
+
+def _rename_value(graph: Any, old: str, new: str) -> None:
+    for node in graph.node:
+        for i, name in enumerate(node.input):
+            if name == old:
+                node.input[i] = new
+        for i, name in enumerate(node.output):
+            if name == old:
+                node.output[i] = new
+    for vi in [*graph.input, *graph.output, *graph.value_info]:
+        if vi.name == old:
+            vi.name = new
+
+
+def _set_dims(vi: Any, dims: Sequence[int | str]) -> None:
+    shape = vi.type.tensor_type.shape
+    del shape.dim[:]
+    for d in dims:
+        dim = shape.dim.add()
+        if isinstance(d, str):
+            dim.dim_param = d
+        else:
+            dim.dim_value = int(d)
+
+
+def _static_last_dim(vi: Any) -> int:
+    dims = vi.type.tensor_type.shape.dim
+    if not dims or not dims[-1].HasField("dim_value"):
+        raise RuntimeError(f"ONNX output {vi.name}: last dimension is not static")
+    return int(dims[-1].dim_value)
+
+
+def fix_io(model: Any, heads: Sequence[str]) -> dict[str, int]:
+    """Exact names, order and shapes the bundle contract promises: `[1, seq]` int32 in,
+    `dense_vecs [1, H]`, `sparse_weights [1, seq]`, `colbert_vecs [1, seq_minus_1, D]` out.
+
+    tf2onnx orders inputs alphabetically and names every dimension `unk__N`. Returns the
+    static widths of the outputs (H, D) read from the graph.
+    """
+    import onnx
+
+    graph = model.graph
+    wanted_out = [HEAD_OUTPUTS[h] for h in HEAD_OUTPUTS if h in heads]
+    for vi in [*graph.input, *graph.output]:
+        base = vi.name.split(":")[0]
+        if base != vi.name and base in (*INPUTS, *wanted_out):
+            _rename_value(graph, vi.name, base)
+    inputs = {vi.name: vi for vi in graph.input}
+    outputs = {vi.name: vi for vi in graph.output}
+    if set(inputs) != set(INPUTS) or set(outputs) != set(wanted_out):
+        raise RuntimeError(f"tf2onnx gave inputs {sorted(inputs)} and outputs {sorted(outputs)}; "
+                           f"expected {list(INPUTS)} and {wanted_out}")
+    for vi in inputs.values():
+        if vi.type.tensor_type.elem_type != onnx.TensorProto.INT32:
+            raise RuntimeError(f"ONNX input {vi.name} is not int32")
+        _set_dims(vi, [1, SEQ_AXIS])
+    widths: dict[str, int] = {}
+    for name, vi in outputs.items():
+        if name == "dense_vecs":
+            widths[name] = _static_last_dim(vi)
+            _set_dims(vi, [1, widths[name]])
+        elif name == "sparse_weights":
+            _set_dims(vi, [1, SEQ_AXIS])
+        else:
+            widths[name] = _static_last_dim(vi)
+            _set_dims(vi, [1, SEQ_AXIS_MINUS_1, widths[name]])
+    new_in = [_copy(inputs[n]) for n in INPUTS]
+    new_out = [_copy(outputs[n]) for n in wanted_out]
+    del graph.input[:]
+    graph.input.extend(new_in)
+    del graph.output[:]
+    graph.output.extend(new_out)
+    return widths
+
+
+def _copy(vi: Any) -> Any:
+    import onnx
+
+    out = onnx.ValueInfoProto()
+    out.CopyFrom(vi)
+    return out
+
+
+def finish(model: Any, quant: str, seq_lens: Sequence[int], heads: Sequence[str]) -> None:
+    """Drop unused opset domains; record lengths, heads and quant as metadata_props."""
+    used = {n.domain for n in model.graph.node} | {""}
+    keep = [o for o in model.opset_import if o.domain in used or o.domain == "ai.onnx"]
+    del model.opset_import[:]
+    model.opset_import.extend(keep)
+    meta = {"edge_m3.seq_lens": ",".join(map(str, seq_lens)), "edge_m3.heads": ",".join(heads),
+            "edge_m3.quant": quant, "edge_m3.sequence_axis": SEQ_AXIS}
+    for prop in list(model.metadata_props):
+        if prop.key in meta:
+            model.metadata_props.remove(prop)
+    for key, value in meta.items():
+        model.metadata_props.add(key=key, value=value)
+    model.doc_string = ("BGE-M3 encoder + dense/sparse/ColBERT heads (edge-m3). Sequence axis "
+                        f"'{SEQ_AXIS}': pad inputs to one of {','.join(map(str, seq_lens))}.")
+
+
+def fp16_weights(model: Any) -> int:
+    """Store every float32 matrix (ndim >= 2) as float16 behind a Cast back to float32.
+
+    The file halves, compute stays float32 (like the TFLite fp16 variant on CPU). A full
+    float16 graph would also compute LayerNorm statistics in float16, which tf2onnx spells as
+    mean((x - mean)^2): squares over 65504 overflow on real activations. Returns tensors cast.
+    """
+    import numpy as np
+    import onnx
+    from onnx import helper, numpy_helper
+
+    casts = []
+    for tensor in model.graph.initializer:
+        if tensor.data_type != onnx.TensorProto.FLOAT or len(tensor.dims) < 2:
+            continue
+        name = tensor.name
+        half = np.clip(numpy_helper.to_array(tensor), -65504.0, 65504.0).astype(np.float16)
+        tensor.CopyFrom(numpy_helper.from_array(half, name + "_fp16"))
+        del half
+        casts.append(helper.make_node("Cast", [name + "_fp16"], [name], name=name + "_to_fp32",
+                                      to=onnx.TensorProto.FLOAT))
+    nodes = list(model.graph.node)
+    del model.graph.node[:]
+    model.graph.node.extend([*casts, *nodes])  # Casts first keeps the node list topological
+    return len(casts)
+
+
+def tensor_bytes(model: Any) -> int:
+    """Bytes of the initializers held in memory: what decides if external data is needed."""
+    return sum(len(t.raw_data) for t in model.graph.initializer)
+
+
+def save(model: Any, path: Path, threshold: int) -> list[str]:
+    """Save as one file, or with one `<file>.data` beside it when the tensors exceed threshold.
+
+    Returns the external data file names (relative to path's folder).
+    """
+    import onnx
+
+    data = path.with_name(path.name + ".data")
+    data.unlink(missing_ok=True)  # onnx appends to an existing data file
+    if tensor_bytes(model) > threshold:
+        onnx.save_model(model, str(path), save_as_external_data=True,
+                        all_tensors_to_one_file=True, location=data.name,
+                        size_threshold=EXTERNAL_MIN_TENSOR)
+        return [data.name]
+    onnx.save_model(model, str(path))
+    return []
+
+
+def quantize_int8(model: Any, work: Path) -> Any:
+    """Dynamic-range int8: int8 per-channel MatMul weights, int8 (uint8) embedding Gathers.
+
+    Activations stay float and are quantized per call (DynamicQuantizeLinear), so no
+    calibration data is needed; every op stays in the standard ONNX domain.
+    """
+    import onnx
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    src, dst = work / "fp32.onnx", work / "int8.onnx"
+    save(model, src, threshold=0)  # external data: the fp32 model may be past 2 GB
+    quantize_dynamic(str(src), str(dst), op_types_to_quantize=INT8_OP_TYPES, per_channel=True,
+                     weight_type=QuantType.QInt8, use_external_data_format=True)
+    return onnx.load(str(dst))
+
+
+def signatures(seq_lens: Sequence[int], heads: Sequence[str],
+               widths: dict[str, int]) -> list[dict[str, Any]]:
+    """One manifest signature per declared length, shaped like the TFLite entries."""
+    sigs = []
+    for n in sorted(seq_lens):
+        shapes = {"dense_vecs": [1, widths.get("dense_vecs", 0)], "sparse_weights": [1, n],
+                  "colbert_vecs": [1, n - 1, widths.get("colbert_vecs", 0)]}
+        sigs.append({
+            "name": signature_name(n), "seq_len": n,
+            "inputs": [{"name": k, "shape": [1, n], "dtype": "int32"} for k in INPUTS],
+            "outputs": [{"name": HEAD_OUTPUTS[h], "shape": shapes[HEAD_OUTPUTS[h]],
+                         "dtype": "float32"} for h in HEAD_OUTPUTS if h in heads],
+        })
+    return sigs
+
+
+def self_check(path: Path, sigs: Sequence[dict[str, Any]]) -> str:
+    """Run every declared length in onnxruntime; outputs must have the declared shapes."""
+    import numpy as np
+    import onnxruntime as ort
+
+    opts = ort.SessionOptions()
+    opts.log_severity_level = 3
+    sess = ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
+    names = [o.name for o in sess.get_outputs()]
+    for sig in sigs:
+        n = sig["seq_len"]
+        ids = np.full((1, n), 1, np.int32)  # <s> </s> then <pad>: valid for any vocabulary
+        ids[0, :2] = [0, 2]
+        mask = (np.arange(n) < 2).astype(np.int32)[None]
+        got = dict(zip(names, sess.run(names, {"input_ids": ids, "attention_mask": mask}),
+                       strict=True))
+        for o in sig["outputs"]:
+            value = got[o["name"]]
+            if list(value.shape) != o["shape"] or value.dtype != np.float32:
+                raise RuntimeError(f"{path.name} {sig['name']}: {o['name']} is "
+                                   f"{value.dtype}{list(value.shape)}, declared {o['shape']}")
+            if not np.isfinite(value).all():
+                raise RuntimeError(f"{path.name} {sig['name']}: {o['name']} is not finite")
+    return f"ok ({ort.__version__})"
+
+
+def audit(path: Path) -> dict[str, Any]:
+    """Op types (domain-qualified outside ai.onnx), opset and IR version, checked on disk.
+
+    `onnx.checker` is given the path so that it follows external data.
+    """
+    import onnx
+
+    onnx.checker.check_model(str(path))
+    model = onnx.load(str(path), load_external_data=False)
+    ops = sorted({f"{n.domain}:{n.op_type}" if n.domain else n.op_type for n in model.graph.node})
+    if "Erfc" in ops:
+        raise RuntimeError(f"{path.name}: has an Erfc node, which onnxruntime cannot run")
+    opset = next(o.version for o in model.opset_import if o.domain in ("", "ai.onnx"))
+    return {"ops": ops, "opset": int(opset), "ir_version": int(model.ir_version)}
+
+
+def oldest_runtime(opset: int, ir_version: int, checked: str) -> dict[str, str]:
+    """Oldest onnxruntime by its opset/IR tables, next to the version that really ran it."""
+    from edge_m3.export_tflite import version_tuple
+
+    need = [v for v in (ORT_MIN_FOR_OPSET.get(opset), ORT_MIN_FOR_IR.get(ir_version)) if v]
+    if len(need) < 2:
+        return {"onnxruntime": checked, "basis": "tested only"}
+    return {"onnxruntime": max(need, key=version_tuple), "tested": checked,
+            "basis": f"opset {opset} / IR {ir_version} (compatibility table, not run)"}
+
+
+def export(saved: Path, out_dir: Path, quant: str, seq_lens: Sequence[int],
+           heads: Sequence[str], params: int,
+           external_threshold: int = EXTERNAL_DATA_THRESHOLD) -> dict[str, Any]:
+    """The child's job: convert, quantize, save, check, run; return the manifest entry."""
+    if quant not in QUANTS:
+        raise ValueError(quant)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / model_file(quant)
+    with tempfile.TemporaryDirectory(prefix="edge-m3-onnx-") as work_str:
+        work = Path(work_str)
+        model = run_tf2onnx(saved, work)
+        widths = fix_io(model, heads)
+        if quant == "fp16":
+            fp16_weights(model)
+        elif quant == "int8":
+            model = quantize_int8(model, work)
+        finish(model, quant, seq_lens, heads)
+        extra = save(model, path, external_threshold)
+        del model
+    size = sum((out_dir / f).stat().st_size for f in [path.name, *extra])
+    floor = expected_min_size(params, quant)
+    if size < floor:
+        raise RuntimeError(f"{path.name}: {size} bytes for {params} parameters ({quant}); "
+                           f"expected >= {floor}: the weights were not captured")
+    info = audit(path)
+    sigs = signatures(seq_lens, heads, widths)
+    checked = self_check(path, sigs)
+    ort_version = checked[len("ok ("):-1]
+    return {"format": "onnx", "file": path.name, "quant": quant, "opset": info["opset"],
+            "ir_version": info["ir_version"], "signatures": sigs,
+            "sequence_axis": SEQUENCE_AXIS,
+            "oldest_runtime": oldest_runtime(info["opset"], info["ir_version"], ort_version),
+            "self_check": {"onnxruntime": checked}, "ops": info["ops"], "extra_files": extra}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Child-process entry; prints the manifest entry as JSON on the last line."""
+    p = argparse.ArgumentParser(prog="python -m edge_m3.export_onnx")
+    p.add_argument("--saved", type=Path, required=True)
+    p.add_argument("--out-dir", type=Path, required=True)
+    p.add_argument("--quant", choices=QUANTS, required=True)
+    p.add_argument("--lens", required=True)
+    p.add_argument("--heads", required=True)
+    p.add_argument("--params", type=int, required=True)
+    p.add_argument("--external-threshold", type=int, default=EXTERNAL_DATA_THRESHOLD)
+    a = p.parse_args(argv)
+    entry = export(a.saved, a.out_dir, a.quant, [int(x) for x in a.lens.split(",")],
+                   a.heads.split(","), a.params, a.external_threshold)
+    sys.stdout.write("\n" + json.dumps(entry) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,216 @@
+"""ONNX variants from the traced SavedModel: names, shapes, checker, external data, parity."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+import pytest
+
+from edge_m3.checkpoint import load_checkpoint
+from edge_m3.errors import EdgeM3Error
+from edge_m3.export_onnx import (
+    EXTERNAL_DATA_THRESHOLD,
+    SEQ_AXIS,
+    SEQ_AXIS_MINUS_1,
+    export_onnx_variant,
+    save,
+    signatures,
+)
+from edge_m3.export_tflite import QUANTS, write_saved_model
+from edge_m3.model import HEADS, build_model
+from edge_m3.runtime import OnnxRunner, open_runner
+
+LENS = [8, 16, 32]
+OUTPUTS = ["dense_vecs", "sparse_weights", "colbert_vecs"]
+# Max abs difference to the Keras fp32 model. fp16 stores weights in half precision (compute
+# stays fp32); int8 is dynamic-range quantization, so its bound is looser and its dense vector
+# must also keep its direction (cosine).
+BOUNDS = {
+    "fp32": {"dense_vecs": 1e-5, "sparse_weights": 1e-5, "colbert_vecs": 1e-5},
+    "fp16": {"dense_vecs": 2e-3, "sparse_weights": 5e-3, "colbert_vecs": 2e-3},
+    "int8": {"dense_vecs": 4e-2, "sparse_weights": 1.5e-1, "colbert_vecs": 6e-2},
+}
+MIN_DENSE_COSINE = {"fp32": 1 - 1e-6, "fp16": 1 - 1e-5, "int8": 0.998}
+
+
+@pytest.fixture(scope="module")
+def keras_model(tiny_ckpt: Path) -> Any:
+    return build_model(load_checkpoint(tiny_ckpt))
+
+
+@pytest.fixture(scope="module")
+def variants(keras_model: Any, tmp_path_factory: pytest.TempPathFactory
+             ) -> dict[str, tuple[Path, dict[str, Any]]]:
+    """All three variants; fp32 is forced to external data, as the full-size fp32 is."""
+    saved = tmp_path_factory.mktemp("onnx_saved") / "saved_model"
+    write_saved_model(keras_model, LENS, HEADS, saved, dynamic=True)
+    out = {}
+    for quant in QUANTS:
+        folder = tmp_path_factory.mktemp(f"onnx_{quant}")
+        threshold = 0 if quant == "fp32" else EXTERNAL_DATA_THRESHOLD
+        entry = export_onnx_variant(saved, folder, quant, LENS, list(HEADS),
+                                    keras_model.parameter_count(), external_threshold=threshold)
+        out[quant] = (folder, entry)
+    return out
+
+
+def _inputs(n_real: int, length: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    ids = np.ones((1, length), np.int32)
+    ids[0, :n_real] = [0, *rng.integers(4, 200, n_real - 2), 2]
+    mask = (np.arange(length) < n_real).astype(np.int32)[None]
+    return ids, mask
+
+
+@pytest.mark.parametrize("quant", QUANTS)
+def test_manifest_entry(variants: dict[str, tuple[Path, dict[str, Any]]], quant: str) -> None:
+    folder, entry = variants[quant]
+    assert entry["format"] == "onnx" and entry["quant"] == quant
+    assert entry["file"] == f"model_{quant}.onnx" and (folder / entry["file"]).is_file()
+    assert entry["opset"] == 17
+    assert entry["sequence_axis"] == "symbolic, declared lengths only"
+    assert entry["oldest_runtime"]["onnxruntime"] == "1.12.0"
+    assert entry["self_check"]["onnxruntime"].startswith("ok (")
+    assert "Erfc" not in entry["ops"] and "Erf" in entry["ops"]
+    assert [s["name"] for s in entry["signatures"]] == [f"embed_{n}" for n in LENS]
+    for sig in entry["signatures"]:
+        n = sig["seq_len"]
+        assert sig["inputs"] == [{"name": k, "shape": [1, n], "dtype": "int32"}
+                                 for k in ("input_ids", "attention_mask")]
+        assert [(o["name"], o["shape"], o["dtype"]) for o in sig["outputs"]] == [
+            ("dense_vecs", [1, 32], "float32"), ("sparse_weights", [1, n], "float32"),
+            ("colbert_vecs", [1, n - 1, 32], "float32")]
+    files = sorted(p.name for p in folder.iterdir())
+    assert files == sorted([entry["file"], *entry["extra_files"]])
+    assert entry["extra_files"] == (["model_fp32.onnx.data"] if quant == "fp32" else [])
+
+
+@pytest.mark.parametrize("quant", QUANTS)
+def test_graph_passes_checker_with_contract_io(
+        variants: dict[str, tuple[Path, dict[str, Any]]], quant: str) -> None:
+    folder, entry = variants[quant]
+    path = folder / entry["file"]
+    onnx.checker.check_model(str(path), full_check=True)  # path form: follows external data
+    model = onnx.load(str(path), load_external_data=False)
+    ops = {n.op_type for n in model.graph.node}
+    assert "Erfc" not in ops
+    assert {o.domain for o in model.opset_import} == {""}
+
+    def io(vis: Any) -> list[tuple[str, int, list[Any]]]:
+        return [(v.name, v.type.tensor_type.elem_type,
+                 [d.dim_param or d.dim_value for d in v.type.tensor_type.shape.dim])
+                for v in vis]
+
+    int32, f32 = onnx.TensorProto.INT32, onnx.TensorProto.FLOAT
+    assert io(model.graph.input) == [("input_ids", int32, [1, SEQ_AXIS]),
+                                     ("attention_mask", int32, [1, SEQ_AXIS])]
+    assert io(model.graph.output) == [("dense_vecs", f32, [1, 32]),
+                                      ("sparse_weights", f32, [1, SEQ_AXIS]),
+                                      ("colbert_vecs", f32, [1, SEQ_AXIS_MINUS_1, 32])]
+    meta = {p.key: p.value for p in model.metadata_props}
+    assert meta["edge_m3.seq_lens"] == "8,16,32" and meta["edge_m3.quant"] == quant
+    weights = [t for t in model.graph.initializer if len(t.dims) == 2]
+    kinds = {t.data_type for t in weights}
+    if quant == "fp16":
+        assert kinds == {onnx.TensorProto.FLOAT16}
+    if quant == "int8":
+        assert {"MatMulInteger", "DynamicQuantizeLinear"} <= ops
+        assert onnx.TensorProto.INT8 in kinds and onnx.TensorProto.FLOAT not in kinds
+
+
+@pytest.mark.parametrize("quant", QUANTS)
+def test_every_length_matches_keras(variants: dict[str, tuple[Path, dict[str, Any]]],
+                                    keras_model: Any, quant: str) -> None:
+    folder, entry = variants[quant]
+    runner = open_runner(folder / entry["file"], entry["signatures"], "onnxruntime", 1)
+    assert isinstance(runner, OnnxRunner) and runner.seq_lens == LENS
+    for sig in entry["signatures"]:
+        n = sig["seq_len"]
+        for real in (2, n // 2, n):
+            ids, mask = _inputs(real, n, seed=n + real)
+            want = {k: v.numpy() for k, v in keras_model(ids, mask, hidden=False).items()}
+            got = runner.run(ids, mask)
+            assert list(got) == OUTPUTS
+            for key in OUTPUTS:
+                assert got[key].shape == want[key].shape == tuple(
+                    next(o["shape"] for o in sig["outputs"] if o["name"] == key))
+                err = float(np.abs(got[key] - want[key]).max())
+                assert err <= BOUNDS[quant][key], (quant, n, real, key, err)
+            assert np.all(got["sparse_weights"][0, real:] == 0)  # padding stays zero
+            cosine = float((got["dense_vecs"] * want["dense_vecs"]).sum())
+            assert cosine >= MIN_DENSE_COSINE[quant], (quant, n, real, cosine)
+
+
+def test_external_data_travels_with_the_model(
+        variants: dict[str, tuple[Path, dict[str, Any]]], tmp_path: Path) -> None:
+    folder, entry = variants["fp32"]
+    data = folder / entry["extra_files"][0]
+    model = onnx.load(str(folder / entry["file"]), load_external_data=False)
+    big = [t for t in model.graph.initializer
+           if t.data_type == onnx.TensorProto.FLOAT and 4 * np.prod(t.dims) >= 1024]
+    assert big and all(t.data_location == onnx.TensorProto.EXTERNAL for t in big)
+    assert data.stat().st_size >= sum(4 * int(np.prod(t.dims)) for t in big)
+    moved = tmp_path / "moved"
+    moved.mkdir()
+    for name in [entry["file"], *entry["extra_files"]]:
+        shutil.copy(folder / name, moved / name)
+    ids, mask = _inputs(5, 8, seed=1)
+    a = OnnxRunner(folder / entry["file"], entry["signatures"]).run(ids, mask)
+    b = OnnxRunner(moved / entry["file"], entry["signatures"]).run(ids, mask)
+    for key in OUTPUTS:
+        np.testing.assert_array_equal(a[key], b[key])
+    (moved / data.name).unlink()
+    with pytest.raises(Exception):  # noqa: B017 - onnxruntime raises its own Fail type
+        OnnxRunner(moved / entry["file"], entry["signatures"])
+
+
+def _matmul_model(width: int) -> onnx.ModelProto:
+    from onnx import helper, numpy_helper
+
+    weight = np.arange(width * width, dtype=np.float32).reshape(width, width) / width**2
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "w"], ["y"])], "g",
+        [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1, width])],
+        [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [1, width])],
+        [numpy_helper.from_array(weight, "w")])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
+@pytest.mark.parametrize("threshold, external", [(0, True), (EXTERNAL_DATA_THRESHOLD, False)])
+def test_save_threshold(tmp_path: Path, threshold: int, external: bool) -> None:
+    import onnxruntime as ort
+
+    path = tmp_path / "m.onnx"
+    (tmp_path / "m.onnx.data").write_bytes(b"stale")  # must be replaced, not appended to
+    extra = save(_matmul_model(64), path, threshold)
+    assert extra == (["m.onnx.data"] if external else [])
+    assert (tmp_path / "m.onnx.data").exists() == external
+    if external:
+        assert (tmp_path / "m.onnx.data").stat().st_size == 64 * 64 * 4
+    onnx.checker.check_model(str(path))
+    x = np.ones((1, 64), np.float32)
+    y = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    np.testing.assert_allclose(y, x @ (np.arange(64 * 64).reshape(64, 64) / 64**2), rtol=1e-6)
+
+
+def test_signatures_follow_heads() -> None:
+    sigs = signatures([16, 8], ["dense"], {"dense_vecs": 1024})
+    assert [s["name"] for s in sigs] == ["embed_8", "embed_16"]
+    assert sigs[0]["outputs"] == [{"name": "dense_vecs", "shape": [1, 1024], "dtype": "float32"}]
+
+
+def test_onnx_runner_rejects_undeclared_length(
+        variants: dict[str, tuple[Path, dict[str, Any]]]) -> None:
+    folder, entry = variants["int8"]
+    runner = OnnxRunner(folder / entry["file"], entry["signatures"], threads=1)
+    assert runner.runtime == "onnxruntime" and runner.seq_lens == LENS
+    ids, mask = _inputs(4, 12, seed=2)  # the graph would run it; the bundle does not declare it
+    with pytest.raises(EdgeM3Error, match="no signature for length 12"):
+        runner.run(ids, mask)
+    out = runner.run(*_inputs(4, 16, seed=3))
+    assert {k: v.shape for k, v in out.items()} == {
+        "dense_vecs": (1, 32), "sparse_weights": (1, 16), "colbert_vecs": (1, 15, 32)}
