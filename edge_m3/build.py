@@ -8,6 +8,7 @@ bundle is written to a temp dir that replaces the old bundle only once it is com
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -231,24 +232,45 @@ def build(opts: BuildOptions, quiet: bool = False) -> list[Path]:
     ckpt_dir, source = _timed(rep, f"resolve checkpoint {opts.checkpoint}",
                               lambda: resolve_checkpoint(opts.checkpoint, opts.revision))
     ckpt = _timed(rep, "load + validate checkpoint", lambda: load_checkpoint(ckpt_dir, source))
-    colbert_dim = int(ckpt.tensors["colbert_linear.weight"].shape[0])
-    params = param_count_from_config(ckpt.config, colbert_dim)
+    plan = None
+    if opts.vocab_corpus:
+        from edge_m3.tokenizer import Tokenizer
+        from edge_m3.vocab import plan_trim
+
+        plan = _timed(rep, "plan vocabulary trim",
+                      lambda: plan_trim(Tokenizer(ckpt.sentencepiece_path), opts.vocab_corpus,
+                                        opts.vocab_min_count),
+                      lambda p: f"{len(p.kept_ids):,} of {ckpt.config.vocab_size:,} ids kept, "
+                                f"corpus coverage {p.coverage:.2%}")
+    rows = len(plan.kept_ids) if plan else ckpt.config.vocab_size
+    params = param_count_from_config(dataclasses.replace(ckpt.config, vocab_size=rows),
+                                     ckpt.colbert_dim)
     validate_against_config(opts, ckpt.config, params)
 
     with tempfile.TemporaryDirectory(prefix="edge-m3-work-") as work_str:
         work = Path(work_str)
         saved = work / "saved_model"
 
+        vocab_map = work / "vocab_map.json"
+        if plan is not None:
+            from edge_m3.bundle import write_json
+
+            write_json(vocab_map, plan.to_json())
+
         def trace() -> dict[str, Any]:
             args = ["trace", "--checkpoint", str(ckpt_dir), "--saved", str(saved),
                     "--lens", ",".join(map(str, opts.seq_lens)), "--heads", ",".join(opts.heads)]
+            if plan is not None:
+                args += ["--vocab-map", str(vocab_map)]
             return run_child([*args, *(["--dynamic"] if "onnx" in opts.formats else [])],
                              "tracing the Keras model")
 
         traced = _timed(rep, "build Keras model + trace signatures (child process)", trace,
                         lambda t: f"{t['params']:,} parameters")
         params = traced["params"]
-        outs = [_build_variant(opts, q, ckpt, ckpt.source, saved, params, work, rep)
+        if plan is not None:  # the trace may keep one more row (see keep_extreme_row)
+            plan.kept_ids = traced["kept_ids"]
+        outs = [_build_variant(opts, q, ckpt, plan, saved, params, rep)
                 for q in opts.quants]
     if opts.android_dir is not None and opts.ios_dir is not None:
         from edge_m3.bundle import copy_to_kits
@@ -259,8 +281,8 @@ def build(opts: BuildOptions, quiet: bool = False) -> list[Path]:
     return outs
 
 
-def _build_variant(opts: BuildOptions, quant: str, ckpt: Any, source: dict[str, Any],
-                   saved: Path, params: int, work: Path, rep: Reporter) -> Path:
+def _build_variant(opts: BuildOptions, quant: str, ckpt: Any, plan: Any, saved: Path,
+                   params: int, rep: Reporter) -> Path:
     from edge_m3.bundle import (
         GOLDEN,
         MANIFEST,
@@ -300,11 +322,16 @@ def _build_variant(opts: BuildOptions, quant: str, ckpt: Any, source: dict[str, 
                                                              opts.heads, params)))
         (tmp / "sentencepiece.bpe.model").write_bytes(ckpt.sentencepiece_path.read_bytes())
         spec = TokenizerSpec.for_sentencepiece(tmp / "sentencepiece.bpe.model")
+        extra = ["sentencepiece.bpe.model"]
+        if plan is not None:
+            write_json(tmp / "vocab_map.json", plan.to_json())
+            spec = dataclasses.replace(spec, vocab_map=plan.manifest_entry())
+            extra.append("vocab_map.json")
         manifest = {
             "schema_version": SCHEMA_VERSION,
             "edge_m3_version": __version__,
             "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-            "source": source,
+            "source": ckpt.source,
             "quant": quant,
             "hidden_size": ckpt.config.hidden_size,
             "max_length": max(opts.seq_lens),
@@ -313,7 +340,7 @@ def _build_variant(opts: BuildOptions, quant: str, ckpt: Any, source: dict[str, 
             "models": models,
         }
         names = [m["file"] for m in models] + [f for m in models for f in m.get("extra_files", [])]
-        manifest["files"] = file_entries(tmp, [*names, "sentencepiece.bpe.model"])
+        manifest["files"] = file_entries(tmp, [*names, *extra])
         write_json(tmp / MANIFEST, manifest)
         golden = _timed(rep, f"golden vectors {quant}",
                         lambda: make_golden(load_bundle(tmp, verify=False), quant))

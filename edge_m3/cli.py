@@ -68,6 +68,10 @@ def _build_parser() -> argparse.ArgumentParser:
     v.add_argument("--thresholds", type=Path, default=None)
     v.add_argument("--threads", type=int, default=1)
 
+    c = sub.add_parser("coverage", help="share of a text file's tokens a trimmed bundle lacks")
+    c.add_argument("bundle", type=Path)
+    c.add_argument("texts", type=Path)
+
     bn = sub.add_parser("bench", help="latency and memory across runtimes and threads")
     bn.add_argument("bundle", type=Path)
     bn.add_argument("--runtimes", default=None)
@@ -106,9 +110,31 @@ def _cmd_build(a: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_coverage(a: argparse.Namespace) -> int:
+    import json
+
+    from edge_m3.bundle import load_bundle
+    from edge_m3.tokenizer import Tokenizer, TokenizerSpec
+    from edge_m3.vocab import oov_share, read_corpus
+
+    bundle = load_bundle(a.bundle)
+    spec = TokenizerSpec.from_manifest(bundle.manifest["tokenizer"])
+    tok = Tokenizer(bundle.sentencepiece_path, spec)
+    if spec.vocab_map:
+        kept = json.loads((bundle.path / spec.vocab_map["file"]).read_text())["kept_ids"]
+    else:
+        kept = range(spec.vocab_size)
+    outside, total = oov_share(tok, kept, read_corpus(a.texts))
+    print(f"{a.texts}: {total:,} tokens, {outside:,} outside the kept set "
+          f"({outside / max(total, 1):.2%}); kept ids: {len(kept):,} of {spec.vocab_size:,}")
+    return 0
+
+
 def _dispatch(a: argparse.Namespace) -> int:
     if a.command == "build":
         return _cmd_build(a)
+    if a.command == "coverage":
+        return _cmd_coverage(a)
     from edge_m3 import harness
 
     return int(getattr(harness, f"cmd_{a.command}")(a))

@@ -204,14 +204,42 @@ def version_tuple(v: str) -> tuple[int, ...]:
 
 
 def trace_checkpoint(checkpoint_dir: Path, seq_lens: Sequence[int], heads: Sequence[str],
-                     saved_dir: Path, dynamic: bool = False) -> int:
-    """Checkpoint -> Keras -> SavedModel; returns the parameter count of the traced model."""
+                     saved_dir: Path, dynamic: bool = False,
+                     kept_ids: Sequence[int] | None = None) -> tuple[int, list[int] | None]:
+    """Checkpoint -> Keras -> SavedModel; returns the parameter count and the kept ids.
+
+    `kept_ids` (vocabulary trimming) keeps only those rows of the word-embedding table.
+    """
     from edge_m3.checkpoint import load_checkpoint
     from edge_m3.model import build_model
 
-    model = build_model(load_checkpoint(checkpoint_dir))
+    ckpt = load_checkpoint(checkpoint_dir)
+    if kept_ids is not None:
+        from edge_m3.model import trimmed_checkpoint
+
+        ckpt = trimmed_checkpoint(ckpt, keep_extreme_row(ckpt.tensors, kept_ids))
+        kept_ids = ckpt.tensors.kept_ids
+    model = build_model(ckpt)
     write_saved_model(model, seq_lens, heads, saved_dir, dynamic=dynamic)
-    return model.parameter_count()
+    return model.parameter_count(), kept_ids
+
+
+def keep_extreme_row(tensors: Any, kept_ids: Sequence[int]) -> list[int]:
+    """Add the embedding row holding the table's largest |value| to the kept set.
+
+    int8 quantizes the table with one scale, max|W| / 127: keeping that row keeps the scale,
+    so every kept row quantizes exactly as in the untrimmed int8 file (one extra row).
+    """
+    import numpy as np
+
+    table = tensors["embeddings.word_embeddings.weight"]
+    best_row, best = 0, -1.0
+    for start in range(0, table.shape[0], 8192):
+        block = np.abs(np.asarray(table[start:start + 8192], dtype=np.float32)).max(axis=1)
+        i = int(block.argmax())
+        if block[i] > best:
+            best_row, best = start + i, float(block[i])
+    return sorted(set(int(k) for k in kept_ids) | {best_row})
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -228,6 +256,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     t.add_argument("--lens", required=True)
     t.add_argument("--heads", required=True)
     t.add_argument("--dynamic", action="store_true")
+    t.add_argument("--vocab-map", type=Path, default=None)
     c = sub.add_parser("convert")
     c.add_argument("--saved", type=Path, required=True)
     c.add_argument("--out", type=Path, required=True)
@@ -237,8 +266,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     a = p.parse_args(argv)
     lens = [int(x) for x in a.lens.split(",")]
     if a.step == "trace":
-        params = trace_checkpoint(a.checkpoint, lens, a.heads.split(","), a.saved, a.dynamic)
-        info: dict[str, Any] = {"params": params}
+        kept = (json.loads(a.vocab_map.read_text())["kept_ids"] if a.vocab_map else None)
+        params, kept = trace_checkpoint(a.checkpoint, lens, a.heads.split(","), a.saved,
+                                        a.dynamic, kept)
+        info: dict[str, Any] = {"params": params, "kept_ids": kept}
     else:
         size = convert(a.saved, lens, a.quant, a.out, a.params)
         info = {"size": size, **audit(a.out), "signatures": signature_details(a.out)}

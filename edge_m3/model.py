@@ -196,3 +196,30 @@ def build_model(checkpoint: Any) -> BGEM3Encoder:
     model = BGEM3Encoder(checkpoint.config, colbert_dim=colbert_dim, name="bge_m3")
     model.load_weights_from(checkpoint.tensors)
     return model
+
+
+class _TrimmedTensors(Mapping[str, np.ndarray]):
+    """The checkpoint's tensors with the word-embedding table cut to the kept rows."""
+
+    def __init__(self, tensors: Mapping[str, np.ndarray], kept_ids: Sequence[int]) -> None:
+        self._tensors, self._kept = tensors, np.asarray(kept_ids, dtype=np.int64)
+        self.kept_ids = [int(i) for i in kept_ids]
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        value = self._tensors[name]
+        return value[self._kept] if name == "embeddings.word_embeddings.weight" else value
+
+    def __iter__(self) -> Any:
+        return iter(self._tensors)
+
+    def __len__(self) -> int:
+        return len(self._tensors)
+
+
+def trimmed_checkpoint(checkpoint: Any, kept_ids: Sequence[int]) -> Any:
+    """A view of `checkpoint` whose vocabulary is `kept_ids` (row i = original id kept_ids[i])."""
+    import dataclasses
+
+    config = dataclasses.replace(checkpoint.config, vocab_size=len(kept_ids))
+    return dataclasses.replace(checkpoint, config=config,
+                               tensors=_TrimmedTensors(checkpoint.tensors, kept_ids))

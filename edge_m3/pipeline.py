@@ -70,7 +70,11 @@ class DevicePipeline:
             raise EdgeM3Error(f"text must be a string, got {type(text).__name__}")
         enc = self.encode(text)
         raw = self.run(enc)
-        out = postprocess(raw, enc.input_ids, self.spec.special_ids)
+        # A trimmed vocabulary runs on table rows but reports the original ids.
+        rows = self.tokenizer.to_model_ids(enc.input_ids)
+        special_rows = {k: self.tokenizer.to_model_ids([v])[0]
+                        for k, v in self.spec.special_ids.items()}
+        out = postprocess(raw, rows, special_rows, original_ids=enc.input_ids)
         return {"input_ids": enc.input_ids, "signature": enc.signature, "seq_len": enc.seq_len,
                 "raw": raw, **out}
 

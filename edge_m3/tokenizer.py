@@ -98,7 +98,7 @@ class Tokenizer:
         self._row: np.ndarray | None = None
         vm = self.spec.vocab_map
         if vm:
-            self._row = _load_row_map(path.parent / vm["file"], self.spec.vocab_size, self.unk)
+            self._row = _load_row_map(path.parent / vm["file"], self.spec)
 
     def words(self, text: str) -> list[str]:
         """The text as the reference tokenizer sees it: charsmap per grapheme, then split on
@@ -149,14 +149,14 @@ class Tokenizer:
         return np.stack([r[0] for r in rows]), np.stack([r[1] for r in rows])
 
 
-def _load_row_map(path: Path, vocab_size: int, unk: int) -> np.ndarray:
-    """Original id -> row of the trimmed table (anything not kept -> the `<unk>` row)."""
+def _load_row_map(path: Path, spec: TokenizerSpec) -> np.ndarray:
+    """Original id -> row of the trimmed embedding table (see edge_m3.vocab)."""
     import json
+
+    from edge_m3.vocab import row_map
 
     try:
         kept = json.loads(path.read_text(encoding="utf-8"))["kept_ids"]
-    except (OSError, ValueError, KeyError) as exc:
+    except (OSError, ValueError, KeyError, TypeError) as exc:
         raise EdgeM3Error(f"{path}: unreadable vocabulary map ({exc})") from None
-    rows = np.full(vocab_size, kept.index(unk), dtype=np.int64)
-    rows[np.asarray(kept, dtype=np.int64)] = np.arange(len(kept))
-    return rows
+    return row_map(kept, spec.special_ids, spec.vocab_size)
