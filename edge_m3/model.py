@@ -27,21 +27,61 @@ def _gelu_erf(x: tf.Tensor) -> tf.Tensor:
     return 0.5 * x * (1.0 + tf.math.erf(x * (1.0 / math.sqrt(2.0))))
 
 
+class _Preset(keras.initializers.Initializer):
+    """A variable's initial value, read from the checkpoint as the variable is created.
+
+    Creating variables from zeros and assigning later holds two copies of a 1 GB table at
+    once; this way each tensor is read, handed to TF, and dropped.
+    """
+
+    def __init__(self, tensors: Mapping[str, np.ndarray] | None, name: str,
+                 transpose: bool = False, add_row0: str | None = None) -> None:
+        self.tensors, self.name, self.transpose, self.add_row0 = tensors, name, transpose, add_row0
+
+    def __call__(self, shape: Any, dtype: Any = None) -> np.ndarray:
+        if self.tensors is None:
+            return np.zeros(shape, np.float32)
+        value = np.asarray(self.tensors[self.name], dtype=np.float32)
+        if self.transpose:  # torch Linear stores [out, in]; Keras Dense wants [in, out]
+            value = np.ascontiguousarray(value.T)
+        if self.add_row0:
+            value = value + np.asarray(self.tensors[self.add_row0], dtype=np.float32)[0]
+        if tuple(value.shape) != tuple(shape):
+            raise ValueError(f"{self.name}: shape {value.shape}, layer expects {tuple(shape)}")
+        return value
+
+
+def _dense(units: int, tensors: Mapping[str, np.ndarray] | None, prefix: str,
+           name: str) -> keras.layers.Dense:
+    return keras.layers.Dense(units, name=name,
+                              kernel_initializer=_Preset(tensors, prefix + ".weight", True),
+                              bias_initializer=_Preset(tensors, prefix + ".bias"))
+
+
+def _norm(eps: float, tensors: Mapping[str, np.ndarray] | None, prefix: str,
+          name: str) -> keras.layers.LayerNormalization:
+    return keras.layers.LayerNormalization(
+        epsilon=eps, name=name, gamma_initializer=_Preset(tensors, prefix + ".weight"),
+        beta_initializer=_Preset(tensors, prefix + ".bias"))
+
+
 class TransformerBlock(keras.layers.Layer):
     """One post-LayerNorm XLM-R encoder layer (self-attention + GELU feed-forward)."""
 
-    def __init__(self, hidden: int, heads: int, ffn: int, eps: float, **kwargs: Any) -> None:
+    def __init__(self, hidden: int, heads: int, ffn: int, eps: float,
+                 tensors: Mapping[str, np.ndarray] | None = None, prefix: str = "",
+                 **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.hidden, self.heads, self.head_dim = hidden, heads, hidden // heads
-        init = "zeros"  # real weights are assigned right after building: skip random init
-        self.query = keras.layers.Dense(hidden, kernel_initializer=init, name="query")
-        self.key = keras.layers.Dense(hidden, kernel_initializer=init, name="key")
-        self.value = keras.layers.Dense(hidden, kernel_initializer=init, name="value")
-        self.attn_out = keras.layers.Dense(hidden, kernel_initializer=init, name="attn_out")
-        self.attn_norm = keras.layers.LayerNormalization(epsilon=eps, name="attn_norm")
-        self.ffn_in = keras.layers.Dense(ffn, kernel_initializer=init, name="ffn_in")
-        self.ffn_out = keras.layers.Dense(hidden, kernel_initializer=init, name="ffn_out")
-        self.ffn_norm = keras.layers.LayerNormalization(epsilon=eps, name="ffn_norm")
+        t, p = tensors, prefix
+        self.query = _dense(hidden, t, p + "attention.self.query", "query")
+        self.key = _dense(hidden, t, p + "attention.self.key", "key")
+        self.value = _dense(hidden, t, p + "attention.self.value", "value")
+        self.attn_out = _dense(hidden, t, p + "attention.output.dense", "attn_out")
+        self.attn_norm = _norm(eps, t, p + "attention.output.LayerNorm", "attn_norm")
+        self.ffn_in = _dense(ffn, t, p + "intermediate.dense", "ffn_in")
+        self.ffn_out = _dense(hidden, t, p + "output.dense", "ffn_out")
+        self.ffn_norm = _norm(eps, t, p + "output.LayerNorm", "ffn_norm")
 
     def build(self, input_shape: Any) -> None:
         h = (None, None, self.hidden)
@@ -91,28 +131,30 @@ class BGEM3Encoder(keras.Model):
     `colbert_vecs [B, L-1, D]` (colbert_linear on tokens after `<s>`, masked, normalised).
     """
 
-    def __init__(self, config: Any, colbert_dim: int | None = None, **kwargs: Any) -> None:
+    def __init__(self, config: Any, colbert_dim: int | None = None,
+                 tensors: Mapping[str, np.ndarray] | None = None, **kwargs: Any) -> None:
+        """`tensors` (HF names, torch layout) fill the variables as they are created; None
+        leaves them zero."""
         super().__init__(**kwargs)
         self.config = config
-        h = config.hidden_size
+        h, t = config.hidden_size, tensors
         self.pad_id = int(config.pad_token_id)
-        init = "zeros"
-        self.word = keras.layers.Embedding(config.vocab_size, h, embeddings_initializer=init,
-                                           name="word_embeddings")
+        self.word = keras.layers.Embedding(
+            config.vocab_size, h, name="word_embeddings",
+            embeddings_initializer=_Preset(t, "embeddings.word_embeddings.weight"))
         # Token-type 0 is folded into this table: BGE-M3 only ever uses type 0.
-        self.position = keras.layers.Embedding(config.max_position_embeddings, h,
-                                               embeddings_initializer=init,
-                                               name="position_embeddings")
-        self.emb_norm = keras.layers.LayerNormalization(epsilon=config.layer_norm_eps,
-                                                        name="emb_norm")
+        self.position = keras.layers.Embedding(
+            config.max_position_embeddings, h, name="position_embeddings",
+            embeddings_initializer=_Preset(t, "embeddings.position_embeddings.weight",
+                                           add_row0="embeddings.token_type_embeddings.weight"))
+        self.emb_norm = _norm(config.layer_norm_eps, t, "embeddings.LayerNorm", "emb_norm")
         self.blocks = [
             TransformerBlock(h, config.num_attention_heads, config.intermediate_size,
-                             config.layer_norm_eps, name=f"layer_{i}")
+                             config.layer_norm_eps, t, f"encoder.layer.{i}.", name=f"layer_{i}")
             for i in range(config.num_hidden_layers)
         ]
-        self.colbert = keras.layers.Dense(colbert_dim or h, kernel_initializer=init,
-                                          name="colbert_linear")
-        self.sparse = keras.layers.Dense(1, kernel_initializer=init, name="sparse_linear")
+        self.colbert = _dense(colbert_dim or h, t, "colbert_linear", "colbert_linear")
+        self.sparse = _dense(1, t, "sparse_linear", "sparse_linear")
         self.word.build((None, None))
         self.position.build((None, None))
         self.emb_norm.build((None, None, h))
@@ -155,36 +197,6 @@ class BGEM3Encoder(keras.Model):
             out["colbert_vecs"] = _l2_normalize(col)
         return out
 
-    def load_weights_from(self, tensors: Mapping[str, np.ndarray]) -> None:
-        """Assign HF-named tensors (torch [out, in] layout) one at a time, freeing each."""
-        def get(name: str) -> np.ndarray:
-            return np.asarray(tensors[name], dtype=np.float32)
-
-        def dense(layer: keras.layers.Dense, prefix: str) -> None:
-            layer.kernel.assign(get(prefix + ".weight").T)
-            layer.bias.assign(get(prefix + ".bias"))
-
-        def norm(layer: keras.layers.LayerNormalization, prefix: str) -> None:
-            layer.gamma.assign(get(prefix + ".weight"))
-            layer.beta.assign(get(prefix + ".bias"))
-
-        self.word.embeddings.assign(get("embeddings.word_embeddings.weight"))
-        type0 = get("embeddings.token_type_embeddings.weight")[0]
-        self.position.embeddings.assign(get("embeddings.position_embeddings.weight") + type0)
-        norm(self.emb_norm, "embeddings.LayerNorm")
-        for i, block in enumerate(self.blocks):
-            p = f"encoder.layer.{i}."
-            dense(block.query, p + "attention.self.query")
-            dense(block.key, p + "attention.self.key")
-            dense(block.value, p + "attention.self.value")
-            dense(block.attn_out, p + "attention.output.dense")
-            norm(block.attn_norm, p + "attention.output.LayerNorm")
-            dense(block.ffn_in, p + "intermediate.dense")
-            dense(block.ffn_out, p + "output.dense")
-            norm(block.ffn_norm, p + "output.LayerNorm")
-        dense(self.colbert, "colbert_linear")
-        dense(self.sparse, "sparse_linear")
-
     def parameter_count(self) -> int:
         """Weights held by the model: used to check that exports really carry them."""
         return int(sum(int(np.prod(v.shape)) for v in self.weights))
@@ -193,9 +205,8 @@ class BGEM3Encoder(keras.Model):
 def build_model(checkpoint: Any) -> BGEM3Encoder:
     """A Keras BGE-M3 with the checkpoint's weights (fp32)."""
     colbert_dim = int(checkpoint.tensors["colbert_linear.weight"].shape[0])
-    model = BGEM3Encoder(checkpoint.config, colbert_dim=colbert_dim, name="bge_m3")
-    model.load_weights_from(checkpoint.tensors)
-    return model
+    return BGEM3Encoder(checkpoint.config, colbert_dim=colbert_dim, tensors=checkpoint.tensors,
+                        name="bge_m3")
 
 
 class _TrimmedTensors(Mapping[str, np.ndarray]):

@@ -138,42 +138,66 @@ def read_torch_archive(path: Path) -> dict[str, np.ndarray]:
     return out
 
 
+_ST_DTYPES = {"F64": "<f8", "F32": "<f4", "F16": "<f2", "BF16": "<u2", "I64": "<i8",
+              "I32": "<i4", "I16": "<i2", "I8": "i1", "U8": "u1", "BOOL": "?"}
+
+
 class SafetensorsFile(Mapping[str, np.ndarray]):
-    """Lazy view of a safetensors file: shapes from the header, one tensor read at a time."""
+    """Lazy view of a safetensors file: shapes from the header, one tensor read at a time.
+
+    Tensors are read with plain file reads rather than a memory map, so pages of tensors
+    already handed over do not stay resident in this process (a 2.27 GB file would
+    otherwise count in full towards peak RSS).
+    """
 
     def __init__(self, path: Path) -> None:
-        from safetensors import safe_open
+        import json
+        import struct
 
         self.path = Path(path)
         try:
-            self._handle = safe_open(str(self.path), framework="np")
-            self._keys = list(self._handle.keys())
+            with open(self.path, "rb") as fh:
+                (n,) = struct.unpack("<Q", fh.read(8))
+                header = json.loads(fh.read(n))
         except Exception as exc:
             raise EdgeM3Error(f"{self.path}: not a readable safetensors file ({exc})") from exc
+        header.pop("__metadata__", None)
+        self._base = 8 + n
+        self._header: dict[str, dict[str, Any]] = header
+        for name, info in header.items():
+            if info.get("dtype") not in _ST_DTYPES:
+                raise EdgeM3Error(f"{self.path}: tensor '{name}' has unsupported dtype "
+                                  f"{info.get('dtype')}")
 
     def shape(self, name: str) -> tuple[int, ...]:
-        return tuple(self._handle.get_slice(name).get_shape())
+        return tuple(int(d) for d in self._header[name]["shape"])
 
     def dtype(self, name: str) -> str:
-        return str(self._handle.get_slice(name).get_dtype())
+        return str(self._header[name]["dtype"])
 
     def __getitem__(self, name: str) -> np.ndarray:
-        if name not in self._keys:
-            raise KeyError(name)
+        info = self._header[name]
+        start, end = info["data_offsets"]
+        dtype = np.dtype(_ST_DTYPES[info["dtype"]])
+        count = (end - start) // dtype.itemsize
+        shape = self.shape(name)
+        if count != int(np.prod(shape, dtype=np.int64)):
+            raise EdgeM3Error(f"{self.path}: tensor '{name}' size does not match its shape")
         try:
-            if self.dtype(name) == "BF16":
-                raise EdgeM3Error(f"{self.path}: tensor '{name}' is bfloat16; unsupported")
-            return self._handle.get_tensor(name)
-        except EdgeM3Error:
-            raise
-        except Exception as exc:
+            arr = np.fromfile(self.path, dtype=dtype, count=count, offset=self._base + start)
+        except (OSError, ValueError) as exc:
             raise EdgeM3Error(f"{self.path}: tensor '{name}' cannot be read ({exc})") from exc
+        if arr.size != count:
+            raise EdgeM3Error(f"{self.path}: tensor '{name}' is truncated")
+        if info["dtype"] == "BF16":
+            arr = (arr.astype(np.uint32) << 16).view(np.float32)
+        return arr.astype(arr.dtype.newbyteorder("="), copy=False).reshape(shape)
 
     def __iter__(self) -> Iterator[str]:
-        return iter(self._keys)
+        return iter(self._header)
 
     def __len__(self) -> int:
-        return len(self._keys)
+        return len(self._header)
 
 
 def check_safetensors_complete(path: Path) -> None:
