@@ -6,8 +6,7 @@ as a whole, otherwise character by character), then splits on Unicode whitespace
 SentencePiece library instead takes the longest charsmap match anywhere, so it composes
 sequences the reference leaves alone: NFD Hangul jamo, Vietnamese and Greek stacked
 accents, Indic vowel signs. Same model file, different ids. The device pipeline therefore
-normalises like the reference and hands the result to SentencePiece with its own
-normaliser switched off (`identity_model_proto`).
+normalises like the reference, then segments with edge_m3.unigram.
 """
 
 from __future__ import annotations
@@ -105,16 +104,10 @@ def split_whitespace(text: str) -> list[str]:
     return words
 
 
-def identity_model_proto(model_bytes: bytes) -> tuple[bytes, bytes]:
-    """(model with SentencePiece's own normaliser off, the charsmap it carried)."""
+def charsmap_of(model_bytes: bytes) -> bytes:
+    """The precompiled charsmap inside a SentencePiece model file."""
     from sentencepiece import sentencepiece_model_pb2 as pb
 
     proto = pb.ModelProto()
     proto.ParseFromString(model_bytes)
-    charsmap = bytes(proto.normalizer_spec.precompiled_charsmap)
-    proto.normalizer_spec.name = "identity"
-    proto.normalizer_spec.precompiled_charsmap = b""
-    proto.normalizer_spec.add_dummy_prefix = True
-    proto.normalizer_spec.remove_extra_whitespaces = True
-    proto.normalizer_spec.escape_whitespaces = True
-    return proto.SerializeToString(), charsmap
+    return bytes(proto.normalizer_spec.precompiled_charsmap)

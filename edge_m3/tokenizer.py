@@ -1,8 +1,10 @@
-"""The device-side tokenizer: SentencePiece plus XLM-R's fairseq id mapping.
+"""The device-side tokenizer: the bundled SentencePiece model plus XLM-R's fairseq id mapping.
 
-Apps tokenize with the SentencePiece library and the bundled `sentencepiece.bpe.model`; this
-class does exactly what they do, and the tests hold it to the ids of `transformers`'
-XLMRobertaTokenizer (what FlagEmbedding uses) built from the same model file.
+Its ids must equal those of `transformers`' XLMRobertaTokenizer (what FlagEmbedding uses)
+built from the same `sentencepiece.bpe.model`, for any text. The SentencePiece library's own
+encoder does not guarantee that (grapheme-wise normalisation, Viterbi ties: see
+edge_m3.normalizer and edge_m3.unigram), so the pieces and scores come from the model file and
+the normalisation and search follow the reference; the platform kits mirror these steps.
 The mapping (special ids, offset) comes from the manifest, never from scattered constants.
 """
 
@@ -83,12 +85,14 @@ class Tokenizer:
         path = Path(sp_model_path)
         if not path.is_file():
             raise EdgeM3Error(f"{path}: missing SentencePiece model")
-        from edge_m3.normalizer import CharsMap, identity_model_proto
+        from edge_m3.normalizer import CharsMap, charsmap_of
+        from edge_m3.unigram import UnigramModel
 
         try:
             self.sp = spm.SentencePieceProcessor(model_file=str(path))
-            proto, charsmap = identity_model_proto(path.read_bytes())
-            self._sp_raw = spm.SentencePieceProcessor(model_proto=proto)
+            blob = path.read_bytes()
+            self.unigram = UnigramModel(blob)
+            charsmap = charsmap_of(blob)
             self.charsmap = CharsMap(charsmap) if charsmap else None
         except Exception as exc:
             raise EdgeM3Error(f"{path}: not a SentencePiece model ({exc})") from None
@@ -108,11 +112,10 @@ class Tokenizer:
         return split_whitespace(self.charsmap.normalize(text) if self.charsmap else text)
 
     def _pieces(self, text: str) -> list[int]:
-        # One lattice per word, as the reference does: Viterbi ties then break the same way.
+        # One lattice per word with the reference's tie-breaking (edge_m3.unigram).
         off, sp_unk = self.spec.id_offset, self.spec.sp_unk_id
-        words = self.words(text)
         return [self.unk if p == sp_unk else p + off
-                for pieces in (self._sp_raw.encode(words) if words else []) for p in pieces]
+                for p in self.unigram.encode_words(self.words(text))]
 
     def encode(self, text: str, max_length: int | None = None) -> list[int]:
         """Original vocabulary ids, `<s>`/`</s>` added; truncation keeps `</s>`."""

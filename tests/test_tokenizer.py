@@ -75,7 +75,17 @@ MIXED = st.lists(st.sampled_from(["a", "é", "e\u0301", " ", "  ", "\t", "\n", "
                  max_size=30).map("".join)
 
 
-@settings(max_examples=150, deadline=None)
+TRICKY = ["0111", "1111 0000 1010", "\u2581", "a\u2581b", "\u2581\u2581x", " \u2581 ", "aaaa",
+          "ΣΑΣ ΑΣΑ", "e\u0301\u0301\u0301", "\u1100\u1161\u11a8", "<s> </s> <pad>"[:0] + "x<y>z"]
+
+
+@pytest.mark.parametrize("text", TRICKY)
+def test_ties_and_pretokenizer_edges(pair, text: str) -> None:
+    ours, ref = pair
+    assert ours.encode(text) == _ref_ids(ref, text, None)
+
+
+@settings(max_examples=300, deadline=None)
 @given(text=st.one_of(TEXT, MIXED), max_length=st.sampled_from(MAX_LENGTHS))
 def test_random_unicode_ids_identical(pair, text: str, max_length: int | None) -> None:
     ours, ref = pair
