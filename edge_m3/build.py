@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from edge_m3 import __version__
+from edge_m3.bundle import HEADS
 from edge_m3.errors import EdgeM3Error
 from edge_m3.export_tflite import (
     FLATBUFFER_LIMIT,
@@ -30,7 +31,6 @@ from edge_m3.export_tflite import (
     signature_name,
     version_tuple,
 )
-from edge_m3.model import HEADS
 
 FORMATS = ("tflite", "onnx")
 DEFAULT_CHECKPOINT = "BAAI/bge-m3"

@@ -20,6 +20,7 @@ from typing import Any
 from edge_m3.errors import EdgeM3Error
 
 SCHEMA_VERSION = 1
+HEADS = ("dense", "sparse", "colbert")  # the outputs a bundle may export
 MANIFEST = "manifest.json"
 GOLDEN = "golden.json"
 ANDROID_ASSETS = Path("src/main/assets/edge_m3")

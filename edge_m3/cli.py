@@ -79,6 +79,7 @@ def _build_parser() -> argparse.ArgumentParser:
     bn.add_argument("--lengths", default=None)
     bn.add_argument("--reference", default=None, help="checkpoint for the torch fp32 baseline")
     bn.add_argument("--repeats", type=int, default=10)
+    bn.add_argument("--json", type=Path, default=None, help="also write the figures here")
     return p
 
 

@@ -84,7 +84,7 @@ def run_tf2onnx(saved: Path, work: Path) -> Any:
     proc = subprocess.run(cmd, capture_output=True, text=True, env=_child_env())
     if proc.returncode != 0 or not out.is_file():
         tail = (proc.stderr or proc.stdout).strip().splitlines()[-5:]
-        raise RuntimeError("tf2onnx failed: " + " | ".join(tail))
+        raise RuntimeError(f"tf2onnx failed (exit {proc.returncode}): " + " | ".join(tail))
     with zipfile.ZipFile(out) as z:
         model = onnx.load_from_string(z.read("__MODEL_PROTO.onnx"))
         for tensor in model.graph.initializer:

@@ -16,7 +16,8 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-HEADS = ("dense", "sparse", "colbert")
+from edge_m3.bundle import HEADS  # noqa: F401  (re-exported)
+
 # Large enough that exp() underflows to 0 next to real scores, small enough to stay finite
 # in float16 (max 65504) when the graph is run or stored in half precision.
 MASK_VALUE = -10000.0

@@ -65,7 +65,12 @@ class TFLiteRunner:
         if runtime not in _TFLITE_MODULES:
             raise EdgeM3Error(f"--runtime {runtime}: not a TFLite runtime ({', '.join(TFLITE_RUNTIMES)})")
         try:
-            mod = importlib.import_module(_TFLITE_MODULES[runtime])
+            if runtime == "tf":  # tensorflow.lite is a lazy attribute, not an importable module
+                import tensorflow as tf
+
+                mod = tf.lite
+            else:
+                mod = importlib.import_module(_TFLITE_MODULES[runtime])
         except ImportError as exc:
             raise EdgeM3Error(f"--runtime {runtime}: not installed ({exc})") from exc
         self.runtime = runtime
