@@ -35,7 +35,7 @@ def _build_parser() -> argparse.ArgumentParser:
     b.add_argument("--checkpoint", default=DEFAULT_CHECKPOINT,
                    help="hub id or local BAAI/bge-m3-layout snapshot directory")
     b.add_argument("--revision", default=None, help="hub revision (branch, tag or commit)")
-    b.add_argument("--quant", default="int8", help="fp32, fp16, int8 (comma list: one bundle each)")
+    b.add_argument("--quant", default="int8", help="fp32, fp16, int8, int8pc (comma list: one bundle each)")
     b.add_argument("--seq-lens", default="32,128,512", help="fixed signature lengths")
     b.add_argument("--heads", default="dense,sparse,colbert", help="outputs to export")
     b.add_argument("--formats", default="tflite", help="tflite, onnx (comma list)")

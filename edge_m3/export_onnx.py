@@ -345,7 +345,7 @@ def export(saved: Path, out_dir: Path, quant: str, seq_lens: Sequence[int],
         widths = fix_io(model, heads)
         if quant == "fp16":
             fp16_weights(model)
-        elif quant == "int8":
+        elif quant in ("int8", "int8pc"):  # ORT's dynamic int8 is per-channel either way
             model = quantize_int8(model, work)
         finish(model, quant, seq_lens, heads)
         extra = save(model, path, external_threshold)

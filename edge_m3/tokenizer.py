@@ -1,15 +1,30 @@
 """The device-side tokenizer: the bundled SentencePiece model plus XLM-R's fairseq id mapping.
 
-Its ids must equal those of `transformers`' XLMRobertaTokenizer (what FlagEmbedding uses)
-built from the same `sentencepiece.bpe.model`, for any text. The SentencePiece library's own
-encoder does not guarantee that (grapheme-wise normalisation, Viterbi ties: see
-edge_m3.normalizer and edge_m3.unigram), so the pieces and scores come from the model file and
-the normalisation and search follow the reference; the platform kits mirror these steps.
-The mapping (special ids, offset) comes from the manifest, never from scattered constants.
+Its ids equal those of the reference for every text: FlagEmbedding's
+`AutoTokenizer.from_pretrained(snapshot)`, i.e. transformers 5.x's XLMRobertaTokenizer. That
+class rebuilds its pipeline from code even when the snapshot carries a tokenizer.json (only
+the vocabulary, the charsmap and the added tokens come from the file), so the reference is:
+
+1. split the raw text on the special-token strings (`<s>`, `<pad>`, `</s>`, `<unk>`,
+   `<mask>`; leftmost-longest): each becomes its id, the text between is tokenized alone;
+2. SentencePiece's precompiled charsmap, one extended grapheme cluster at a time
+   (edge_m3.normalizer);
+3. split on Unicode whitespace (runs, leading and trailing whitespace vanish), "▁" before
+   each word, and a new piece boundary before every "▁";
+4. unigram Viterbi per word with the reference's tie-breaking (edge_m3.unigram).
+
+The SentencePiece library's own `encode` differs at steps 1, 2 and 4: it composes NFD Hangul,
+Japanese dakuten, Vietnamese and Greek stacks across graphemes, and on XLM-R's real vocabulary
+"s74ddd1b" gives `▁s 74 dd d 1 b` where the reference gives `▁s 74 d dd 1 b` (equal-score
+paths). Preprocessing the text fixes steps 1-3 but never step 4, so the pieces and scores come
+from the bundled model file and the search follows the reference; an app must do the same
+(a SentencePiece `encode` call alone is not enough). The id mapping (special ids and strings,
+offset) comes from the manifest, never from scattered constants.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,6 +34,10 @@ import numpy as np
 
 from edge_m3.errors import EdgeM3Error
 
+# fairseq's specials as XLM-R writes them; <s> </s> <unk> are also SentencePiece pieces 1, 2, 0.
+XLMR_SPECIAL_TOKENS = {"bos": "<s>", "pad": "<pad>", "eos": "</s>", "unk": "<unk>", "mask": "<mask>"}
+_SPECIAL_KEYS = ("bos", "pad", "eos", "unk", "mask")
+
 
 class InvalidTextError(EdgeM3Error, ValueError):
     """Text that no tokenizer can take (not a string, or not encodable as UTF-8)."""
@@ -26,40 +45,56 @@ class InvalidTextError(EdgeM3Error, ValueError):
 
 @dataclass(frozen=True)
 class TokenizerSpec:
-    """XLM-R's mapping from SentencePiece ids to model ids, as recorded in the manifest."""
+    """XLM-R's mapping from SentencePiece ids to model ids, as recorded in the manifest.
+
+    `special_tokens` are the strings that the reference turns into special ids wherever they
+    occur in the input text (manifests without the key get XLM-R's)."""
 
     special_ids: Mapping[str, int]
     sp_unk_id: int = 0
     id_offset: int = 1
     vocab_size: int = 0
     vocab_map: Mapping[str, Any] | None = field(default=None)
+    special_tokens: Mapping[str, str] = field(default_factory=lambda: dict(XLMR_SPECIAL_TOKENS))
 
     @classmethod
     def for_sentencepiece(cls, sp_model_path: Path) -> TokenizerSpec:
         """fairseq's layout: <s>=0 <pad>=1 </s>=2 <unk>=3, pieces +1, <mask> last."""
         import sentencepiece as spm
 
-        sp = spm.SentencePieceProcessor(model_file=str(sp_model_path))
+        try:
+            sp = spm.SentencePieceProcessor(model_file=str(sp_model_path))
+        except Exception as exc:
+            raise EdgeM3Error(f"{sp_model_path}: not a SentencePiece model ({exc})") from None
         n = sp.get_piece_size()
         pieces = [sp.id_to_piece(i) for i in range(min(n, 3))]
-        if pieces != ["<unk>", "<s>", "</s>"]:
+        if pieces != ["<unk>", "<s>", "</s>"] or sp.unk_id() != 0:
             raise EdgeM3Error(f"{sp_model_path}: first pieces are {pieces}, expected XLM-R's "
                               "['<unk>', '<s>', '</s>']")
+        tokens = {"bos": pieces[1], "pad": XLMR_SPECIAL_TOKENS["pad"], "eos": pieces[2],
+                  "unk": pieces[0], "mask": XLMR_SPECIAL_TOKENS["mask"]}
         return cls(special_ids={"bos": 0, "pad": 1, "eos": 2, "unk": 3, "mask": n + 1},
-                   sp_unk_id=sp.unk_id(), id_offset=1, vocab_size=n + 2)
+                   sp_unk_id=sp.unk_id(), id_offset=1, vocab_size=n + 2, special_tokens=tokens)
 
     @classmethod
     def from_manifest(cls, d: Mapping[str, Any]) -> TokenizerSpec:
+        """The manifest's `tokenizer` object (docs/bundle-format.md)."""
         try:
-            special = {k: int(d["special_ids"][k]) for k in ("bos", "pad", "eos", "unk", "mask")}
+            special = {k: int(d["special_ids"][k]) for k in _SPECIAL_KEYS}
+            tokens = d.get("special_tokens") or XLMR_SPECIAL_TOKENS
+            tokens = {k: str(tokens[k]) for k in _SPECIAL_KEYS}
+            vocab_map = d.get("vocab_map")
+            if vocab_map is not None and not isinstance(vocab_map, Mapping):
+                raise TypeError(f"vocab_map must be an object or null, got {type(vocab_map).__name__}")
             return cls(special_ids=special, sp_unk_id=int(d["sp_unk_id"]),
                        id_offset=int(d["id_offset"]), vocab_size=int(d["vocab_size"]),
-                       vocab_map=d.get("vocab_map"))
-        except (KeyError, TypeError, ValueError) as exc:
+                       vocab_map=vocab_map, special_tokens=tokens)
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise EdgeM3Error(f"manifest.json: bad tokenizer entry ({exc!r})") from None
 
     def to_manifest(self) -> dict[str, Any]:
         return {"kind": "xlmr-sentencepiece", "special_ids": dict(self.special_ids),
+                "special_tokens": dict(self.special_tokens),
                 "sp_unk_id": self.sp_unk_id, "id_offset": self.id_offset,
                 "vocab_size": self.vocab_size, "vocab_map": self.vocab_map}
 
@@ -74,6 +109,21 @@ def check_text(text: Any) -> str:
         raise InvalidTextError(f"text is not valid Unicode (lone surrogate at index "
                                f"{exc.start})") from None
     return text
+
+
+def _check_texts(texts: Any) -> Sequence[Any]:
+    """A batch must be a sequence of texts, not one text (a str would iterate characters)."""
+    if isinstance(texts, str | bytes) or not isinstance(texts, Sequence):
+        raise InvalidTextError(f"texts must be a sequence of str, got {type(texts).__name__}")
+    return texts
+
+
+def choose_length(n_tokens: int, lengths: Sequence[int]) -> int:
+    """The smallest fixed length that holds the tokens, else the largest (and truncate)."""
+    if not lengths:
+        raise EdgeM3Error("no sequence lengths to choose from")
+    fitting = [n for n in sorted(lengths) if n >= n_tokens]
+    return fitting[0] if fitting else max(lengths)
 
 
 class Tokenizer:
@@ -97,12 +147,23 @@ class Tokenizer:
         except Exception as exc:
             raise EdgeM3Error(f"{path}: not a SentencePiece model ({exc})") from None
         self.spec = spec or TokenizerSpec.for_sentencepiece(path)
+        top = self.sp.get_piece_size() - 1 + self.spec.id_offset
+        if top >= self.spec.vocab_size:
+            raise EdgeM3Error(f"{path}: {self.sp.get_piece_size()} pieces map past the manifest's "
+                              f"vocab_size {self.spec.vocab_size} (wrong SentencePiece model?)")
         s = self.spec.special_ids
         self.bos, self.eos, self.pad_id, self.unk = s["bos"], s["eos"], s["pad"], s["unk"]
+        # Special-token strings in the text -> their ids (the reference's added tokens).
+        self._special_of = {t: int(s[k]) for k, t in self.spec.special_tokens.items() if t}
+        alternatives = sorted(self._special_of, key=len, reverse=True)  # leftmost-longest
+        self._special_re = re.compile("|".join(map(re.escape, alternatives))) if alternatives else None
         self._row: np.ndarray | None = None
         vm = self.spec.vocab_map
         if vm:
-            self._row = _load_row_map(path.parent / vm["file"], self.spec)
+            name = str(vm.get("file", ""))
+            if not name or Path(name).name != name:
+                raise EdgeM3Error(f"manifest.json: vocab_map file {name!r} must be a file name in the bundle")
+            self._row = _load_row_map(path.parent / name, self.spec)
 
     def words(self, text: str) -> list[str]:
         """The text as the reference tokenizer sees it: charsmap per grapheme, then split on
@@ -117,18 +178,35 @@ class Tokenizer:
         return [self.unk if p == sp_unk else p + off
                 for p in self.unigram.encode_words(self.words(text))]
 
+    def _segments(self, text: str) -> list[int]:
+        """Pieces of the text between special-token strings, and those strings' ids."""
+        if self._special_re is None:
+            return self._pieces(text)
+        out: list[int] = []
+        pos = 0
+        for m in self._special_re.finditer(text):
+            out.extend(self._pieces(text[pos:m.start()]))
+            out.append(self._special_of[m.group()])
+            pos = m.end()
+        out.extend(self._pieces(text[pos:]))
+        return out
+
     def encode(self, text: str, max_length: int | None = None) -> list[int]:
-        """Original vocabulary ids, `<s>`/`</s>` added; truncation keeps `</s>`."""
-        ids = [self.bos, *self._pieces(check_text(text)), self.eos]
+        """Original vocabulary ids, `<s>`/`</s>` added; truncation keeps `</s>`.
+
+        `max_length` below 2 is refused (the reference silently ignores it)."""
+        text = check_text(text)
+        if max_length is not None and (not isinstance(max_length, int | np.integer) or max_length < 2):
+            raise EdgeM3Error(f"max_length {max_length!r}: must be an integer of at least 2")
+        ids = [self.bos, *self._segments(text), self.eos]
         if max_length is not None:
-            if max_length < 2:
-                raise EdgeM3Error(f"max_length {max_length}: must be at least 2")
             if len(ids) > max_length:
                 ids = [*ids[: max_length - 1], self.eos]
         return ids
 
     def encode_batch(self, texts: Sequence[str], max_length: int | None = None) -> list[list[int]]:
-        return [self.encode(t, max_length) for t in texts]
+        """`encode` of each text."""
+        return [self.encode(t, max_length) for t in _check_texts(texts)]
 
     def to_model_ids(self, ids: Sequence[int]) -> list[int]:
         """Rows of the (possibly trimmed) embedding table; identity for a full vocabulary."""
@@ -148,7 +226,9 @@ class Tokenizer:
 
     def encode_padded_batch(self, texts: Sequence[str], length: int) -> tuple[np.ndarray, np.ndarray]:
         """`[B, length]` ids and mask, each text truncated to `length`."""
-        rows = [self.pad(self.to_model_ids(self.encode(t, length)), length) for t in texts]
+        rows = [self.pad(self.to_model_ids(self.encode(t, length)), length) for t in _check_texts(texts)]
+        if not rows:
+            return np.zeros((0, length), np.int32), np.zeros((0, length), np.int32)
         return np.stack([r[0] for r in rows]), np.stack([r[1] for r in rows])
 
 

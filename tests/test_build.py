@@ -229,3 +229,15 @@ def test_fp32_full_size_refused_before_conversion() -> None:
     with pytest.raises(EdgeM3Error, match="2 GB FlatBuffer limit.*fp16 or int8"):
         validate_against_config(BuildOptions(quants=["fp32"]), cfg, params)
     validate_against_config(BuildOptions(quants=["int8", "fp16"]), cfg, params)
+
+
+def test_int8_per_channel_says_it_needs_litert(tiny_ckpt: Path, tmp_path: Path) -> None:
+    """int8pc (per-channel, FC v12) does not load on tflite-runtime 2.14: the build says so."""
+    (out,) = build(BuildOptions(checkpoint=str(tiny_ckpt), quants=["int8pc"], seq_lens=[16],
+                                out=str(tmp_path / "pc")), quiet=True)
+    entry = load_bundle(out).model_entry("tflite")
+    assert entry["ops"]["FULLY_CONNECTED"] == 12
+    assert entry["self_check"]["tflite-runtime"].startswith("FAILED")
+    assert entry["self_check"]["litert"].startswith("ok")
+    assert "ai-edge-litert" in entry["oldest_runtime"]
+    assert entry["oldest_runtime"]["converter_min_runtime_version"] == "2.17.0"
