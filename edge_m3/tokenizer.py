@@ -37,6 +37,7 @@ from edge_m3.errors import EdgeM3Error
 # fairseq's specials as XLM-R writes them; <s> </s> <unk> are also SentencePiece pieces 1, 2, 0.
 XLMR_SPECIAL_TOKENS = {"bos": "<s>", "pad": "<pad>", "eos": "</s>", "unk": "<unk>", "mask": "<mask>"}
 _SPECIAL_KEYS = ("bos", "pad", "eos", "unk", "mask")
+_CONTROL, _USER_DEFINED = 3, 4  # SentencePiece piece types that the reference makes added tokens
 
 
 class InvalidTextError(EdgeM3Error, ValueError):
@@ -141,7 +142,8 @@ class Tokenizer:
         try:
             self.sp = spm.SentencePieceProcessor(model_file=str(path))
             blob = path.read_bytes()
-            self.unigram = UnigramModel(blob)
+            self.unigram = UnigramModel(blob, added=list((spec.special_tokens if spec else
+                                                           XLMR_SPECIAL_TOKENS).values()))
             charsmap = charsmap_of(blob)
             self.charsmap = CharsMap(charsmap) if charsmap else None
         except Exception as exc:
@@ -152,6 +154,18 @@ class Tokenizer:
             raise EdgeM3Error(f"{path}: {self.sp.get_piece_size()} pieces map past the manifest's "
                               f"vocab_size {self.spec.vocab_size} (wrong SentencePiece model?)")
         s = self.spec.special_ids
+        odd = [(i, t) for i, t in enumerate(self.unigram.types) if i > 2 and t in (_CONTROL, _USER_DEFINED)]
+        if odd or self.spec.sp_unk_id != self.unigram.unk_id:
+            raise EdgeM3Error(f"{path}: not an XLM-R SentencePiece model (control or user-defined "
+                              f"pieces past </s>: {odd[:3]}, or <unk> not at id {self.spec.sp_unk_id})")
+        # SentencePiece id (then the added specials) -> model id; the specials' strings map to
+        # their ids wherever the reference's vocabulary holds them.
+        off = self.spec.id_offset
+        self._id_of = [p + off for p in range(len(self.unigram.scores))]
+        self._id_of[self.unigram.unk_id] = int(s["unk"])
+        for key, string in self.spec.special_tokens.items():
+            if string in self.unigram.ids:
+                self._id_of[self.unigram.ids[string]] = int(s[key])
         self.bos, self.eos, self.pad_id, self.unk = s["bos"], s["eos"], s["pad"], s["unk"]
         # Special-token strings in the text -> their ids (the reference's added tokens).
         self._special_of = {t: int(s[k]) for k, t in self.spec.special_tokens.items() if t}
@@ -174,9 +188,8 @@ class Tokenizer:
 
     def _pieces(self, text: str) -> list[int]:
         # One lattice per word with the reference's tie-breaking (edge_m3.unigram).
-        off, sp_unk = self.spec.id_offset, self.spec.sp_unk_id
-        return [self.unk if p == sp_unk else p + off
-                for p in self.unigram.encode_words(self.words(text))]
+        id_of = self._id_of
+        return [id_of[p] for p in self.unigram.encode_words(self.words(text))]
 
     def _segments(self, text: str) -> list[int]:
         """Pieces of the text between special-token strings, and those strings' ids."""

@@ -6,6 +6,12 @@ candidate replaces an earlier one only with a strictly higher score, characters 
 single-character piece become `<unk>` (min score - 10), and runs of `<unk>` fuse into one.
 SentencePiece's own encoder breaks equal-score ties differently ("0111" -> 0|1|11 vs 0|11|1),
 so the device pipeline segments with this and keeps SentencePiece only for its model file.
+
+The reference's vocabulary is XLM-R's fairseq one: `<s> <pad> </s> <unk>` at score 0, every
+SentencePiece piece past the first three (whatever its type), then `<mask>` at score 0. All of
+them can match inside a word: a full-width "＜mask＞" normalises to "<mask>" and becomes the
+mask token. `added` lists the specials' strings; those the SentencePiece model lacks (`<pad>`,
+`<mask>`) get the ids after the model's pieces.
 """
 
 from __future__ import annotations
@@ -14,29 +20,36 @@ from collections.abc import Sequence
 
 UNK_PENALTY = 10.0
 META = "\u2581"  # SentencePiece's visible space
-# SentencePiece piece types that the reference puts in its vocabulary trie.
-_NORMAL, _USER_DEFINED = 1, 4
+_UNKNOWN = 2  # SentencePiece's piece type of <unk>
 
 
 class UnigramModel:
-    """Pieces, scores and the Viterbi search over them; ids are SentencePiece ids."""
+    """Pieces, scores and the Viterbi search over them; ids are SentencePiece ids, then `added`."""
 
-    def __init__(self, model_bytes: bytes) -> None:
+    def __init__(self, model_bytes: bytes, added: Sequence[str] = ()) -> None:
         from sentencepiece import sentencepiece_model_pb2 as pb
 
         proto = pb.ModelProto()
         proto.ParseFromString(model_bytes)
-        self.ids: dict[str, int] = {}
-        self.scores: list[float] = []
+        self.pieces = [p.piece for p in proto.pieces]
+        self.types = [int(p.type) for p in proto.pieces]
+        n = len(self.pieces)
+        unknown = [i for i, t in enumerate(self.types) if t == _UNKNOWN]
+        if n < 3 or unknown != [0]:
+            raise ValueError("not an XLM-R-style model: expected exactly one <unk> piece, at id 0")
         self.unk_id = 0
-        for i, piece in enumerate(proto.pieces):
-            self.scores.append(float(piece.score))
-            if piece.type == 2:  # UNKNOWN
-                self.unk_id = i
-            elif piece.type in (_NORMAL, _USER_DEFINED):
-                self.ids.setdefault(piece.piece, i)
-        # The reference's vocabulary also holds the specials at score 0: they count for min.
-        self.min_score = min([0.0, *(self.scores[i] for i in self.ids.values())])
+        # The reference scores fairseq's specials (ids 0..2 here, and `added`) at 0.
+        self.scores = [0.0] * 3 + [float(p.score) for p in proto.pieces[3:]]
+        self.ids: dict[str, int] = {}
+        for i, piece in enumerate(self.pieces):
+            if piece in self.ids:
+                raise ValueError(f"piece {piece!r} occurs twice in the model")
+            self.ids[piece] = i
+        for piece in added:
+            if piece not in self.ids:
+                self.ids[piece] = len(self.scores)
+                self.scores.append(0.0)
+        self.min_score = min(self.scores)
         self.unk_score = self.min_score - UNK_PENALTY
         self.max_len = max((len(p) for p in self.ids), default=1)
 

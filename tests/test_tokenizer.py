@@ -118,6 +118,8 @@ TRICKY = [
     "x\x1cy\x1dz\x1e\x1f", "a\u180eb\u2060c\u200bd", "\u1680\u2000\u205f\u3000", "\x85",
     "<s>", "</s>", "<pad><unk>", "a <mask> b", "a<mask>b", "x</s>y", "<s><s></s>", "<s >",
     "< s>", "<MASK>", "\uff1cmask\uff1e", "<mask", "<\u200bs>", "e<s>\u0301", "<unk>\u0301",
+    "\uff1cs\uff1e", "\uff1c/s\uff1e", "\uff1cpad\uff1e", "x\uff1cmask\uff1ey", "\ufe64s\ufe65",
+    "\u2603\uff1cunk\uff1e\u2603", "\uff1cunk\uff1e\uff1cunk\uff1e",
     "\U0001f1f0\U0001f1f7\U0001f1ef", "1\ufe0f\u20e3", "\U0001d573\U0001d58a", "\ue000\ufffd\uffff",
 ]
 
@@ -146,6 +148,7 @@ MIXED = st.lists(st.sampled_from([
     "\x1c", "\x85", "\u2028", "\u3000", "\u00a0", "\u1680", "\u180e", "한", "\u1100", "\u1161", "漢",
     "ｱ", "Ａ", "🏽", "👩", "\u0301", "\u0308", "ﬁ", "①", "ß", "İ", "ا", "क्ष", "\u094d", "ก", "\u0e31",
     "\u2581", "<s>", "</s>", "<pad>", "<unk>", "<mask>", "<", ">", "s", "/", "0", "1", "11", "d",
+    "\uff1c", "\uff1e", "mask", "unk", "pad", "\u2603",
 ]), max_size=30).map("".join)
 
 

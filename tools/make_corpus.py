@@ -71,6 +71,19 @@ EXTRAS = [
     "e\u0301e\u0300e\u0302 stacked marks", "한\u3000글 ideographic space", "mixed 中文 English 한국어 العربية",
     "1234567890 ٠١٢٣٤٥٦٧٨٩ १२३४५ 一二三", "¡¿‽⁇ «»„“”‚‘’ —–-", "math ∑∫√∞≈≠≤≥ ⊂⊃∀∃",
     "line\u2028separator and\u2029paragraph", "vertical\x0btab and form\x0cfeed", "next\x85line",
+    # Special-token strings: the reference turns them into special ids wherever they occur.
+    "special <s> tokens </s> in <pad> text <unk> and <mask>", "<mask>", "a<mask>b", "<s><s></s>",
+    "near misses: < s> <S> <MASK> \uff1cmask\uff1e <mask <\u200bs> </ s>", "e<s>\u0301 and <unk>\u0301",
+    "full-width specials \uff1cs\uff1e \uff1c/s\uff1e \uff1cpad\uff1e \uff1cunk\uff1e x\uff1cmask\uff1ey \ufe64s\ufe65 \u2603\uff1cunk\uff1e\u2603",
+    "\u2581 meta \u2581\u2581 symbol\u2581inside \u2581", "\u2581\u2581",
+    # Whitespace that Rust's char::is_whitespace and Python's str.isspace disagree on, and friends.
+    "\u1680ogham\u2000en\u2001quad\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u200a\u205fend",
+    "file\x1cgroup\x1drecord\x1eunit\x1fsep", "mongolian\u180evowel word\u2060joiner",
+    "\U0001f1f0\U0001f1f7\U0001f1ef\U0001f1f5\U0001f1fa\U0001f1f3 flags 1\ufe0f\u20e3 #\ufe0f\u20e3 \u263a\ufe0f \u263a\ufe0e",
+    "\U0001d573\U0001d58a\U0001d591\U0001d591\U0001d594 \U0001d4b2\u2134\U0001d4c7\U0001d4c1\U0001d4b9 \U00029e3d \U00020000 \U00013000",
+    "private\ue000use\uf8ff replacement\ufffd nonchar\uffff",
+    "\u1100\u1161\u11a8\u1100\u1161\u11a8 jamo \u1100\u1161\u11a8\u0301", "\u304b\u3099\u304d\u3099 \u30cf\u309a",
+    "ddd dddd 0111 s74ddd1b 1111 0000 1010 aaaaaaaa",
 ]
 
 
@@ -93,6 +106,9 @@ def long_lines() -> list[str]:
     for i, lang in enumerate(("English", "Korean", "Chinese")):
         chunk = " ".join(SENTENCES[lang]) + f" {i} "
         out.append((chunk * (60000 // len(chunk) + 1))[:60000])
+    # One long "word" with no whitespace at all (Thai and Chinese, as written).
+    chunk = "".join(SENTENCES["Thai"] + SENTENCES["Chinese"]).replace(" ", "")
+    out.append((chunk * (20000 // len(chunk) + 1))[:20000])
     return out
 
 

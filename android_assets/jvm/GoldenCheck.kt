@@ -1,0 +1,139 @@
+// JVM-only CI check (not part of the app): runs the Kotlin core against a bundle's golden.json.
+//
+//   java -jar edge_m3_kit.jar <bundle_dir> <pieces.json>
+//
+// pieces.json holds {"texts": [...], "pieces": [[...], ...]}: the plain SentencePiece ids of each
+// golden text, made by the `sentencepiece` Python package (what an app's binding returns), since
+// the JVM has no SentencePiece. Per case it checks, all bit for bit:
+//   (a) id mapping + truncation of those pieces == input_ids,
+//   (b) signature choice == signature / seq_len,
+//   (c) post-processing of `raw` == dense_vecs, lexical_weights, colbert_vecs,
+//   (d) the whole embed() path with a runner that replays `raw` (and checks the padded
+//       ids and mask it is given) gives the same result.
+// Prints "golden: N passed, M failed"; exit 0 all passed, 1 some failed, 2 bad input.
+package dev.edgem3
+
+import java.io.File
+import kotlin.system.exitProcess
+
+private fun readJson(f: File): Any? {
+    if (!f.isFile) throw EdgeM3Exception("$f: not found")
+    return MiniJson.parse(f.readText(Charsets.UTF_8))
+}
+
+/** Replays one case's recorded outputs, after checking what the pipeline feeds the model. */
+private class ReplayRunner(
+    val raw: RawOutputs,
+    val expectedRows: IntArray,
+    val pad: Int,
+    val problems: MutableList<String>
+) : ModelRunner {
+    override fun run(signature: Signature, inputIds: IntArray, attentionMask: IntArray): RawOutputs {
+        val l = signature.seqLen
+        if (inputIds.size != l || attentionMask.size != l) {
+            problems.add("runner got ${inputIds.size} ids / ${attentionMask.size} mask for length $l")
+        }
+        for (i in 0 until l) {
+            val real = i < expectedRows.size
+            val id = if (real) expectedRows[i] else pad
+            if (inputIds.getOrNull(i) != id || attentionMask.getOrNull(i) != (if (real) 1 else 0)) {
+                problems.add("padded input differs at position $i")
+                break
+            }
+        }
+        return raw
+    }
+}
+
+private fun checkShapes(sig: Signature, raw: RawOutputs, problems: MutableList<String>) {
+    fun shapeOf(x: Any?): List<Int> = when (x) {
+        is FloatArray -> listOf(x.size)
+        is Array<*> -> listOf(x.size) + (if (x.isEmpty()) emptyList() else shapeOf(x[0]))
+        else -> emptyList()
+    }
+    val got = mapOf("dense_vecs" to raw.denseVecs, "sparse_weights" to raw.sparseWeights,
+        "colbert_vecs" to raw.colbertVecs)
+    for ((name, value) in got) {
+        val spec = sig.output(name)
+        if (spec == null && value == null) continue
+        val want = spec?.shape?.toList()
+        if (want == null || value == null || shapeOf(value) != want) {
+            problems.add("raw $name shape ${value?.let { shapeOf(it) }} != manifest $want")
+        }
+    }
+}
+
+fun main(args: Array<String>) {
+    if (args.size != 2) {
+        System.err.println("usage: GoldenCheck <bundle_dir> <pieces.json>")
+        exitProcess(2)
+    }
+    try {
+        exitProcess(check(File(args[0]), File(args[1])))
+    } catch (exc: EdgeM3Exception) {
+        System.err.println("golden: error: ${exc.message}")
+        exitProcess(2)
+    }
+}
+
+private fun check(bundle: File, piecesFile: File): Int {
+    val t0 = System.nanoTime()
+    val manifest = Manifest.fromJson(readJson(File(bundle, "manifest.json")))
+    val model = manifest.model("tflite")
+    val golden = EdgeM3Core.parseGolden(readJson(File(bundle, "golden.json")))
+    val side = JsonTree.obj(readJson(piecesFile), piecesFile.name)
+    val texts = JsonTree.list(JsonTree.field(side, "texts", piecesFile.name), "texts")
+    val pieces = JsonTree.list(JsonTree.field(side, "pieces", piecesFile.name), "pieces")
+    val vocabFile = manifest.tokenizer.vocabMapFile
+    val vocab = if (vocabFile == null) null else VocabMap.fromJson(readJson(File(bundle, vocabFile)), manifest.tokenizer)
+    println("golden: ${golden.cases.size} cases, quant ${golden.quant}, signatures " +
+        "${model.signatures.map { it.name }}, vocab ${if (vocab == null) "full" else "trimmed ${vocab.keptIds.size}"}, " +
+        "parsed in ${(System.nanoTime() - t0) / 1000000} ms")
+    if (golden.modelFile != model.file) throw EdgeM3Exception("golden.json: model_file ${golden.modelFile} != ${model.file}")
+    if (texts.size != golden.cases.size || pieces.size != golden.cases.size) {
+        throw EdgeM3Exception("${piecesFile.name}: ${texts.size} texts for ${golden.cases.size} golden cases")
+    }
+    val special = manifest.tokenizer.special
+    var passed = 0
+    var failed = 0
+    for ((i, case) in golden.cases.withIndex()) {
+        val problems = ArrayList<String>()
+        if (texts[i] != case.text) problems.add("side file text differs")
+        val sp = JsonTree.ints(pieces[i], "pieces[$i]")
+        // (a) + (b)
+        val enc = EdgeM3Core.encode(sp, manifest.tokenizer, model.signatures)
+        if (!enc.inputIds.contentEquals(case.expected.inputIds)) {
+            problems.add("input_ids ${enc.inputIds.toList()} != golden ${case.expected.inputIds.toList()}")
+        }
+        if (enc.signature.name != case.expected.signature || enc.signature.seqLen != case.expected.seqLen) {
+            problems.add("signature ${enc.signature.name}/${enc.signature.seqLen} != golden " +
+                "${case.expected.signature}/${case.expected.seqLen}")
+        }
+        // (c) post-processing of the recorded outputs, on the golden ids
+        val sig = model.signature(case.expected.signature)
+        checkShapes(sig, case.raw, problems)
+        val post = EdgeM3Core.postprocess(case.raw, Encoded(case.expected.inputIds, sig), special, vocab)
+        problems.addAll(EdgeM3Core.compareExact(post, case.expected).map { "postprocess: $it" })
+        // (d) the app's embed() path end to end, the model replaced by the recording
+        val rows = if (vocab == null) case.expected.inputIds else vocab.rows(case.expected.inputIds)
+        val pad = if (vocab == null) special.pad else vocab.row(special.pad)
+        val runner = ReplayRunner(case.raw, rows, pad, problems)
+        val encoder = object : PieceEncoder {
+            override fun encodeAsIds(text: String): IntArray = sp
+        }
+        val live = EdgeM3Core.embed(case.text, manifest, model, encoder, runner, vocab)
+        problems.addAll(EdgeM3Core.compareExact(live, case.expected).map { "embed: $it" })
+        problems.addAll(EdgeM3Core.compareWithin(live, case.expected, EdgeM3Core.toleranceFor(manifest.quant))
+            .map { "within tolerance: $it" })
+        if (problems.isEmpty()) {
+            passed++
+        } else {
+            failed++
+            val shown = if (case.text.length > 40) case.text.substring(0, 40) + "..." else case.text
+            println("FAIL case $i ($shown):")
+            for (p in problems.take(5)) println("  $p")
+        }
+    }
+    println("golden: $passed passed, $failed failed")
+    return if (failed == 0) 0 else 1
+}

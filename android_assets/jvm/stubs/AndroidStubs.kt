@@ -1,0 +1,14 @@
+// Compile-only stand-ins for the few Android, TFLite and test APIs the kit uses, so CI can
+// type-check EdgeM3Embedder.kt and EdgeM3GoldenTest.kt with a plain kotlinc (no Android SDK).
+// Same names and call shapes as the real APIs; never executed (every body throws).
+// Real sources: android.content.res.AssetManager / AssetFileDescriptor, org.tensorflow.lite
+// .Interpreter (tensorflow/lite/java), androidx.test, JUnit 4.
+@file:Suppress("unused", "UNUSED_PARAMETER")
+
+package android.content
+
+import android.content.res.AssetManager
+
+abstract class Context {
+    abstract val assets: AssetManager  // Java: getAssets()
+}

@@ -1,0 +1,15 @@
+// Compile-only stand-ins (see AndroidStubs.kt): androidx.test and JUnit 4.
+@file:Suppress("unused", "UNUSED_PARAMETER")
+
+package androidx.test.platform.app
+
+import android.content.Context
+
+class Instrumentation {
+    val targetContext: Context get() = throw UnsupportedOperationException("stub")  // getTargetContext()
+}
+
+object InstrumentationRegistry {
+    @JvmStatic
+    fun getInstrumentation(): Instrumentation = throw UnsupportedOperationException("stub")
+}

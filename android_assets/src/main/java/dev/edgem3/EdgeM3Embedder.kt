@@ -1,0 +1,136 @@
+package dev.edgem3
+
+import android.content.Context
+import android.content.res.AssetManager
+import org.tensorflow.lite.Interpreter
+import java.io.Closeable
+import java.io.FileInputStream
+import java.io.FileNotFoundException
+import java.nio.MappedByteBuffer
+import java.nio.channels.FileChannel
+
+// Android side of the kit: the bundle from assets/edge_m3/, the .tflite memory-mapped, one
+// Interpreter, SentencePiece through any PieceEncoder. The pipeline itself is EdgeM3Core.
+
+/**
+ * BGE-M3 embeddings on Android: `embed(text)` gives FlagEmbedding's dense_vecs, lexical_weights
+ * and colbert_vecs (whichever heads the bundle exports).
+ *
+ * One instance holds one Interpreter (a few hundred MB of mapped weights plus per-signature
+ * arenas). Interpreters are not thread-safe, so `embed` is synchronized: callers on several
+ * threads queue. For parallel throughput create one embedder per worker thread; they share
+ * the mapped model pages, only the arenas are per instance.
+ */
+class EdgeM3Embedder(
+    val manifest: Manifest,
+    val model: ModelEntry,
+    private val interpreter: Interpreter,
+    private val encoder: PieceEncoder,
+    private val vocab: VocabMap?
+) : Closeable {
+    private val runner = TfliteRunner(interpreter)
+    private var closed = false
+
+    init {
+        val keys = interpreter.signatureKeys.toSet()
+        for (s in model.signatures) {
+            if (!keys.contains(s.name)) throw EdgeM3Exception("${model.file}: no signature ${s.name} (has $keys)")
+        }
+    }
+
+    /** Steps 1-5 of docs/bundle-format.md for one text. */
+    @Synchronized
+    fun embed(text: String): Embedding {
+        check(!closed) { "EdgeM3Embedder is closed" }
+        return EdgeM3Core.embed(text, manifest, model, encoder, runner, vocab)
+    }
+
+    /** Steps 3-5 for ids that are already tokenized and truncated (the golden test's entry point). */
+    @Synchronized
+    fun embedIds(inputIds: IntArray): Embedding {
+        check(!closed) { "EdgeM3Embedder is closed" }
+        return EdgeM3Core.run(Encoded(inputIds, EdgeM3Core.chooseSignature(inputIds.size, model.signatures)),
+            manifest, runner, vocab)
+    }
+
+    @Synchronized
+    override fun close() {
+        if (!closed) interpreter.close()
+        closed = true
+    }
+
+    companion object {
+        /** Where `make build` (edge_m3.bundle.copy_to_kits) puts the bundle: src/main/assets/edge_m3/. */
+        const val ASSET_DIR = "edge_m3"
+
+        /** CPU options: XNNPACK on, `threads` intra-op threads (2-4 suits big.LITTLE phones). */
+        fun defaultOptions(threads: Int): Interpreter.Options =
+            Interpreter.Options().setNumThreads(threads).setUseXNNPACK(true)
+
+        /**
+         * Loads manifest.json, maps the .tflite (no copy: the OS pages weights in on demand),
+         * reads vocab_map.json for trimmed bundles. Call off the main thread: the first run of
+         * each signature allocates its tensors.
+         */
+        fun fromAssets(
+            context: Context,
+            encoder: PieceEncoder,
+            options: Interpreter.Options = defaultOptions(2),
+            dir: String = ASSET_DIR
+        ): EdgeM3Embedder {
+            val assets = context.assets
+            val manifest = Manifest.fromJson(readJsonAsset(assets, "$dir/manifest.json"))
+            val model = manifest.model("tflite")
+            val buffer = mapAsset(assets, "$dir/${model.file}")
+            val expected = manifest.files[model.file]
+            if (expected != null && expected.size != buffer.capacity().toLong()) {
+                throw EdgeM3Exception("assets/$dir/${model.file}: ${buffer.capacity()} bytes, manifest says " +
+                    "${expected.size}; copy the bundle again (make build)")
+            }
+            val vocabFile = manifest.tokenizer.vocabMapFile
+            val vocab = if (vocabFile == null) null else
+                VocabMap.fromJson(readJsonAsset(assets, "$dir/$vocabFile"), manifest.tokenizer)
+            return EdgeM3Embedder(manifest, model, Interpreter(buffer, options), encoder, vocab)
+        }
+
+        fun readJsonAsset(assets: AssetManager, path: String): Any? =
+            MiniJson.parse(assets.open(path).use { it.readBytes().toString(Charsets.UTF_8) })
+
+        /** Memory-maps an asset; it must be stored uncompressed (noCompress "tflite", see README). */
+        fun mapAsset(assets: AssetManager, path: String): MappedByteBuffer {
+            val afd = try {
+                assets.openFd(path)
+            } catch (exc: FileNotFoundException) {
+                throw EdgeM3Exception("assets/$path: cannot be memory-mapped (missing, or compressed in the " +
+                    "APK: add androidResources { noCompress += listOf(\"tflite\") })")
+            }
+            afd.use {
+                FileInputStream(it.fileDescriptor).use { stream ->
+                    // The mapping stays valid after the stream closes.
+                    return stream.channel.map(FileChannel.MapMode.READ_ONLY, it.startOffset, it.declaredLength)
+                }
+            }
+        }
+    }
+}
+
+/** A TFLite / LiteRT Interpreter as a ModelRunner: int32 `[1, L]` in, float32 arrays out. */
+class TfliteRunner(private val interpreter: Interpreter) : ModelRunner {
+    override fun run(signature: Signature, inputIds: IntArray, attentionMask: IntArray): RawOutputs {
+        val inputs = HashMap<String, Any>()
+        inputs["input_ids"] = arrayOf(inputIds)
+        inputs["attention_mask"] = arrayOf(attentionMask)
+        val outputs = HashMap<String, Any>()
+        // Shapes come from the manifest: [1, H], [1, L], [1, L-1, H]; absent heads stay null.
+        val dense = signature.output("dense_vecs")?.let { t -> Array(t.shape[0]) { FloatArray(t.shape[1]) } }
+        val sparse = signature.output("sparse_weights")?.let { t -> Array(t.shape[0]) { FloatArray(t.shape[1]) } }
+        val colbert = signature.output("colbert_vecs")?.let { t ->
+            Array(t.shape[0]) { Array(t.shape[1]) { FloatArray(t.shape[2]) } }
+        }
+        if (dense != null) outputs["dense_vecs"] = dense
+        if (sparse != null) outputs["sparse_weights"] = sparse
+        if (colbert != null) outputs["colbert_vecs"] = colbert
+        interpreter.runSignature(inputs, outputs, signature.name)
+        return RawOutputs(dense, sparse, colbert)
+    }
+}

@@ -1,0 +1,135 @@
+package dev.edgem3
+
+/**
+ * A small strict JSON reader, so the kit needs no JSON library on the JVM (CI) or on Android.
+ *
+ * Objects become `LinkedHashMap<String, Any?>`, arrays `ArrayList<Any?>`, integers `Long`,
+ * other numbers `Double` (Java's correctly rounded parser: a float32 written by Python's
+ * `json` reads back bit for bit after `.toFloat()`), plus `String`, `Boolean` and `null`.
+ * On Android `org.json` would also do; this keeps one parser for the test and the app.
+ */
+object MiniJson {
+    fun parse(text: String): Any? {
+        val p = Parser(text)
+        p.skipSpace()
+        val value = p.value()
+        p.skipSpace()
+        if (p.pos != text.length) throw p.error("trailing characters")
+        return value
+    }
+
+    private class Parser(val s: String) {
+        var pos = 0
+
+        fun error(what: String): EdgeM3Exception = EdgeM3Exception("JSON: $what at offset $pos")
+
+        fun skipSpace() {
+            while (pos < s.length && (s[pos] == ' ' || s[pos] == '\n' || s[pos] == '\r' || s[pos] == '\t')) pos++
+        }
+
+        fun value(): Any? {
+            if (pos >= s.length) throw error("unexpected end")
+            val c = s[pos]
+            return when {
+                c == '{' -> obj()
+                c == '[' -> array()
+                c == '"' -> string()
+                c == '-' || (c in '0'..'9') -> number()
+                s.startsWith("true", pos) -> { pos += 4; true }
+                s.startsWith("false", pos) -> { pos += 5; false }
+                s.startsWith("null", pos) -> { pos += 4; null }
+                else -> throw error("unexpected '$c'")
+            }
+        }
+
+        fun obj(): Map<String, Any?> {
+            val out = LinkedHashMap<String, Any?>()
+            pos++
+            skipSpace()
+            if (pos < s.length && s[pos] == '}') { pos++; return out }
+            while (true) {
+                skipSpace()
+                if (pos >= s.length || s[pos] != '"') throw error("expected a key")
+                val key = string()
+                skipSpace()
+                if (pos >= s.length || s[pos] != ':') throw error("expected ':'")
+                pos++
+                skipSpace()
+                out[key] = value()
+                skipSpace()
+                if (pos >= s.length) throw error("unterminated object")
+                if (s[pos] == ',') { pos++; continue }
+                if (s[pos] == '}') { pos++; return out }
+                throw error("expected ',' or '}'")
+            }
+        }
+
+        fun array(): List<Any?> {
+            val out = ArrayList<Any?>()
+            pos++
+            skipSpace()
+            if (pos < s.length && s[pos] == ']') { pos++; return out }
+            while (true) {
+                skipSpace()
+                out.add(value())
+                skipSpace()
+                if (pos >= s.length) throw error("unterminated array")
+                if (s[pos] == ',') { pos++; continue }
+                if (s[pos] == ']') { pos++; return out }
+                throw error("expected ',' or ']'")
+            }
+        }
+
+        fun string(): String {
+            pos++
+            val sb = StringBuilder()
+            while (true) {
+                if (pos >= s.length) throw error("unterminated string")
+                val c = s[pos++]
+                if (c == '"') return sb.toString()
+                if (c != '\\') { sb.append(c); continue }
+                if (pos >= s.length) throw error("unterminated escape")
+                val e = s[pos++]
+                when (e) {
+                    '"' -> sb.append('"')
+                    '\\' -> sb.append('\\')
+                    '/' -> sb.append('/')
+                    'b' -> sb.append('\b')
+                    'f' -> sb.append('\u000c')
+                    'n' -> sb.append('\n')
+                    'r' -> sb.append('\r')
+                    't' -> sb.append('\t')
+                    'u' -> {
+                        if (pos + 4 > s.length) throw error("short \\u escape")
+                        // Surrogate pairs arrive as two escapes; UTF-16 joins them by itself.
+                        sb.append(s.substring(pos, pos + 4).toInt(16).toChar())
+                        pos += 4
+                    }
+                    else -> throw error("bad escape '\\$e'")
+                }
+            }
+        }
+
+        fun number(): Any {
+            val start = pos
+            var integral = true
+            while (pos < s.length) {
+                val c = s[pos]
+                if (c in '0'..'9' || c == '-' || c == '+') {
+                    pos++
+                } else if (c == '.' || c == 'e' || c == 'E') {
+                    integral = false
+                    pos++
+                } else {
+                    break
+                }
+            }
+            val t = s.substring(start, pos)
+            try {
+                return if (integral) (t.toLongOrNull() ?: t.toDouble()) else t.toDouble()
+            } catch (exc: NumberFormatException) {
+                throw error("bad number '$t'")
+            }
+        }
+    }
+}
