@@ -2,7 +2,8 @@
 
 FlagEmbedding tokenizes with the `tokenizers` library, whose Precompiled normalizer applies
 SentencePiece's charsmap one extended grapheme cluster at a time (a cluster under 6 bytes
-as a whole, otherwise character by character), then splits on Unicode whitespace. The
+as a whole, otherwise character by character; clusters as edge_m3.graphemes cuts them), then
+splits on Unicode whitespace. The
 SentencePiece library instead takes the longest charsmap match anywhere, so it composes
 sequences the reference leaves alone: NFD Hangul jamo, Vietnamese and Greek stacked
 accents, Indic vowel signs. Same model file, different ids. The device pipeline therefore
@@ -13,7 +14,7 @@ from __future__ import annotations
 
 import struct
 
-import regex
+from edge_m3.graphemes import graphemes
 
 # Rust's char::is_whitespace (Unicode White_Space): what the reference's WhitespaceSplit uses.
 # Python's str.isspace() differs (it adds U+001C..U+001F), so the set is spelled out.
@@ -21,7 +22,6 @@ WHITESPACE = frozenset(
     "\t\n\x0b\x0c\r \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008"
     "\u2009\u200a\u2028\u2029\u202f\u205f\u3000"
 )
-_GRAPHEME = regex.compile(r"\X")
 # Grapheme clusters shorter than this many UTF-8 bytes are looked up whole.
 WHOLE_GRAPHEME_BYTES = 6
 
@@ -75,9 +75,10 @@ class CharsMap:
         return out
 
     def normalize(self, text: str) -> str:
-        """Grapheme by grapheme, exactly like the reference's Precompiled normalizer."""
+        """Grapheme by grapheme, exactly like the reference's Precompiled normalizer (a short
+        grapheme is replaced whole by the value of its shortest matching key)."""
         out: list[str] = []
-        for grapheme in _GRAPHEME.findall(text):
+        for grapheme in graphemes(text):
             if len(grapheme.encode("utf-8")) < WHOLE_GRAPHEME_BYTES:
                 norm = self.transform(grapheme)
                 if norm is not None:

@@ -7,11 +7,14 @@ the vocabulary, the charsmap and the added tokens come from the file), so the re
 
 1. split the raw text on the special-token strings (`<s>`, `<pad>`, `</s>`, `<unk>`,
    `<mask>`; leftmost-longest): each becomes its id, the text between is tokenized alone;
-2. SentencePiece's precompiled charsmap, one extended grapheme cluster at a time
-   (edge_m3.normalizer);
+2. SentencePiece's precompiled charsmap, one extended grapheme cluster at a time, a cluster
+   under 6 bytes replaced whole (edge_m3.normalizer; clusters cut by edge_m3.graphemes as
+   the reference's Unicode 16 segmentation cuts them);
 3. split on Unicode whitespace (runs, leading and trailing whitespace vanish), "▁" before
    each word, and a new piece boundary before every "▁";
-4. unigram Viterbi per word with the reference's tie-breaking (edge_m3.unigram).
+4. unigram Viterbi per word over XLM-R's fairseq vocabulary, the specials included at score 0
+   (a full-width "＜mask＞" normalises to "<mask>" and is the mask token), with the
+   reference's tie-breaking (edge_m3.unigram).
 
 The SentencePiece library's own `encode` differs at steps 1, 2 and 4: it composes NFD Hangul,
 Japanese dakuten, Vietnamese and Greek stacks across graphemes, and on XLM-R's real vocabulary
@@ -37,7 +40,8 @@ from edge_m3.errors import EdgeM3Error
 # fairseq's specials as XLM-R writes them; <s> </s> <unk> are also SentencePiece pieces 1, 2, 0.
 XLMR_SPECIAL_TOKENS = {"bos": "<s>", "pad": "<pad>", "eos": "</s>", "unk": "<unk>", "mask": "<mask>"}
 _SPECIAL_KEYS = ("bos", "pad", "eos", "unk", "mask")
-_CONTROL, _USER_DEFINED = 3, 4  # SentencePiece piece types that the reference makes added tokens
+_CONTROL, _USER_DEFINED = 3, 4
+_WORD_CACHE_SIZE = 100_000  # SentencePiece piece types that the reference makes added tokens
 
 
 class InvalidTextError(EdgeM3Error, ValueError):
@@ -171,6 +175,7 @@ class Tokenizer:
         self._special_of = {t: int(s[k]) for k, t in self.spec.special_tokens.items() if t}
         alternatives = sorted(self._special_of, key=len, reverse=True)  # leftmost-longest
         self._special_re = re.compile("|".join(map(re.escape, alternatives))) if alternatives else None
+        self._word_ids: dict[str, list[int]] = {}
         self._row: np.ndarray | None = None
         vm = self.spec.vocab_map
         if vm:
@@ -187,9 +192,19 @@ class Tokenizer:
         return split_whitespace(self.charsmap.normalize(text) if self.charsmap else text)
 
     def _pieces(self, text: str) -> list[int]:
-        # One lattice per word with the reference's tie-breaking (edge_m3.unigram).
-        id_of = self._id_of
-        return [id_of[p] for p in self.unigram.encode_words(self.words(text))]
+        # One lattice per word with the reference's tie-breaking (edge_m3.unigram); words
+        # repeat, so their ids are cached (as the reference caches them).
+        out: list[int] = []
+        cache, id_of = self._word_ids, self._id_of
+        for word in self.words(text):
+            ids = cache.get(word)
+            if ids is None:
+                ids = [id_of[p] for p in self.unigram.encode_words([word])]
+                if len(cache) >= _WORD_CACHE_SIZE:
+                    cache.clear()
+                cache[word] = ids
+            out.extend(ids)
+        return out
 
     def _segments(self, text: str) -> list[int]:
         """Pieces of the text between special-token strings, and those strings' ids."""

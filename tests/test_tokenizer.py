@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import regex
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -120,6 +121,8 @@ TRICKY = [
     "< s>", "<MASK>", "\uff1cmask\uff1e", "<mask", "<\u200bs>", "e<s>\u0301", "<unk>\u0301",
     "\uff1cs\uff1e", "\uff1c/s\uff1e", "\uff1cpad\uff1e", "x\uff1cmask\uff1ey", "\ufe64s\ufe65",
     "\u2603\uff1cunk\uff1e\u2603", "\uff1cunk\uff1e\uff1cunk\uff1e",
+    "\u0132\u1aed", "\u0132\u0301\U00010ecb", "\ufb01\u05c8\u0301", "\u0600\u1aed\u0301",
+    "\u0132\u1aed\u200d\U0001f600", "\xa0\u094d\u0915\u094d\u0937", "a\u094d\u0915", "\u0915\u200c\u094d\u0915",
     "\U0001f1f0\U0001f1f7\U0001f1ef", "1\ufe0f\u20e3", "\U0001d573\U0001d58a", "\ue000\ufffd\uffff",
 ]
 
@@ -148,7 +151,8 @@ MIXED = st.lists(st.sampled_from([
     "\x1c", "\x85", "\u2028", "\u3000", "\u00a0", "\u1680", "\u180e", "한", "\u1100", "\u1161", "漢",
     "ｱ", "Ａ", "🏽", "👩", "\u0301", "\u0308", "ﬁ", "①", "ß", "İ", "ا", "क्ष", "\u094d", "ก", "\u0e31",
     "\u2581", "<s>", "</s>", "<pad>", "<unk>", "<mask>", "<", ">", "s", "/", "0", "1", "11", "d",
-    "\uff1c", "\uff1e", "mask", "unk", "pad", "\u2603",
+    "\uff1c", "\uff1e", "mask", "unk", "pad", "\u2603", "\u0132", "\u1aed", "\U00010ecb", "\u0600",
+    "\U0001f600", "\u0915", "\u0937", "\u09cd", "\u0995",
 ]), max_size=30).map("".join)
 
 
@@ -157,6 +161,27 @@ MIXED = st.lists(st.sampled_from([
 def test_random_unicode_ids_identical(pair, text: str, max_length: int | None) -> None:
     ours, ref = pair
     assert ours.encode(text, max_length) == _ref_ids(ref, text, max_length)
+
+
+def test_grapheme_segmentation_matches_the_reference(tiny_ckpt: Path) -> None:
+    """For every code point X: does X join the grapheme before it, in the reference and in ours?
+
+    The reference replaces a grapheme under 6 bytes whole by its shortest key's value, so
+    "\u0132\u0301" -> "IJ" (accent dropped); a joining X makes the grapheme longer, and then the
+    accent stays. Fails when `regex` or `tokenizers` moves to another Unicode version:
+    update edge_m3.graphemes.NOT_IN_REFERENCE from the sets printed here."""
+    from transformers import XLMRobertaTokenizer
+
+    from edge_m3.graphemes import graphemes
+
+    norm = XLMRobertaTokenizer.from_pretrained(str(tiny_ckpt)).backend_tokenizer.normalizer
+    base = "\u0132\u0301"
+    assert norm.normalize_str(base) == "IJ" and norm.normalize_str(base + "\u0301") == "IJ\u0301\u0301"
+    everything = "".join(chr(c) for c in range(0x110000) if not 0xD800 <= c <= 0xDFFF)
+    ref_join = {ch for ch in everything if norm.normalize_str(base + ch).startswith("IJ\u0301")}
+    candidates = ref_join | set(regex.findall(r"[\p{GCB=Extend}\p{GCB=ZWJ}\p{GCB=SpacingMark}]", everything))
+    ours_join = {ch for ch in candidates if len(graphemes(base + ch)) == 1}
+    assert sorted(map(ord, ours_join - ref_join)) == [] and sorted(map(ord, ref_join - ours_join)) == []
 
 
 # --- the spec, errors, padding --------------------------------------------------------------

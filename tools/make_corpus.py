@@ -84,6 +84,8 @@ EXTRAS = [
     "private\ue000use\uf8ff replacement\ufffd nonchar\uffff",
     "\u1100\u1161\u11a8\u1100\u1161\u11a8 jamo \u1100\u1161\u11a8\u0301", "\u304b\u3099\u304d\u3099 \u30cf\u309a",
     "ddd dddd 0111 s74ddd1b 1111 0000 1010 aaaaaaaa",
+    "virama after a space: \xa0\u094d\u0915\u094d\u0937 \u0132\u094d\u0915 \u0915\u200c\u094d\u0915 \u0915\u094d\u200d\u0937",
+    "Unicode 17 marks: \u0132\u1aed \u0132\u0301\U00010ecb \ufb01\u05c8\u0301 \u0b53 \U0001d250",
 ]
 
 

@@ -4,6 +4,7 @@ import android.content.Context
 import android.content.res.AssetManager
 import org.tensorflow.lite.Interpreter
 import java.io.Closeable
+import java.io.File
 import java.io.FileInputStream
 import java.io.FileNotFoundException
 import java.nio.MappedByteBuffer
@@ -68,9 +69,9 @@ class EdgeM3Embedder(
             Interpreter.Options().setNumThreads(threads).setUseXNNPACK(true)
 
         /**
-         * Loads manifest.json, maps the .tflite (no copy: the OS pages weights in on demand),
-         * reads vocab_map.json for trimmed bundles. Call off the main thread: the first run of
-         * each signature allocates its tensors.
+         * Loads manifest.json from assets/`dir`, maps the .tflite (no copy: the OS pages weights in
+         * on demand), reads vocab_map.json for trimmed bundles. Call off the main thread: the
+         * first run of each signature allocates its tensors.
          */
         fun fromAssets(
             context: Context,
@@ -81,16 +82,46 @@ class EdgeM3Embedder(
             val assets = context.assets
             val manifest = Manifest.fromJson(readJsonAsset(assets, "$dir/manifest.json"))
             val model = manifest.model("tflite")
-            val buffer = mapAsset(assets, "$dir/${model.file}")
-            val expected = manifest.files[model.file]
-            if (expected != null && expected.size != buffer.capacity().toLong()) {
-                throw EdgeM3Exception("assets/$dir/${model.file}: ${buffer.capacity()} bytes, manifest says " +
-                    "${expected.size}; copy the bundle again (make build)")
-            }
             val vocabFile = manifest.tokenizer.vocabMapFile
             val vocab = if (vocabFile == null) null else
                 VocabMap.fromJson(readJsonAsset(assets, "$dir/$vocabFile"), manifest.tokenizer)
+            return create(manifest, mapAsset(assets, "$dir/${model.file}"), "assets/$dir", encoder, options, vocab)
+        }
+
+        /**
+         * The same from a directory on disk: a fast-follow / on-demand Play Asset Delivery pack
+         * (`AssetPackManager.getPackLocation(pack)!!.assetsPath()` + "/edge_m3"), or a download.
+         */
+        fun fromDirectory(
+            dir: File,
+            encoder: PieceEncoder,
+            options: Interpreter.Options = defaultOptions(2)
+        ): EdgeM3Embedder {
+            val manifest = Manifest.fromJson(readJsonFile(File(dir, "manifest.json")))
+            val model = manifest.model("tflite")
+            val vocabFile = manifest.tokenizer.vocabMapFile
+            val vocab = if (vocabFile == null) null else
+                VocabMap.fromJson(readJsonFile(File(dir, vocabFile)), manifest.tokenizer)
+            val buffer = FileInputStream(File(dir, model.file)).use { stream ->
+                stream.channel.map(FileChannel.MapMode.READ_ONLY, 0, stream.channel.size())
+            }
+            return create(manifest, buffer, dir.path, encoder, options, vocab)
+        }
+
+        private fun create(manifest: Manifest, buffer: MappedByteBuffer, where: String, encoder: PieceEncoder,
+                           options: Interpreter.Options, vocab: VocabMap?): EdgeM3Embedder {
+            val model = manifest.model("tflite")
+            val expected = manifest.files[model.file]
+            if (expected != null && expected.size != buffer.capacity().toLong()) {
+                throw EdgeM3Exception("$where/${model.file}: ${buffer.capacity()} bytes, manifest says " +
+                    "${expected.size}; copy the bundle again (make build)")
+            }
             return EdgeM3Embedder(manifest, model, Interpreter(buffer, options), encoder, vocab)
+        }
+
+        fun readJsonFile(file: File): Any? {
+            if (!file.isFile) throw EdgeM3Exception("$file: not found")
+            return MiniJson.parse(file.readText(Charsets.UTF_8))
         }
 
         fun readJsonAsset(assets: AssetManager, path: String): Any? =
