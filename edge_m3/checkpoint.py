@@ -7,7 +7,6 @@ tensor name, once.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
@@ -18,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from edge_m3.bundle import sha256_file
 from edge_m3.errors import EdgeM3Error
 from edge_m3.safeload import SafetensorsFile, check_safetensors_complete, read_torch_archive
 
@@ -145,14 +145,6 @@ class Checkpoint:
     @property
     def colbert_dim(self) -> int:
         return int(self.tensors["colbert_linear.weight"].shape[0])
-
-
-def sha256_file(path: Path, chunk: int = 1 << 22) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        while block := fh.read(chunk):
-            h.update(block)
-    return h.hexdigest()
 
 
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
