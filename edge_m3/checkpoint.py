@@ -1,8 +1,8 @@
 """Find a BGE-M3 checkpoint (hub id or local snapshot) and load it safely, without torch.
 
 Everything is checked against `config.json` before any weight is materialised: a missing
-file, a truncated safetensors file or a tensor of the wrong shape is reported by file and
-tensor name, once.
+file, a truncated safetensors file or a tensor of the wrong shape or dtype is reported by file
+and tensor name, once.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import numpy as np
 
 from edge_m3.bundle import sha256_file
 from edge_m3.errors import EdgeM3Error
-from edge_m3.safeload import SafetensorsFile, check_safetensors_complete, read_torch_archive
+from edge_m3.safeload import FLOAT_DTYPES, SafetensorsFile, TorchArchive, read_torch_archive
 
 HUB_FILES = [
     "config.json", "model.safetensors", "pytorch_model.bin", "colbert_linear.pt",
@@ -27,8 +27,11 @@ HUB_FILES = [
     "special_tokens_map.json",
 ]
 HEAD_FILES = ("colbert_linear.pt", "sparse_linear.pt")
+WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")  # first one present wins
+REQUIRED_FILES = ("config.json", "sentencepiece.bpe.model", *HEAD_FILES)
 _INT_KEYS = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
              "intermediate_size", "max_position_embeddings", "type_vocab_size", "pad_token_id")
+_HINT = "pass a local snapshot directory with --checkpoint DIR"
 
 
 @dataclass(frozen=True)
@@ -47,34 +50,44 @@ class ModelConfig:
     hidden_act: str
 
     @classmethod
-    def from_json(cls, path: Path) -> ModelConfig:
+    def from_json(cls, path: Path | str) -> ModelConfig:
+        """Read and check config.json; the error names the file and the offending key."""
+        path = Path(path)
         try:
-            raw = json.loads(Path(path).read_text(encoding="utf-8"))
+            raw = json.loads(path.read_text(encoding="utf-8"))
         except FileNotFoundError:
             raise EdgeM3Error(f"{path}: missing") from None
+        except OSError as exc:
+            raise EdgeM3Error(f"{path}: cannot read ({exc.strerror or exc})") from None
         except (ValueError, UnicodeDecodeError) as exc:
             raise EdgeM3Error(f"{path}: not valid JSON ({exc})") from None
         if not isinstance(raw, dict):
             raise EdgeM3Error(f"{path}: expected a JSON object")
-        values: dict[str, Any] = {}
-        for key in _INT_KEYS:
+        for key in (*_INT_KEYS, "layer_norm_eps", "hidden_act"):
             if key not in raw:
                 raise EdgeM3Error(f"{path}: missing key '{key}'")
+        values: dict[str, Any] = {}
+        for key in _INT_KEYS:
             v = raw[key]
             if not isinstance(v, int) or isinstance(v, bool) or v < (0 if key == "pad_token_id" else 1):
-                raise EdgeM3Error(f"{path}: '{key}' must be a positive integer, got {v!r}")
+                kind = "a non-negative" if key == "pad_token_id" else "a positive"
+                raise EdgeM3Error(f"{path}: '{key}' must be {kind} integer, got {v!r}")
             values[key] = v
-        eps = raw.get("layer_norm_eps", 1e-5)
-        if not isinstance(eps, int | float) or not 0 < eps < 1:
-            raise EdgeM3Error(f"{path}: 'layer_norm_eps' must be a small positive number")
-        act = raw.get("hidden_act", "gelu")
+        eps = raw["layer_norm_eps"]
+        if not isinstance(eps, int | float) or isinstance(eps, bool) or not 0 < eps < 1:
+            raise EdgeM3Error(f"{path}: 'layer_norm_eps' must be a small positive number, got {eps!r}")
+        act = raw["hidden_act"]
         if act != "gelu":
-            raise EdgeM3Error(f"{path}: hidden_act '{act}' unsupported (XLM-R uses exact 'gelu')")
+            raise EdgeM3Error(f"{path}: 'hidden_act' {act!r} unsupported (XLM-R uses exact 'gelu')")
         if values["hidden_size"] % values["num_attention_heads"]:
-            raise EdgeM3Error(f"{path}: hidden_size {values['hidden_size']} is not divisible by "
-                              f"num_attention_heads {values['num_attention_heads']}")
+            raise EdgeM3Error(f"{path}: 'hidden_size' {values['hidden_size']} is not divisible by "
+                              f"'num_attention_heads' {values['num_attention_heads']}")
         if values["max_position_embeddings"] <= values["pad_token_id"] + 2:
-            raise EdgeM3Error(f"{path}: max_position_embeddings too small")
+            raise EdgeM3Error(f"{path}: 'max_position_embeddings' {values['max_position_embeddings']} "
+                              f"leaves no positions after 'pad_token_id' {values['pad_token_id']}")
+        if values["pad_token_id"] >= values["vocab_size"]:
+            raise EdgeM3Error(f"{path}: 'pad_token_id' {values['pad_token_id']} is outside "
+                              f"'vocab_size' {values['vocab_size']}")
         return cls(layer_norm_eps=float(eps), hidden_act=act, **values)
 
     @property
@@ -131,6 +144,9 @@ class _Tensors(Mapping[str, np.ndarray]):
     def __len__(self) -> int:
         return len(self._rename) + len(self._heads)
 
+    def __contains__(self, name: object) -> bool:
+        return name in self._heads or name in self._rename
+
 
 @dataclass
 class Checkpoint:
@@ -144,8 +160,11 @@ class Checkpoint:
 
     @property
     def colbert_dim(self) -> int:
+        """Output width of the ColBERT head (equals hidden_size for BGE-M3)."""
         return int(self.tensors["colbert_linear.weight"].shape[0])
 
+
+# --- locating the snapshot -------------------------------------------------------------------
 
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 
@@ -155,37 +174,78 @@ def resolve_checkpoint(spec: str, revision: str | None = None) -> tuple[Path, di
     path = Path(spec).expanduser()
     if path.is_dir():
         return path, {"id": str(spec), "revision": revision}
-    if not _HUB_ID.match(spec) or spec.startswith("."):
+    if path.exists():
+        raise EdgeM3Error(f"--checkpoint {spec}: not a directory (pass the snapshot directory)")
+    if not _HUB_ID.match(spec) or spec.startswith(".") or ".." in spec or spec.endswith(".git"):
         raise EdgeM3Error(f"--checkpoint {spec}: no such directory")
     return _download(spec, revision)
 
 
+def _has_layout(folder: Path) -> bool:
+    return all((folder / f).is_file() for f in REQUIRED_FILES) and any(
+        (folder / f).is_file() for f in WEIGHT_FILES)
+
+
 def _download(repo_id: str, revision: str | None) -> tuple[Path, dict[str, Any]]:
+    """snapshot_download with safetensors preferred; any failure is one line with a hint."""
+    # Read by huggingface_hub at import time; only effective if it is not imported yet.
     os.environ.setdefault("HF_HUB_ETAG_TIMEOUT", "10")
     os.environ.setdefault("HF_HUB_DOWNLOAD_TIMEOUT", "30")
     try:
         from huggingface_hub import HfApi, snapshot_download
-    except ImportError as exc:
-        raise EdgeM3Error(f"--checkpoint {repo_id}: huggingface_hub is not installed") from exc
-    hint = "pass a local snapshot directory with --checkpoint DIR"
-    try:
-        try:  # already cached: no network at all
-            local = snapshot_download(repo_id, revision=revision, allow_patterns=HUB_FILES,
-                                      local_files_only=True)
+    except ImportError:
+        raise EdgeM3Error(f"cannot download '{repo_id}': huggingface_hub is not installed; "
+                          f"{_HINT}") from None
+    local: Path | None = None
+    for skip in WEIGHT_FILES[::-1]:  # already cached (either weights file): no network at all
+        try:
+            # Patterns name only what a download below fetches: newer huggingface_hub refuses a
+            # cached snapshot that lacks a file the patterns match in the repository.
+            cached = Path(snapshot_download(repo_id, revision=revision, local_files_only=True,
+                                            allow_patterns=[f for f in HUB_FILES if f != skip]))
         except Exception:
+            continue
+        if _has_layout(cached):
+            local = cached
+            break
+    if local is None:
+        try:
             _probe_hub()
-            files = set(HfApi().list_repo_files(repo_id, revision=revision))
-            wanted = [f for f in HUB_FILES if f in files]
-            if "model.safetensors" in files:  # prefer safetensors: skip the pickle
-                wanted = [f for f in wanted if f != "pytorch_model.bin"]
-            local = snapshot_download(repo_id, revision=revision, allow_patterns=wanted)
-    except Exception as exc:
-        reason = " ".join(str(exc).split())[:160] or type(exc).__name__
-        raise EdgeM3Error(f"cannot download '{repo_id}' from the Hugging Face hub ({reason}); "
-                          f"{hint}") from None
-    local_path = Path(local)
-    return local_path, {"id": repo_id, "revision": local_path.name if revision is None
-                        else revision}
+            info = HfApi().model_info(repo_id, revision=revision, timeout=15)
+            files = {s.rfilename for s in info.siblings or []}
+            lacking = [f for f in REQUIRED_FILES if f not in files]
+            if not any(f in files for f in WEIGHT_FILES):
+                lacking.append("model.safetensors")
+            if lacking:
+                raise EdgeM3Error(f"'{repo_id}' is not in the BGE-M3 layout (no {lacking[0]} in the "
+                                  f"repository); {_HINT}")
+            skip = {"pytorch_model.bin"} if "model.safetensors" in files else set()  # no 2 GB pickle
+            wanted = [f for f in HUB_FILES if f in files and f not in skip]
+            local = Path(snapshot_download(repo_id, revision=revision, allow_patterns=wanted,
+                                           etag_timeout=10))
+        except EdgeM3Error:
+            raise
+        except Exception as exc:
+            raise EdgeM3Error(f"cannot download '{repo_id}' from the Hugging Face hub "
+                              f"({_reason(exc, revision)}); {_HINT}") from None
+    commit = local.name if re.fullmatch(r"[0-9a-f]{40}", local.name) else revision
+    return local, {"id": repo_id, "revision": commit}
+
+
+def _reason(exc: BaseException, revision: str | None) -> str:
+    """A short, one-line reason for a huggingface_hub failure (its messages span lines)."""
+    kind = type(exc).__name__
+    known = {
+        "RepositoryNotFoundError": "repository not found, or private without a token",
+        "GatedRepoError": "gated repository: accept its terms and log in with `hf auth login`",
+        "RevisionNotFoundError": f"revision {revision!r} not found",
+        "OfflineModeIsEnabled": "HF_HUB_OFFLINE is set",
+        "LocalEntryNotFoundError": "not in the local cache and the hub is unreachable",
+    }
+    if kind in known:
+        return known[kind]
+    text = " ".join(str(exc).split())
+    return (text[:160] + ("..." if len(text) > 160 else "")) or kind
 
 
 def _probe_hub(timeout: float = 5.0) -> None:
@@ -193,8 +253,10 @@ def _probe_hub(timeout: float = 5.0) -> None:
     import socket
     from urllib.parse import urlparse
 
-    if os.environ.get("HF_HUB_OFFLINE", "0").lower() in ("1", "true", "yes"):
+    if os.environ.get("HF_HUB_OFFLINE", "0").strip().lower() in ("1", "true", "yes", "on"):
         raise ConnectionError("HF_HUB_OFFLINE is set")
+    if any(os.environ.get(v) for v in ("HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy")):
+        return  # the proxy decides what is reachable; let the hub client try
     url = urlparse(os.environ.get("HF_ENDPOINT", "https://huggingface.co"))
     port = url.port or (443 if url.scheme == "https" else 80)
     try:
@@ -203,7 +265,10 @@ def _probe_hub(timeout: float = 5.0) -> None:
         raise ConnectionError(f"{url.hostname} unreachable: {exc.strerror or exc}") from None
 
 
+# --- validating and opening ------------------------------------------------------------------
+
 def _load_heads(path: Path, hidden: int) -> dict[str, np.ndarray]:
+    """The ColBERT [D, H] and sparse [1, H] heads from their torch.save files (restricted)."""
     heads: dict[str, np.ndarray] = {}
     for fname in HEAD_FILES:
         fpath = path / fname
@@ -214,23 +279,28 @@ def _load_heads(path: Path, hidden: int) -> dict[str, np.ndarray]:
         for key in ("weight", "bias"):
             if key not in sd:
                 raise EdgeM3Error(f"{fpath}: tensor '{key}' missing")
+            if not np.issubdtype(sd[key].dtype, np.floating):
+                raise EdgeM3Error(f"{fpath}: tensor '{key}' has dtype {sd[key].dtype}, "
+                                  "expected a float type")
             heads[f"{prefix}.{key}"] = np.asarray(sd[key], dtype=np.float32)
     cw, cb = heads["colbert_linear.weight"], heads["colbert_linear.bias"]
-    if cw.ndim != 2 or cw.shape[1] != hidden or cb.shape != (cw.shape[0],):
-        raise EdgeM3Error(f"{path / 'colbert_linear.pt'}: tensor 'weight' has shape "
-                          f"{cw.shape}, expected (D, {hidden}) from config.json")
+    cfile, sfile = path / "colbert_linear.pt", path / "sparse_linear.pt"
+    if cw.ndim != 2 or cw.shape[0] < 1 or cw.shape[1] != hidden:
+        raise EdgeM3Error(f"{cfile}: tensor 'weight' has shape {cw.shape}, expected "
+                          f"(D, {hidden}) from config.json")
+    if cb.shape != (cw.shape[0],):
+        raise EdgeM3Error(f"{cfile}: tensor 'bias' has shape {cb.shape}, expected ({cw.shape[0]},)")
     if heads["sparse_linear.weight"].shape != (1, hidden):
-        raise EdgeM3Error(f"{path / 'sparse_linear.pt'}: tensor 'weight' has shape "
-                          f"{heads['sparse_linear.weight'].shape}, expected (1, {hidden}) "
-                          "from config.json")
+        raise EdgeM3Error(f"{sfile}: tensor 'weight' has shape {heads['sparse_linear.weight'].shape}, "
+                          f"expected (1, {hidden}) from config.json")
     if heads["sparse_linear.bias"].shape != (1,):
-        raise EdgeM3Error(f"{path / 'sparse_linear.pt'}: tensor 'bias' has shape "
-                          f"{heads['sparse_linear.bias'].shape}, expected (1,)")
+        raise EdgeM3Error(f"{sfile}: tensor 'bias' has shape {heads['sparse_linear.bias'].shape}, "
+                          "expected (1,)")
     return heads
 
 
 def load_checkpoint(path: Path | str, source: dict[str, Any] | None = None) -> Checkpoint:
-    """Validate a BGE-M3-layout directory and open its weights lazily."""
+    """Validate a BGE-M3-layout directory (headers and shapes only) and open its weights lazily."""
     path = Path(path)
     if not path.is_dir():
         raise EdgeM3Error(f"--checkpoint {path}: no such directory")
@@ -238,31 +308,24 @@ def load_checkpoint(path: Path | str, source: dict[str, Any] | None = None) -> C
     sp = path / "sentencepiece.bpe.model"
     if not sp.is_file():
         raise EdgeM3Error(f"{sp}: missing (the SentencePiece model the bundle ships)")
-    st, binf = path / "model.safetensors", path / "pytorch_model.bin"
-    if st.is_file():
-        weights_file = st
-        check_safetensors_complete(st)
-        encoder: Mapping[str, np.ndarray] = SafetensorsFile(st)
-
-        def shape_of(name: str) -> tuple[int, ...]:
-            return encoder.shape(name)  # type: ignore[attr-defined]
-    elif binf.is_file():
-        weights_file = binf
-        encoder = read_torch_archive(binf)
-
-        def shape_of(name: str) -> tuple[int, ...]:
-            return tuple(encoder[name].shape)
-    else:
+    weights_file = next((path / f for f in WEIGHT_FILES if (path / f).is_file()), None)
+    if weights_file is None:
         raise EdgeM3Error(f"{path}: no model.safetensors or pytorch_model.bin")
+    encoder: SafetensorsFile | TorchArchive = (
+        SafetensorsFile(weights_file) if weights_file.suffix == ".safetensors"
+        else TorchArchive(weights_file))
     rename: dict[str, str] = {}
     for name, want in expected_shapes(config).items():
         stored = next((k for k in (name, "roberta." + name) if k in encoder), None)
         if stored is None:
             raise EdgeM3Error(f"{weights_file}: tensor '{name}' missing")
-        got = shape_of(stored)
+        got = encoder.shape(stored)
         if got != want:
             raise EdgeM3Error(f"{weights_file}: tensor '{name}' has shape {got}, expected "
                               f"{want} from config.json")
+        if encoder.dtype(stored) not in FLOAT_DTYPES:
+            raise EdgeM3Error(f"{weights_file}: tensor '{name}' has dtype {encoder.dtype(stored)}, "
+                              "expected float32, float16 or bfloat16")
         rename[name] = stored
     heads = _load_heads(path, config.hidden_size)
     used = ["config.json", weights_file.name, *HEAD_FILES, sp.name]
