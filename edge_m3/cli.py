@@ -62,11 +62,18 @@ def _build_parser() -> argparse.ArgumentParser:
     v = sub.add_parser("verify", help="gate a bundle on parity, latency and memory")
     v.add_argument("bundle", type=Path)
     v.add_argument("--reference", required=True, help="hub id or checkpoint directory")
-    v.add_argument("--texts", type=Path)
-    v.add_argument("--report", type=Path, default=None)
-    v.add_argument("--runtime", default=None, help="runtimes to verify (default: all installed)")
-    v.add_argument("--thresholds", type=Path, default=None)
-    v.add_argument("--threads", type=int, default=1)
+    v.add_argument("--texts", type=Path,
+                   help="UTF-8 file, one text per line, checked with the built-in retrieval set")
+    v.add_argument("--report", type=Path, default=None,
+                   help="dir for report.json, report.md and plots (default reports/<bundle name>)")
+    v.add_argument("--runtime", default=None,
+                   help="comma list of runtimes to verify (default: every installed one)")
+    v.add_argument("--thresholds", type=Path, default=None,
+                   help="ship thresholds per variant (default edge_m3/data/thresholds.json)")
+    v.add_argument("--threads", type=int, default=1, help="runtime threads (default 1)")
+    v.add_argument("--cache", type=Path, default=None,
+                   help="reference-output cache (default $EDGE_M3_CACHE or ~/.cache/edge-m3)")
+    v.add_argument("--no-cache", action="store_true", help="always recompute the references")
 
     c = sub.add_parser("coverage", help="share of a text file's tokens a trimmed bundle lacks")
     c.add_argument("bundle", type=Path)
@@ -74,11 +81,12 @@ def _build_parser() -> argparse.ArgumentParser:
 
     bn = sub.add_parser("bench", help="latency and memory across runtimes and threads")
     bn.add_argument("bundle", type=Path)
-    bn.add_argument("--runtimes", default=None)
-    bn.add_argument("--threads", default="1,2")
-    bn.add_argument("--lengths", default=None)
+    bn.add_argument("--runtimes", default=None, help="comma list (default: every installed one)")
+    bn.add_argument("--threads", default="1,2", help="comma list of thread counts")
+    bn.add_argument("--lengths", default=None, help="signature lengths (default: all)")
     bn.add_argument("--reference", default=None, help="checkpoint for the torch fp32 baseline")
-    bn.add_argument("--repeats", type=int, default=10)
+    bn.add_argument("--repeats", type=int, default=10, help="timed runs per cell")
+    bn.add_argument("--warmup", type=int, default=2, help="untimed runs per cell first")
     bn.add_argument("--json", type=Path, default=None, help="also write the figures here")
     return p
 

@@ -1,104 +1,246 @@
-"""The harness: embed from the bundle alone, refuse modified bundles, gate on thresholds."""
+"""The harness: embed from the bundle alone, refuse modified bundles, gate on thresholds, bench.
+
+One fp32 bundle (TFLite, plus ONNX when the exporter is there) is built per module; every
+installed runtime runs through `verify`, which compares each against FlagEmbedding itself.
+"""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import shutil
+import subprocess
+import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 
 from edge_m3.cli import main
+from edge_m3.runtime import available_runtimes
 
 TEXTS = ["Hello world", "안녕하세요, 세계.", "the lazy dog"]  # under 32 tokens: no truncation
+HAS_ONNX = importlib.util.find_spec("edge_m3.export_onnx") is not None
 
 
 @pytest.fixture(scope="module")
 def bundle(tiny_ckpt: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("harness") / "b"
+    formats = "tflite,onnx" if HAS_ONNX else "tflite"
     assert main(["build", "--checkpoint", str(tiny_ckpt), "--quant", "fp32", "--seq-lens",
-                 "8,16,32", "--formats", "tflite,onnx", "--out", str(out), "--kits", "none",
+                 "8,16,32", "--formats", formats, "--out", str(out), "--kits", "none",
                  "--no-self-check", "-q"]) == 0
     return out
 
 
-@pytest.mark.parametrize("runtime", ["tflite-runtime", "litert", "tf", "onnxruntime"])
-def test_embed_matches_flagembedding(bundle: Path, tiny_ckpt: Path, tmp_path: Path,
-                                     runtime: str) -> None:
-    import subprocess
-    import sys
+@pytest.fixture(scope="module")
+def verified(bundle: Path, tiny_ckpt: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """One `verify` over every installed runtime, with TEXTS as --texts.
 
-    from FlagEmbedding import BGEM3FlagModel
+    Its reference cache (a temp dir, never ~/.cache) holds FlagEmbedding's own outputs for
+    TEXTS, which the embed tests compare against.
+    """
+    work = tmp_path_factory.mktemp("verify")
+    texts = work / "texts.txt"
+    texts.write_text("\n".join(TEXTS) + "\n", encoding="utf-8")
+    rc = main(["verify", str(bundle), "--reference", str(tiny_ckpt), "--texts", str(texts),
+               "--report", str(work / "report"), "--cache", str(work / "cache")])
+    return {"rc": rc, "report": work / "report", "cache": work / "cache", "texts": texts}
 
+
+@pytest.fixture(scope="module")
+def flag_outputs(verified: dict[str, Any]) -> list[dict[str, Any]]:
+    """BGEM3FlagModel.encode's outputs for TEXTS, as the verify run's FlagEmbedding child saved them."""
+    from edge_m3.harness import load_outputs
+
+    (entry,) = (verified["cache"] / "reference").glob("flag-*.json")
+    outs, meta = load_outputs(entry.with_suffix(""))
+    assert meta["runtime"].startswith("FlagEmbedding BGEM3FlagModel")
+    return outs[: len(TEXTS)]
+
+
+def _embed_runtimes() -> list[str]:
+    return [r for r in ("tflite-runtime", "litert", "onnxruntime")
+            if r in available_runtimes() and (r != "onnxruntime" or HAS_ONNX)]
+
+
+@pytest.mark.parametrize("runtime", _embed_runtimes())
+def test_embed_matches_flagembedding(bundle: Path, flag_outputs: list[dict[str, Any]],
+                                     tmp_path: Path, runtime: str) -> None:
     out = tmp_path / "out.jsonl"
-    # each runtime in its own process, as an app would (tflite-runtime cannot share with TF)
-    subprocess.run([sys.executable, "-m", "edge_m3.cli", "embed", str(bundle), *TEXTS,
-                    "--runtime", runtime, "--out", str(out)], check=True, capture_output=True)
-    got = [json.loads(line) for line in out.read_text().splitlines()]
-    ref = BGEM3FlagModel(str(tiny_ckpt), use_fp16=False, devices="cpu").encode(
-        TEXTS, return_dense=True, return_sparse=True, return_colbert_vecs=True)
-    for i, g in enumerate(got):
-        d = np.asarray(g["dense_vecs"])
-        cos = d @ ref["dense_vecs"][i] / np.linalg.norm(d) / np.linalg.norm(ref["dense_vecs"][i])
-        assert cos >= 0.99999
-        assert set(g["lexical_weights"]) == set(ref["lexical_weights"][i])
-        assert np.asarray(g["colbert_vecs"]).shape == ref["colbert_vecs"][i].shape
-        assert g["input_ids"][0] == 0 and g["input_ids"][-1] == 2
+    args = ["embed", str(bundle), *TEXTS, "--runtime", runtime, "--out", str(out)]
+    if runtime == "tflite-runtime":  # cannot share a process with TensorFlow: its own, as in an app
+        proc = subprocess.run([sys.executable, "-m", "edge_m3.cli", *args], capture_output=True,
+                              text=True)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+    else:
+        assert main(args) == 0
+    assert not list(tmp_path.glob("*.part"))
+    got = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+    assert len(got) == len(TEXTS)
+    for g, ref in zip(got, flag_outputs, strict=True):
+        assert set(g) >= {"input_ids", "dense_vecs", "lexical_weights", "colbert_vecs"}
+        assert g["input_ids"] == ref["input_ids"]
+        d, rd = np.asarray(g["dense_vecs"]), ref["dense_vecs"]
+        assert d @ rd / np.linalg.norm(d) / np.linalg.norm(rd) >= 0.99999
+        assert set(g["lexical_weights"]) == set(ref["lexical_weights"])
+        for key, w in g["lexical_weights"].items():
+            assert w == pytest.approx(ref["lexical_weights"][key], abs=1e-4)
+        np.testing.assert_allclose(g["colbert_vecs"], ref["colbert_vecs"], atol=1e-4)
 
 
-def test_modified_bundle_is_refused(bundle: Path, tmp_path: Path, capsys) -> None:
+def test_modified_bundle_is_refused(bundle: Path, tiny_ckpt: Path, tmp_path: Path, capsys) -> None:
     bad = tmp_path / "bad"
     shutil.copytree(bundle, bad)
     model = bad / "model_fp32.tflite"
     data = bytearray(model.read_bytes())
     data[len(data) // 2] ^= 0x01
     model.write_bytes(bytes(data))
-    assert main(["embed", str(bad), "Hello"]) == 2
-    err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1 and "model_fp32.tflite" in err and "sha256" in err
+    for args in (["embed", str(bad), "Hello"],
+                 ["verify", str(bad), "--reference", str(tiny_ckpt), "--no-cache"],
+                 ["bench", str(bad), "--repeats", "1"]):
+        assert main(args) == 2
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and "model_fp32.tflite" in err and "sha256" in err
 
 
-def test_texts_file_errors(bundle: Path, tmp_path: Path, capsys) -> None:
+def test_texts_file(bundle: Path, tmp_path: Path, capsys) -> None:
     f = tmp_path / "t.txt"
+    f.write_bytes(b"\xef\xbb\xbfone\r\ntwo\n")  # BOM and CRLF are not part of the texts
+    out = tmp_path / "o.jsonl"
+    assert main(["embed", str(bundle), "--texts", str(f), "--out", str(out)]) == 0
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    single = json.loads(_embed_stdout(bundle, "one", capsys))
+    assert len(rows) == 2 and rows[0]["input_ids"] == single["input_ids"]
+
     f.write_bytes(b"fine\nalso fine\n\xc3\x28 broken\n")
     assert main(["embed", str(bundle), "--texts", str(f)]) == 2
     assert "line 3 is not UTF-8" in capsys.readouterr().err
     assert main(["embed", str(bundle)]) == 2
     assert "no text" in capsys.readouterr().err
+    f.write_bytes(b"")
+    assert main(["embed", str(bundle), "--texts", str(f)]) == 2
+    assert "no text" in capsys.readouterr().err
+
+
+def _embed_stdout(bundle: Path, text: str, capsys) -> str:
+    capsys.readouterr()
+    assert main(["embed", str(bundle), text]) == 0
+    return capsys.readouterr().out.strip()
 
 
 def test_verify_passes_then_fails_on_a_strict_threshold(bundle: Path, tiny_ckpt: Path,
+                                                        verified: dict[str, Any],
                                                         tmp_path: Path) -> None:
-    texts = tmp_path / "texts.txt"
-    texts.write_text("\n".join(TEXTS) + "\n", encoding="utf-8")
-    report = tmp_path / "report"
-    assert main(["verify", str(bundle), "--reference", str(tiny_ckpt), "--texts", str(texts),
-                 "--report", str(report)]) == 0
+    report = verified["report"]
+    assert verified["rc"] == 0
     data = json.loads((report / "report.json").read_text())
-    assert data["passed"] and data["user_texts"] == 3 and data["queries"] >= 24
-    assert set(data["runtimes"]) == {"tflite-runtime", "litert", "tf", "onnxruntime"}
+    assert data["passed"] and data["primary_reference"] == "flagembedding"
+    assert data["texts"]["user"] == 3 and data["texts"]["queries"] >= 24
+    assert data["texts"]["passages"] >= 60 and len(data["texts"]["languages"]) >= 8
+    expected = [r for r in ("tflite-runtime", "litert", "tf") if r in available_runtimes()]
+    if HAS_ONNX and "onnxruntime" in available_runtimes():
+        expected.append("onnxruntime")
+    assert data["runtimes_checked"] == expected and list(data["runtimes"]) == expected
     for figures in data["runtimes"].values():
-        assert figures["dense_cosine"]["min"] >= 0.99999
-        assert figures["ids_match_reference"] == data["texts"]
-        assert figures["peak_rss_mb"] > 0 and figures["latency"]
+        assert figures["dense_cosine"]["all"]["min"] >= 0.99999
+        assert figures["input_ids_match"] == 1.0 and not figures["failed"]
+        assert figures["vs_keras"]["dense_cosine"]["min"] >= 0.99999
+        assert figures["peak_rss_mb"] > 0 and figures["load_s"] >= 0
+        assert set(figures["latency"]) <= {"8", "16", "32"} and figures["latency"]
+    assert data["keras_vs_flagembedding"]["dense_cosine"]["min"] >= 0.99999
+    assert max(data["score_formulas_vs_flagembedding"].values()) < 1e-5
     assert "PASS" in (report / "report.md").read_text()
     for png in ("cosine.png", "latency.png"):
-        assert (report / png).read_bytes()[:4] == b"\x89PNG"
+        assert (report / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
     strict = tmp_path / "strict.json"
-    strict.write_text(json.dumps({"fp32": {"dense_cosine_min": 1.000001}}))
+    strict.write_text(json.dumps({"fp32": {"dense_cosine_min": 1.000001,
+                                           "colbert_score_abs_err_max": 0.0}}))
+    r2 = tmp_path / "r2"
     assert main(["verify", str(bundle), "--reference", str(tiny_ckpt), "--thresholds",
-                 str(strict), "--runtime", "litert", "--report", str(tmp_path / "r2")]) == 1
-    failed = json.loads((tmp_path / "r2" / "report.json").read_text())
-    assert failed["runtimes"]["litert"]["failed"][0].startswith("dense_cosine_min")
+                 str(strict), "--runtime", "litert", "--report", str(r2), "--texts",
+                 str(verified["texts"]), "--cache", str(verified["cache"])]) == 1
+    failed = json.loads((r2 / "report.json").read_text())
+    # FlagEmbedding's outputs come from the first run's cache (the Keras entry's key also covers
+    # edge-m3's model and tokenizer sources, which may change between two runs while developing)
+    assert failed["references"]["flagembedding"]["cached"]
+    assert not failed["passed"] and list(failed["runtimes"]) == ["litert"]
+    reasons = failed["runtimes"]["litert"]["failed"]
+    assert [r.split(":")[0] for r in reasons] == ["dense_cosine_min", "colbert_score_abs_err_max"]
+    assert "FAIL" in (r2 / "report.md").read_text()
 
 
-def test_bench_reports_ratios(bundle: Path, tiny_ckpt: Path, tmp_path: Path) -> None:
+def test_verify_without_flagembedding_uses_keras(bundle: Path, tiny_ckpt: Path,
+                                                 verified: dict[str, Any], tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    import edge_m3.verify
+
+    monkeypatch.setattr(edge_m3.verify, "flagembedding_installed", lambda: False)
+    assert main(["verify", str(bundle), "--reference", str(tiny_ckpt), "--runtime", "litert",
+                 "--texts", str(verified["texts"]), "--report", str(tmp_path / "r"),
+                 "--cache", str(verified["cache"])]) == 0
+    data = json.loads((tmp_path / "r" / "report.json").read_text())
+    assert data["primary_reference"] == "keras" and list(data["references"]) == ["keras"]
+    assert data["keras_vs_flagembedding"] is None
+    assert "vs_keras" not in data["runtimes"]["litert"]
+
+
+def test_gate_skips_heads_a_bundle_lacks(tmp_path: Path) -> None:
+    from edge_m3.metrics import check_limits, compare, gate
+    from edge_m3.verify import markdown
+
+    rng = np.random.default_rng(0)
+    ref = [{"input_ids": [0, 5 + i, 2], "dense_vecs": rng.normal(size=4),
+            "lexical_weights": {str(5 + i): 0.3}, "colbert_vecs": rng.normal(size=(2, 4))}
+           for i in range(6)]
+    ours = [{"input_ids": r["input_ids"], "dense_vecs": r["dense_vecs"] * 2} for r in ref]  # dense only
+    figures = compare(ours, ref, {"queries": [0, 1], "passages": [2, 3, 4, 5]}, [0, 1], [2, 3, 4, 5])
+    assert figures["heads"] == ["dense"] and figures["dense_cosine"]["all"]["min"] == pytest.approx(1.0)
+    assert "lexical_abs_err" not in figures and figures["retrieval_top10_agreement"]["min"] == 1.0
+    limits = check_limits({"dense_cosine_min": 0.999, "lexical_abs_err_max": 0.0}, "t")
+    assert gate(figures, limits) == []
+    figures.update(version="x", latency={}, load_s=0.0, peak_rss_mb=1.0, rss_before_load_mb=1.0,
+                   failed=[])
+    md = markdown({"bundle": "b", "quant": "fp32", "source": "s", "reference_checkpoint": "c",
+                   "primary_reference": "keras", "threads": 1, "passed": True,
+                   "references": {"keras": {"runtime": "k", "version": "1", "load_s": 0.0,
+                                            "peak_rss_mb": 1.0, "cached": False}},
+                   "runtimes_checked": ["litert"], "runtimes": {"litert": figures},
+                   "texts": {"total": 6, "user": 0, "queries": 2, "passages": 4, "max_length": 8,
+                             "languages": ["en"]},
+                   "thresholds": {"file": "t", "variant": "fp32", "limits": limits}})
+    assert "n/a (head not exported)" in md and "PASS" in md
+
+
+def test_verify_refuses_bad_thresholds(bundle: Path, tiny_ckpt: Path, tmp_path: Path,
+                                       capsys) -> None:
+    bad = tmp_path / "t.json"
+    for content, message in ((json.dumps({"fp32": {"dense_cosine_minimum": 1}}), "unknown threshold"),
+                             (json.dumps({"int8": {}}), "no entry for variant 'fp32'"),
+                             ("{", "unreadable")):
+        bad.write_text(content)
+        assert main(["verify", str(bundle), "--reference", str(tiny_ckpt), "--thresholds",
+                     str(bad)]) == 2
+        err = capsys.readouterr().err
+        assert message in err and str(bad) in err and len(err.strip().splitlines()) == 1
+    assert main(["verify", str(bundle), "--reference", str(tmp_path / "nope")]) == 2
+    assert "no such directory" in capsys.readouterr().err
+
+
+def test_bench_reports_ratios(bundle: Path, tiny_ckpt: Path, tmp_path: Path, capsys) -> None:
     out = tmp_path / "bench.json"
-    assert main(["bench", str(bundle), "--runtimes", "litert,onnxruntime", "--threads", "1",
-                 "--lengths", "8,32", "--repeats", "2", "--reference", str(tiny_ckpt),
+    runtimes = "litert,onnxruntime" if HAS_ONNX else "litert"
+    assert main(["bench", str(bundle), "--runtimes", runtimes, "--threads", "1", "--lengths",
+                 "8,32", "--repeats", "2", "--warmup", "1", "--reference", str(tiny_ckpt),
                  "--json", str(out)]) == 0
-    rows = json.loads(out.read_text())
-    assert [r["runtime"] for r in rows] == ["torch fp32 (FlagEmbedding)", "litert", "onnxruntime"]
-    assert all("speedup_vs_torch" in f for r in rows[1:] for f in r["lengths"].values())
+    data = json.loads(out.read_text())
+    rows = data["rows"]
+    assert [r["runtime"] for r in rows] == ["torch fp32 (FlagEmbedding)", *runtimes.split(",")]
+    for row in rows[1:]:
+        assert set(row["lengths"]) == {"8", "32"} and row["peak_rss_ratio"] > 0
+        assert all(f["p50_speedup"] > 0 and f["p95_ms"] >= f["p50_ms"] for f in row["lengths"].values())
+    assert "L=32" in capsys.readouterr().out
     assert main(["bench", str(bundle), "--lengths", "64"]) == 2
+    assert main(["bench", str(bundle), "--threads", "0"]) == 2
