@@ -130,7 +130,13 @@ def make_checkpoint(
             for p in model.parameters():
                 if p.dim() >= 2:
                     p.normal_(0.0, 0.2)
-    model.save_pretrained(str(out), safe_serialization=(weights == "safetensors"))
+    model.save_pretrained(str(out))
+    if weights == "bin":  # transformers 5 only writes safetensors: write the legacy file by hand
+        from safetensors.torch import load_file
+
+        st = out / "model.safetensors"
+        torch.save(load_file(str(st)), out / "pytorch_model.bin")
+        st.unlink()
     cfg_json = json.loads((out / "config.json").read_text())
     cfg_json["architectures"] = ["XLMRobertaModel"]
     (out / "config.json").write_text(json.dumps(cfg_json, indent=2))

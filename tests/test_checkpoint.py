@@ -29,8 +29,7 @@ def _torch_state(path: Path) -> dict[str, np.ndarray]:
 
 
 def _write_bin(ckpt: Path, prefix: str = "") -> Path:
-    """Replace model.safetensors by a `torch.save`d state dict (transformers 5 only writes
-    safetensors, even when asked for a .bin)."""
+    """Replace model.safetensors by a `torch.save`d state dict, keys optionally prefixed."""
     import torch
     from safetensors.torch import load_file
 
@@ -43,9 +42,9 @@ def _write_bin(ckpt: Path, prefix: str = "") -> Path:
 
 
 @pytest.mark.parametrize("weights", ["safetensors", "bin", "bin-roberta-prefix"])
-def test_weights_and_heads_load_exactly(tiny_ckpt_bin: Path, tmp_path: Path, weights: str) -> None:
+def test_weights_and_heads_load_exactly(tiny_ckpt: Path, tmp_path: Path, weights: str) -> None:
     ckpt_dir = tmp_path / "ckpt"
-    shutil.copytree(tiny_ckpt_bin, ckpt_dir)
+    shutil.copytree(tiny_ckpt, ckpt_dir)
     if weights == "safetensors":
         from safetensors.torch import load_file
 
@@ -406,3 +405,11 @@ def test_builder_modules_do_not_import_torch() -> None:
             "print('torch' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_bin_only_snapshot_loads(tiny_ckpt_bin: Path) -> None:
+    """A snapshot with only `pytorch_model.bin` loads through the restricted unpickler."""
+    ckpt = load_checkpoint(tiny_ckpt_bin)
+    ref = _torch_state(tiny_ckpt_bin / "pytorch_model.bin")
+    name = "embeddings.word_embeddings.weight"
+    np.testing.assert_array_equal(np.asarray(ckpt.tensors[name]), ref[name])
