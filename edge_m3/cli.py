@@ -83,7 +83,9 @@ def _build_parser() -> argparse.ArgumentParser:
     bn.add_argument("bundle", type=Path)
     bn.add_argument("--runtimes", default=None, help="comma list (default: every installed one)")
     bn.add_argument("--threads", default="1,2", help="comma list of thread counts")
-    bn.add_argument("--lengths", default=None, help="signature lengths (default: all)")
+    bn.add_argument("--lengths", default=None,
+                    help="tokens per input, padded to the smallest signature that holds them "
+                         "(default: each signature length)")
     bn.add_argument("--reference", default=None, help="checkpoint for the torch fp32 baseline")
     bn.add_argument("--repeats", type=int, default=10, help="timed runs per cell")
     bn.add_argument("--warmup", type=int, default=2, help="untimed runs per cell first")

@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from edge_m3.errors import EdgeM3Error
+from edge_m3.pipeline import choose_length
 
 # --------------------------------------------------------------------------- inputs
 
@@ -252,6 +253,13 @@ def synthetic_inputs(n: int, rows: int) -> tuple[np.ndarray, np.ndarray]:
     return ids, np.ones_like(ids)
 
 
+def pad_to(ids: np.ndarray, mask: np.ndarray, length: int) -> tuple[np.ndarray, np.ndarray]:
+    """Right-pad one row to a signature's length with `<pad>` (id 1) and mask 0."""
+    extra = length - ids.shape[1]
+    return (np.pad(ids, ((0, 0), (0, extra)), constant_values=1),
+            np.pad(mask, ((0, 0), (0, extra)), constant_values=0))
+
+
 def _model_rows(manifest: Mapping[str, Any]) -> int:
     """Rows of the bundled embedding table (a trimmed vocabulary has fewer than vocab_size)."""
     tok = manifest["tokenizer"]
@@ -372,9 +380,10 @@ def _worker_bench(bundle_dir: Path, runtime: str, threads: int, lengths: list[in
     runner = open_runner(bundle.path / entry["file"], entry["signatures"], runtime, threads)
     load_s = time.perf_counter() - t0
     rows = _model_rows(bundle.manifest)
+    have = [int(s["seq_len"]) for s in entry["signatures"]]
     latency, first = {}, {}
-    for n in lengths:
-        ids, mask = synthetic_inputs(n, rows)
+    for n in lengths:  # n real tokens, padded to the signature the device pipeline would pick
+        ids, mask = pad_to(*synthetic_inputs(n, rows), choose_length(n, have))
         first[str(n)], latency[str(n)] = _timed_repeats(lambda i=ids, m=mask: runner.run(i, m),
                                                         warmup, repeats)
     out.write_text(json.dumps({"load_s": load_s, "import_s": import_s, "latency": latency,
@@ -385,7 +394,8 @@ def _worker_bench(bundle_dir: Path, runtime: str, threads: int, lengths: list[in
 
 def _worker_bench_torch(checkpoint_dir: str, threads: int, lengths: list[int], warmup: int,
                         repeats: int, out: Path) -> None:
-    """The reference's forward pass (FlagEmbedding, torch fp32) on the same padded lengths."""
+    """The reference's forward pass (FlagEmbedding, torch fp32) on the same n tokens, unpadded
+    (a batch of one is never padded by FlagEmbedding)."""
     from importlib import metadata
 
     import torch
@@ -458,8 +468,9 @@ def cmd_bench(a: argparse.Namespace) -> int:
     have = sorted({int(s["seq_len"]) for m in bundle.manifest["models"] for s in m["signatures"]})
     lengths = parse_ints(a.lengths, "--lengths") if a.lengths else have
     for n in lengths:
-        if n not in have:
-            raise EdgeM3Error(f"--lengths {n}: the bundle has signatures for {have}")
+        if not 2 <= n <= max(have):
+            raise EdgeM3Error(f"--lengths {n}: need 2..{max(have)} tokens (the bundle has "
+                              f"signatures for {have})")
     ref_dir = None
     if a.reference:
         from edge_m3.checkpoint import resolve_checkpoint
@@ -523,7 +534,7 @@ def _print_bench(result: Mapping[str, Any]) -> None:
                         f"{result['repeats']} runs" + ("; (x) = speedup over torch fp32, RSS as a "
                                                        "share of torch's" if result["reference"]
                                                        else ""))
-    for col in ("runtime", "threads", *[f"L={n}" for n in lengths], f"1st call @{lengths[0]}",
+    for col in ("runtime", "threads", *[f"{n} tokens" for n in lengths], f"1st call @{lengths[0]}",
                 "load s", "peak RSS MB"):
         table.add_column(col, justify="left" if col == "runtime" else "right")
 

@@ -233,14 +233,16 @@ def test_bench_reports_ratios(bundle: Path, tiny_ckpt: Path, tmp_path: Path, cap
     out = tmp_path / "bench.json"
     runtimes = "litert,onnxruntime" if HAS_ONNX else "litert"
     assert main(["bench", str(bundle), "--runtimes", runtimes, "--threads", "1", "--lengths",
-                 "8,32", "--repeats", "2", "--warmup", "1", "--reference", str(tiny_ckpt),
+                 "5,32", "--repeats", "2", "--warmup", "1", "--reference", str(tiny_ckpt),
                  "--json", str(out)]) == 0
     data = json.loads(out.read_text())
     rows = data["rows"]
     assert [r["runtime"] for r in rows] == ["torch fp32 (FlagEmbedding)", *runtimes.split(",")]
     for row in rows[1:]:
-        assert set(row["lengths"]) == {"8", "32"} and row["peak_rss_ratio"] > 0
+        # 5 tokens is no signature: it runs padded in embed_8, as the device pipeline would
+        assert set(row["lengths"]) == {"5", "32"} and row["peak_rss_ratio"] > 0
         assert all(f["p50_speedup"] > 0 and f["p95_ms"] >= f["p50_ms"] for f in row["lengths"].values())
-    assert "L=32" in capsys.readouterr().out
+    assert "32 tokens" in capsys.readouterr().out
     assert main(["bench", str(bundle), "--lengths", "64"]) == 2
+    assert main(["bench", str(bundle), "--lengths", "1"]) == 2
     assert main(["bench", str(bundle), "--threads", "0"]) == 2
