@@ -1,6 +1,11 @@
 """Scale benchmark of `edge-m3 build`: wall time, peak RSS and file sizes per variant.
 
     python tools/bench_build.py checkpoints/bge-m3-random --quant int8,fp16
+    python tools/bench_build.py checkpoints/bge-m3-random-xlmr --quant int8 \
+        --vocab-corpus build/vocab-corpus/corpus.txt
+
+With --vocab-corpus each variant is built twice, untrimmed and trimmed to the corpus, and the
+table gives the kept vocabulary rows next to the sizes.
 
 Each build runs `edge-m3 build` as a child process and reads the peak RSS of the largest
 process in its tree (the builder runs tracing and each conversion in children of its own).
@@ -37,30 +42,48 @@ def run_build(checkpoint: Path, quant: str, out: Path, extra: list[str]) -> dict
     return res
 
 
+def manifest_rows(out: Path, label: str, res: dict[str, float]) -> list[tuple[str, ...]]:
+    """One table row per model file of the bundle at `out`."""
+    manifest = json.loads((out / "manifest.json").read_text())
+    tok = manifest["tokenizer"]
+    vocab = tok.get("vocab_map") or {}
+    rows = []
+    for m in manifest["models"]:
+        size = manifest["files"][m["file"]]["size"]
+        extra = sum(manifest["files"][f]["size"] for f in m.get("extra_files", []))
+        kept = vocab.get("kept", tok.get("vocab_size", ""))
+        rows.append((f"{m['format']} {label}", f"{(size + extra) / 1e6:,.1f} MB",
+                     f"{kept:,}" if isinstance(kept, int) else str(kept),
+                     f"{res['wall']:.0f} s", f"{res['peak_child'] / 1e9:.2f} GB",
+                     ", ".join(f"{k} {v}" for k, v in m["oldest_runtime"].items()
+                               if k != "converter_min_runtime_version")))
+    return rows
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("checkpoint", type=Path)
     p.add_argument("--quant", default="int8,fp16")
     p.add_argument("--formats", default="tflite")
     p.add_argument("--out", type=Path, default=None, help="keep bundles here (default: temp)")
+    p.add_argument("--vocab-corpus", action="append", default=[], type=Path,
+                   help="also build trimmed to this corpus (repeatable)")
     a = p.parse_args()
     rows = []
+    trims = [("", [])]
+    if a.vocab_corpus:
+        trims.append(("-trimmed", [x for c in a.vocab_corpus for x in ("--vocab-corpus", str(c))]))
     with tempfile.TemporaryDirectory() as tmp:
         root = a.out or Path(tmp)
         for quant in a.quant.split(","):
-            out = root / f"bge-m3-{quant}"
-            res = run_build(a.checkpoint, quant, out, ["--formats", a.formats])
-            manifest = json.loads((out / "manifest.json").read_text())
-            for m in manifest["models"]:
-                size = manifest["files"][m["file"]]["size"]
-                extra = sum(manifest["files"][f]["size"] for f in m.get("extra_files", []))
-                rows.append((f"{m['format']} {quant}", f"{(size + extra) / 1e6:,.1f} MB",
-                             f"{res['wall']:.0f} s", f"{res['peak_child'] / 1e9:.2f} GB",
-                             ", ".join(f"{k} {v}" for k, v in m["oldest_runtime"].items()
-                                       if k != "converter_min_runtime_version")))
-    print(f"{'variant':<14}{'size':>12}{'build wall':>12}{'peak RSS':>11}  oldest runtime")
+            for suffix, trim_args in trims:
+                out = root / f"bge-m3-{quant}{suffix}"
+                res = run_build(a.checkpoint, quant, out, ["--formats", a.formats, *trim_args])
+                rows += manifest_rows(out, quant + suffix, res)
+    print(f"{'variant':<22}{'size':>12}{'vocab rows':>12}{'build wall':>12}{'peak RSS':>11}"
+          "  oldest runtime")
     for r in rows:
-        print(f"{r[0]:<14}{r[1]:>12}{r[2]:>12}{r[3]:>11}  {r[4]}")
+        print(f"{r[0]:<22}{r[1]:>12}{r[2]:>12}{r[3]:>12}{r[4]:>11}  {r[5]}")
     print(f"(parent peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6:.2f} GB)")
 
 
