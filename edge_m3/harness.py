@@ -433,8 +433,11 @@ def select_runtimes(bundle: Any, wanted: str | None, option: str = "--runtime") 
 
     formats = {m["format"] for m in bundle.manifest["models"]}
     have = available_runtimes()
-    if not wanted:
-        out = [r for r in TFLITE_RUNTIMES if "tflite" in formats and r in have]
+    if not wanted:  # skip what the build's self-check saw fail (int8pc on tflite-runtime 2.14)
+        failed = {rt for m in bundle.manifest["models"]
+                  for rt, res in (m.get("self_check") or {}).items()
+                  if str(res).startswith("FAILED")}
+        out = [r for r in TFLITE_RUNTIMES if "tflite" in formats and r in have and r not in failed]
         if "onnx" in formats and "onnxruntime" in have:
             out.append("onnxruntime")
         if not out:

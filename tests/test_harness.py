@@ -246,3 +246,16 @@ def test_bench_reports_ratios(bundle: Path, tiny_ckpt: Path, tmp_path: Path, cap
     assert main(["bench", str(bundle), "--lengths", "64"]) == 2
     assert main(["bench", str(bundle), "--lengths", "1"]) == 2
     assert main(["bench", str(bundle), "--threads", "0"]) == 2
+
+
+def test_default_runtimes_skip_what_the_build_saw_fail(tmp_path: Path) -> None:
+    """An int8pc file fails on tflite-runtime 2.14; verify/bench must not pick it by default."""
+    from types import SimpleNamespace
+
+    from edge_m3.harness import select_runtimes
+
+    manifest = {"models": [{"format": "tflite", "self_check": {
+        "tflite-runtime": "FAILED (2.14.0): Didn't find op for builtin opcode", "litert": "ok (2.3)"}}]}
+    chosen = select_runtimes(SimpleNamespace(manifest=manifest, path=tmp_path), None)
+    assert "tflite-runtime" not in chosen
+    assert ("litert" in chosen) == ("litert" in available_runtimes())

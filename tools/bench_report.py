@@ -1,0 +1,106 @@
+"""One markdown table per model: every variant x runtime x thread count, as issue 7 asks.
+
+    python tools/bench_report.py demo/e5-small-{fp32,fp16,int8,int8pc} \\
+        --reference demo/e5-small-bge-m3-layout --lengths 16,128,512 --threads 1,2
+
+For each bundle it runs `edge-m3 verify` (dense cosine vs FlagEmbedding per runtime) and
+`edge-m3 bench` (p50 latency of n real tokens padded to the signature the device pipeline
+picks, load time, peak RSS, and FlagEmbedding's torch fp32 timed in the same run, so each
+speedup compares two figures taken minutes apart on the same machine state). Prints the table;
+`--json` keeps the raw figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+TORCH = "torch fp32 (FlagEmbedding)"
+
+
+def edge_m3(*args: str) -> int:
+    """One CLI call in its own process (each runtime inside runs in a child of its own)."""
+    return subprocess.run([sys.executable, "-m", "edge_m3.cli", *args]).returncode
+
+
+def model_size(bundle: Path, fmt: str) -> int:
+    manifest = json.loads((bundle / "manifest.json").read_text())
+    m = next(m for m in manifest["models"] if m["format"] == fmt)
+    return sum(manifest["files"][f]["size"] for f in [m["file"], *m.get("extra_files", [])])
+
+
+def measure(bundle: Path, a: argparse.Namespace, tmp: Path) -> dict[str, Any]:
+    """verify (unless --no-verify) then bench; both reports read back."""
+    out: dict[str, Any] = {"bundle": str(bundle)}
+    if not a.no_verify:
+        rc = edge_m3("verify", str(bundle), "--reference", a.reference, "--report",
+                     str(tmp / bundle.name))
+        if rc not in (0, 1):  # 1 = a gate failed: the figures still stand
+            raise SystemExit(f"verify {bundle} failed (exit {rc})")
+        out["verify"] = json.loads((tmp / bundle.name / "report.json").read_text())
+    bench_json = tmp / f"{bundle.name}-bench.json"
+    rc = edge_m3("bench", str(bundle), "--reference", a.reference, "--threads", a.threads,
+                 "--lengths", a.lengths, "--repeats", str(a.repeats), "--warmup", str(a.warmup),
+                 "--json", str(bench_json), *(["--runtimes", a.runtimes] if a.runtimes else []))
+    if rc != 0:
+        raise SystemExit(f"bench {bundle} failed (exit {rc})")
+    out["bench"] = json.loads(bench_json.read_text())
+    return out
+
+
+def table(results: list[dict[str, Any]], lengths: list[str]) -> str:
+    """Markdown: torch rows first (from the first bundle's run), then each variant's rows."""
+    head = ["variant", "runtime", "threads", "file", "load s",
+            *[f"p50 @{n} tok (x torch)" for n in lengths], "peak RSS", "dense cos min / mean"]
+    lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
+    for row in results[0]["bench"]["rows"]:
+        if row["runtime"] == TORCH:
+            cells = [f"{row['lengths'][n]['p50_ms']:,.1f} ms" for n in lengths]
+            lines.append(f"| reference | {TORCH} | {row['threads']} | | {row['load_s']:.2f} | "
+                         + " | ".join(cells) + f" | {row['peak_rss_mb']:,.0f} MB | 1 |")
+    for res in results:
+        bundle = Path(res["bundle"])
+        quant = res["bench"]["quant"]
+        cos = {rt: f.get("dense_cosine", {}).get("all", {})
+               for rt, f in res.get("verify", {}).get("runtimes", {}).items()}
+        for row in res["bench"]["rows"]:
+            rt = row["runtime"]
+            if rt == TORCH:
+                continue
+            fmt = "onnx" if rt == "onnxruntime" else "tflite"
+            cells = [f"{f['p50_ms']:,.1f} ms ({f['p50_speedup']:.1f}x)"
+                     for f in (row["lengths"][n] for n in lengths)]
+            c = cos.get(rt) or {}
+            cos_s = f"{c['min']:.4f} / {c['mean']:.4f}" if c else "n/a"
+            lines.append(f"| {quant} {fmt} | {rt} {row.get('version') or ''} | {row['threads']} "
+                         f"| {model_size(bundle, fmt) / 1e6:,.1f} MB | {row['load_s']:.2f} | "
+                         + " | ".join(cells) + f" | {row['peak_rss_mb']:,.0f} MB | {cos_s} |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("bundles", nargs="+", type=Path)
+    p.add_argument("--reference", required=True, help="checkpoint for FlagEmbedding (torch fp32)")
+    p.add_argument("--lengths", default="16,128,512", help="real tokens per input")
+    p.add_argument("--threads", default="1,2")
+    p.add_argument("--runtimes", default=None, help="default: every installed one")
+    p.add_argument("--repeats", type=int, default=10)
+    p.add_argument("--warmup", type=int, default=2)
+    p.add_argument("--no-verify", action="store_true", help="latency and memory only")
+    p.add_argument("--json", type=Path, default=None)
+    a = p.parse_args()
+    with tempfile.TemporaryDirectory(prefix="edge-m3-report-") as tmp:
+        results = [measure(b, a, Path(tmp)) for b in a.bundles]
+    if a.json:
+        a.json.write_text(json.dumps(results, indent=1) + "\n")
+    print(table(results, a.lengths.split(",")))
+
+
+if __name__ == "__main__":
+    main()
