@@ -14,9 +14,14 @@ from edge_m3.checkpoint import load_checkpoint
 from edge_m3.errors import EdgeM3Error
 from edge_m3.export_onnx import (
     EXTERNAL_DATA_THRESHOLD,
+    LIFT_MIN_ELEMENTS,
     SEQ_AXIS,
     SEQ_AXIS_MINUS_1,
     export_onnx_variant,
+    is_lifted_weight,
+    lift_weights,
+    lifted_graph,
+    run_tf2onnx,
     save,
     signatures,
 )
@@ -45,11 +50,17 @@ def keras_model(tiny_ckpt: Path) -> Any:
 
 
 @pytest.fixture(scope="module")
-def variants(keras_model: Any, tmp_path_factory: pytest.TempPathFactory
-             ) -> dict[str, tuple[Path, dict[str, Any]]]:
-    """All three variants; fp32 is forced to external data, as the full-size fp32 is."""
+def saved_model(keras_model: Any, tmp_path_factory: pytest.TempPathFactory) -> Path:
     saved = tmp_path_factory.mktemp("onnx_saved") / "saved_model"
     write_saved_model(keras_model, LENS, HEADS, saved, dynamic=True)
+    return saved
+
+
+@pytest.fixture(scope="module")
+def variants(keras_model: Any, saved_model: Path, tmp_path_factory: pytest.TempPathFactory
+             ) -> dict[str, tuple[Path, dict[str, Any]]]:
+    """All three variants; fp32 is forced to external data, as the full-size fp32 is."""
+    saved = saved_model
     out = {}
     for quant in QUANTS:
         folder = tmp_path_factory.mktemp(f"onnx_{quant}")
@@ -216,3 +227,68 @@ def test_onnx_runner_rejects_undeclared_length(
     out = runner.run(*_inputs(4, 16, seed=3))
     assert {k: v.shape for k, v in out.items()} == {
         "dense_vecs": (1, 32), "sparse_weights": (1, 16), "colbert_vecs": (1, 15, 32)}
+
+
+def _is_matrix(shape: Any) -> bool:
+    return len(shape) >= 2 and int(np.prod(shape)) >= LIFT_MIN_ELEMENTS
+
+
+def test_graph_for_tf2onnx_holds_no_weights(saved_model: Path, keras_model: Any,
+                                            tmp_path: Path) -> None:
+    """What tf2onnx converts is weight-free: every matrix is a Placeholder whose value is on
+    disk, and only small or 1-D constants (LayerNorm gamma/beta, biases) stay inline."""
+    lifted = lifted_graph(saved_model, tmp_path)
+    consts = [n for n in lifted.graph_def.node if n.op == "Const"]
+    assert consts and not any(is_lifted_weight(n) for n in consts)
+    assert max(int(np.prod([d.size for d in n.attr["value"].tensor.tensor_shape.dim]))
+               for n in consts) < LIFT_MIN_ELEMENTS
+    assert lifted.graph_def.ByteSize() < 1_000_000
+    placeholders = {n.name + ":0": n for n in lifted.graph_def.node if n.op == "Placeholder"}
+    assert set(placeholders) == {"input_ids:0", "attention_mask:0", *lifted.weights}
+    assert sorted(lifted.inputs) == ["attention_mask:0", "input_ids:0"]
+    assert sorted(lifted.outputs.values()) == sorted(OUTPUTS)
+
+    values = {name: np.load(path) for name, path in lifted.weights.items()}
+    for name, value in values.items():  # each Placeholder declares its weight's dtype and shape
+        shape = placeholders[name].attr["shape"].shape
+        assert [d.size for d in shape.dim] == list(value.shape) and value.dtype == np.float32
+    matrices = [w.numpy() for w in keras_model.weights if _is_matrix(w.shape)]
+    inline = sum(int(np.prod(w.shape)) for w in keras_model.weights if not _is_matrix(w.shape))
+    assert inline > 0 and len(values) == len(matrices) == 15  # 2 x 6 Dense, 2 tables, ColBERT
+    assert (sum(v.size for v in values.values())
+            == keras_model.parameter_count() - inline)
+    for value in values.values():  # the very values of the Keras variables, bit for bit
+        assert any(m.shape == value.shape and np.array_equal(m, value) for m in matrices)
+
+
+def test_weights_feed_matmul_and_gather_directly(saved_model: Path, tmp_path: Path) -> None:
+    """Each restored weight is MatMul's B or Gather's data itself, as in a frozen-graph
+    conversion, so the int8 quantizer still finds every MatMul and both tables."""
+    model = run_tf2onnx(saved_model, tmp_path)
+    graph = model.graph
+    assert sorted(vi.name for vi in graph.input) == ["attention_mask", "input_ids"]
+    inits = {t.name: t for t in graph.initializer}
+    lifted = {name for name, t in inits.items()
+              if t.data_type == onnx.TensorProto.FLOAT and _is_matrix(list(t.dims))}
+    assert len(lifted) == 15 and not any(name.startswith("unknown") for name in lifted)
+    uses = [(n.op_type, i) for n in graph.node for i, x in enumerate(n.input) if x in lifted]
+    assert sorted(uses) == [("Gather", 0)] * 2 + [("MatMul", 1)] * 13
+    matmuls = [n for n in graph.node if n.op_type == "MatMul" and n.input[1] in inits]
+    assert len(matmuls) == 14  # + the sparse head's [32, 1], small enough to stay inline
+
+
+def test_lift_weights_takes_any_big_float_const(tmp_path: Path) -> None:
+    import tensorflow as tf
+
+    big = np.arange(64 * 32, dtype=np.float32).reshape(64, 32)
+    with tf.Graph().as_default() as g:
+        x = tf.compat.v1.placeholder(tf.float32, [1, 64], name="x")
+        y = tf.matmul(x, tf.constant(big, name="w")) + tf.constant(np.ones(32, np.float32))
+        tf.identity(y * tf.constant(np.full((2, 2), 3.0, np.float32))[0, 0], name="y")
+    graph_def, weights = lift_weights(g.as_graph_def(), tmp_path)
+    assert list(weights) == ["w:0"]
+    np.testing.assert_array_equal(np.load(weights["w:0"]), big)
+    nodes = {n.name: n for n in graph_def.node}
+    assert nodes["w"].op == "Placeholder" and "value" not in nodes["w"].attr
+    assert [d.size for d in nodes["w"].attr["shape"].shape.dim] == [64, 32]
+    assert sum(n.op == "Const" for n in graph_def.node) >= 2  # bias and the 2 x 2 stay
