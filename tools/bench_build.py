@@ -42,8 +42,9 @@ def run_build(checkpoint: Path, quant: str, out: Path, extra: list[str]) -> dict
     return res
 
 
-def manifest_rows(out: Path, label: str, res: dict[str, float]) -> list[tuple[str, ...]]:
-    """One table row per model file of the bundle at `out`."""
+def manifest_rows(out: Path, label: str, res: dict[str, float],
+                  rows_total: int) -> list[tuple[str, ...]]:
+    """One table row per model file of the bundle at `out`; rows_total: the untrimmed rows."""
     manifest = json.loads((out / "manifest.json").read_text())
     tok = manifest["tokenizer"]
     vocab = tok.get("vocab_map") or {}
@@ -51,7 +52,7 @@ def manifest_rows(out: Path, label: str, res: dict[str, float]) -> list[tuple[st
     for m in manifest["models"]:
         size = manifest["files"][m["file"]]["size"]
         extra = sum(manifest["files"][f]["size"] for f in m.get("extra_files", []))
-        kept = vocab.get("kept", tok.get("vocab_size", ""))
+        kept = vocab.get("kept", rows_total)
         rows.append((f"{m['format']} {label}", f"{(size + extra) / 1e6:,.1f} MB",
                      f"{kept:,}" if isinstance(kept, int) else str(kept),
                      f"{res['wall']:.0f} s", f"{res['peak_child'] / 1e9:.2f} GB",
@@ -73,13 +74,14 @@ def main() -> None:
     trims = [("", [])]
     if a.vocab_corpus:
         trims.append(("-trimmed", [x for c in a.vocab_corpus for x in ("--vocab-corpus", str(c))]))
+    vocab_rows = int(json.loads((a.checkpoint / "config.json").read_text())["vocab_size"])
     with tempfile.TemporaryDirectory() as tmp:
         root = a.out or Path(tmp)
         for quant in a.quant.split(","):
             for suffix, trim_args in trims:
                 out = root / f"bge-m3-{quant}{suffix}"
                 res = run_build(a.checkpoint, quant, out, ["--formats", a.formats, *trim_args])
-                rows += manifest_rows(out, quant + suffix, res)
+                rows += manifest_rows(out, quant + suffix, res, vocab_rows)
     print(f"{'variant':<22}{'size':>12}{'vocab rows':>12}{'build wall':>12}{'peak RSS':>11}"
           "  oldest runtime")
     for r in rows:
