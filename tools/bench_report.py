@@ -28,6 +28,15 @@ def edge_m3(*args: str) -> int:
     return subprocess.run([sys.executable, "-m", "edge_m3.cli", *args]).returncode
 
 
+def default_runtimes(bundle: Path, exclude: list[str]) -> list[str]:
+    """What verify/bench would pick by default (installed, not failed at build), minus exclude."""
+    from edge_m3.bundle import load_bundle
+    from edge_m3.harness import select_runtimes
+
+    return [r for r in select_runtimes(load_bundle(bundle, verify=False), None)
+            if r not in exclude]
+
+
 def model_size(bundle: Path, fmt: str) -> int:
     manifest = json.loads((bundle / "manifest.json").read_text())
     m = next(m for m in manifest["models"] if m["format"] == fmt)
@@ -37,16 +46,17 @@ def model_size(bundle: Path, fmt: str) -> int:
 def measure(bundle: Path, a: argparse.Namespace, tmp: Path) -> dict[str, Any]:
     """verify (unless --no-verify) then bench; both reports read back."""
     out: dict[str, Any] = {"bundle": str(bundle)}
+    runtimes = a.runtimes or ",".join(default_runtimes(bundle, a.exclude.split(",")))
     if not a.no_verify:
         rc = edge_m3("verify", str(bundle), "--reference", a.reference, "--report",
-                     str(tmp / bundle.name))
+                     str(tmp / bundle.name), "--runtime", runtimes)
         if rc not in (0, 1):  # 1 = a gate failed: the figures still stand
             raise SystemExit(f"verify {bundle} failed (exit {rc})")
         out["verify"] = json.loads((tmp / bundle.name / "report.json").read_text())
     bench_json = tmp / f"{bundle.name}-bench.json"
     rc = edge_m3("bench", str(bundle), "--reference", a.reference, "--threads", a.threads,
                  "--lengths", a.lengths, "--repeats", str(a.repeats), "--warmup", str(a.warmup),
-                 "--json", str(bench_json), *(["--runtimes", a.runtimes] if a.runtimes else []))
+                 "--json", str(bench_json), "--runtimes", runtimes)
     if rc != 0:
         raise SystemExit(f"bench {bundle} failed (exit {rc})")
     out["bench"] = json.loads(bench_json.read_text())
@@ -89,7 +99,10 @@ def main() -> None:
     p.add_argument("--reference", required=True, help="checkpoint for FlagEmbedding (torch fp32)")
     p.add_argument("--lengths", default="16,128,512", help="real tokens per input")
     p.add_argument("--threads", default="1,2")
-    p.add_argument("--runtimes", default=None, help="default: every installed one")
+    p.add_argument("--runtimes", default=None,
+                   help="default: every installed one the bundle runs on, less --exclude")
+    p.add_argument("--exclude", default="tf", help="runtimes left out by default (TF is no "
+                                                   "device runtime)")
     p.add_argument("--repeats", type=int, default=10)
     p.add_argument("--warmup", type=int, default=2)
     p.add_argument("--no-verify", action="store_true", help="latency and memory only")
