@@ -42,7 +42,9 @@ def write_saved_model(model: Any, seq_lens: Sequence[int], heads: Sequence[str],
     import tensorflow as tf
 
     archive = keras.export.ExportArchive()
-    archive.track(model)
+    # No archive.track(model): the endpoints capture the variables they use, and tracking the
+    # model as well stored every weight twice (variables/ and _all_variables/), doubling the
+    # SavedModel on disk and what the converter loads from it.
     heads = tuple(heads)
     for length in [*seq_lens, *([None] if dynamic else [])]:
         archive.add_endpoint(
