@@ -53,6 +53,7 @@ class BuildOptions:
     self_check: bool = True
     vocab_corpus: list[Path] = field(default_factory=list)
     vocab_min_count: int = 1
+    ort: bool = False
 
     def out_dir(self, quant: str) -> Path:
         return Path(self.out.format(quant=quant))
@@ -97,6 +98,17 @@ def validate_against_config(opts: BuildOptions, config: Any, param_count: int) -
         if n > longest:
             raise EdgeM3Error(f"--seq-lens {n}: above this model's maximum of {longest} "
                               f"(max_position_embeddings {config.max_position_embeddings} - 2)")
+    if opts.ort:
+        from edge_m3.export_onnx import ORT_FORMAT_LIMIT
+
+        if "onnx" not in opts.formats:
+            raise EdgeM3Error("--ort: needs --formats with onnx (the .ort is a copy of the ONNX file)")
+        for q in opts.quants:
+            size = estimated_size(param_count, q)
+            if size > ORT_FORMAT_LIMIT:
+                raise EdgeM3Error(
+                    f"--ort: a {q} ORT-format copy of this model would be {size / 1e9:.2f} GB, "
+                    "over the format's 2 GB limit; use --quant fp16 or int8 with --ort")
     if "tflite" in opts.formats:
         for q in opts.quants:
             size = estimated_size(param_count, q)
@@ -319,7 +331,7 @@ def _build_variant(opts: BuildOptions, quant: str, ckpt: Any, plan: Any, saved: 
 
             models.append(_timed(rep, f"export ONNX {quant}",
                                  lambda: export_onnx_variant(saved, tmp, quant, opts.seq_lens,
-                                                             opts.heads, params)))
+                                                             opts.heads, params, ort=opts.ort)))
         (tmp / "sentencepiece.bpe.model").write_bytes(ckpt.sentencepiece_path.read_bytes())
         spec = TokenizerSpec.for_sentencepiece(tmp / "sentencepiece.bpe.model")
         extra = ["sentencepiece.bpe.model"]
@@ -340,6 +352,7 @@ def _build_variant(opts: BuildOptions, quant: str, ckpt: Any, plan: Any, saved: 
             "models": models,
         }
         names = [m["file"] for m in models] + [f for m in models for f in m.get("extra_files", [])]
+        names += [m["ort"][k] for m in models if "ort" in m for k in ("file", "ops_config")]
         manifest["files"] = file_entries(tmp, [*names, *extra])
         write_json(tmp / MANIFEST, manifest)
         golden = _timed(rep, f"golden vectors {quant}",

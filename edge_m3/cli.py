@@ -45,6 +45,8 @@ def _build_parser() -> argparse.ArgumentParser:
     b.add_argument("--vocab-corpus", action="append", default=[], type=Path,
                    help="trim the vocabulary to the tokens of this UTF-8 corpus (repeatable)")
     b.add_argument("--vocab-min-count", type=int, default=1)
+    b.add_argument("--ort", action="store_true",
+                   help="with --formats onnx: also an ORT-format copy for onnxruntime mobile")
     b.add_argument("--no-self-check", action="store_true",
                    help="skip loading each variant under tflite-runtime and LiteRT")
     b.add_argument("-q", "--quiet", action="store_true")
@@ -116,6 +118,7 @@ def _cmd_build(a: argparse.Namespace) -> int:
         self_check=not a.no_self_check,
         vocab_corpus=list(a.vocab_corpus),
         vocab_min_count=a.vocab_min_count,
+        ort=a.ort,
     )
     build(opts, quiet=a.quiet)
     return 0

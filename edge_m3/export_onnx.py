@@ -55,6 +55,8 @@ EXTERNAL_DATA_THRESHOLD = 2_000_000_000
 # Tensors below this many bytes stay inline even when the rest goes to the .data file.
 EXTERNAL_MIN_TENSOR = 1024
 INT8_OP_TYPES = ["MatMul", "Gather"]
+# The ORT format is a FlatBuffer too, with no external data: a copy must stay under 2 GiB.
+ORT_FORMAT_LIMIT = 2**31 - 1
 # Float constants of ndim >= 2 with at least this many elements (4 KB in fp32) are lifted out
 # of the TF graph before tf2onnx: at BGE-M3 size that is every weight matrix and table.
 LIFT_MIN_ELEMENTS = 1024
@@ -66,15 +68,17 @@ def model_file(quant: str) -> str:
 
 def export_onnx_variant(saved: Path, out_dir: Path, quant: str, seq_lens: list[int],
                         heads: list[str], params: int,
-                        external_threshold: int = EXTERNAL_DATA_THRESHOLD) -> dict[str, Any]:
-    """Write `model_<quant>.onnx` (plus `.data` when large) into out_dir; return its manifest entry.
+                        external_threshold: int = EXTERNAL_DATA_THRESHOLD,
+                        ort: bool = False) -> dict[str, Any]:
+    """Write `model_<quant>.onnx` (plus `.data` when large, and `.ort` with its operator config
+    when `ort`) into out_dir; return its manifest entry.
 
     Runs in a child process so the converter's and quantizer's memory goes back to the OS.
     """
     cmd = [sys.executable, "-m", "edge_m3.export_onnx", "--saved", str(saved),
            "--out-dir", str(out_dir), "--quant", quant, "--lens", ",".join(map(str, seq_lens)),
            "--heads", ",".join(heads), "--params", str(params),
-           "--external-threshold", str(external_threshold)]
+           "--external-threshold", str(external_threshold), *(["--ort"] if ort else [])]
     proc = subprocess.run(cmd, capture_output=True, text=True, env=_child_env())
     if proc.returncode != 0:
         tail = (proc.stderr or proc.stdout).strip().splitlines()[-5:]
@@ -569,9 +573,39 @@ def oldest_runtime(opset: int, ir_version: int, checked: str) -> dict[str, str]:
             "basis": f"opset {opset} / IR {ir_version} (compatibility table, not run)"}
 
 
+def write_ort(path: Path, sigs: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """An ORT-format copy of `path` for onnxruntime's mobile and reduced builds, plus the
+    operator config such a build is compiled from (`--include_ops_by_config`).
+
+    Basic graph optimizations only: the extended ones add CPU-provider-specific fused ops that
+    NNAPI/CoreML builds lack. Constant folding is off: it would fold fp16 weights and their
+    Casts back into fp32 and double the fp16 file.
+    """
+    import onnxruntime as ort
+    from onnxruntime.tools.ort_format_model import create_config_from_models
+
+    ort_path = path.with_suffix(".ort")
+    opts = ort.SessionOptions()
+    opts.log_severity_level = 3
+    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
+    opts.optimized_model_filepath = str(ort_path)
+    opts.add_session_config_entry("session.save_model_format", "ORT")
+    ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"],
+                         disabled_optimizers=["ConstantFolding"])
+    config = path.with_suffix(".required_operators.config")
+    create_config_from_models([ort_path], config, False)
+    # The generated header names the temporary path the model was converted from.
+    lines = [ln for ln in config.read_text().splitlines() if not ln.startswith("#")]
+    config.write_text("# operators of " + ort_path.name + " (edge-m3)\n" + "\n".join(lines) + "\n")
+    # ORT-format files are versioned by the onnxruntime that wrote them: record it.
+    return {"file": ort_path.name, "ops_config": config.name, "written_by": ort.__version__,
+            "optimization": "basic, constant folding off",
+            "self_check": {"onnxruntime": self_check(ort_path, sigs)}}
+
+
 def export(saved: Path, out_dir: Path, quant: str, seq_lens: Sequence[int],
            heads: Sequence[str], params: int,
-           external_threshold: int = EXTERNAL_DATA_THRESHOLD) -> dict[str, Any]:
+           external_threshold: int = EXTERNAL_DATA_THRESHOLD, ort: bool = False) -> dict[str, Any]:
     """The child's job: convert, quantize, save, check, run; return the manifest entry."""
     if quant not in QUANTS:
         raise ValueError(quant)
@@ -601,7 +635,8 @@ def export(saved: Path, out_dir: Path, quant: str, seq_lens: Sequence[int],
     sigs = signatures(seq_lens, heads, widths)
     checked = self_check(path, sigs)
     ort_version = checked[len("ok ("):-1]
-    return {"format": "onnx", "file": path.name, "quant": quant, "opset": info["opset"],
+    ort_copy = {"ort": write_ort(path, sigs)} if ort else {}
+    return {**ort_copy, "format": "onnx", "file": path.name, "quant": quant, "opset": info["opset"],
             "ir_version": info["ir_version"], "signatures": sigs,
             "sequence_axis": SEQUENCE_AXIS,
             "oldest_runtime": oldest_runtime(info["opset"], info["ir_version"], ort_version),
@@ -618,9 +653,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--heads", required=True)
     p.add_argument("--params", type=int, required=True)
     p.add_argument("--external-threshold", type=int, default=EXTERNAL_DATA_THRESHOLD)
+    p.add_argument("--ort", action="store_true", help="also write an ORT-format copy")
     a = p.parse_args(argv)
     entry = export(a.saved, a.out_dir, a.quant, [int(x) for x in a.lens.split(",")],
-                   a.heads.split(","), a.params, a.external_threshold)
+                   a.heads.split(","), a.params, a.external_threshold, a.ort)
     sys.stdout.write("\n" + json.dumps(entry) + "\n")
     return 0
 

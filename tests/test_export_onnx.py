@@ -292,3 +292,49 @@ def test_lift_weights_takes_any_big_float_const(tmp_path: Path) -> None:
     assert nodes["w"].op == "Placeholder" and "value" not in nodes["w"].attr
     assert [d.size for d in nodes["w"].attr["shape"].shape.dim] == [64, 32]
     assert sum(n.op == "Const" for n in graph_def.node) >= 2  # bias and the 2 x 2 stay
+
+
+def test_ort_copy_runs_like_the_onnx_file(saved_model: Path, keras_model: Any,
+                                          tmp_path: Path) -> None:
+    """`--ort`: an ORT-format copy with its operator config; same outputs, fp16 kept half-size."""
+    entry = export_onnx_variant(saved_model, tmp_path, "fp16", LENS, list(HEADS),
+                                keras_model.parameter_count(), ort=True)
+    ort_entry = entry["ort"]
+    onnx_file, ort_file = tmp_path / entry["file"], tmp_path / ort_entry["file"]
+    assert ort_file.suffix == ".ort" and ort_entry["self_check"]["onnxruntime"].startswith("ok")
+    # Constant folding off: folding the fp16 weights' Casts stores them in fp32 again, which
+    # adds 2 bytes per parameter over our copy.
+    import onnxruntime as ort
+
+    folded = tmp_path / "folded.ort"
+    opts = ort.SessionOptions()
+    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
+    opts.optimized_model_filepath = str(folded)
+    opts.add_session_config_entry("session.save_model_format", "ORT")
+    ort.InferenceSession(str(onnx_file), opts, providers=["CPUExecutionProvider"])
+    saved = folded.stat().st_size - ort_file.stat().st_size
+    assert saved > 1.5 * keras_model.parameter_count(), saved
+    config = (tmp_path / ort_entry["ops_config"]).read_text()
+    assert "ai.onnx;" in config and "MatMul" in config and str(tmp_path) not in config
+    a = open_runner(onnx_file, entry["signatures"], "onnxruntime", 1)
+    b = open_runner(ort_file, entry["signatures"], "onnxruntime", 1)
+    ids, mask = _inputs(10, 16, seed=3)
+    got_a, got_b = a.run(ids, mask), b.run(ids, mask)
+    for key in OUTPUTS:
+        np.testing.assert_allclose(got_b[key], got_a[key], atol=1e-6)
+
+
+def test_build_bundles_and_hashes_the_ort_copy(tiny_ckpt: Path, tmp_path: Path, capsys) -> None:
+    from edge_m3.bundle import load_bundle
+    from edge_m3.cli import main
+
+    assert main(["build", "--checkpoint", str(tiny_ckpt), "--ort", "--out", str(tmp_path / "b"),
+                 "--kits", "none", "-q"]) == 2  # tflite only: nothing to copy from
+    assert "--ort" in capsys.readouterr().err
+    assert not (tmp_path / "b").exists()
+    assert main(["build", "--checkpoint", str(tiny_ckpt), "--ort", "--formats", "onnx",
+                 "--quant", "int8", "--seq-lens", "8,16", "--out", str(tmp_path / "b"),
+                 "--kits", "none", "--no-self-check", "-q"]) == 0
+    bundle = load_bundle(tmp_path / "b")  # checks every hash in the manifest
+    entry = bundle.model_entry("onnx")["ort"]
+    assert {entry["file"], entry["ops_config"]} <= set(bundle.manifest["files"])
