@@ -25,6 +25,9 @@ MANIFEST = "manifest.json"
 GOLDEN = "golden.json"
 ANDROID_ASSETS = Path("src/main/assets/edge_m3")
 IOS_RESOURCES = Path("EdgeM3Resources")
+# golden.json is test data (42 MB at full size): it goes to the test targets, never into the app.
+ANDROID_TEST_ASSETS = Path("src/androidTest/assets/edge_m3")
+IOS_TEST_RESOURCES = Path("EdgeM3TestResources")
 
 
 def sha256_file(path: Path, chunk: int = 1 << 22) -> str:
@@ -141,12 +144,16 @@ def load_bundle(path: Path, verify: bool = True) -> Bundle:
 
 
 def copy_to_kits(bundle_dir: Path, android_root: Path, ios_root: Path) -> list[Path]:
-    """Place the bundle where apps read it: Android assets and an iOS resource folder."""
+    """Place the bundle where apps read it (Android assets, an iOS resource folder), and
+    golden.json where only the test targets read it, so it never ships inside the app."""
     placed = []
-    for dest in (android_root / ANDROID_ASSETS, ios_root / IOS_RESOURCES):
-        with atomic_dir(dest) as tmp:
-            for item in sorted(bundle_dir.iterdir()):
-                if item.is_file():
+    files = sorted(item for item in bundle_dir.iterdir() if item.is_file())
+    for dest, test_dest in ((android_root / ANDROID_ASSETS, android_root / ANDROID_TEST_ASSETS),
+                            (ios_root / IOS_RESOURCES, ios_root / IOS_TEST_RESOURCES)):
+        for folder, wanted in ((dest, [f for f in files if f.name != GOLDEN]),
+                               (test_dest, [f for f in files if f.name == GOLDEN])):
+            with atomic_dir(folder) as tmp:
+                for item in wanted:
                     shutil.copy2(item, tmp / item.name)
-        placed.append(dest)
+            placed.append(folder)
     return placed

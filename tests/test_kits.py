@@ -81,12 +81,18 @@ def tiny_bundle(tiny_ckpt: Path, tmp_path_factory: pytest.TempPathFactory) -> Pa
 
 
 def test_build_places_the_bundle_in_both_kits(tiny_bundle: Path) -> None:
-    from edge_m3.bundle import ANDROID_ASSETS, IOS_RESOURCES
+    """The app folders get everything but golden.json, which only the test targets get."""
+    from edge_m3.bundle import ANDROID_ASSETS, ANDROID_TEST_ASSETS, IOS_RESOURCES, IOS_TEST_RESOURCES
 
     kits = tiny_bundle.parent / "kits"
-    for dest in (kits / "android_assets" / ANDROID_ASSETS, kits / "ios_assets" / IOS_RESOURCES):
-        assert sorted(p.name for p in dest.iterdir()) == sorted(p.name for p in tiny_bundle.iterdir())
-        assert (dest / "golden.json").read_bytes() == (tiny_bundle / "golden.json").read_bytes()
+    app_files = sorted(p.name for p in tiny_bundle.iterdir() if p.name != "golden.json")
+    for dest, test_dest in ((kits / "android_assets" / ANDROID_ASSETS,
+                             kits / "android_assets" / ANDROID_TEST_ASSETS),
+                            (kits / "ios_assets" / IOS_RESOURCES,
+                             kits / "ios_assets" / IOS_TEST_RESOURCES)):
+        assert sorted(p.name for p in dest.iterdir()) == app_files
+        assert [p.name for p in test_dest.iterdir()] == ["golden.json"]
+        assert (test_dest / "golden.json").read_bytes() == (tiny_bundle / "golden.json").read_bytes()
 
 
 def _run_check(jar: Path, bundle: Path, pieces: Path) -> subprocess.CompletedProcess[str]:
@@ -182,9 +188,11 @@ def test_swift_mirrors_kotlin(kt: str, swift: str) -> None:
 
 def test_kits_read_where_the_build_copies() -> None:
     """copy_to_kits' destinations, the Kotlin/Swift asset folder names and the gitignore agree."""
-    from edge_m3.bundle import ANDROID_ASSETS, IOS_RESOURCES
+    from edge_m3.bundle import ANDROID_ASSETS, ANDROID_TEST_ASSETS, IOS_RESOURCES, IOS_TEST_RESOURCES
 
     assert ANDROID_ASSETS.parts[:3] == ("src", "main", "assets")
+    assert ANDROID_TEST_ASSETS.parts[:3] == ("src", "androidTest", "assets")
+    assert ANDROID_TEST_ASSETS.name == ANDROID_ASSETS.name
     kt = (KT_PKG / "EdgeM3Embedder.kt").read_text(encoding="utf-8")
     assert f'const val ASSET_DIR = "{ANDROID_ASSETS.name}"' in kt
     swift = (IOS / "EdgeM3/EdgeM3Embedder.swift").read_text(encoding="utf-8")
@@ -192,5 +200,9 @@ def test_kits_read_where_the_build_copies() -> None:
     ignored = (ROOT / ".gitignore").read_text(encoding="utf-8").split()
     assert f"android_assets/{ANDROID_ASSETS.as_posix()}/" in ignored
     assert f"ios_assets/{IOS_RESOURCES.as_posix()}/" in ignored
+    assert f"android_assets/{ANDROID_TEST_ASSETS.as_posix()}/" in ignored
+    assert f"ios_assets/{IOS_TEST_RESOURCES.as_posix()}/" in ignored
+    test_swift = (IOS / "EdgeM3Tests/EdgeM3GoldenTests.swift").read_text(encoding="utf-8")
+    assert f'"{IOS_TEST_RESOURCES}"' in test_swift
     gradle = (ANDROID / "build.gradle.kts.snippet").read_text(encoding="utf-8")
     assert 'noCompress += listOf("tflite", "model")' in gradle

@@ -27,7 +27,11 @@ final class EdgeM3GoldenTests: XCTestCase {
         let dir = try resources()
         let manifest = try Manifest.fromJson(MiniJson.parse(contentsOf: dir.appendingPathComponent("manifest.json")))
         let model = try manifest.model("tflite")
-        let golden = try EdgeM3Core.parseGolden(MiniJson.parse(contentsOf: dir.appendingPathComponent("golden.json")))
+        // golden.json is test data: it sits in the test bundle, not the app.
+        guard let testDir = Bundle(for: EdgeM3GoldenTests.self).url(forResource: "EdgeM3TestResources", withExtension: nil) else {
+            throw EdgeM3Error("EdgeM3TestResources not in the test bundle")
+        }
+        let golden = try EdgeM3Core.parseGolden(MiniJson.parse(contentsOf: testDir.appendingPathComponent("golden.json")))
         var vocab: VocabMap? = nil
         if let f = manifest.tokenizer.vocabMapFile {
             vocab = try VocabMap.fromJson(MiniJson.parse(contentsOf: dir.appendingPathComponent(f)), manifest.tokenizer)

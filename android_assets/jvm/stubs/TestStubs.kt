@@ -7,6 +7,7 @@ import android.content.Context
 
 class Instrumentation {
     val targetContext: Context get() = throw UnsupportedOperationException("stub")  // getTargetContext()
+    val context: Context get() = throw UnsupportedOperationException("stub")  // getContext(): the test APK
 }
 
 object InstrumentationRegistry {

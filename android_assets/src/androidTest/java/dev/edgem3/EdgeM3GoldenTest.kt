@@ -18,10 +18,12 @@ import org.junit.runner.RunWith
 @RunWith(AndroidJUnit4::class)
 class EdgeM3GoldenTest {
     private val context = InstrumentationRegistry.getInstrumentation().targetContext
+    // golden.json lives in the test APK's own assets (src/androidTest/assets), not in the app.
+    private val testContext = InstrumentationRegistry.getInstrumentation().context
     private val dir = EdgeM3Embedder.ASSET_DIR
     private val manifest = Manifest.fromJson(EdgeM3Embedder.readJsonAsset(context.assets, "$dir/manifest.json"))
     private val model = manifest.model("tflite")
-    private val golden = EdgeM3Core.parseGolden(EdgeM3Embedder.readJsonAsset(context.assets, "$dir/golden.json"))
+    private val golden = EdgeM3Core.parseGolden(EdgeM3Embedder.readJsonAsset(testContext.assets, "$dir/golden.json"))
     private val vocab = manifest.tokenizer.vocabMapFile?.let {
         VocabMap.fromJson(EdgeM3Embedder.readJsonAsset(context.assets, "$dir/$it"), manifest.tokenizer)
     }
