@@ -14,19 +14,21 @@ from edge_m3.checkpoint import load_checkpoint
 from edge_m3.errors import EdgeM3Error
 from edge_m3.export_onnx import (
     EXTERNAL_DATA_THRESHOLD,
-    LIFT_MIN_ELEMENTS,
     SEQ_AXIS,
     SEQ_AXIS_MINUS_1,
     export_onnx_variant,
-    is_lifted_weight,
-    lift_weights,
-    lifted_graph,
-    run_tf2onnx,
     save,
     signatures,
 )
 from edge_m3.export_tflite import write_saved_model
 from edge_m3.model import HEADS, build_model
+from edge_m3.onnx_convert import (
+    LIFT_MIN_ELEMENTS,
+    is_lifted_weight,
+    lift_weights,
+    lifted_graph,
+    run_tf2onnx,
+)
 from edge_m3.runtime import OnnxRunner, open_runner
 
 LENS = [8, 16, 32]
