@@ -138,7 +138,7 @@ def _cmd_coverage(a: argparse.Namespace) -> int:
         kept = json.loads((bundle.path / spec.vocab_map["file"]).read_text())["kept_ids"]
     else:
         kept = range(spec.vocab_size)
-    outside, total = oov_share(tok, kept, read_corpus(a.texts))
+    outside, total = oov_share(tok, kept, read_corpus(a.texts, "coverage TEXTS"))
     print(f"{a.texts}: {total:,} tokens, {outside:,} outside the kept set "
           f"({outside / max(total, 1):.2%}); kept ids: {len(kept):,} of {spec.vocab_size:,}")
     return 0

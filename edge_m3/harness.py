@@ -25,28 +25,14 @@ import numpy as np
 
 from edge_m3.errors import EdgeM3Error
 from edge_m3.pipeline import choose_length
+from edge_m3.textfile import read_lines
 
 # --------------------------------------------------------------------------- inputs
 
 
 def read_texts(path: Path) -> list[str]:
-    """One text per line, UTF-8 (a leading BOM is dropped); a bad line is named by its number."""
-    try:
-        raw = Path(path).read_bytes()
-    except OSError as exc:
-        raise EdgeM3Error(f"--texts {path}: cannot read ({exc.strerror})") from None
-    raw = raw.removeprefix(b"\xef\xbb\xbf")
-    lines = raw.split(b"\n")
-    if lines and lines[-1] == b"":
-        lines.pop()
-    out = []
-    for number, line in enumerate(lines, 1):
-        try:
-            out.append(line.decode("utf-8").removesuffix("\r"))
-        except UnicodeDecodeError as exc:
-            raise EdgeM3Error(f"--texts {path}: line {number} is not UTF-8 "
-                              f"(byte {exc.start + 1} of the line)") from None
-    return out
+    """`--texts`: one text per line, UTF-8 (see edge_m3.textfile)."""
+    return read_lines(path, "--texts")
 
 
 def retrieval_set() -> dict[str, Any]:

@@ -18,29 +18,17 @@ from typing import Any
 import numpy as np
 
 from edge_m3.errors import EdgeM3Error
+from edge_m3.textfile import read_lines
 
 VOCAB_MAP = "vocab_map.json"
 REQUIRED_SPECIALS = ("bos", "pad", "eos", "unk", "mask")
 
 
-def read_corpus(path: Path) -> list[str]:
-    """UTF-8 lines of a corpus file; an undecodable line is reported by its number."""
-    path = Path(path)
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise EdgeM3Error(f"--vocab-corpus {path}: cannot read ({exc.strerror})") from None
-    lines = raw.split(b"\n")
-    out = []
-    for number, line in enumerate(lines, 1):
-        try:
-            out.append(line.decode("utf-8").rstrip("\r"))
-        except UnicodeDecodeError as exc:
-            raise EdgeM3Error(f"--vocab-corpus {path}: line {number} is not UTF-8 "
-                              f"(byte {exc.start})") from None
-    texts = [t for t in out if t.strip()]
+def read_corpus(path: Path, option: str = "--vocab-corpus") -> list[str]:
+    """The non-blank UTF-8 lines of a corpus file (see edge_m3.textfile); none is an error."""
+    texts = [t for t in read_lines(path, option) if t.strip()]
     if not texts:
-        raise EdgeM3Error(f"--vocab-corpus {path}: empty (no non-blank line)")
+        raise EdgeM3Error(f"{option} {path}: empty (no non-blank line)")
     return texts
 
 
