@@ -385,11 +385,13 @@ def make_golden(bundle: Any, quant: str) -> dict[str, Any]:
 def _summary(rep: Reporter, out_dir: Path, manifest: dict[str, Any]) -> None:
     from rich.table import Table
 
+    from edge_m3.bundle import model_bytes
+
     table = Table(title=f"bundle {out_dir}")
     for col in ("variant", "file", "size", "signatures", "oldest runtime"):
         table.add_column(col)
     for m in manifest["models"]:
-        size = manifest["files"][m["file"]]["size"]
+        size = model_bytes(manifest, m)
         old = ", ".join(f"{k} {v}" for k, v in m.get("oldest_runtime", {}).items()
                         if k != "converter_min_runtime_version")
         table.add_row(f"{m['format']} {m['quant']}", m["file"], f"{size / 1e6:.1f} MB",

@@ -100,6 +100,11 @@ def atomic_dir(out_dir: Path) -> Iterator[Path]:
             shutil.rmtree(old, ignore_errors=True)
 
 
+def model_bytes(manifest: dict[str, Any], entry: dict[str, Any]) -> int:
+    """A model's size as shipped: its file plus its extra files (ONNX external data)."""
+    return sum(manifest["files"][f]["size"] for f in [entry["file"], *entry.get("extra_files", [])])
+
+
 @dataclass
 class Bundle:
     """A verified bundle directory and its manifest."""

@@ -22,6 +22,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from edge_m3.bundle import model_bytes
+
 
 def run_build(checkpoint: Path, quant: str, out: Path, extra: list[str]) -> dict[str, float]:
     """One build in a fresh process tree; wall time and the tree's peak RSS."""
@@ -50,10 +52,9 @@ def manifest_rows(out: Path, label: str, res: dict[str, float],
     vocab = tok.get("vocab_map") or {}
     rows = []
     for m in manifest["models"]:
-        size = manifest["files"][m["file"]]["size"]
-        extra = sum(manifest["files"][f]["size"] for f in m.get("extra_files", []))
+        size = model_bytes(manifest, m)
         kept = vocab.get("kept", rows_total)
-        rows.append((f"{m['format']} {label}", f"{(size + extra) / 1e6:,.1f} MB",
+        rows.append((f"{m['format']} {label}", f"{size / 1e6:,.1f} MB",
                      f"{kept:,}" if isinstance(kept, int) else str(kept),
                      f"{res['wall']:.0f} s", f"{res['peak_child'] / 1e9:.2f} GB",
                      ", ".join(f"{k} {v}" for k, v in m["oldest_runtime"].items()

@@ -38,9 +38,10 @@ def default_runtimes(bundle: Path, exclude: list[str]) -> list[str]:
 
 
 def model_size(bundle: Path, fmt: str) -> int:
-    manifest = json.loads((bundle / "manifest.json").read_text())
-    m = next(m for m in manifest["models"] if m["format"] == fmt)
-    return sum(manifest["files"][f]["size"] for f in [m["file"], *m.get("extra_files", [])])
+    from edge_m3.bundle import load_bundle, model_bytes
+
+    b = load_bundle(bundle, verify=False)
+    return model_bytes(b.manifest, b.model_entry(fmt))
 
 
 def measure(bundle: Path, a: argparse.Namespace, tmp: Path) -> dict[str, Any]:
