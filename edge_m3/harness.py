@@ -26,6 +26,7 @@ import numpy as np
 from edge_m3.errors import EdgeM3Error
 from edge_m3.pipeline import choose_length
 from edge_m3.textfile import read_lines
+from edge_m3.tokenizer import pad_ids
 
 # --------------------------------------------------------------------------- inputs
 
@@ -239,13 +240,6 @@ def synthetic_inputs(n: int, rows: int) -> tuple[np.ndarray, np.ndarray]:
     return ids, np.ones_like(ids)
 
 
-def pad_to(ids: np.ndarray, mask: np.ndarray, length: int) -> tuple[np.ndarray, np.ndarray]:
-    """Right-pad one row to a signature's length with `<pad>` (id 1) and mask 0."""
-    extra = length - ids.shape[1]
-    return (np.pad(ids, ((0, 0), (0, extra)), constant_values=1),
-            np.pad(mask, ((0, 0), (0, extra)), constant_values=0))
-
-
 def _model_rows(manifest: Mapping[str, Any]) -> int:
     """Rows of the bundled embedding table (a trimmed vocabulary has fewer than vocab_size)."""
     tok = manifest["tokenizer"]
@@ -367,9 +361,11 @@ def _worker_bench(bundle_dir: Path, runtime: str, threads: int, lengths: list[in
     load_s = time.perf_counter() - t0
     rows = _model_rows(bundle.manifest)
     have = [int(s["seq_len"]) for s in entry["signatures"]]
+    pad = int(bundle.manifest["tokenizer"]["special_ids"]["pad"])
     latency, first = {}, {}
     for n in lengths:  # n real tokens, padded to the signature the device pipeline would pick
-        ids, mask = pad_to(*synthetic_inputs(n, rows), choose_length(n, have))
+        ids, mask = pad_ids(synthetic_inputs(n, rows)[0][0], choose_length(n, have), pad)
+        ids, mask = ids[None], mask[None]
         first[str(n)], latency[str(n)] = _timed_repeats(lambda i=ids, m=mask: runner.run(i, m),
                                                         warmup, repeats)
     out.write_text(json.dumps({"load_s": load_s, "import_s": import_s, "latency": latency,

@@ -48,6 +48,17 @@ class InvalidTextError(EdgeM3Error, ValueError):
     """Text that no tokenizer can take (not a string, or not encodable as UTF-8)."""
 
 
+def pad_ids(ids: Sequence[int], length: int, pad_id: int) -> tuple[np.ndarray, np.ndarray]:
+    """int32 ids right-padded with pad_id to `length`, and the attention mask (1 = real)."""
+    if len(ids) > length:
+        raise EdgeM3Error(f"{len(ids)} tokens do not fit length {length}")
+    out = np.full(length, pad_id, dtype=np.int32)
+    out[: len(ids)] = ids
+    mask = np.zeros(length, dtype=np.int32)
+    mask[: len(ids)] = 1
+    return out, mask
+
+
 @dataclass(frozen=True)
 class TokenizerSpec:
     """XLM-R's mapping from SentencePiece ids to model ids, as recorded in the manifest.
@@ -244,13 +255,7 @@ class Tokenizer:
 
     def pad(self, ids: Sequence[int], length: int) -> tuple[np.ndarray, np.ndarray]:
         """int32 ids padded with `<pad>` to `length`, and the attention mask."""
-        if len(ids) > length:
-            raise EdgeM3Error(f"{len(ids)} tokens do not fit length {length}")
-        out = np.full(length, self.pad_id, dtype=np.int32)
-        out[: len(ids)] = ids
-        mask = np.zeros(length, dtype=np.int32)
-        mask[: len(ids)] = 1
-        return out, mask
+        return pad_ids(ids, length, self.pad_id)
 
     def encode_padded_batch(self, texts: Sequence[str], length: int) -> tuple[np.ndarray, np.ndarray]:
         """`[B, length]` ids and mask, each text truncated to `length`."""
