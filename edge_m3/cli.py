@@ -26,7 +26,9 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _build_parser() -> argparse.ArgumentParser:
-    from edge_m3.build import DEFAULT_CHECKPOINT, DEFAULT_OUT
+    from edge_m3.builder.options import DEFAULT_CHECKPOINT, DEFAULT_OUT, DEFAULT_QUANT, DEFAULT_SEQ_LENS
+    from edge_m3.contract import FORMATS, HEADS, QUANTS
+    from edge_m3.runtime.runners import RUNTIMES
 
     p = _Parser(prog="edge-m3", description=__doc__)
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
@@ -35,10 +37,12 @@ def _build_parser() -> argparse.ArgumentParser:
     b.add_argument("--checkpoint", default=DEFAULT_CHECKPOINT,
                    help="hub id or local BAAI/bge-m3-layout snapshot directory")
     b.add_argument("--revision", default=None, help="hub revision (branch, tag or commit)")
-    b.add_argument("--quant", default="int8", help="fp32, fp16, int8, int8pc (comma list: one bundle each)")
-    b.add_argument("--seq-lens", default="32,128,512", help="fixed signature lengths")
-    b.add_argument("--heads", default="dense,sparse,colbert", help="outputs to export")
-    b.add_argument("--formats", default="tflite", help="tflite, onnx (comma list)")
+    b.add_argument("--quant", default=DEFAULT_QUANT,
+                   help=f"{', '.join(QUANTS)} (comma list: one bundle each)")
+    b.add_argument("--seq-lens", default=",".join(map(str, DEFAULT_SEQ_LENS)),
+                   help="fixed signature lengths")
+    b.add_argument("--heads", default=",".join(HEADS), help="outputs to export")
+    b.add_argument("--formats", default="tflite", help=f"{', '.join(FORMATS)} (comma list)")
     b.add_argument("--out", default=DEFAULT_OUT, help="bundle dir ({quant} is substituted)")
     b.add_argument("--kits", default=".", help="dir holding android_assets/ and ios_assets/ "
                    "to copy the first bundle into ('none' to skip)")
@@ -50,8 +54,6 @@ def _build_parser() -> argparse.ArgumentParser:
     b.add_argument("--no-self-check", action="store_true",
                    help="skip loading each variant under tflite-runtime and LiteRT")
     b.add_argument("-q", "--quiet", action="store_true")
-
-    from edge_m3.runtime import RUNTIMES
 
     e = sub.add_parser("embed", help="run the device pipeline from a bundle")
     e.add_argument("bundle", type=Path)
@@ -71,7 +73,8 @@ def _build_parser() -> argparse.ArgumentParser:
     v.add_argument("--runtime", default=None,
                    help="comma list of runtimes to verify (default: every installed one)")
     v.add_argument("--thresholds", type=Path, default=None,
-                   help="ship thresholds per variant (default edge_m3/data/thresholds.json)")
+                   help="ship thresholds per variant, JSON like `edge-m3 thresholds` prints "
+                        "(default: the built-in ones of edge_m3.contract)")
     v.add_argument("--threads", type=int, default=1, help="runtime threads (default 1)")
     v.add_argument("--cache", type=Path, default=None,
                    help="reference-output cache (default $EDGE_M3_CACHE or ~/.cache/edge-m3)")
@@ -96,8 +99,9 @@ def _build_parser() -> argparse.ArgumentParser:
 
 
 def _cmd_build(a: argparse.Namespace) -> int:
-    from edge_m3.build import FORMATS, HEADS, BuildOptions, build, parse_choices, parse_seq_lens
-    from edge_m3.export_tflite import QUANTS
+    from edge_m3.builder import BuildOptions, build, parse_seq_lens
+    from edge_m3.common.options import parse_choices
+    from edge_m3.contract import FORMATS, HEADS, QUANTS
 
     kits = None if a.kits == "none" else Path(a.kits)
     quants = parse_choices(a.quant, "--quant", QUANTS)
@@ -128,11 +132,11 @@ def _cmd_coverage(a: argparse.Namespace) -> int:
     import json
 
     from edge_m3.bundle import load_bundle
-    from edge_m3.tokenizer import Tokenizer, TokenizerSpec
-    from edge_m3.vocab import oov_share, read_corpus
+    from edge_m3.tokenizer import Tokenizer
+    from edge_m3.tokenizer.vocab import oov_share, read_corpus
 
     bundle = load_bundle(a.bundle)
-    spec = TokenizerSpec.from_manifest(bundle.manifest["tokenizer"])
+    spec = bundle.manifest.tokenizer
     tok = Tokenizer(bundle.sentencepiece_path, spec)
     if spec.vocab_map:
         kept = json.loads((bundle.path / spec.vocab_map["file"]).read_text())["kept_ids"]
@@ -149,9 +153,17 @@ def _dispatch(a: argparse.Namespace) -> int:
         return _cmd_build(a)
     if a.command == "coverage":
         return _cmd_coverage(a)
-    from edge_m3 import harness
+    if a.command == "embed":
+        from edge_m3.harness.embed import cmd_embed
 
-    return int(getattr(harness, f"cmd_{a.command}")(a))
+        return cmd_embed(a)
+    if a.command == "bench":
+        from edge_m3.harness.bench import cmd_bench
+
+        return cmd_bench(a)
+    from edge_m3.harness.verify import cmd_verify
+
+    return cmd_verify(a)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -16,7 +16,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 @pytest.fixture(scope="session")
 def tiny_ckpt(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A tiny random BGE-M3-layout snapshot (safetensors weights). Treat as read-only."""
-    from edge_m3.synthetic import make_checkpoint
+    from tests.support.synthetic import make_checkpoint
 
     return make_checkpoint(tmp_path_factory.mktemp("tiny_ckpt"), seed=0)
 
@@ -24,7 +24,7 @@ def tiny_ckpt(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="session")
 def tiny_ckpt_bin(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The same layout with `pytorch_model.bin` (zip pickle) instead of safetensors."""
-    from edge_m3.synthetic import make_checkpoint
+    from tests.support.synthetic import make_checkpoint
 
     return make_checkpoint(tmp_path_factory.mktemp("tiny_ckpt_bin"), seed=1, weights="bin")
 

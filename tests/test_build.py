@@ -9,13 +9,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from edge_m3.build import BuildOptions, build, param_count_from_config, validate_against_config
-from edge_m3.bundle import load_bundle, sha256_file
+from edge_m3.builder import BuildOptions, build, param_count_from_config, validate_against_config
+from edge_m3.bundle import load_bundle
 from edge_m3.checkpoint import load_checkpoint
 from edge_m3.cli import main
+from edge_m3.common.files import sha256_file
 from edge_m3.errors import EdgeM3Error
-from edge_m3.model import build_model
+from edge_m3.modeling import build_model
 from edge_m3.runtime import open_runner
+
+pytestmark = pytest.mark.models  # builds Keras models, bundles or references
 
 LENS = [8, 16, 32]
 
@@ -38,12 +41,14 @@ def _inputs(n_real: int, length: int) -> tuple[np.ndarray, np.ndarray]:
 
 _CHILD = r"""
 import json, sys, numpy as np
+from edge_m3.contract import Signature
 from edge_m3.runtime import open_runner
 path, sigs, runtime, out = sys.argv[1], json.loads(sys.argv[2]), sys.argv[3], sys.argv[4]
+sigs = [Signature.from_json(s, "signatures") for s in sigs]
 runner = open_runner(path, sigs, runtime, 1)
 res = {}
 for s in sigs:
-    n = s["seq_len"]; k = min(5, n)
+    n = s.seq_len; k = min(5, n)
     ids = np.ones((1, n), np.int32); ids[0, :k] = [0, *range(5, 5 + k - 2), 2]
     mask = (np.arange(n) < k).astype(np.int32)[None]
     for key, v in runner.run(ids, mask).items():
@@ -58,7 +63,7 @@ def run_in_child(model: Path, sigs: list, runtime: str, tmp: Path) -> dict[str, 
     import sys
 
     out = tmp / f"{runtime}.npz"
-    subprocess.run([sys.executable, "-c", _CHILD, str(model), json.dumps(sigs), runtime,
+    subprocess.run([sys.executable, "-c", _CHILD, str(model), json.dumps([s.to_json() for s in sigs]), runtime,
                     str(out)], check=True, capture_output=True)
     with np.load(out) as z:
         return dict(z)
@@ -69,27 +74,27 @@ def test_every_signature_runs_on_both_runtimes(bundles: dict[str, Path], quant: 
                                                tmp_path: Path) -> None:
     bundle = load_bundle(bundles[quant])
     entry = bundle.model_entry("tflite")
-    assert [s["name"] for s in entry["signatures"]] == [f"embed_{n}" for n in LENS]
-    assert entry["self_check"]["tflite-runtime"].startswith("ok (2.14")
-    assert entry["self_check"]["litert"].startswith("ok")
-    assert entry["oldest_runtime"]["tflite-runtime"] == "2.14.0"
-    assert entry["ops"]["FULLY_CONNECTED"] <= 9
-    outs = {rt: run_in_child(bundle.path / entry["file"], entry["signatures"], rt, tmp_path)
+    assert [s.name for s in entry.signatures] == [f"embed_{n}" for n in LENS]
+    assert entry.self_check["tflite-runtime"].startswith("ok (2.14")
+    assert entry.self_check["litert"].startswith("ok")
+    assert entry.oldest_runtime["tflite-runtime"] == "2.14.0"
+    assert entry.ops["FULLY_CONNECTED"] <= 9
+    outs = {rt: run_in_child(bundle.path / entry.file, entry.signatures, rt, tmp_path)
             for rt in ("tflite-runtime", "litert")}
-    for sig in entry["signatures"]:
-        n = sig["seq_len"]
-        for o in sig["outputs"]:
-            a, b = outs["tflite-runtime"][f"{n}/{o['name']}"], outs["litert"][f"{n}/{o['name']}"]
-            assert a.shape == b.shape == tuple(o["shape"])
+    for sig in entry.signatures:
+        n = sig.seq_len
+        for o in sig.outputs:
+            a, b = outs["tflite-runtime"][f"{n}/{o.name}"], outs["litert"][f"{n}/{o.name}"]
+            assert a.shape == b.shape == tuple(o.shape)
             assert np.abs(a - b).max() <= (1e-5 if quant == "fp32" else 1e-2)
-        assert tuple(sig["outputs"][2]["shape"]) == (1, n - 1, 32)
+        assert tuple(sig.outputs[2].shape) == (1, n - 1, 32)
 
 
 def test_fp32_equals_keras(bundles: dict[str, Path], tiny_ckpt: Path) -> None:
     model = build_model(load_checkpoint(tiny_ckpt))
     bundle = load_bundle(bundles["fp32"])
     entry = bundle.model_entry("tflite")
-    runner = open_runner(bundle.path / entry["file"], entry["signatures"], "litert", 1)
+    runner = open_runner(bundle.path / entry.file, entry.signatures, "litert", 1)
     for n in LENS:
         for real in (2, n // 2, n):
             ids, mask = _inputs(real, n)
@@ -120,7 +125,7 @@ def test_manifest_hashes_and_contents(bundles: dict[str, Path], tiny_ckpt: Path)
 
 
 def test_golden_is_consistent(bundles: dict[str, Path]) -> None:
-    from edge_m3.postprocess import postprocess
+    from edge_m3.runtime.postprocess import postprocess
 
     golden = json.loads((bundles["int8"] / "golden.json").read_text())
     assert len(golden["cases"]) >= 12
@@ -137,7 +142,7 @@ def test_golden_is_consistent(bundles: dict[str, Path]) -> None:
 
 
 def _sized_ckpt(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from edge_m3.synthetic import make_checkpoint
+    from tests.support.synthetic import make_checkpoint
 
     return make_checkpoint(tmp_path_factory.mktemp("sized"), seed=5, vocab_size=30000,
                            hidden_size=64, intermediate_size=128)
@@ -162,7 +167,7 @@ def test_failed_build_keeps_previous_bundle(bundles: dict[str, Path], tiny_ckpt:
                                             tmp_path: Path, monkeypatch) -> None:
     import shutil
 
-    import edge_m3.build as b
+    import edge_m3.builder.orchestrate as b
 
     target = tmp_path / "bundle"
     shutil.copytree(bundles["fp32"], target)
@@ -236,8 +241,8 @@ def test_int8_per_channel_says_it_needs_litert(tiny_ckpt: Path, tmp_path: Path) 
     (out,) = build(BuildOptions(checkpoint=str(tiny_ckpt), quants=["int8pc"], seq_lens=[16],
                                 out=str(tmp_path / "pc")), quiet=True)
     entry = load_bundle(out).model_entry("tflite")
-    assert entry["ops"]["FULLY_CONNECTED"] == 12
-    assert entry["self_check"]["tflite-runtime"].startswith("FAILED")
-    assert entry["self_check"]["litert"].startswith("ok")
-    assert "ai-edge-litert" in entry["oldest_runtime"]
-    assert entry["oldest_runtime"]["converter_min_runtime_version"] == "2.17.0"
+    assert entry.ops["FULLY_CONNECTED"] == 12
+    assert entry.self_check["tflite-runtime"].startswith("FAILED")
+    assert entry.self_check["litert"].startswith("ok")
+    assert "ai-edge-litert" in entry.oldest_runtime
+    assert entry.oldest_runtime["converter_min_runtime_version"] == "2.17.0"

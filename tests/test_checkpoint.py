@@ -17,9 +17,9 @@ import numpy as np
 import pytest
 
 from edge_m3.checkpoint import ModelConfig, expected_shapes, load_checkpoint, resolve_checkpoint
+from edge_m3.checkpoint.safeload import SafetensorsFile, TorchArchive
 from edge_m3.cli import main
 from edge_m3.errors import EdgeM3Error
-from edge_m3.safeload import SafetensorsFile, TorchArchive
 
 
 def _torch_state(path: Path) -> dict[str, np.ndarray]:
@@ -341,7 +341,7 @@ def _fake_hub(monkeypatch, files: list[str] | Exception, dest: Path) -> list[dic
 
     monkeypatch.setattr(huggingface_hub, "HfApi", Api)
     monkeypatch.setattr(huggingface_hub, "snapshot_download", snapshot_download)
-    monkeypatch.setattr("edge_m3.checkpoint._probe_hub", lambda: None)
+    monkeypatch.setattr("edge_m3.checkpoint.loader._probe_hub", lambda: None)
     return calls
 
 
@@ -400,8 +400,9 @@ def test_local_paths(tmp_path: Path, tiny_ckpt: Path) -> None:
 
 
 def test_builder_modules_do_not_import_torch() -> None:
-    code = ("import sys, edge_m3.checkpoint, edge_m3.safeload, edge_m3.model, edge_m3.build, "
-            "edge_m3.export_tflite, edge_m3.tokenizer, edge_m3.pipeline; "
+    code = ("import sys, edge_m3.checkpoint, edge_m3.checkpoint.safeload, edge_m3.modeling, edge_m3.builder, "
+            "edge_m3.export.worker, edge_m3.export.trace, edge_m3.export.tflite, edge_m3.export.onnx, "
+            "edge_m3.tokenizer, edge_m3.runtime.pipeline, edge_m3.harness.verify; "
             "print('torch' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"

@@ -11,27 +11,35 @@ import onnx
 import pytest
 
 from edge_m3.checkpoint import load_checkpoint
+from edge_m3.contract import HEADS, ModelEntry, Signature
 from edge_m3.errors import EdgeM3Error
-from edge_m3.export_onnx import (
+from edge_m3.export.onnx import (
     EXTERNAL_DATA_THRESHOLD,
     SEQ_AXIS,
     SEQ_AXIS_MINUS_1,
-    export_onnx_variant,
     save,
     signatures,
 )
-from edge_m3.export_tflite import write_saved_model
-from edge_m3.model import HEADS, build_model
-from edge_m3.onnx_convert import (
+from edge_m3.export.onnx_lift import (
     LIFT_MIN_ELEMENTS,
     is_lifted_weight,
     lift_weights,
     lifted_graph,
     run_tf2onnx,
 )
+from edge_m3.export.trace import write_saved_model
+from edge_m3.export.worker import export_onnx
+from edge_m3.modeling import build_model
 from edge_m3.runtime import OnnxRunner, open_runner
 
+pytestmark = pytest.mark.models  # builds Keras models, bundles or references
+
 LENS = [8, 16, 32]
+
+
+def _sigs(entry: dict[str, Any]) -> list[Signature]:
+    """The typed signatures of an exported entry (what the runners take)."""
+    return ModelEntry.from_json(entry, "entry").signatures
 OUTPUTS = ["dense_vecs", "sparse_weights", "colbert_vecs"]
 # Max abs difference to the Keras fp32 model. fp16 stores weights in half precision (compute
 # stays fp32); int8 is dynamic-range quantization, so its bound is looser and its dense vector
@@ -67,7 +75,7 @@ def variants(keras_model: Any, saved_model: Path, tmp_path_factory: pytest.TempP
     for quant in QUANTS:
         folder = tmp_path_factory.mktemp(f"onnx_{quant}")
         threshold = 0 if quant == "fp32" else EXTERNAL_DATA_THRESHOLD
-        entry = export_onnx_variant(saved, folder, quant, LENS, list(HEADS),
+        entry = export_onnx(saved, folder, quant, LENS, list(HEADS),
                                     keras_model.parameter_count(), external_threshold=threshold)
         out[quant] = (folder, entry)
     return out
@@ -141,7 +149,7 @@ def test_graph_passes_checker_with_contract_io(
 def test_every_length_matches_keras(variants: dict[str, tuple[Path, dict[str, Any]]],
                                     keras_model: Any, quant: str) -> None:
     folder, entry = variants[quant]
-    runner = open_runner(folder / entry["file"], entry["signatures"], "onnxruntime", 1)
+    runner = open_runner(folder / entry["file"], _sigs(entry), "onnxruntime", 1)
     assert isinstance(runner, OnnxRunner) and runner.seq_lens == LENS
     for sig in entry["signatures"]:
         n = sig["seq_len"]
@@ -174,13 +182,14 @@ def test_external_data_travels_with_the_model(
     for name in [entry["file"], *entry["extra_files"]]:
         shutil.copy(folder / name, moved / name)
     ids, mask = _inputs(5, 8, seed=1)
-    a = OnnxRunner(folder / entry["file"], entry["signatures"]).run(ids, mask)
-    b = OnnxRunner(moved / entry["file"], entry["signatures"]).run(ids, mask)
+    sigs = _sigs(entry)
+    a = OnnxRunner(folder / entry["file"], sigs).run(ids, mask)
+    b = OnnxRunner(moved / entry["file"], sigs).run(ids, mask)
     for key in OUTPUTS:
         np.testing.assert_array_equal(a[key], b[key])
     (moved / data.name).unlink()
     with pytest.raises(Exception):  # noqa: B017 - onnxruntime raises its own Fail type
-        OnnxRunner(moved / entry["file"], entry["signatures"])
+        OnnxRunner(moved / entry["file"], sigs)
 
 
 def _matmul_model(width: int) -> onnx.ModelProto:
@@ -221,7 +230,7 @@ def test_signatures_follow_heads() -> None:
 def test_onnx_runner_rejects_undeclared_length(
         variants: dict[str, tuple[Path, dict[str, Any]]]) -> None:
     folder, entry = variants["int8"]
-    runner = OnnxRunner(folder / entry["file"], entry["signatures"], threads=1)
+    runner = OnnxRunner(folder / entry["file"], _sigs(entry), threads=1)
     assert runner.runtime == "onnxruntime" and runner.seq_lens == LENS
     ids, mask = _inputs(4, 12, seed=2)  # the graph would run it; the bundle does not declare it
     with pytest.raises(EdgeM3Error, match="no signature for length 12"):
@@ -299,8 +308,8 @@ def test_lift_weights_takes_any_big_float_const(tmp_path: Path) -> None:
 def test_ort_copy_runs_like_the_onnx_file(saved_model: Path, keras_model: Any,
                                           tmp_path: Path) -> None:
     """`--ort`: an ORT-format copy with its operator config; same outputs, fp16 kept half-size."""
-    entry = export_onnx_variant(saved_model, tmp_path, "fp16", LENS, list(HEADS),
-                                keras_model.parameter_count(), ort=True)
+    entry = export_onnx(saved_model, tmp_path, "fp16", LENS, list(HEADS),
+                        keras_model.parameter_count(), ort=True)
     ort_entry = entry["ort"]
     onnx_file, ort_file = tmp_path / entry["file"], tmp_path / ort_entry["file"]
     assert ort_file.suffix == ".ort" and ort_entry["self_check"]["onnxruntime"].startswith("ok")
@@ -318,8 +327,8 @@ def test_ort_copy_runs_like_the_onnx_file(saved_model: Path, keras_model: Any,
     assert saved > 1.5 * keras_model.parameter_count(), saved
     config = (tmp_path / ort_entry["ops_config"]).read_text()
     assert "ai.onnx;" in config and "MatMul" in config and str(tmp_path) not in config
-    a = open_runner(onnx_file, entry["signatures"], "onnxruntime", 1)
-    b = open_runner(ort_file, entry["signatures"], "onnxruntime", 1)
+    a = open_runner(onnx_file, _sigs(entry), "onnxruntime", 1)
+    b = open_runner(ort_file, _sigs(entry), "onnxruntime", 1)
     ids, mask = _inputs(10, 16, seed=3)
     got_a, got_b = a.run(ids, mask), b.run(ids, mask)
     for key in OUTPUTS:
@@ -338,5 +347,5 @@ def test_build_bundles_and_hashes_the_ort_copy(tiny_ckpt: Path, tmp_path: Path, 
                  "--quant", "int8", "--seq-lens", "8,16", "--out", str(tmp_path / "b"),
                  "--kits", "none", "--no-self-check", "-q"]) == 0
     bundle = load_bundle(tmp_path / "b")  # checks every hash in the manifest
-    entry = bundle.model_entry("onnx")["ort"]
-    assert {entry["file"], entry["ops_config"]} <= set(bundle.manifest["files"])
+    entry = bundle.model_entry("onnx").ort
+    assert {entry["file"], entry["ops_config"]} <= set(bundle.manifest.files)

@@ -20,8 +20,10 @@ import pytest
 from edge_m3.cli import main
 from edge_m3.runtime import available_runtimes
 
+pytestmark = pytest.mark.models  # builds Keras models, bundles or references
+
 TEXTS = ["Hello world", "안녕하세요, 세계.", "the lazy dog"]  # under 32 tokens: no truncation
-HAS_ONNX = importlib.util.find_spec("edge_m3.export_onnx") is not None
+HAS_ONNX = importlib.util.find_spec("edge_m3.export.onnx") is not None
 
 
 @pytest.fixture(scope="module")
@@ -52,7 +54,7 @@ def verified(bundle: Path, tiny_ckpt: Path, tmp_path_factory: pytest.TempPathFac
 @pytest.fixture(scope="module")
 def flag_outputs(verified: dict[str, Any]) -> list[dict[str, Any]]:
     """BGEM3FlagModel.encode's outputs for TEXTS, as the verify run's FlagEmbedding child saved them."""
-    from edge_m3.harness import load_outputs
+    from edge_m3.harness.workers import load_outputs
 
     (entry,) = (verified["cache"] / "reference").glob("flag-*.json")
     outs, meta = load_outputs(entry.with_suffix(""))
@@ -175,9 +177,9 @@ def test_verify_passes_then_fails_on_a_strict_threshold(bundle: Path, tiny_ckpt:
 def test_verify_without_flagembedding_uses_keras(bundle: Path, tiny_ckpt: Path,
                                                  verified: dict[str, Any], tmp_path: Path,
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
-    import edge_m3.verify
+    import edge_m3.harness.references
 
-    monkeypatch.setattr(edge_m3.verify, "flagembedding_installed", lambda: False)
+    monkeypatch.setattr(edge_m3.harness.references, "flagembedding_installed", lambda: False)
     assert main(["verify", str(bundle), "--reference", str(tiny_ckpt), "--runtime", "litert",
                  "--texts", str(verified["texts"]), "--report", str(tmp_path / "r"),
                  "--cache", str(verified["cache"])]) == 0
@@ -188,8 +190,8 @@ def test_verify_without_flagembedding_uses_keras(bundle: Path, tiny_ckpt: Path,
 
 
 def test_gate_skips_heads_a_bundle_lacks(tmp_path: Path) -> None:
-    from edge_m3.metrics import check_limits, compare, gate
-    from edge_m3.verify import markdown
+    from edge_m3.harness.metrics import check_limits, compare, gate
+    from edge_m3.harness.report import markdown
 
     rng = np.random.default_rng(0)
     ref = [{"input_ids": [0, 5 + i, 2], "dense_vecs": rng.normal(size=4),
@@ -252,10 +254,12 @@ def test_default_runtimes_skip_what_the_build_saw_fail(tmp_path: Path) -> None:
     """An int8pc file fails on tflite-runtime 2.14; verify/bench must not pick it by default."""
     from types import SimpleNamespace
 
-    from edge_m3.harness import select_runtimes
+    from edge_m3.contract import ModelEntry
+    from edge_m3.harness.inputs import select_runtimes
 
-    manifest = {"models": [{"format": "tflite", "self_check": {
-        "tflite-runtime": "FAILED (2.14.0): Didn't find op for builtin opcode", "litert": "ok (2.3)"}}]}
+    entry = ModelEntry("tflite", "model_int8pc.tflite", "int8pc", [], self_check={
+        "tflite-runtime": "FAILED (2.14.0): Didn't find op for builtin opcode", "litert": "ok (2.3)"})
+    manifest = SimpleNamespace(models=[entry], formats={"tflite"})
     chosen = select_runtimes(SimpleNamespace(manifest=manifest, path=tmp_path), None)
     assert "tflite-runtime" not in chosen
     assert ("litert" in chosen) == ("litert" in available_runtimes())

@@ -19,6 +19,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+pytestmark = pytest.mark.models  # builds Keras models, bundles or references
+
 ROOT = Path(__file__).resolve().parents[1]
 ANDROID = ROOT / "android_assets"
 IOS = ROOT / "ios_assets"

@@ -8,8 +8,10 @@ import numpy as np
 import pytest
 
 from edge_m3.checkpoint import load_checkpoint
-from edge_m3.model import build_model
-from edge_m3.postprocess import postprocess
+from edge_m3.modeling import build_model
+from edge_m3.runtime.postprocess import postprocess
+
+pytestmark = pytest.mark.models  # builds Keras models, bundles or references
 
 TEXTS = [
     "Hello world",
@@ -91,7 +93,7 @@ def test_single_and_batched_agree(keras_model, flag_model) -> None:
 
 def test_dimensions_come_from_config(tmp_path: Path) -> None:
     """A differently shaped model (3 layers, 6 heads, hidden 48) builds with no code change."""
-    from edge_m3.synthetic import make_checkpoint
+    from tests.support.synthetic import make_checkpoint
 
     ckpt = make_checkpoint(tmp_path / "odd", seed=3, hidden_size=48, num_hidden_layers=3,
                            num_attention_heads=6, intermediate_size=96)

@@ -12,13 +12,13 @@ import numpy as np
 import pytest
 import torch  # tests only: the reference the torch-free readers are compared with
 
-from edge_m3.errors import EdgeM3Error
-from edge_m3.safeload import (
+from edge_m3.checkpoint.safeload import (
     SafetensorsFile,
     TorchArchive,
     read_safetensors,
     read_torch_archive,
 )
+from edge_m3.errors import EdgeM3Error
 
 
 def _torch_load(path: Path) -> dict[str, np.ndarray]:
@@ -69,7 +69,7 @@ def test_dtypes_strides_offsets_and_wrappers(tmp_path: Path) -> None:
 
 def test_lazy_archive_reads_shapes_without_data(tmp_path: Path, monkeypatch) -> None:
     torch.save({"w": torch.ones(3, 5, dtype=torch.float16)}, tmp_path / "w.pt")
-    monkeypatch.setattr("edge_m3.safeload._materialize", lambda *a: pytest.fail("data read"))
+    monkeypatch.setattr("edge_m3.checkpoint.safeload._materialize", lambda *a: pytest.fail("data read"))
     arch = TorchArchive(tmp_path / "w.pt")
     assert (arch.shape("w"), arch.dtype("w"), list(arch)) == ((3, 5), "float16", ["w"])
     monkeypatch.setattr(np, "fromfile", lambda *a, **k: pytest.fail("data read"))
@@ -235,6 +235,6 @@ def test_damaged_safetensors(tmp_path: Path, damage: str, needle: str) -> None:
 
 
 def test_modules_do_not_import_torch() -> None:
-    code = "import sys, edge_m3.checkpoint, edge_m3.safeload; print('torch' in sys.modules)"
+    code = "import sys, edge_m3.checkpoint, edge_m3.checkpoint.safeload; print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from edge_m3.common.files import read_lines
 from edge_m3.errors import EdgeM3Error
-from edge_m3.textfile import read_lines
 
 
 def test_lines_bom_crlf_and_other_breaks(tmp_path: Path) -> None:

@@ -51,7 +51,7 @@ def pair(request, tiny_ckpt: Path, tmp_path_factory: pytest.TempPathFactory):
     """(ours, reference) over the same sentencepiece.bpe.model."""
     from transformers import XLMRobertaTokenizer
 
-    from edge_m3.synthetic import train_sentencepiece
+    from tests.support.synthetic import train_sentencepiece
 
     if request.param == "tiny":  # the snapshot's tokenizer.json is what the reference loads
         d = tiny_ckpt
@@ -169,10 +169,10 @@ def test_grapheme_segmentation_matches_the_reference(tiny_ckpt: Path) -> None:
     The reference replaces a grapheme under 6 bytes whole by its shortest key's value, so
     "\u0132\u0301" -> "IJ" (accent dropped); a joining X makes the grapheme longer, and then the
     accent stays. Fails when `regex` or `tokenizers` moves to another Unicode version:
-    update edge_m3.graphemes.NOT_IN_REFERENCE from the sets printed here."""
+    update edge_m3.tokenizer.graphemes.NOT_IN_REFERENCE from the sets printed here."""
     from transformers import XLMRobertaTokenizer
 
-    from edge_m3.graphemes import graphemes
+    from edge_m3.tokenizer.graphemes import graphemes
 
     norm = XLMRobertaTokenizer.from_pretrained(str(tiny_ckpt)).backend_tokenizer.normalizer
     base = "\u0132\u0301"

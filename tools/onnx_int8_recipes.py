@@ -29,19 +29,22 @@ RECIPES = {  # name -> substrings of the MatMul node names left in float
 LENGTH = 128
 
 
-def _feeds(bundle: Path) -> list[tuple[dict[str, np.ndarray], int]]:
-    from edge_m3.harness import retrieval_set
+def _feeds(bundle_dir: Path) -> list[tuple[dict[str, np.ndarray], int]]:
+    """The retrieval set as the device pipeline feeds it: truncated keeping `</s>`, padded with
+    the bundle's own pad id, trimmed vocabularies mapped to rows."""
+    from edge_m3.bundle import load_bundle
+    from edge_m3.contract import ATTENTION_MASK, INPUT_IDS
+    from edge_m3.harness.inputs import retrieval_set
     from edge_m3.tokenizer import Tokenizer
 
-    tok = Tokenizer(bundle / "sentencepiece.bpe.model")
+    bundle = load_bundle(bundle_dir)
+    tok = Tokenizer(bundle.sentencepiece_path, bundle.manifest.tokenizer)
     rs = retrieval_set()
     out = []
     for text in [q["text"] for q in rs["queries"]] + list(rs["passages"]):
-        ids = tok.encode(text)[:LENGTH]
-        a = np.ones((1, LENGTH), np.int32)
-        a[0, :len(ids)] = ids
-        mask = (np.arange(LENGTH) < len(ids)).astype(np.int32)[None]
-        out.append(({"input_ids": a, "attention_mask": mask}, len(ids)))
+        ids = tok.encode(text, max_length=LENGTH)
+        a, mask = tok.pad(tok.to_model_ids(ids), LENGTH)
+        out.append(({INPUT_IDS: a[None], ATTENTION_MASK: mask[None]}, len(ids)))
     return out
 
 

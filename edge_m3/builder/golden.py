@@ -1,0 +1,34 @@
+"""golden.json: a dozen multilingual texts through the device pipeline, raw and post-processed.
+
+Apps' tests replay it (ids, signature and post-processing exactly; live outputs within the
+variant's device tolerance), and so do the kits' JVM and Swift checks in CI.
+"""
+
+from __future__ import annotations
+
+from importlib import resources
+from typing import Any
+
+from edge_m3.bundle import Bundle
+from edge_m3.runtime.pipeline import DevicePipeline, to_jsonable
+from edge_m3.runtime.runners import available_runtimes
+
+
+def golden_texts() -> list[str]:
+    text = resources.files("edge_m3").joinpath("data/golden_texts.txt").read_text("utf-8")
+    return [line for line in text.split("\n") if line]
+
+
+def make_golden(bundle: Bundle, quant: str) -> dict[str, Any]:
+    """Every golden text through the bundle's first model, with LiteRT where installed."""
+    fmt = bundle.manifest.models[0].format
+    runtime = "onnxruntime" if fmt == "onnx" else next(
+        (r for r in ("litert", "tflite-runtime", "tf") if r in available_runtimes()), "tf")
+    pipe = DevicePipeline(bundle, runtime, threads=1, fmt=fmt)
+    cases = []
+    for text in golden_texts():
+        res = pipe.embed(text)
+        case = {"text": text, "seq_len": res["seq_len"], **to_jsonable(res, raw=True)}
+        cases.append(case)
+    return {"schema_version": 1, "quant": quant, "model_file": pipe.entry.file,
+            "runtime": runtime, "cases": cases}

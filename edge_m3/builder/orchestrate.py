@@ -1,0 +1,172 @@
+"""`edge-m3 build`: checkpoint -> Keras -> quantized TFLite (and ONNX) bundle, atomically.
+
+Options are validated before any heavy work (builder.options). The Keras model is traced once
+into a SavedModel whose endpoints are the fixed-length signatures; each variant is converted in
+a child process (edge_m3.export.worker: its memory goes back to the OS), self-checked under
+every installed TFLite runtime (builder.selfcheck), and the bundle is written to a temp dir
+that replaces the old bundle only once it is complete, its manifest and golden vectors last.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from edge_m3 import __version__
+from edge_m3.builder.golden import make_golden
+from edge_m3.builder.options import BuildOptions, param_count_from_config, validate_against_config
+from edge_m3.builder.selfcheck import oldest_runtime, self_check
+from edge_m3.bundle import copy_to_kits, load_bundle
+from edge_m3.common.files import atomic_dir, check_writable, file_entries, write_json
+from edge_m3.contract import (
+    GOLDEN,
+    MANIFEST,
+    SENTENCEPIECE,
+    VOCAB_MAP,
+    Manifest,
+    ModelEntry,
+    Signature,
+    model_file,
+)
+from edge_m3.export import worker
+from edge_m3.tokenizer import spec_for_sentencepiece
+
+
+class Reporter:
+    """Phase-by-phase progress on stderr (rich), silent when asked."""
+
+    def __init__(self, quiet: bool = False) -> None:
+        from rich.console import Console
+
+        self.console = Console(stderr=True, quiet=quiet)
+
+    def phase(self, title: str) -> Any:
+        return self.console.status(f"[bold]{title}[/bold]…", spinner="dots")
+
+    def done(self, title: str, seconds: float, extra: str = "") -> None:
+        self.console.print(f"[green]✓[/green] {title} ({seconds:.1f} s){' ' + extra if extra else ''}")
+
+
+def _timed(rep: Reporter, title: str, fn: Callable[[], Any], extra: Callable[[Any], str] | None = None) -> Any:
+    t0 = time.perf_counter()
+    with rep.phase(title):
+        value = fn()
+    rep.done(title, time.perf_counter() - t0, extra(value) if extra else "")
+    return value
+
+
+def build(opts: BuildOptions, quiet: bool = False) -> list[Path]:
+    """Build one bundle per requested quant; return their directories."""
+    rep = Reporter(quiet)
+    for q in opts.quants:
+        check_writable(opts.out_dir(q))
+    for kit in (opts.android_dir, opts.ios_dir):
+        if kit is not None:
+            check_writable(kit)
+
+    from edge_m3.checkpoint import load_checkpoint, resolve_checkpoint
+
+    ckpt_dir, source = _timed(rep, f"resolve checkpoint {opts.checkpoint}",
+                              lambda: resolve_checkpoint(opts.checkpoint, opts.revision))
+    ckpt = _timed(rep, "load + validate checkpoint", lambda: load_checkpoint(ckpt_dir, source))
+    plan = None
+    if opts.vocab_corpus:
+        from edge_m3.tokenizer import Tokenizer
+        from edge_m3.tokenizer.vocab import plan_trim
+
+        plan = _timed(rep, "plan vocabulary trim",
+                      lambda: plan_trim(Tokenizer(ckpt.sentencepiece_path), opts.vocab_corpus,
+                                        opts.vocab_min_count),
+                      lambda p: f"{len(p.kept_ids):,} of {ckpt.config.vocab_size:,} ids kept, "
+                                f"corpus coverage {p.coverage:.2%}")
+    rows = len(plan.kept_ids) if plan else ckpt.config.vocab_size
+    params = param_count_from_config(dataclasses.replace(ckpt.config, vocab_size=rows),
+                                     ckpt.colbert_dim)
+    validate_against_config(opts, ckpt.config, params)
+
+    with tempfile.TemporaryDirectory(prefix="edge-m3-work-") as work_str:
+        work = Path(work_str)
+        saved = work / "saved_model"
+
+        traced = _timed(rep, "build Keras model + trace signatures (child process)",
+                        lambda: worker.trace(ckpt_dir, saved, opts.seq_lens, opts.heads,
+                                             "onnx" in opts.formats,
+                                             plan.kept_ids if plan is not None else None),
+                        lambda t: f"{t['params']:,} parameters")
+        params = traced["params"]
+        if plan is not None:  # the trace may keep one more row (see keep_extreme_row)
+            plan.kept_ids = traced["kept_ids"]
+        outs = [_build_variant(opts, q, ckpt, plan, saved, params, rep)
+                for q in opts.quants]
+    if opts.android_dir is not None and opts.ios_dir is not None:
+        placed = _timed(rep, "copy bundle into platform kits",
+                        lambda: copy_to_kits(outs[0], opts.android_dir, opts.ios_dir))
+        rep.console.print("kits: " + ", ".join(str(p) for p in placed))
+    return outs
+
+
+def _build_variant(opts: BuildOptions, quant: str, ckpt: Any, plan: Any, saved: Path,
+                   params: int, rep: Reporter) -> Path:
+    out_dir = opts.out_dir(quant)
+    with atomic_dir(out_dir) as tmp:
+        models: list[ModelEntry] = []
+        if "tflite" in opts.formats:
+            name = model_file(quant, "tflite")
+            info = _timed(rep, f"convert + quantize TFLite {quant}",
+                          lambda: worker.convert_tflite(saved, tmp / name, quant, opts.seq_lens, params),
+                          lambda i: f"{i['size'] / 1e6:.1f} MB")
+            checks = {}
+            if opts.self_check:
+                checks = _timed(rep, f"self-check {quant} under tflite-runtime and LiteRT",
+                                lambda: self_check(tmp / name, info["signatures"],
+                                                   ("tflite-runtime", "litert")))
+                for rt, result in checks.items():
+                    if result.startswith("FAILED"):
+                        rep.console.print(f"[yellow]! {name} does not run on {rt}: {result}")
+            models.append(ModelEntry(
+                format="tflite", file=name, quant=quant,
+                signatures=[Signature.from_json(s, "signatures") for s in info["signatures"]],
+                ops=info["ops"], oldest_runtime=oldest_runtime(info, checks), self_check=checks))
+        if "onnx" in opts.formats:
+            entry = _timed(rep, f"export ONNX {quant}",
+                           lambda: worker.export_onnx(saved, tmp, quant, opts.seq_lens, opts.heads,
+                                                      params, ort=opts.ort))
+            models.append(ModelEntry.from_json(entry, "models"))
+        (tmp / SENTENCEPIECE).write_bytes(ckpt.sentencepiece_path.read_bytes())
+        spec = spec_for_sentencepiece(tmp / SENTENCEPIECE)
+        if plan is not None:
+            write_json(tmp / VOCAB_MAP, plan.to_json())
+            spec = dataclasses.replace(spec, vocab_map=plan.manifest_entry())
+        manifest = Manifest(
+            edge_m3_version=__version__,
+            created=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            source=ckpt.source, quant=quant, hidden_size=ckpt.config.hidden_size,
+            max_length=max(opts.seq_lens), heads=list(opts.heads), tokenizer=spec, models=models)
+        manifest.files = file_entries(tmp, manifest.shipped_files())
+        write_json(tmp / MANIFEST, manifest.to_json())
+        golden = _timed(rep, f"golden vectors {quant}",
+                        lambda: make_golden(load_bundle(tmp, verify=False), quant))
+        write_json(tmp / GOLDEN, golden)
+        manifest.files.update(file_entries(tmp, [GOLDEN]))
+        write_json(tmp / MANIFEST, manifest.to_json())
+    _summary(rep, out_dir, manifest)
+    return out_dir
+
+
+def _summary(rep: Reporter, out_dir: Path, manifest: Manifest) -> None:
+    from rich.table import Table
+
+    table = Table(title=f"bundle {out_dir}")
+    for col in ("variant", "file", "size", "signatures", "oldest runtime"):
+        table.add_column(col)
+    for m in manifest.models:
+        size = manifest.model_bytes(m)
+        old = ", ".join(f"{k} {v}" for k, v in m.oldest_runtime.items()
+                        if k != "converter_min_runtime_version")
+        table.add_row(f"{m.format} {m.quant}", m.file, f"{size / 1e6:.1f} MB",
+                      ", ".join(s.name for s in m.signatures), old)
+    rep.console.print(table)

@@ -1,0 +1,54 @@
+"""The bundle on disk, as apps and the harness read it: a typed manifest and verified files.
+
+Apps and the harness trust a bundle only through its manifest: every file's sha256 and size is
+recorded at build time and checked before anything runs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from edge_m3.common.files import sha256_file
+from edge_m3.contract import MANIFEST, Manifest, ModelEntry
+from edge_m3.errors import EdgeM3Error
+
+
+@dataclass
+class Bundle:
+    """A verified bundle directory and its manifest."""
+
+    path: Path
+    manifest: Manifest
+
+    def model_entry(self, fmt: str | None = None) -> ModelEntry:
+        """The manifest's entry for the model file of `fmt` (first one when None)."""
+        entry = self.manifest.model(fmt)
+        if entry is None:
+            have = ", ".join(e.format for e in self.manifest.models)
+            raise EdgeM3Error(f"{self.path / MANIFEST}: no {fmt} model in this bundle (has {have})")
+        return entry
+
+    @property
+    def sentencepiece_path(self) -> Path:
+        return self.path / self.manifest.tokenizer.file
+
+
+def load_bundle(path: Path, verify: bool = True) -> Bundle:
+    """Read a bundle's manifest and (by default) refuse it unless every file hash matches."""
+    path = Path(path)
+    mpath = path / MANIFEST
+    if not mpath.is_file():
+        raise EdgeM3Error(f"{mpath}: not found (is {path} an edge-m3 bundle?)")
+    manifest = Manifest.read(mpath)
+    if verify:
+        for name, entry in manifest.files.items():
+            fpath = path / name
+            if Path(name).name != name:
+                raise EdgeM3Error(f"{mpath}: file name {name!r} is not a plain name in the bundle")
+            if not fpath.is_file():
+                raise EdgeM3Error(f"{fpath}: listed in the manifest but missing")
+            if fpath.stat().st_size != entry["size"] or sha256_file(fpath) != entry["sha256"]:
+                raise EdgeM3Error(f"{fpath}: sha256 does not match the manifest; refusing "
+                                  "a modified or corrupt bundle")
+    return Bundle(path=path, manifest=manifest)

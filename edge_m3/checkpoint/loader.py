@@ -1,0 +1,335 @@
+"""Find a BGE-M3 checkpoint (hub id or local snapshot) and load it safely, without torch.
+
+Everything is checked against `config.json` before any weight is materialised: a missing
+file, a truncated safetensors file or a tensor of the wrong shape or dtype is reported by file
+and tensor name, once.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from edge_m3.checkpoint.safeload import FLOAT_DTYPES, SafetensorsFile, TorchArchive, read_torch_archive
+from edge_m3.common.files import sha256_file
+from edge_m3.errors import EdgeM3Error
+
+HUB_FILES = [
+    "config.json", "model.safetensors", "pytorch_model.bin", "colbert_linear.pt",
+    "sparse_linear.pt", "sentencepiece.bpe.model", "tokenizer.json", "tokenizer_config.json",
+    "special_tokens_map.json",
+]
+HEAD_FILES = ("colbert_linear.pt", "sparse_linear.pt")
+WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")  # first one present wins
+REQUIRED_FILES = ("config.json", "sentencepiece.bpe.model", *HEAD_FILES)
+_INT_KEYS = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
+             "intermediate_size", "max_position_embeddings", "type_vocab_size", "pad_token_id")
+_HINT = "pass a local snapshot directory with --checkpoint DIR"
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """The dimensions of the encoder: every shape in edge-m3 comes from here."""
+
+    vocab_size: int
+    hidden_size: int
+    num_hidden_layers: int
+    num_attention_heads: int
+    intermediate_size: int
+    max_position_embeddings: int
+    type_vocab_size: int
+    layer_norm_eps: float
+    pad_token_id: int
+    hidden_act: str
+
+    @classmethod
+    def from_json(cls, path: Path | str) -> ModelConfig:
+        """Read and check config.json; the error names the file and the offending key."""
+        path = Path(path)
+        try:
+            raw = json.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise EdgeM3Error(f"{path}: missing") from None
+        except OSError as exc:
+            raise EdgeM3Error(f"{path}: cannot read ({exc.strerror or exc})") from None
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise EdgeM3Error(f"{path}: not valid JSON ({exc})") from None
+        if not isinstance(raw, dict):
+            raise EdgeM3Error(f"{path}: expected a JSON object")
+        for key in (*_INT_KEYS, "layer_norm_eps", "hidden_act"):
+            if key not in raw:
+                raise EdgeM3Error(f"{path}: missing key '{key}'")
+        values: dict[str, Any] = {}
+        for key in _INT_KEYS:
+            v = raw[key]
+            if not isinstance(v, int) or isinstance(v, bool) or v < (0 if key == "pad_token_id" else 1):
+                kind = "a non-negative" if key == "pad_token_id" else "a positive"
+                raise EdgeM3Error(f"{path}: '{key}' must be {kind} integer, got {v!r}")
+            values[key] = v
+        eps = raw["layer_norm_eps"]
+        if not isinstance(eps, int | float) or isinstance(eps, bool) or not 0 < eps < 1:
+            raise EdgeM3Error(f"{path}: 'layer_norm_eps' must be a small positive number, got {eps!r}")
+        act = raw["hidden_act"]
+        if act != "gelu":
+            raise EdgeM3Error(f"{path}: 'hidden_act' {act!r} unsupported (XLM-R uses exact 'gelu')")
+        if values["hidden_size"] % values["num_attention_heads"]:
+            raise EdgeM3Error(f"{path}: 'hidden_size' {values['hidden_size']} is not divisible by "
+                              f"'num_attention_heads' {values['num_attention_heads']}")
+        if values["max_position_embeddings"] <= values["pad_token_id"] + 2:
+            raise EdgeM3Error(f"{path}: 'max_position_embeddings' {values['max_position_embeddings']} "
+                              f"leaves no positions after 'pad_token_id' {values['pad_token_id']}")
+        if values["pad_token_id"] >= values["vocab_size"]:
+            raise EdgeM3Error(f"{path}: 'pad_token_id' {values['pad_token_id']} is outside "
+                              f"'vocab_size' {values['vocab_size']}")
+        return cls(layer_norm_eps=float(eps), hidden_act=act, **values)
+
+    @property
+    def max_seq_len(self) -> int:
+        """Longest input, `<s>` and `</s>` included: positions start after padding_idx."""
+        return self.max_position_embeddings - self.pad_token_id - 1
+
+    @property
+    def head_dim(self) -> int:
+        return self.hidden_size // self.num_attention_heads
+
+
+def expected_shapes(config: ModelConfig) -> dict[str, tuple[int, ...]]:
+    """Every encoder tensor the model needs, with the shape config.json implies."""
+    h, f = config.hidden_size, config.intermediate_size
+    shapes: dict[str, tuple[int, ...]] = {
+        "embeddings.word_embeddings.weight": (config.vocab_size, h),
+        "embeddings.position_embeddings.weight": (config.max_position_embeddings, h),
+        "embeddings.token_type_embeddings.weight": (config.type_vocab_size, h),
+        "embeddings.LayerNorm.weight": (h,),
+        "embeddings.LayerNorm.bias": (h,),
+    }
+    for i in range(config.num_hidden_layers):
+        p = f"encoder.layer.{i}."
+        for name, (out_dim, in_dim) in {
+            "attention.self.query": (h, h), "attention.self.key": (h, h),
+            "attention.self.value": (h, h), "attention.output.dense": (h, h),
+            "intermediate.dense": (f, h), "output.dense": (h, f),
+        }.items():
+            shapes[p + name + ".weight"] = (out_dim, in_dim)
+            shapes[p + name + ".bias"] = (out_dim,)
+        for norm in ("attention.output.LayerNorm", "output.LayerNorm"):
+            shapes[p + norm + ".weight"] = (h,)
+            shapes[p + norm + ".bias"] = (h,)
+    return shapes
+
+
+class _Tensors(Mapping[str, np.ndarray]):
+    """Encoder tensors (lazy, `roberta.` prefix stripped) plus the two small heads."""
+
+    def __init__(self, encoder: Mapping[str, np.ndarray], rename: dict[str, str],
+                 heads: dict[str, np.ndarray]) -> None:
+        self._encoder, self._rename, self._heads = encoder, rename, heads
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        if name in self._heads:
+            return self._heads[name]
+        return self._encoder[self._rename[name]]
+
+    def __iter__(self) -> Iterator[str]:
+        yield from self._rename
+        yield from self._heads
+
+    def __len__(self) -> int:
+        return len(self._rename) + len(self._heads)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._heads or name in self._rename
+
+
+@dataclass
+class Checkpoint:
+    """A validated checkpoint: config, lazily read tensors, tokenizer model, provenance."""
+
+    path: Path
+    config: ModelConfig
+    tensors: Mapping[str, np.ndarray]
+    sentencepiece_path: Path
+    source: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def colbert_dim(self) -> int:
+        """Output width of the ColBERT head (equals hidden_size for BGE-M3)."""
+        return int(self.tensors["colbert_linear.weight"].shape[0])
+
+
+# --- locating the snapshot -------------------------------------------------------------------
+
+_HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
+
+
+def resolve_checkpoint(spec: str, revision: str | None = None) -> tuple[Path, dict[str, Any]]:
+    """A local snapshot directory, or a hub id downloaded (only the needed files) to the cache."""
+    path = Path(spec).expanduser()
+    if path.is_dir():
+        return path, {"id": str(spec), "revision": revision}
+    if path.exists():
+        raise EdgeM3Error(f"--checkpoint {spec}: not a directory (pass the snapshot directory)")
+    if not _HUB_ID.match(spec) or spec.startswith(".") or ".." in spec or spec.endswith(".git"):
+        raise EdgeM3Error(f"--checkpoint {spec}: no such directory")
+    return _download(spec, revision)
+
+
+def _has_layout(folder: Path) -> bool:
+    return all((folder / f).is_file() for f in REQUIRED_FILES) and any(
+        (folder / f).is_file() for f in WEIGHT_FILES)
+
+
+def _download(repo_id: str, revision: str | None) -> tuple[Path, dict[str, Any]]:
+    """snapshot_download with safetensors preferred; any failure is one line with a hint."""
+    # Read by huggingface_hub at import time; only effective if it is not imported yet.
+    os.environ.setdefault("HF_HUB_ETAG_TIMEOUT", "10")
+    os.environ.setdefault("HF_HUB_DOWNLOAD_TIMEOUT", "30")
+    try:
+        from huggingface_hub import HfApi, snapshot_download
+    except ImportError:
+        raise EdgeM3Error(f"cannot download '{repo_id}': huggingface_hub is not installed; "
+                          f"{_HINT}") from None
+    local: Path | None = None
+    for skip in WEIGHT_FILES[::-1]:  # already cached (either weights file): no network at all
+        try:
+            # Patterns name only what a download below fetches: newer huggingface_hub refuses a
+            # cached snapshot that lacks a file the patterns match in the repository.
+            cached = Path(snapshot_download(repo_id, revision=revision, local_files_only=True,
+                                            allow_patterns=[f for f in HUB_FILES if f != skip]))
+        except Exception:
+            continue
+        if _has_layout(cached):
+            local = cached
+            break
+    if local is None:
+        try:
+            _probe_hub()
+            info = HfApi().model_info(repo_id, revision=revision, timeout=15)
+            files = {s.rfilename for s in info.siblings or []}
+            lacking = [f for f in REQUIRED_FILES if f not in files]
+            if not any(f in files for f in WEIGHT_FILES):
+                lacking.append("model.safetensors")
+            if lacking:
+                raise EdgeM3Error(f"'{repo_id}' is not in the BGE-M3 layout (no {lacking[0]} in the "
+                                  f"repository); {_HINT}")
+            skip = {"pytorch_model.bin"} if "model.safetensors" in files else set()  # no 2 GB pickle
+            wanted = [f for f in HUB_FILES if f in files and f not in skip]
+            local = Path(snapshot_download(repo_id, revision=revision, allow_patterns=wanted,
+                                           etag_timeout=10))
+        except EdgeM3Error:
+            raise
+        except Exception as exc:
+            raise EdgeM3Error(f"cannot download '{repo_id}' from the Hugging Face hub "
+                              f"({_reason(exc, revision)}); {_HINT}") from None
+    commit = local.name if re.fullmatch(r"[0-9a-f]{40}", local.name) else revision
+    return local, {"id": repo_id, "revision": commit}
+
+
+def _reason(exc: BaseException, revision: str | None) -> str:
+    """A short, one-line reason for a huggingface_hub failure (its messages span lines)."""
+    kind = type(exc).__name__
+    known = {
+        "RepositoryNotFoundError": "repository not found, or private without a token",
+        "GatedRepoError": "gated repository: accept its terms and log in with `hf auth login`",
+        "RevisionNotFoundError": f"revision {revision!r} not found",
+        "OfflineModeIsEnabled": "HF_HUB_OFFLINE is set",
+        "LocalEntryNotFoundError": "not in the local cache and the hub is unreachable",
+    }
+    if kind in known:
+        return known[kind]
+    text = " ".join(str(exc).split())
+    return (text[:160] + ("..." if len(text) > 160 else "")) or kind
+
+
+def _probe_hub(timeout: float = 5.0) -> None:
+    """One quick TCP connect, so an offline machine fails in seconds instead of after retries."""
+    import socket
+    from urllib.parse import urlparse
+
+    if os.environ.get("HF_HUB_OFFLINE", "0").strip().lower() in ("1", "true", "yes", "on"):
+        raise ConnectionError("HF_HUB_OFFLINE is set")
+    if any(os.environ.get(v) for v in ("HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy")):
+        return  # the proxy decides what is reachable; let the hub client try
+    url = urlparse(os.environ.get("HF_ENDPOINT", "https://huggingface.co"))
+    port = url.port or (443 if url.scheme == "https" else 80)
+    try:
+        socket.create_connection((url.hostname or "", port), timeout=timeout).close()
+    except OSError as exc:
+        raise ConnectionError(f"{url.hostname} unreachable: {exc.strerror or exc}") from None
+
+
+# --- validating and opening ------------------------------------------------------------------
+
+def _load_heads(path: Path, hidden: int) -> dict[str, np.ndarray]:
+    """The ColBERT [D, H] and sparse [1, H] heads from their torch.save files (restricted)."""
+    heads: dict[str, np.ndarray] = {}
+    for fname in HEAD_FILES:
+        fpath = path / fname
+        if not fpath.is_file():
+            raise EdgeM3Error(f"{fpath}: missing (BGE-M3's {fname.split('_')[0]} head)")
+        sd = read_torch_archive(fpath)
+        prefix = fname[: -len(".pt")]
+        for key in ("weight", "bias"):
+            if key not in sd:
+                raise EdgeM3Error(f"{fpath}: tensor '{key}' missing")
+            if not np.issubdtype(sd[key].dtype, np.floating):
+                raise EdgeM3Error(f"{fpath}: tensor '{key}' has dtype {sd[key].dtype}, "
+                                  "expected a float type")
+            heads[f"{prefix}.{key}"] = np.asarray(sd[key], dtype=np.float32)
+    cw, cb = heads["colbert_linear.weight"], heads["colbert_linear.bias"]
+    cfile, sfile = path / "colbert_linear.pt", path / "sparse_linear.pt"
+    if cw.ndim != 2 or cw.shape[0] < 1 or cw.shape[1] != hidden:
+        raise EdgeM3Error(f"{cfile}: tensor 'weight' has shape {cw.shape}, expected "
+                          f"(D, {hidden}) from config.json")
+    if cb.shape != (cw.shape[0],):
+        raise EdgeM3Error(f"{cfile}: tensor 'bias' has shape {cb.shape}, expected ({cw.shape[0]},)")
+    if heads["sparse_linear.weight"].shape != (1, hidden):
+        raise EdgeM3Error(f"{sfile}: tensor 'weight' has shape {heads['sparse_linear.weight'].shape}, "
+                          f"expected (1, {hidden}) from config.json")
+    if heads["sparse_linear.bias"].shape != (1,):
+        raise EdgeM3Error(f"{sfile}: tensor 'bias' has shape {heads['sparse_linear.bias'].shape}, "
+                          "expected (1,)")
+    return heads
+
+
+def load_checkpoint(path: Path | str, source: dict[str, Any] | None = None) -> Checkpoint:
+    """Validate a BGE-M3-layout directory (headers and shapes only) and open its weights lazily."""
+    path = Path(path)
+    if not path.is_dir():
+        raise EdgeM3Error(f"--checkpoint {path}: no such directory")
+    config = ModelConfig.from_json(path / "config.json")
+    sp = path / "sentencepiece.bpe.model"
+    if not sp.is_file():
+        raise EdgeM3Error(f"{sp}: missing (the SentencePiece model the bundle ships)")
+    weights_file = next((path / f for f in WEIGHT_FILES if (path / f).is_file()), None)
+    if weights_file is None:
+        raise EdgeM3Error(f"{path}: no model.safetensors or pytorch_model.bin")
+    encoder: SafetensorsFile | TorchArchive = (
+        SafetensorsFile(weights_file) if weights_file.suffix == ".safetensors"
+        else TorchArchive(weights_file))
+    rename: dict[str, str] = {}
+    for name, want in expected_shapes(config).items():
+        stored = next((k for k in (name, "roberta." + name) if k in encoder), None)
+        if stored is None:
+            raise EdgeM3Error(f"{weights_file}: tensor '{name}' missing")
+        got = encoder.shape(stored)
+        if got != want:
+            raise EdgeM3Error(f"{weights_file}: tensor '{name}' has shape {got}, expected "
+                              f"{want} from config.json")
+        if encoder.dtype(stored) not in FLOAT_DTYPES:
+            raise EdgeM3Error(f"{weights_file}: tensor '{name}' has dtype {encoder.dtype(stored)}, "
+                              "expected float32, float16 or bfloat16")
+        rename[name] = stored
+    heads = _load_heads(path, config.hidden_size)
+    used = ["config.json", weights_file.name, *HEAD_FILES, sp.name]
+    info = dict(source or {"id": str(path), "revision": None})
+    info["files"] = {name: sha256_file(path / name) for name in used}
+    return Checkpoint(path=path, config=config, tensors=_Tensors(encoder, rename, heads),
+                      sentencepiece_path=sp, source=info)

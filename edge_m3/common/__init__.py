@@ -1,0 +1,1 @@
+"""Small helpers every step shares (files, options, child processes); no model code."""

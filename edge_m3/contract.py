@@ -1,0 +1,402 @@
+"""The bundle contract, defined once: tensor and output names, the quant variants, the manifest.
+
+Everything that more than one step of the data's path (export, bundle, runtime, harness, the
+Kotlin and Swift kits) must agree on lives here and is imported, never re-spelled. The kits'
+copies (`EdgeM3Contract.kt`, `EdgeM3Contract.swift`) are generated from this module by
+`tools/gen_kit_contract.py`, and a test fails when they are stale.
+
+Only the standard library is imported: the runtime-only install, the builder and the kits'
+generator all read it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from edge_m3.errors import EdgeM3Error
+
+# --------------------------------------------------------------------------- names
+
+SCHEMA_VERSION = 1
+MANIFEST = "manifest.json"
+GOLDEN = "golden.json"
+VOCAB_MAP = "vocab_map.json"
+SENTENCEPIECE = "sentencepiece.bpe.model"
+
+# The model's inputs, in signature order: int32 `[1, L]`.
+INPUT_IDS, ATTENTION_MASK = "input_ids", "attention_mask"
+INPUTS = (INPUT_IDS, ATTENTION_MASK)
+# The heads a bundle may export, and each head's raw signature output.
+HEADS = ("dense", "sparse", "colbert")
+DENSE_VECS, SPARSE_WEIGHTS, COLBERT_VECS = "dense_vecs", "sparse_weights", "colbert_vecs"
+HEAD_OUTPUTS = {"dense": DENSE_VECS, "sparse": SPARSE_WEIGHTS, "colbert": COLBERT_VECS}
+# The post-processed outputs, named as FlagEmbedding's BGEM3FlagModel names them.
+LEXICAL_WEIGHTS = "lexical_weights"
+RESULT_OUTPUTS = {"dense": DENSE_VECS, "sparse": LEXICAL_WEIGHTS, "colbert": COLBERT_VECS}
+
+# fairseq's specials as XLM-R writes them; every bundle has all five.
+SPECIAL_KEYS = ("bos", "pad", "eos", "unk", "mask")
+XLMR_SPECIAL_TOKENS = {"bos": "<s>", "pad": "<pad>", "eos": "</s>", "unk": "<unk>", "mask": "<mask>"}
+# FlagEmbedding leaves these out of lexical_weights (it keeps `<mask>`).
+LEXICAL_SKIP_KEYS = ("bos", "eos", "pad", "unk")
+
+DYNAMIC_SIGNATURE = "embed_dynamic"
+FORMATS = ("tflite", "onnx")
+
+
+def model_file(quant: str, fmt: str) -> str:
+    """`model_<quant>.tflite` / `model_<quant>.onnx`: one file per variant and format."""
+    return f"model_{quant}.{fmt}"
+
+
+def signature_name(seq_len: int) -> str:
+    """Distinct names per length: same-named concrete functions collapse into one signature."""
+    return f"embed_{int(seq_len)}"
+
+
+def choose_length(n_tokens: int, lengths: Sequence[int]) -> int:
+    """The smallest fixed length that holds the tokens, else the largest (and truncate)."""
+    if not lengths:
+        raise EdgeM3Error("no sequence lengths to choose from")
+    fitting = [n for n in sorted(lengths) if n >= n_tokens]
+    return fitting[0] if fitting else max(lengths)
+
+
+# --------------------------------------------------------------------------- quant variants
+
+# The figures a threshold may bound (see edge_m3.harness.metrics.GATE_PATHS).
+THRESHOLDS_ABOUT = (
+    "Ship thresholds per variant for edge-m3 verify, meant to hold on the real trained BGE-M3. Each "
+    "key is a figure of the report plus _min (the figure must be >= the value) or _max (<=). "
+    "dense_cosine: worst text; lexical_top10_overlap: mean over texts of the share of the "
+    "reference's 10 heaviest tokens the bundle also ranks top 10; lexical_abs_err: largest weight "
+    "difference over tokens both sides keep; colbert_score_abs_err: largest late-interaction score "
+    "difference over query x passage pairs; retrieval_top10_agreement: worst of "
+    "dense/sparse/colbert, mean over queries of the overlap of the top-10 passages; "
+    "input_ids_match: share of texts tokenized exactly as the reference. A figure below a _min or "
+    "above a _max fails the bundle (exit 1).")
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    """Live outputs on a device vs golden.json: the same file on another CPU differs only by
+    kernel rounding (token ids, signature and post-processing are always exact)."""
+
+    dense_cosine_min: float
+    max_abs: float
+
+
+@dataclass(frozen=True)
+class QuantRecipe:
+    """One quant variant: how each format quantizes it, what runs it, when it may ship."""
+
+    name: str
+    about: str
+    bytes_per_param: float
+    tflite: str  # TFLite converter recipe (edge_m3.export.tflite.convert)
+    onnx: str  # ONNX recipe (edge_m3.export.onnx.export)
+    oldest_tflite: str  # oldest TF Lite runtime whose kernels run the file
+    thresholds: Mapping[str, float]
+    device_tolerance: Tolerance
+
+    def estimated_size(self, param_count: int) -> int:
+        """What the variant's file will roughly weigh (for the 2 GB checks before converting)."""
+        return int(param_count * self.bytes_per_param)
+
+    def min_size(self, param_count: int) -> int:
+        """A floor on the file size: catches a converter silently dropping Keras 3 weights.
+
+        Dynamic int8 keeps tensors under 1,024 elements in float, hence the margin.
+        """
+        return int(param_count * self.bytes_per_param * 0.9)
+
+
+def _limits(cos: float, overlap: float, lex: float, colbert: float) -> dict[str, float]:
+    return {"dense_cosine_min": cos, "lexical_top10_overlap_min": overlap,
+            "lexical_abs_err_max": lex, "colbert_score_abs_err_max": colbert,
+            "retrieval_top10_agreement_min": 0.9, "input_ids_match_min": 1.0}
+
+
+_INT8_TOLERANCE = Tolerance(0.999, 5e-2)
+RECIPES: dict[str, QuantRecipe] = {r.name: r for r in (
+    QuantRecipe("fp32", "float32 weights and compute", 4.0, "float32", "float32", "2.14.0",
+                _limits(0.99999, 0.99, 0.001, 0.001), Tolerance(0.99999, 1e-3)),
+    QuantRecipe("fp16", "float16 weights, float32 compute", 2.0, "float16-weights",
+                "float16-weights", "2.14.0", _limits(0.9995, 0.95, 0.01, 0.005),
+                Tolerance(0.9999, 5e-3)),
+    # Per-tensor scales keep FULLY_CONNECTED at v9, which tflite-runtime 2.14 loads.
+    QuantRecipe("int8", "dynamic-range int8 weights, one scale per tensor", 1.0,
+                "dynamic-int8-per-tensor", "dynamic-int8-per-channel", "2.14.0",
+                _limits(0.99, 0.8, 0.05, 0.05), _INT8_TOLERANCE),
+    # Per-channel scales give FULLY_CONNECTED v12: LiteRT / TF Lite >= 2.17 only.
+    QuantRecipe("int8pc", "dynamic-range int8 weights, one scale per output channel", 1.0,
+                "dynamic-int8-per-channel", "dynamic-int8-per-channel", "2.17.0",
+                _limits(0.995, 0.8, 0.05, 0.05), _INT8_TOLERANCE),
+)}
+QUANTS = tuple(RECIPES)
+
+
+def recipe(name: str, option: str = "--quant") -> QuantRecipe:
+    """The registered variant `name`, or a one-line error naming the option."""
+    try:
+        return RECIPES[name]
+    except KeyError:
+        raise EdgeM3Error(f"{option} {name}: unknown (choose from {', '.join(QUANTS)})") from None
+
+
+# --------------------------------------------------------------------------- manifest
+
+
+def _bad(what: str, why: str) -> EdgeM3Error:
+    return EdgeM3Error(f"{MANIFEST}: {what}: {why}")
+
+
+def _typed(value: Any, kind: type | tuple[type, ...], what: str) -> Any:
+    if isinstance(value, bool) and kind is not bool or not isinstance(value, kind):
+        names = kind.__name__ if isinstance(kind, type) else "/".join(k.__name__ for k in kind)
+        raise _bad(what, f"expected {names}, got {type(value).__name__}")
+    return value
+
+
+def _field(d: Mapping[str, Any], key: str, kind: type | tuple[type, ...], where: str,
+           default: Any = ...) -> Any:
+    if key not in d:
+        if default is ...:
+            raise _bad(f"{where}.{key}" if where else key, "missing")
+        return default
+    return _typed(d[key], kind, f"{where}.{key}" if where else key)
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    """One input or output of a signature, as the interpreter reports it."""
+
+    name: str
+    shape: list[int]
+    dtype: str
+
+    @classmethod
+    def from_json(cls, d: Any, where: str) -> TensorSpec:
+        _typed(d, dict, where)
+        shape = [int(_typed(x, int, f"{where}.shape")) for x in _field(d, "shape", list, where)]
+        return cls(_field(d, "name", str, where), shape, _field(d, "dtype", str, where))
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "shape": list(self.shape), "dtype": self.dtype}
+
+
+@dataclass(frozen=True)
+class Signature:
+    """One fixed-length entry point of a model file."""
+
+    name: str
+    seq_len: int
+    inputs: list[TensorSpec]
+    outputs: list[TensorSpec]
+
+    @classmethod
+    def from_json(cls, d: Any, where: str) -> Signature:
+        _typed(d, dict, where)
+        return cls(_field(d, "name", str, where), _field(d, "seq_len", int, where),
+                   [TensorSpec.from_json(x, f"{where}.inputs") for x in _field(d, "inputs", list, where)],
+                   [TensorSpec.from_json(x, f"{where}.outputs")
+                    for x in _field(d, "outputs", list, where)])
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "seq_len": self.seq_len,
+                "inputs": [t.to_json() for t in self.inputs],
+                "outputs": [t.to_json() for t in self.outputs]}
+
+
+@dataclass
+class ModelEntry:
+    """One model file of a bundle (TFLite or ONNX) and what the build learnt about it."""
+
+    format: str
+    file: str
+    quant: str
+    signatures: list[Signature]
+    ops: Any = None  # TFLite: {op: version}; ONNX: [op types]
+    oldest_runtime: dict[str, str] = field(default_factory=dict)
+    self_check: dict[str, str] = field(default_factory=dict)
+    # ONNX only
+    opset: int | None = None
+    ir_version: int | None = None
+    sequence_axis: str | None = None
+    extra_files: list[str] = field(default_factory=list)
+    ort: dict[str, Any] | None = None
+
+    @property
+    def seq_lens(self) -> list[int]:
+        return sorted(s.seq_len for s in self.signatures)
+
+    def files(self) -> list[str]:
+        """Every file this entry ships: the model, its external data, its ORT copy."""
+        ort = [self.ort[k] for k in ("file", "ops_config")] if self.ort else []
+        return [self.file, *self.extra_files, *ort]
+
+    @classmethod
+    def from_json(cls, d: Any, where: str) -> ModelEntry:
+        _typed(d, dict, where)
+        fmt = _field(d, "format", str, where)
+        if fmt not in FORMATS:
+            raise _bad(f"{where}.format", f"{fmt!r} is not one of {', '.join(FORMATS)}")
+        return cls(
+            format=fmt, file=_field(d, "file", str, where), quant=_field(d, "quant", str, where),
+            signatures=[Signature.from_json(s, f"{where}.signatures")
+                        for s in _field(d, "signatures", list, where)],
+            ops=d.get("ops"), oldest_runtime=dict(_field(d, "oldest_runtime", dict, where, {})),
+            self_check=dict(_field(d, "self_check", dict, where, {})),
+            opset=_field(d, "opset", int, where, None), ir_version=_field(d, "ir_version", int, where, None),
+            sequence_axis=_field(d, "sequence_axis", str, where, None),
+            extra_files=list(_field(d, "extra_files", list, where, [])),
+            ort=_field(d, "ort", dict, where, None))
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"ort": self.ort} if self.ort else {}
+        out |= {"format": self.format, "file": self.file, "quant": self.quant}
+        if self.format == "onnx":
+            out |= {"opset": self.opset, "ir_version": self.ir_version}
+        out["signatures"] = [s.to_json() for s in self.signatures]
+        if self.format == "onnx":
+            out["sequence_axis"] = self.sequence_axis
+        if self.format == "tflite":
+            out["ops"] = self.ops
+        out |= {"oldest_runtime": dict(self.oldest_runtime), "self_check": dict(self.self_check)}
+        if self.format == "onnx":
+            out |= {"ops": self.ops, "extra_files": list(self.extra_files)}
+        return out
+
+
+@dataclass(frozen=True)
+class TokenizerSpec:
+    """XLM-R's mapping from SentencePiece ids to model ids, as recorded in the manifest.
+
+    `special_tokens` are the strings that the reference turns into special ids wherever they
+    occur in the input text (manifests without the key get XLM-R's)."""
+
+    special_ids: Mapping[str, int]
+    sp_unk_id: int = 0
+    id_offset: int = 1
+    vocab_size: int = 0
+    vocab_map: Mapping[str, Any] | None = field(default=None)
+    special_tokens: Mapping[str, str] = field(default_factory=lambda: dict(XLMR_SPECIAL_TOKENS))
+    file: str = SENTENCEPIECE
+
+    @classmethod
+    def from_manifest(cls, d: Mapping[str, Any]) -> TokenizerSpec:
+        """The manifest's `tokenizer` object (docs/bundle-format.md)."""
+        try:
+            special = {k: int(d["special_ids"][k]) for k in SPECIAL_KEYS}
+            tokens = d.get("special_tokens") or XLMR_SPECIAL_TOKENS
+            tokens = {k: str(tokens[k]) for k in SPECIAL_KEYS}
+            vocab_map = d.get("vocab_map")
+            if vocab_map is not None and not isinstance(vocab_map, Mapping):
+                raise TypeError(f"vocab_map must be an object or null, got {type(vocab_map).__name__}")
+            return cls(special_ids=special, sp_unk_id=int(d["sp_unk_id"]),
+                       id_offset=int(d["id_offset"]), vocab_size=int(d["vocab_size"]),
+                       vocab_map=vocab_map, special_tokens=tokens,
+                       file=str(d.get("file", SENTENCEPIECE)))
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise EdgeM3Error(f"{MANIFEST}: bad tokenizer entry ({exc!r})") from None
+
+    def to_manifest(self) -> dict[str, Any]:
+        return {"file": self.file, "kind": "xlmr-sentencepiece", "special_ids": dict(self.special_ids),
+                "special_tokens": dict(self.special_tokens),
+                "sp_unk_id": self.sp_unk_id, "id_offset": self.id_offset,
+                "vocab_size": self.vocab_size, "vocab_map": self.vocab_map}
+
+    @property
+    def model_rows(self) -> int:
+        """Rows of the bundled embedding table (a trimmed vocabulary keeps fewer)."""
+        kept = (self.vocab_map or {}).get("kept")
+        return int(kept) if isinstance(kept, int) else int(self.vocab_size)
+
+
+@dataclass
+class Manifest:
+    """manifest.json: read, written and validated here only (docs/bundle-format.md)."""
+
+    edge_m3_version: str
+    created: str
+    source: dict[str, Any]
+    quant: str
+    hidden_size: int
+    max_length: int
+    heads: list[str]
+    tokenizer: TokenizerSpec
+    models: list[ModelEntry]
+    files: dict[str, dict[str, Any]] = field(default_factory=dict)
+    schema_version: int = SCHEMA_VERSION
+
+    @property
+    def recipe(self) -> QuantRecipe:
+        return recipe(self.quant, f"{MANIFEST}: quant")
+
+    @property
+    def formats(self) -> set[str]:
+        return {m.format for m in self.models}
+
+    @property
+    def seq_lens(self) -> list[int]:
+        return sorted({n for m in self.models for n in m.seq_lens})
+
+    def model(self, fmt: str | None = None) -> ModelEntry | None:
+        """The entry for the model file of `fmt` (the first one when None)."""
+        return next((m for m in self.models if fmt is None or m.format == fmt), None)
+
+    def model_bytes(self, entry: ModelEntry) -> int:
+        """A model's size as shipped: its file plus its extra files (ONNX external data)."""
+        return sum(self.files[f]["size"] for f in [entry.file, *entry.extra_files])
+
+    def shipped_files(self) -> list[str]:
+        """Every file the models and the tokenizer bring (golden.json is added last)."""
+        extra = [self.tokenizer.file]
+        if self.tokenizer.vocab_map:
+            extra.append(str(self.tokenizer.vocab_map.get("file", VOCAB_MAP)))
+        return [f for m in self.models for f in m.files()] + extra
+
+    @classmethod
+    def from_json(cls, d: Any) -> Manifest:
+        """Validate a parsed manifest.json; every problem is one line naming the field."""
+        if not isinstance(d, dict) or d.get("schema_version") != SCHEMA_VERSION:
+            raise EdgeM3Error(f"{MANIFEST}: unsupported schema_version (want {SCHEMA_VERSION})")
+        heads = [str(h) for h in _field(d, "heads", list, "")]
+        if not set(heads) <= set(HEADS):
+            raise _bad("heads", f"{heads} not a subset of {list(HEADS)}")
+        files = _field(d, "files", dict, "", {})
+        for name, entry in files.items():
+            if not isinstance(entry, dict) or not isinstance(entry.get("sha256"), str) \
+                    or not isinstance(entry.get("size"), int):
+                raise _bad(f"files.{name}", "needs sha256 (string) and size (integer)")
+        return cls(
+            edge_m3_version=str(d.get("edge_m3_version", "")), created=str(d.get("created", "")),
+            source=dict(_field(d, "source", dict, "", {})), quant=_field(d, "quant", str, ""),
+            hidden_size=_field(d, "hidden_size", int, ""), max_length=_field(d, "max_length", int, ""),
+            heads=heads, tokenizer=TokenizerSpec.from_manifest(_field(d, "tokenizer", dict, "")),
+            models=[ModelEntry.from_json(m, "models") for m in _field(d, "models", list, "")],
+            files=files)
+
+    def to_json(self) -> dict[str, Any]:
+        out = {f.name: getattr(self, f.name) for f in fields(self)}
+        return {"schema_version": self.schema_version, **{k: v for k, v in out.items()
+                                                         if k != "schema_version"}} | {
+            "tokenizer": self.tokenizer.to_manifest(), "models": [m.to_json() for m in self.models]}
+
+    @classmethod
+    def read(cls, path: Path) -> Manifest:
+        """Parse and validate `path` (a bundle's manifest.json)."""
+        try:
+            data = json.loads(Path(path).read_text(encoding="utf-8"))
+        except OSError as exc:
+            raise EdgeM3Error(f"{path}: cannot read ({exc.strerror})") from None
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise EdgeM3Error(f"{path}: not valid JSON ({exc})") from None
+        try:
+            return cls.from_json(data)
+        except EdgeM3Error as exc:
+            raise EdgeM3Error(str(exc).replace(MANIFEST, str(path), 1)) from None

@@ -1,0 +1,344 @@
+"""Keras SavedModel -> one ONNX file per quant variant, with a symbolic sequence axis.
+
+ONNX has no multi-signature files. One graph whose sequence axis is the symbol `seq`, with the
+supported lengths declared in the manifest (and in the file's metadata_props), keeps a single
+copy of the weights; one file per length would repeat ~570M weights per length. Apps still pad
+to one of the declared lengths, exactly as with TFLite.
+
+Everything heavy runs in a child process (edge_m3.export.worker), so neither TensorFlow's nor
+the quantizer's memory stays in the builder.
+
+The conversion itself (tf2onnx with the weights lifted out of the graph, so that its memory
+does not scale with the weights) is edge_m3.export.onnx_lift; this module quantizes, checks
+and describes the file for the manifest.
+"""
+
+from __future__ import annotations
+
+import gc
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from edge_m3.common.options import version_tuple
+from edge_m3.contract import (
+    ATTENTION_MASK,
+    COLBERT_VECS,
+    DENSE_VECS,
+    HEAD_OUTPUTS,
+    INPUT_IDS,
+    INPUTS,
+    SPARSE_WEIGHTS,
+    model_file,
+    recipe,
+    signature_name,
+)
+from edge_m3.export.onnx_lift import copy_value_info, run_tf2onnx
+
+# onnxruntime implements opset 17 (and IR version 8) from 1.12 on; only the installed one is run.
+ORT_MIN_FOR_OPSET = {17: "1.12.0"}
+ORT_MIN_FOR_IR = {8: "1.10.0"}
+SEQ_AXIS = "seq"
+SEQ_AXIS_MINUS_1 = "seq_minus_1"
+SEQUENCE_AXIS = "symbolic, declared lengths only"
+# Protobuf refuses to serialize a message over 2 GiB; stay clear of it (graph bytes included).
+EXTERNAL_DATA_THRESHOLD = 2_000_000_000
+# Tensors below this many bytes stay inline even when the rest goes to the .data file.
+EXTERNAL_MIN_TENSOR = 1024
+INT8_OP_TYPES = ["MatMul", "Gather"]
+
+
+def _rename_value(graph: Any, old: str, new: str) -> None:
+    for node in graph.node:
+        for i, name in enumerate(node.input):
+            if name == old:
+                node.input[i] = new
+        for i, name in enumerate(node.output):
+            if name == old:
+                node.output[i] = new
+    for vi in [*graph.input, *graph.output, *graph.value_info]:
+        if vi.name == old:
+            vi.name = new
+
+
+def _set_dims(vi: Any, dims: Sequence[int | str]) -> None:
+    shape = vi.type.tensor_type.shape
+    del shape.dim[:]
+    for d in dims:
+        dim = shape.dim.add()
+        if isinstance(d, str):
+            dim.dim_param = d
+        else:
+            dim.dim_value = int(d)
+
+
+def _static_last_dim(vi: Any) -> int:
+    dims = vi.type.tensor_type.shape.dim
+    if not dims or not dims[-1].HasField("dim_value"):
+        raise RuntimeError(f"ONNX output {vi.name}: last dimension is not static")
+    return int(dims[-1].dim_value)
+
+
+def fix_io(model: Any, heads: Sequence[str]) -> dict[str, int]:
+    """Exact names, order and shapes the bundle contract promises: `[1, seq]` int32 in,
+    `dense_vecs [1, H]`, `sparse_weights [1, seq]`, `colbert_vecs [1, seq_minus_1, D]` out.
+
+    tf2onnx orders inputs alphabetically and names every dimension `unk__N`. Returns the
+    static widths of the outputs (H, D) read from the graph.
+    """
+    import onnx
+
+    graph = model.graph
+    wanted_out = [HEAD_OUTPUTS[h] for h in HEAD_OUTPUTS if h in heads]
+    for vi in [*graph.input, *graph.output]:
+        base = vi.name.split(":")[0]
+        if base != vi.name and base in (*INPUTS, *wanted_out):
+            _rename_value(graph, vi.name, base)
+    inputs = {vi.name: vi for vi in graph.input}
+    outputs = {vi.name: vi for vi in graph.output}
+    if set(inputs) != set(INPUTS) or set(outputs) != set(wanted_out):
+        raise RuntimeError(f"tf2onnx gave inputs {sorted(inputs)} and outputs {sorted(outputs)}; "
+                           f"expected {list(INPUTS)} and {wanted_out}")
+    for vi in inputs.values():
+        if vi.type.tensor_type.elem_type != onnx.TensorProto.INT32:
+            raise RuntimeError(f"ONNX input {vi.name} is not int32")
+        _set_dims(vi, [1, SEQ_AXIS])
+    widths: dict[str, int] = {}
+    for name, vi in outputs.items():
+        if name == DENSE_VECS:
+            widths[name] = _static_last_dim(vi)
+            _set_dims(vi, [1, widths[name]])
+        elif name == SPARSE_WEIGHTS:
+            _set_dims(vi, [1, SEQ_AXIS])
+        else:
+            widths[name] = _static_last_dim(vi)
+            _set_dims(vi, [1, SEQ_AXIS_MINUS_1, widths[name]])
+    new_in = [copy_value_info(inputs[n]) for n in INPUTS]
+    new_out = [copy_value_info(outputs[n]) for n in wanted_out]
+    del graph.input[:]
+    graph.input.extend(new_in)
+    del graph.output[:]
+    graph.output.extend(new_out)
+    return widths
+
+
+def finish(model: Any, quant: str, seq_lens: Sequence[int], heads: Sequence[str]) -> None:
+    """Drop unused opset domains; record lengths, heads and quant as metadata_props."""
+    used = {n.domain for n in model.graph.node} | {""}
+    keep = [o for o in model.opset_import if o.domain in used or o.domain == "ai.onnx"]
+    del model.opset_import[:]
+    model.opset_import.extend(keep)
+    meta = {"edge_m3.seq_lens": ",".join(map(str, seq_lens)), "edge_m3.heads": ",".join(heads),
+            "edge_m3.quant": quant, "edge_m3.sequence_axis": SEQ_AXIS}
+    for prop in list(model.metadata_props):
+        if prop.key in meta:
+            model.metadata_props.remove(prop)
+    for key, value in meta.items():
+        model.metadata_props.add(key=key, value=value)
+    model.doc_string = ("BGE-M3 encoder + dense/sparse/ColBERT heads (edge-m3). Sequence axis "
+                        f"'{SEQ_AXIS}': pad inputs to one of {','.join(map(str, seq_lens))}.")
+
+
+def fp16_weights(model: Any) -> int:
+    """Store every float32 matrix (ndim >= 2) as float16 behind a Cast back to float32.
+
+    The file halves, compute stays float32 (like the TFLite fp16 variant on CPU). A full
+    float16 graph would also compute LayerNorm statistics in float16, which tf2onnx spells as
+    mean((x - mean)^2): squares over 65504 overflow on real activations. Returns tensors cast.
+    """
+    import numpy as np
+    import onnx
+    from onnx import helper, numpy_helper
+
+    casts = []
+    for tensor in model.graph.initializer:
+        if tensor.data_type != onnx.TensorProto.FLOAT or len(tensor.dims) < 2:
+            continue
+        name = tensor.name
+        half = np.clip(numpy_helper.to_array(tensor), -65504.0, 65504.0).astype(np.float16)
+        tensor.CopyFrom(numpy_helper.from_array(half, name + "_fp16"))
+        del half
+        casts.append(helper.make_node("Cast", [name + "_fp16"], [name], name=name + "_to_fp32",
+                                      to=onnx.TensorProto.FLOAT))
+    nodes = list(model.graph.node)
+    del model.graph.node[:]
+    model.graph.node.extend([*casts, *nodes])  # Casts first keeps the node list topological
+    return len(casts)
+
+
+def tensor_bytes(model: Any) -> int:
+    """Bytes of the initializers held in memory: what decides if external data is needed."""
+    return sum(len(t.raw_data) for t in model.graph.initializer)
+
+
+def save(model: Any, path: Path, threshold: int) -> list[str]:
+    """Save as one file, or with one `<file>.data` beside it when the tensors exceed threshold.
+
+    Returns the external data file names (relative to path's folder).
+    """
+    import onnx
+
+    data = path.with_name(path.name + ".data")
+    data.unlink(missing_ok=True)  # onnx appends to an existing data file
+    if tensor_bytes(model) > threshold:
+        onnx.save_model(model, str(path), save_as_external_data=True,
+                        all_tensors_to_one_file=True, location=data.name,
+                        size_threshold=EXTERNAL_MIN_TENSOR)
+        return [data.name]
+    onnx.save_model(model, str(path))
+    return []
+
+
+def quantize_int8(src: Path, work: Path) -> Any:
+    """Dynamic-range int8 of the fp32 model saved at src: int8 per-channel MatMul weights,
+    int8 (uint8) embedding Gathers.
+
+    Activations stay float and are quantized per call (DynamicQuantizeLinear), so no
+    calibration data is needed; every op stays in the standard ONNX domain. Takes a file, not
+    a model, so that the caller's fp32 copy is gone while the quantizer holds its own.
+    """
+    import onnx
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    dst = work / "int8.onnx"
+    quantize_dynamic(str(src), str(dst), op_types_to_quantize=INT8_OP_TYPES, per_channel=True,
+                     weight_type=QuantType.QInt8, use_external_data_format=True)
+    return onnx.load(str(dst))
+
+
+def signatures(seq_lens: Sequence[int], heads: Sequence[str],
+               widths: dict[str, int]) -> list[dict[str, Any]]:
+    """One manifest signature per declared length, shaped like the TFLite entries."""
+    sigs = []
+    for n in sorted(seq_lens):
+        shapes = {DENSE_VECS: [1, widths.get(DENSE_VECS, 0)], SPARSE_WEIGHTS: [1, n],
+                  COLBERT_VECS: [1, n - 1, widths.get(COLBERT_VECS, 0)]}
+        sigs.append({
+            "name": signature_name(n), "seq_len": n,
+            "inputs": [{"name": k, "shape": [1, n], "dtype": "int32"} for k in INPUTS],
+            "outputs": [{"name": HEAD_OUTPUTS[h], "shape": shapes[HEAD_OUTPUTS[h]],
+                         "dtype": "float32"} for h in HEAD_OUTPUTS if h in heads],
+        })
+    return sigs
+
+
+def self_check(path: Path, sigs: Sequence[dict[str, Any]]) -> str:
+    """Run every declared length in onnxruntime; outputs must have the declared shapes."""
+    import numpy as np
+    import onnxruntime as ort
+
+    opts = ort.SessionOptions()
+    opts.log_severity_level = 3
+    sess = ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
+    names = [o.name for o in sess.get_outputs()]
+    for sig in sigs:
+        n = sig["seq_len"]
+        ids = np.full((1, n), 1, np.int32)  # <s> </s> then <pad>: valid for any vocabulary
+        ids[0, :2] = [0, 2]
+        mask = (np.arange(n) < 2).astype(np.int32)[None]
+        got = dict(zip(names, sess.run(names, {INPUT_IDS: ids, ATTENTION_MASK: mask}), strict=True))
+        for o in sig["outputs"]:
+            value = got[o["name"]]
+            if list(value.shape) != o["shape"] or value.dtype != np.float32:
+                raise RuntimeError(f"{path.name} {sig['name']}: {o['name']} is "
+                                   f"{value.dtype}{list(value.shape)}, declared {o['shape']}")
+            if not np.isfinite(value).all():
+                raise RuntimeError(f"{path.name} {sig['name']}: {o['name']} is not finite")
+    return f"ok ({ort.__version__})"
+
+
+def audit(path: Path) -> dict[str, Any]:
+    """Op types (domain-qualified outside ai.onnx), opset and IR version, checked on disk.
+
+    `onnx.checker` is given the path so that it follows external data.
+    """
+    import onnx
+
+    onnx.checker.check_model(str(path))
+    model = onnx.load(str(path), load_external_data=False)
+    ops = sorted({f"{n.domain}:{n.op_type}" if n.domain else n.op_type for n in model.graph.node})
+    if "Erfc" in ops:
+        raise RuntimeError(f"{path.name}: has an Erfc node, which onnxruntime cannot run")
+    opset = next(o.version for o in model.opset_import if o.domain in ("", "ai.onnx"))
+    return {"ops": ops, "opset": int(opset), "ir_version": int(model.ir_version)}
+
+
+def oldest_runtime(opset: int, ir_version: int, checked: str) -> dict[str, str]:
+    """Oldest onnxruntime by its opset/IR tables, next to the version that really ran it."""
+    need = [v for v in (ORT_MIN_FOR_OPSET.get(opset), ORT_MIN_FOR_IR.get(ir_version)) if v]
+    if len(need) < 2:
+        return {"onnxruntime": checked, "basis": "tested only"}
+    return {"onnxruntime": max(need, key=version_tuple), "tested": checked,
+            "basis": f"opset {opset} / IR {ir_version} (compatibility table, not run)"}
+
+
+def write_ort(path: Path, sigs: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """An ORT-format copy of `path` for onnxruntime's mobile and reduced builds, plus the
+    operator config such a build is compiled from (`--include_ops_by_config`).
+
+    Basic graph optimizations only: the extended ones add CPU-provider-specific fused ops that
+    NNAPI/CoreML builds lack. Constant folding is off: it would fold fp16 weights and their
+    Casts back into fp32 and double the fp16 file.
+    """
+    import onnxruntime as ort
+    from onnxruntime.tools.ort_format_model import create_config_from_models
+
+    ort_path = path.with_suffix(".ort")
+    opts = ort.SessionOptions()
+    opts.log_severity_level = 3
+    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
+    opts.optimized_model_filepath = str(ort_path)
+    opts.add_session_config_entry("session.save_model_format", "ORT")
+    ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"],
+                         disabled_optimizers=["ConstantFolding"])
+    config = path.with_suffix(".required_operators.config")
+    create_config_from_models([ort_path], config, False)
+    # The generated header names the temporary path the model was converted from.
+    lines = [ln for ln in config.read_text().splitlines() if not ln.startswith("#")]
+    config.write_text("# operators of " + ort_path.name + " (edge-m3)\n" + "\n".join(lines) + "\n")
+    # ORT-format files are versioned by the onnxruntime that wrote them: record it.
+    return {"file": ort_path.name, "ops_config": config.name, "written_by": ort.__version__,
+            "optimization": "basic, constant folding off",
+            "self_check": {"onnxruntime": self_check(ort_path, sigs)}}
+
+
+def export(saved: Path, out_dir: Path, quant: str, seq_lens: Sequence[int],
+           heads: Sequence[str], params: int,
+           external_threshold: int = EXTERNAL_DATA_THRESHOLD, ort: bool = False) -> dict[str, Any]:
+    """The child's job: convert, quantize, save, check, run; return the manifest entry."""
+    r = recipe(quant)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / model_file(quant, "onnx")
+    with tempfile.TemporaryDirectory(prefix="edge-m3-onnx-") as work_str:
+        work = Path(work_str)
+        model = run_tf2onnx(saved, work)
+        widths = fix_io(model, heads)
+        if r.onnx == "float16-weights":
+            fp16_weights(model)
+        elif r.onnx == "dynamic-int8-per-channel":
+            src = work / "fp32.onnx"
+            save(model, src, threshold=0)  # external data: the fp32 model may be past 2 GB
+            del model
+            gc.collect()
+            model = quantize_int8(src, work)
+        elif r.onnx != "float32":
+            raise ValueError(f"{quant}: unknown ONNX recipe {r.onnx}")
+        finish(model, quant, seq_lens, heads)
+        extra = save(model, path, external_threshold)
+        del model
+    size = sum((out_dir / f).stat().st_size for f in [path.name, *extra])
+    floor = r.min_size(params)
+    if size < floor:
+        raise RuntimeError(f"{path.name}: {size} bytes for {params} parameters ({quant}); "
+                           f"expected >= {floor}: the weights were not captured")
+    info = audit(path)
+    sigs = signatures(seq_lens, heads, widths)
+    checked = self_check(path, sigs)
+    ort_version = checked[len("ok ("):-1]
+    ort_copy = {"ort": write_ort(path, sigs)} if ort else {}
+    return {**ort_copy, "format": "onnx", "file": path.name, "quant": quant, "opset": info["opset"],
+            "ir_version": info["ir_version"], "signatures": sigs,
+            "sequence_axis": SEQUENCE_AXIS,
+            "oldest_runtime": oldest_runtime(info["opset"], info["ir_version"], ort_version),
+            "self_check": {"onnxruntime": checked}, "ops": info["ops"], "extra_files": extra}

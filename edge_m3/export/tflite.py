@@ -1,0 +1,153 @@
+"""SavedModel endpoints -> one .tflite per quant variant, one fixed-length signature per length.
+
+The signatures are endpoints of one SavedModel (edge_m3.export.trace), so the converter writes
+the weights once and every subgraph points at the same buffers. Conversion runs in a child
+process per variant (edge_m3.export.worker) so each variant's converter memory is returned to
+the OS. Also here: the FlatBuffer patch that keeps per-tensor int8 loadable on tflite-runtime
+2.14, and the audit of operators and signatures that the manifest records.
+"""
+
+from __future__ import annotations
+
+import mmap
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from edge_m3.contract import ATTENTION_MASK, HEAD_OUTPUTS, INPUT_IDS, recipe, signature_name
+
+
+def convert(saved_dir: Path, seq_lens: Sequence[int], quant: str, out_path: Path,
+            param_count: int) -> int:
+    """Convert the SavedModel's endpoints to one .tflite with the variant's TFLite recipe;
+    returns the file size."""
+    import tensorflow as tf
+
+    r = recipe(quant)
+    conv = tf.lite.TFLiteConverter.from_saved_model(
+        str(saved_dir), signature_keys=[signature_name(n) for n in seq_lens])
+    if r.tflite == "float16-weights":
+        conv.optimizations = [tf.lite.Optimize.DEFAULT]
+        conv.target_spec.supported_types = [tf.float16]
+    elif r.tflite == "dynamic-int8-per-tensor":
+        # Dynamic range: int8 weights (embedding table included), float activations. Per-tensor
+        # scales for dense layers keep FULLY_CONNECTED at v9, which tflite-runtime 2.14 loads
+        # (per-channel gives v12, which it rejects).
+        conv.optimizations = [tf.lite.Optimize.DEFAULT]
+        conv._experimental_disable_per_channel_quantization_for_dense_layers = True
+    elif r.tflite == "dynamic-int8-per-channel":
+        conv.optimizations = [tf.lite.Optimize.DEFAULT]  # per-channel is the default
+    elif r.tflite != "float32":
+        raise ValueError(f"{quant}: unknown TFLite recipe {r.tflite}")
+    data = conv.convert()
+    floor = r.min_size(param_count)
+    if len(data) < floor:
+        raise RuntimeError(
+            f"converter wrote {len(data)} bytes for {param_count} parameters ({quant}); expected "
+            f">= {floor}: the weights were not captured")
+    out_path.write_bytes(data)
+    del data
+    if r.tflite == "dynamic-int8-per-tensor":
+        pin_per_tensor_fc_version(out_path)
+    return out_path.stat().st_size
+
+
+# FULLY_CONNECTED v12 means "float in, per-channel int8 weights"; v9 is the hybrid
+# per-tensor kernel that tflite-runtime 2.14 has. FC_VERSION_SLOT is OperatorCode.version's
+# vtable offset in the TFLite schema.
+FC_PER_CHANNEL_VERSION, FC_PER_TENSOR_VERSION, FC_VERSION_SLOT = 12, 9, 8
+
+
+def pin_per_tensor_fc_version(path: Path) -> int:
+    """Give per-tensor hybrid FULLY_CONNECTED ops the version their kernel really needs.
+
+    With per-channel disabled the converter still stamps v12 on BGE-M3-sized models (not on
+    small ones) although every weight has exactly one scale, and tflite-runtime 2.14 then
+    refuses the file. The op is v9 by its own definition, so the version field is rewritten
+    in place, only after checking every FC op that uses the code: float32 input, int8 weights
+    with a single scale. Returns the number of operator codes rewritten.
+    """
+    from tensorflow.lite.python import schema_py_generated as schema
+
+    fc = schema.BuiltinOperator.FULLY_CONNECTED
+    with open(path, "r+b") as fh, mmap.mmap(fh.fileno(), 0) as buf:
+        model = schema.Model.GetRootAsModel(buf, 0)
+        targets = {i for i in range(model.OperatorCodesLength())
+                   if max(model.OperatorCodes(i).BuiltinCode(),
+                          model.OperatorCodes(i).DeprecatedBuiltinCode()) == fc
+                   and model.OperatorCodes(i).Version() == FC_PER_CHANNEL_VERSION}
+        for g in range(model.SubgraphsLength()):
+            graph = model.Subgraphs(g)
+            for k in range(graph.OperatorsLength()):
+                op = graph.Operators(k)
+                if op.OpcodeIndex() not in targets:
+                    continue
+                x, w = graph.Tensors(op.Inputs(0)), graph.Tensors(op.Inputs(1))
+                q = w.Quantization()
+                if (x.Type() != schema.TensorType.FLOAT32 or w.Type() != schema.TensorType.INT8
+                        or q is None or q.ScaleLength() != 1):
+                    return 0  # really per-channel (or not hybrid): leave the file as it is
+        for i in targets:
+            code = model.OperatorCodes(i)
+            slot = code._tab.Offset(FC_VERSION_SLOT)
+            if slot:
+                pos = code._tab.Pos + slot
+                buf[pos:pos + 4] = FC_PER_TENSOR_VERSION.to_bytes(4, "little", signed=True)
+        buf.flush()
+    return len(targets)
+
+
+def _op_names() -> dict[int, str]:
+    from tensorflow.lite.python import schema_py_generated as schema
+
+    return {v: k for k, v in vars(schema.BuiltinOperator).items() if not k.startswith("_")}
+
+
+def audit(path: Path) -> dict[str, Any]:
+    """Operators with versions, the converter's min_runtime_version, and the signatures."""
+    from tensorflow.lite.python import schema_py_generated as schema
+
+    names = _op_names()
+    with open(path, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as buf:
+        model = schema.Model.GetRootAsModel(buf, 0)
+        ops: dict[str, int] = {}
+        for i in range(model.OperatorCodesLength()):
+            code = model.OperatorCodes(i)
+            op = max(code.BuiltinCode(), code.DeprecatedBuiltinCode())
+            name = names.get(op, str(op))
+            if name == "CUSTOM":
+                name = "CUSTOM:" + (code.CustomCode() or b"").decode()
+            ops[name] = max(ops.get(name, 0), code.Version())
+        meta: dict[str, str] = {}
+        for i in range(model.MetadataLength()):
+            md = model.Metadata(i)
+            key = md.Name().decode()
+            if key == "min_runtime_version":
+                raw = model.Buffers(md.Buffer()).DataAsNumpy().tobytes()
+                meta[key] = raw.rstrip(b"\0").decode()
+    return {"ops": dict(sorted(ops.items())), "min_runtime_version": meta.get("min_runtime_version")}
+
+
+def signature_details(path: Path) -> list[dict[str, Any]]:
+    """Input/output names, shapes and dtypes per signature, as an interpreter reports them."""
+    import tensorflow as tf
+
+    interp = tf.lite.Interpreter(model_path=str(path))
+    sigs = []
+    for name in interp.get_signature_list():
+        runner = interp.get_signature_runner(name)
+
+        def describe(details: dict[str, Any]) -> list[dict[str, Any]]:
+            return [{"name": k, "shape": [int(x) for x in v["shape"]],
+                     "dtype": v["dtype"].__name__} for k, v in sorted(details.items())]
+
+        inputs = describe(runner.get_input_details())
+        order = {INPUT_IDS: 0, ATTENTION_MASK: 1}
+        inputs.sort(key=lambda d: order.get(d["name"], 9))
+        outputs = describe(runner.get_output_details())
+        out_order = {name: i for i, name in enumerate(HEAD_OUTPUTS.values())}
+        outputs.sort(key=lambda d: out_order.get(d["name"], 9))
+        seq_len = inputs[0]["shape"][1]
+        sigs.append({"name": name, "seq_len": seq_len, "inputs": inputs, "outputs": outputs})
+    sigs.sort(key=lambda s: s["seq_len"])
+    return sigs

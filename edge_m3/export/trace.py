@@ -1,0 +1,79 @@
+"""Keras BGE-M3 -> one SavedModel whose endpoints are the fixed-length signatures.
+
+Both exporters start from this one trace: TFLite converts the fixed-length endpoints (weights
+written once, every subgraph pointing at the same buffers); ONNX converts `embed_dynamic`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from edge_m3.contract import ATTENTION_MASK, DYNAMIC_SIGNATURE, INPUT_IDS, signature_name
+
+
+def write_saved_model(model: Any, seq_lens: Sequence[int], heads: Sequence[str],
+                      out_dir: Path, dynamic: bool = False) -> None:
+    """A SavedModel with one `[1, L]` int32 endpoint per length, all over the same variables.
+
+    `dynamic` adds `embed_dynamic` (`[1, None]`) for the ONNX export, whose one file declares
+    the sequence axis symbolically instead of repeating the weights per length.
+    """
+    import keras
+    import tensorflow as tf
+
+    archive = keras.export.ExportArchive()
+    # No archive.track(model): the endpoints capture the variables they use, and tracking the
+    # model as well stored every weight twice (variables/ and _all_variables/), doubling the
+    # SavedModel on disk and what the converter loads from it.
+    heads = tuple(heads)
+    for length in [*seq_lens, *([None] if dynamic else [])]:
+        archive.add_endpoint(
+            name=signature_name(length) if length else DYNAMIC_SIGNATURE,
+            fn=lambda input_ids, attention_mask: model(input_ids, attention_mask, heads=heads,
+                                                       hidden=False),
+            input_signature=[tf.TensorSpec([1, length], tf.int32, name=INPUT_IDS),
+                             tf.TensorSpec([1, length], tf.int32, name=ATTENTION_MASK)],
+        )
+    archive.write_out(str(out_dir), verbose=False)
+
+
+
+def trace_checkpoint(checkpoint_dir: Path, seq_lens: Sequence[int], heads: Sequence[str],
+                     saved_dir: Path, dynamic: bool = False,
+                     kept_ids: Sequence[int] | None = None) -> tuple[int, list[int] | None]:
+    """Checkpoint -> Keras -> SavedModel; returns the parameter count and the kept ids.
+
+    `kept_ids` (vocabulary trimming) keeps only those rows of the word-embedding table.
+    """
+    from edge_m3.checkpoint import load_checkpoint
+    from edge_m3.modeling import build_model
+
+    ckpt = load_checkpoint(checkpoint_dir)
+    if kept_ids is not None:
+        from edge_m3.modeling import trimmed_checkpoint
+
+        ckpt = trimmed_checkpoint(ckpt, keep_extreme_row(ckpt.tensors, kept_ids))
+        kept_ids = ckpt.tensors.kept_ids
+    model = build_model(ckpt)
+    write_saved_model(model, seq_lens, heads, saved_dir, dynamic=dynamic)
+    return model.parameter_count(), kept_ids
+
+
+def keep_extreme_row(tensors: Any, kept_ids: Sequence[int]) -> list[int]:
+    """Add the embedding row holding the table's largest |value| to the kept set.
+
+    int8 quantizes the table with one scale, max|W| / 127: keeping that row keeps the scale,
+    so every kept row quantizes exactly as in the untrimmed int8 file (one extra row).
+    """
+    import numpy as np
+
+    table = tensors["embeddings.word_embeddings.weight"]
+    best_row, best = 0, -1.0
+    for start in range(0, table.shape[0], 8192):
+        block = np.abs(np.asarray(table[start:start + 8192], dtype=np.float32)).max(axis=1)
+        i = int(block.argmax())
+        if block[i] > best:
+            best_row, best = start + i, float(block[i])
+    return sorted(set(int(k) for k in kept_ids) | {best_row})

@@ -1,0 +1,103 @@
+"""The exporters' child processes, both sides: the parent's calls and the child's entry point.
+
+Each heavy phase (trace, TFLite conversion, ONNX export) runs in `python -m
+edge_m3.export.worker STEP JOB.json` so the weights it held (2.3 GB for BGE-M3, more inside a
+converter) go back to the OS before the next phase starts. The job travels as one JSON file and
+the result comes back as JSON on the child's last stdout line (edge_m3.common.proc.run_json):
+the argv protocol is written once, here.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from edge_m3.common.proc import child_main, peak_rss, run_json
+
+MODULE = "edge_m3.export.worker"
+# oneDNN's allocator keeps every buffer TF ever held (the 1 GB embedding table read from the
+# checkpoint included) for reuse; the ONNX export computes nothing in TF, so plain malloc it is.
+_ONNX_ENV = {"TF_ENABLE_ONEDNN_OPTS": "0"}
+
+
+def _call(step: str, job: dict[str, Any], what: str, env: dict[str, str] | None = None) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory(prefix="edge-m3-job-") as tmp:
+        path = Path(tmp) / "job.json"
+        path.write_text(json.dumps(job))
+        return run_json(MODULE, [step, str(path)], what, env)
+
+
+# --------------------------------------------------------------------------- parent side
+
+
+def trace(checkpoint_dir: Path, saved: Path, seq_lens: Sequence[int], heads: Sequence[str],
+          dynamic: bool, kept_ids: Sequence[int] | None) -> dict[str, Any]:
+    """Checkpoint -> Keras -> SavedModel; returns {params, kept_ids, peak_rss}."""
+    return _call("trace", {"checkpoint": str(checkpoint_dir), "saved": str(saved),
+                           "seq_lens": list(seq_lens), "heads": list(heads), "dynamic": dynamic,
+                           "kept_ids": None if kept_ids is None else list(kept_ids)},
+                 "tracing the Keras model")
+
+
+def convert_tflite(saved: Path, out_file: Path, quant: str, seq_lens: Sequence[int],
+                   params: int) -> dict[str, Any]:
+    """One TFLite variant; returns its size, operators, min runtime and signatures."""
+    return _call("tflite", {"saved": str(saved), "out": str(out_file), "quant": quant,
+                            "seq_lens": list(seq_lens), "params": params},
+                 f"TFLite conversion ({quant})")
+
+
+def export_onnx(saved: Path, out_dir: Path, quant: str, seq_lens: Sequence[int],
+                heads: Sequence[str], params: int, external_threshold: int | None = None,
+                ort: bool = False) -> dict[str, Any]:
+    """Write `model_<quant>.onnx` (plus `.data` when large, and `.ort` with its operator config
+    when `ort`) into out_dir; return its manifest entry."""
+    job = {"saved": str(saved), "out_dir": str(out_dir), "quant": quant, "seq_lens": list(seq_lens),
+           "heads": list(heads), "params": params, "ort": ort}
+    if external_threshold is not None:
+        job["external_threshold"] = external_threshold
+    entry = _call("onnx", job, f"ONNX export ({quant})", _ONNX_ENV)
+    entry.pop("peak_rss", None)  # the child's figure, not part of the manifest entry
+    return entry
+
+
+# --------------------------------------------------------------------------- child side
+
+
+def _run(step: str, job: dict[str, Any]) -> dict[str, Any]:
+    if step == "trace":
+        from edge_m3.export.trace import trace_checkpoint
+
+        params, kept = trace_checkpoint(Path(job["checkpoint"]), job["seq_lens"], job["heads"],
+                                        Path(job["saved"]), job["dynamic"], job["kept_ids"])
+        return {"params": params, "kept_ids": kept}
+    if step == "tflite":
+        from edge_m3.export.tflite import audit, convert, signature_details
+
+        out = Path(job["out"])
+        size = convert(Path(job["saved"]), job["seq_lens"], job["quant"], out, job["params"])
+        return {"size": size, **audit(out), "signatures": signature_details(out)}
+    if step == "onnx":
+        from edge_m3.export.onnx import export
+
+        extra = {"external_threshold": job["external_threshold"]} if "external_threshold" in job else {}
+        return export(Path(job["saved"]), Path(job["out_dir"]), job["quant"], job["seq_lens"],
+                      job["heads"], job["params"], ort=job["ort"], **extra)
+    raise SystemExit(f"unknown export step {step}")
+
+
+def main(argv: list[str]) -> int:
+    """`STEP JOB.json`: run the step, print its result as JSON on the last stdout line."""
+    step, job_file = argv
+    info = _run(step, json.loads(Path(job_file).read_text()))
+    info["peak_rss"] = peak_rss()
+    sys.stdout.write("\n" + json.dumps(info) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    child_main(main)

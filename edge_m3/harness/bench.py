@@ -1,0 +1,124 @@
+"""`edge-m3 bench`: latency and memory across runtimes, thread counts and lengths.
+
+One child process per cell, run one after another so timings stay clean; the torch fp32
+reference (FlagEmbedding), when asked for, is timed in the same run so ratios compare like
+with like.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from edge_m3.common.files import write_atomic
+from edge_m3.common.options import parse_ints
+from edge_m3.errors import EdgeM3Error
+from edge_m3.harness.inputs import select_runtimes
+from edge_m3.harness.workers import run_worker
+
+
+def cmd_bench(a: argparse.Namespace) -> int:
+    """Latency and memory: runtimes x threads x lengths, each figure also as a ratio to torch."""
+    from edge_m3.bundle import load_bundle
+
+    bundle = load_bundle(a.bundle)
+    runtimes = select_runtimes(bundle, a.runtimes, "--runtimes")
+    threads = parse_ints(a.threads, "--threads")
+    if a.repeats < 1 or a.warmup < 0:
+        raise EdgeM3Error(f"--repeats {a.repeats} / --warmup {a.warmup}: need repeats >= 1, "
+                          "warmup >= 0")
+    have = bundle.manifest.seq_lens
+    lengths = parse_ints(a.lengths, "--lengths") if a.lengths else have
+    for n in lengths:
+        if not 2 <= n <= max(have):
+            raise EdgeM3Error(f"--lengths {n}: need 2..{max(have)} tokens (the bundle has "
+                              f"signatures for {have})")
+    ref_dir = None
+    if a.reference:
+        from edge_m3.checkpoint import resolve_checkpoint
+
+        ref_dir = str(resolve_checkpoint(a.reference)[0])
+
+    rows: list[dict[str, Any]] = []
+    common = [",".join(map(str, lengths)), str(a.warmup), str(a.repeats)]
+    with tempfile.TemporaryDirectory(prefix="edge-m3-bench-") as tmp_s:
+        tmp = Path(tmp_s)
+        for th in threads:  # one process per cell, run one after another: timings stay clean
+            ref = None
+            if ref_dir:
+                out = tmp / f"torch-{th}.json"
+                run_worker(["bench-torch", ref_dir, str(th), *common, str(out)],
+                           f"torch reference ({th} threads)")
+                ref = json.loads(out.read_text())
+                rows.append(_bench_row("torch fp32 (FlagEmbedding)", th, ref, None, lengths))
+            for rt in runtimes:
+                out = tmp / f"{rt}-{th}.json"
+                run_worker(["bench", str(bundle.path), rt, str(th), *common, str(out)],
+                           f"bench {rt} ({th} threads)")
+                rows.append(_bench_row(rt, th, json.loads(out.read_text()), ref, lengths))
+    result = {"bundle": str(bundle.path), "quant": bundle.manifest.quant,
+              "warmup": a.warmup, "repeats": a.repeats, "lengths": lengths,
+              "reference": a.reference, "rows": rows}
+    _print_bench(result)
+    if a.json:
+        write_atomic(Path(a.json), json.dumps(result, indent=1) + "\n", "--json")
+    return 0
+
+
+def _bench_row(runtime: str, threads: int, res: Mapping[str, Any], ref: Mapping[str, Any] | None,
+               lengths: Sequence[int]) -> dict[str, Any]:
+    """One runtime x thread count: p50/p95 per length, load, peak RSS, and ratios to the reference."""
+    row: dict[str, Any] = {"runtime": runtime, "version": res.get("version"), "threads": threads,
+                           "load_s": res["load_s"], "peak_rss_mb": res["peak_rss"] / 1e6,
+                           "rss_before_load_mb": res["rss_before_load"] / 1e6, "lengths": {}}
+    for n in lengths:
+        v = res["latency"][str(n)]
+        fig = {"p50_ms": 1e3 * float(np.percentile(v, 50)),
+               "p95_ms": 1e3 * float(np.percentile(v, 95)),
+               "first_call_ms": 1e3 * float(res["first_call"][str(n)])}
+        if ref is not None:  # speedup: reference time / this runtime's time
+            r = ref["latency"][str(n)]
+            fig["p50_speedup"] = 1e3 * float(np.percentile(r, 50)) / fig["p50_ms"]
+            fig["p95_speedup"] = 1e3 * float(np.percentile(r, 95)) / fig["p95_ms"]
+        row["lengths"][str(n)] = fig
+    if ref is not None:  # memory: share of the reference's peak (load times are not comparable:
+        # TFLite maps the file and packs weights on the first call, see first_call_ms)
+        row["peak_rss_ratio"] = res["peak_rss"] / ref["peak_rss"]
+    return row
+
+
+def _print_bench(result: Mapping[str, Any]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    lengths = result["lengths"]
+    table = Table(title=f"bench {result['bundle']} ({result['quant']}); p50 / p95 ms over "
+                        f"{result['repeats']} runs" + ("; (x) = speedup over torch fp32, RSS as a "
+                                                       "share of torch's" if result["reference"]
+                                                       else ""))
+    for col in ("runtime", "threads", *[f"{n} tokens" for n in lengths], f"1st call @{lengths[0]}",
+                "load s", "peak RSS MB"):
+        table.add_column(col, justify="left" if col == "runtime" else "right")
+
+    def ratio(x: float | None) -> str:
+        return f" ({x:.2f}x)" if x is not None else ""
+
+    for row in result["rows"]:
+        cells = [f"{f['p50_ms']:.2f} / {f['p95_ms']:.2f}{ratio(f.get('p50_speedup'))}"
+                 for f in (row["lengths"][str(n)] for n in lengths)]
+        table.add_row(row["runtime"], str(row["threads"]), *cells,
+                      f"{row['lengths'][str(lengths[0])]['first_call_ms']:.1f}",
+                      f"{row['load_s']:.3f}",
+                      f"{row['peak_rss_mb']:.0f}{ratio(row.get('peak_rss_ratio'))}")
+    console = Console()
+    if not console.is_terminal:
+        console = Console(width=150)
+    console.print(table)
+
+

@@ -1,0 +1,200 @@
+"""Parity figures between a bundle's outputs and a reference's, and the ship gate that reads them.
+
+Scores follow FlagEmbedding exactly (`colbert_score`, `compute_lexical_matching_score`), so a
+retrieval ranking here is the ranking an app using FlagEmbedding's formulas would get.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from edge_m3.contract import DENSE_VECS, HEADS, LEXICAL_WEIGHTS, RESULT_OUTPUTS
+from edge_m3.errors import EdgeM3Error
+
+TOP_K = 10
+METHODS = HEADS  # one scoring method per head
+
+
+def cosine(a: np.ndarray, b: np.ndarray) -> float:
+    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    return float(a @ b / max(np.linalg.norm(a) * np.linalg.norm(b), 1e-30))
+
+
+def top_keys(weights: Mapping[str, float], k: int = TOP_K) -> list[str]:
+    """The k heaviest tokens (ties broken by id, so the order is deterministic)."""
+    return [key for key, _ in sorted(weights.items(), key=lambda kv: (-kv[1], kv[0]))[:k]]
+
+
+def lexical_overlap(ours: Mapping[str, float], ref: Mapping[str, float], k: int = TOP_K) -> float:
+    """Share of the reference's top-k tokens that the bundle also ranks in its top-k."""
+    want = top_keys(ref, k)
+    if not want:
+        return 1.0 if not ours else 0.0
+    return len(set(want) & set(top_keys(ours, k))) / len(want)
+
+
+def lexical_abs_err(ours: Mapping[str, float], ref: Mapping[str, float]) -> float:
+    """Largest weight difference over the tokens both sides keep."""
+    shared = set(ours) & set(ref)
+    return max((abs(float(ours[k]) - float(ref[k])) for k in shared), default=0.0)
+
+
+def lexical_key_jaccard(ours: Mapping[str, float], ref: Mapping[str, float]) -> float:
+    """|keys ∩| / |keys ∪|: tokens one side drops (weight rounded to <= 0) show up here."""
+    union = set(ours) | set(ref)
+    return len(set(ours) & set(ref)) / len(union) if union else 1.0
+
+
+def colbert_score(q: np.ndarray, p: np.ndarray) -> float:
+    """FlagEmbedding's late interaction: mean over query vectors of the best passage match."""
+    q, p = np.asarray(q, np.float32), np.asarray(p, np.float32)
+    if len(q) == 0 or len(p) == 0:
+        return 0.0
+    return float((q @ p.T).max(axis=1).sum() / len(q))
+
+
+def sparse_score(q: Mapping[str, float], p: Mapping[str, float]) -> float:
+    """FlagEmbedding's lexical matching score: sum of weight products over shared tokens."""
+    return float(sum(float(w) * float(p[t]) for t, w in q.items() if t in p))
+
+
+
+
+def methods_of(outs: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The scoring methods every output supports (a bundle may export fewer heads)."""
+    return [m for m in METHODS if outs and all(RESULT_OUTPUTS[m] in o for o in outs)]
+
+
+def score_matrices(outs: Sequence[Mapping[str, Any]], queries: Sequence[int],
+                   passages: Sequence[int], methods: Sequence[str] = METHODS) -> dict[str, np.ndarray]:
+    """Query x passage scores by dense, sparse and colbert for one set of outputs."""
+    shape = (len(queries), len(passages))
+    mats: dict[str, np.ndarray] = {}
+    if "dense" in methods and queries and passages:
+        dq = np.stack([np.asarray(outs[i][DENSE_VECS], np.float32) for i in queries])
+        dp = np.stack([np.asarray(outs[j][DENSE_VECS], np.float32) for j in passages])
+        mats["dense"] = (dq @ dp.T).astype(np.float64)
+    elif "dense" in methods:
+        mats["dense"] = np.zeros(shape)
+    pairwise = {"sparse": sparse_score, "colbert": colbert_score}
+    for m in (m for m in ("sparse", "colbert") if m in methods):
+        key, fn = RESULT_OUTPUTS[m], pairwise[m]
+        mats[m] = np.array([[fn(outs[qi][key], outs[pj][key]) for pj in passages]
+                            for qi in queries], dtype=np.float64).reshape(shape)
+    return mats
+
+
+def topk_agreement(ours: np.ndarray, ref: np.ndarray, k: int = TOP_K) -> float:
+    """Mean over queries of |top-k(bundle) ∩ top-k(reference)| / k."""
+    if ours.size == 0:
+        return 1.0
+    k = min(k, ours.shape[1])
+    agree = [len(set(np.argsort(-o, kind="stable")[:k]) & set(np.argsort(-r, kind="stable")[:k])) / k
+             for o, r in zip(ours, ref, strict=True)]
+    return float(np.mean(agree))
+
+
+def recall_at(scores: np.ndarray, relevant: Sequence[int], k: int = TOP_K) -> float:
+    """Share of queries whose relevant passage ranks in the top k (quality, not parity)."""
+    if not len(relevant):
+        return 1.0
+    hits = [rel in np.argsort(-row, kind="stable")[:k] for row, rel in zip(scores, relevant, strict=True)]
+    return float(np.mean(hits))
+
+
+def _min_mean(values: Sequence[float]) -> dict[str, float]:
+    return {"min": float(np.min(values)), "mean": float(np.mean(values))} if len(values) else {}
+
+
+def compare(ours: Sequence[Mapping[str, Any]], ref: Sequence[Mapping[str, Any]],
+            text_sets: Mapping[str, Sequence[int]], queries: Sequence[int],
+            passages: Sequence[int], relevant: Sequence[int] = ()) -> dict[str, Any]:
+    """Every parity figure of `verify` for one set of outputs against a reference.
+
+    `text_sets` names groups of text indexes (user texts, queries, passages) so dense cosine is
+    reported per group; `relevant[i]` is the passage (position in `passages`) for query i.
+    """
+    pairs = list(zip(ours, ref, strict=True))
+    methods = [m for m in methods_of(ours) if m in methods_of(ref)]
+    ids_match = [list(o["input_ids"]) == list(r["input_ids"]) for o, r in pairs]
+    figures: dict[str, Any] = {"texts": len(pairs), "heads": methods,
+                               "input_ids_match": float(np.mean(ids_match)) if ids_match else 1.0}
+    if "dense" in methods:
+        cos = [cosine(o[DENSE_VECS], r[DENSE_VECS]) for o, r in pairs]
+        figures["dense_cosine"] = {
+            "all": _min_mean(cos),
+            **{name: _min_mean([cos[i] for i in idx]) for name, idx in text_sets.items() if len(idx)},
+            "per_text": [float(c) for c in cos]}
+    if "sparse" in methods:
+        lw = [(o[LEXICAL_WEIGHTS], r[LEXICAL_WEIGHTS]) for o, r in pairs]
+        figures["lexical_top10_overlap"] = _min_mean([lexical_overlap(o, r) for o, r in lw])
+        figures["lexical_abs_err"] = float(max((lexical_abs_err(o, r) for o, r in lw), default=0.0))
+        figures["lexical_key_jaccard"] = _min_mean([lexical_key_jaccard(o, r) for o, r in lw])
+    mo = score_matrices(ours, queries, passages, methods)
+    mr = score_matrices(ref, queries, passages, methods)
+    for m in methods:
+        figures[f"{m}_score_abs_err"] = float(np.abs(mo[m] - mr[m]).max(initial=0.0))
+    if methods:
+        agreement = {m: topk_agreement(mo[m], mr[m]) for m in methods}
+        figures["retrieval_top10_agreement"] = {**agreement, "min": min(agreement.values())}
+    if len(relevant) and methods:
+        figures["recall_at_10"] = {"bundle": {m: recall_at(mo[m], relevant) for m in methods},
+                                   "reference": {m: recall_at(mr[m], relevant) for m in methods}}
+    return figures
+
+
+# The figures a thresholds file may bound: name -> where `compare`'s result holds it.
+GATE_PATHS = {
+    "dense_cosine": ("dense_cosine", "all", "min"),
+    "dense_cosine_mean": ("dense_cosine", "all", "mean"),
+    "lexical_top10_overlap": ("lexical_top10_overlap", "mean"),
+    "lexical_top10_overlap_worst": ("lexical_top10_overlap", "min"),
+    "lexical_abs_err": ("lexical_abs_err",),
+    "colbert_score_abs_err": ("colbert_score_abs_err",),
+    "retrieval_top10_agreement": ("retrieval_top10_agreement", "min"),
+    "input_ids_match": ("input_ids_match",),
+}
+GATE_FIGURES = tuple(GATE_PATHS)
+
+
+def gate_value(figures: Mapping[str, Any], figure: str) -> float | None:
+    """A gated figure, or None when the bundle lacks the head it measures."""
+    value: Any = figures
+    for part in GATE_PATHS[figure]:
+        if not isinstance(value, Mapping) or part not in value:
+            return None
+        value = value[part]
+    return float(value)
+
+
+def check_limits(limits: Mapping[str, Any], source: str) -> dict[str, float]:
+    """Validate one variant's thresholds: every key is `<figure>_min` or `<figure>_max`."""
+    out = {}
+    for key, value in limits.items():
+        figure, _, bound = key.rpartition("_")
+        if bound not in ("min", "max") or figure not in GATE_FIGURES:
+            raise EdgeM3Error(f"{source}: unknown threshold '{key}' (use <figure>_min or "
+                              f"<figure>_max; figures: {', '.join(GATE_FIGURES)})")
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise EdgeM3Error(f"{source}: threshold '{key}' must be a number, got {value!r}")
+        out[key] = float(value)
+    return out
+
+
+def gate(figures: Mapping[str, Any], limits: Mapping[str, float]) -> list[str]:
+    """The thresholds a runtime's figures miss, as readable lines (empty: ships).
+
+    A threshold on a head the bundle does not export does not apply.
+    """
+    failed = []
+    for key, limit in limits.items():
+        figure, _, bound = key.rpartition("_")
+        value = gate_value(figures, figure)
+        if value is None:
+            continue
+        if (bound == "min" and not value >= limit) or (bound == "max" and not value <= limit):
+            failed.append(f"{key}: {value:.7g} {'<' if bound == 'min' else '>'} {limit:g}")
+    return failed

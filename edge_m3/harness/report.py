@@ -1,0 +1,202 @@
+"""The verify report: report.json, report.md for people, the plots, the console table."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from edge_m3.common.files import write_atomic
+
+
+def _v(f: Mapping[str, Any] | None, path: str, spec: str) -> str:
+    """A figure by dotted path, formatted; "n/a" when the bundle lacks that head."""
+    value: Any = f
+    for part in path.split("."):
+        if not isinstance(value, Mapping) or part not in value:
+            return "n/a"
+        value = value[part]
+    return format(value, spec)
+
+
+def write_report(out_dir: Path, report: Mapping[str, Any]) -> list[Path]:
+    """report.json, report.md, cosine.png, latency.png; returns their paths."""
+    paths = [out_dir / "report.json", out_dir / "report.md"]
+    write_atomic(paths[0], json.dumps(report, indent=1, ensure_ascii=False) + "\n", "--report")
+    write_atomic(paths[1], markdown(report), "--report")
+    return paths + plots(out_dir, report)
+
+
+def _fmt(key: str, value: float) -> str:
+    """Cosines need 7 decimals to be told apart, errors need exponents."""
+    if key.startswith("dense_cosine"):
+        return f"{value:.7f}"
+    return f"{value:.2e}" if "err" in key else f"{value:.3f}"
+
+
+def markdown(r: Mapping[str, Any]) -> str:
+    """The report for people: what was checked against what, every figure, the verdict."""
+    t, th = r["texts"], r["thresholds"]
+    refs = "; ".join(f"**{name}**{' (primary)' if name == r['primary_reference'] else ''}: "
+                     f"{m['runtime']} {m['version']}, load {m['load_s']:.1f} s, peak RSS "
+                     f"{m['peak_rss_mb']:.0f} MB{', cached' if m['cached'] else ''}"
+                     for name, m in r["references"].items())
+    lines = [f"# edge-m3 verify: {r['bundle']}", "",
+             f"- variant: **{r['quant']}**; source: {r['source']}; reference checkpoint: "
+             f"{r['reference_checkpoint']}",
+             f"- references: {refs}",
+             f"- runtimes checked: {', '.join(r['runtimes_checked'])} ({r['threads']} thread(s))",
+             f"- texts: {t['total']} ({t['user']} from --texts, {t['queries']} queries and "
+             f"{t['passages']} passages of the built-in retrieval set in {len(t['languages'])} "
+             f"languages), max_length {t['max_length']}",
+             f"- thresholds: `{th['file']}` [{th['variant']}]",
+             f"- result: **{'PASS' if r['passed'] else 'FAIL'}**", ""]
+    kvf = r.get("keras_vs_flagembedding")
+    if kvf:
+        lines += [f"Keras fp32 re-implementation vs FlagEmbedding: dense cosine min "
+                  f"{_v(kvf, 'dense_cosine.min', '.7f')}, lexical err "
+                  f"{_v(kvf, 'lexical_abs_err', '.2e')}, ColBERT score err "
+                  f"{_v(kvf, 'colbert_score_abs_err', '.2e')}, ids match "
+                  f"{_v(kvf, 'input_ids_match', '.3f')}.", ""]
+    sf = r.get("score_formulas_vs_flagembedding")
+    if sf:
+        lines += ["Score formulas vs FlagEmbedding's own `compute_lexical_matching_score` / "
+                  f"`colbert_score` on its outputs: max diff {_v(sf, 'sparse', '.1e')} / "
+                  f"{_v(sf, 'colbert', '.1e')}.", ""]
+    ok = {rt: f for rt, f in r["runtimes"].items() if "error" not in f}
+    lines += ["## Gate", "", "| threshold | limit | " + " | ".join(ok) + " |",
+              "| --- | --- |" + " --- |" * len(ok)]
+    from edge_m3.harness.metrics import gate_value
+
+    for key, limit in th["limits"].items():
+        cells = []
+        for f in ok.values():
+            value = gate_value(f, key.rpartition("_")[0])
+            mark = "✗" if any(x.startswith(key + ":") for x in f["failed"]) else "✓"
+            cells.append("n/a (head not exported)" if value is None else f"{_fmt(key, value)} {mark}")
+        lines.append(f"| {key} | {limit:g} | " + " | ".join(cells) + " |")
+    for rt, f in r["runtimes"].items():
+        if "error" in f:
+            lines.append(f"\n**{rt}: {f['error']}**")
+    lines += ["", "## Figures (vs the primary reference)", "",
+              "| runtime | version | dense cos min/mean per text set | lexical top-10 "
+              "overlap | lexical err | key Jaccard | ColBERT err | retrieval top-10 "
+              "dense / sparse / colbert | recall@10 bundle (ref) | ids | load s (first run of each signature) "
+              "| peak RSS MB (before load) |",
+              "|" + " --- |" * 12]
+    methods = ("dense", "sparse", "colbert")
+    for rt, f in ok.items():
+        per = ", ".join(f"{s} {_v(f, f'dense_cosine.{s}.min', '.6f')}/"
+                        f"{_v(f, f'dense_cosine.{s}.mean', '.6f')}"
+                        for s in ("user", "queries", "passages") if s in f.get("dense_cosine", {}))
+        agr = " / ".join(_v(f, f"retrieval_top10_agreement.{m}", ".3f") for m in methods)
+        recall = " / ".join(f"{_v(f, f'recall_at_10.bundle.{m}', '.2f')} "
+                            f"({_v(f, f'recall_at_10.reference.{m}', '.2f')})" for m in methods)
+        lines.append(
+            f"| {rt} | {f['version']} | {per or 'n/a'} | {_v(f, 'lexical_top10_overlap.mean', '.3f')} "
+            f"(min {_v(f, 'lexical_top10_overlap.min', '.2f')}) | {_v(f, 'lexical_abs_err', '.2e')} "
+            f"| {_v(f, 'lexical_key_jaccard.mean', '.3f')} | {_v(f, 'colbert_score_abs_err', '.2e')} "
+            f"| {agr} | {recall} | {f['input_ids_match']:.3f} | {f['load_s']:.2f} "
+            f"({_v(f, 'warmup_s', '.2f')}) "
+            f"| {f['peak_rss_mb']:.0f} ({f['rss_before_load_mb']:.0f}) |")
+    if any("vs_keras" in f for f in ok.values()):
+        lines += ["", "Against the Keras fp32 model (conversion and quantization only):", "",
+                  "| runtime | dense cos min | lexical err | ColBERT err | retrieval top-10 min |",
+                  "| --- | --- | --- | --- | --- |"]
+        for rt, f in ok.items():
+            k = f["vs_keras"]
+            lines.append(f"| {rt} | {_v(k, 'dense_cosine.min', '.7f')} "
+                         f"| {_v(k, 'lexical_abs_err', '.2e')} "
+                         f"| {_v(k, 'colbert_score_abs_err', '.2e')} "
+                         f"| {_v(k, 'retrieval_top10_agreement.min', '.3f')} |")
+    lines += ["", "## Latency of the device step (tokenize + run + post-process), per signature", "",
+              "| runtime | length | texts | p50 ms | p95 ms |", "| --- | --- | --- | --- | --- |"]
+    for rt, f in ok.items():
+        for n, v in f["latency"].items():
+            lines.append(f"| {rt} | {n} | {v['texts']} | {v['p50_ms']:.2f} | {v['p95_ms']:.2f} |")
+    lines += ["", "Peak RSS: each runtime and reference measured alone in its own process "
+              "(VmHWM), interpreter and imports included; \"before load\" is its RSS once the "
+              "runtime is imported, before the model is opened.",
+              "Plots: `cosine.png` (dense cosine per text), `latency.png` (p50/p95 by length).", ""]
+    return "\n".join(lines)
+
+
+def plots(out_dir: Path, r: Mapping[str, Any]) -> list[Path]:
+    """cosine.png (distribution of 1 - cosine) and latency.png (by length and runtime)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    ok = {rt: f for rt, f in r["runtimes"].items() if "error" not in f}
+    cos_path, lat_path = out_dir / "cosine.png", out_dir / "latency.png"
+    limit = r["thresholds"]["limits"].get("dense_cosine_min")
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for rt, f in ok.items():
+        if "dense_cosine" not in f:
+            continue
+        gap = np.sort(np.maximum(1.0 - np.asarray(f["dense_cosine"]["per_text"]), 1e-12))
+        ax.plot(np.arange(1, len(gap) + 1) / len(gap), gap, marker=".", label=rt)
+    if limit is not None:
+        ax.axhline(max(1.0 - limit, 1e-12), color="red", linestyle="--",
+                   label=f"threshold (cos {limit:g})")
+    ax.set_yscale("log")
+    ax.set_xlabel("share of texts")
+    ax.set_ylabel("1 - dense cosine vs reference")
+    ax.set_title(f"{r['quant']}: dense cosine distribution ({r['texts']['total']} texts)")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(cos_path, dpi=100)
+    plt.close(fig)
+
+    fig, ax = plt.subplots(figsize=(7, 4))
+    lengths = sorted({int(n) for f in ok.values() for n in f["latency"]})
+    width = 0.8 / max(len(ok), 1)
+    for i, (rt, f) in enumerate(ok.items()):
+        xs = [j + i * width for j, n in enumerate(lengths) if str(n) in f["latency"]]
+        p50 = [f["latency"][str(n)]["p50_ms"] for n in lengths if str(n) in f["latency"]]
+        p95 = [f["latency"][str(n)]["p95_ms"] for n in lengths if str(n) in f["latency"]]
+        ax.bar(xs, p50, width, label=rt,
+               yerr=[np.zeros(len(p50)), np.subtract(p95, p50)], capsize=3)
+    ax.set_xticks([j + 0.4 - width / 2 for j in range(len(lengths))], [str(n) for n in lengths])
+    ax.set_xlabel("signature length")
+    ax.set_ylabel("ms (bar p50, whisker p95)")
+    ax.set_title(f"{r['quant']}: device-step latency by length and runtime")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(lat_path, dpi=100)
+    plt.close(fig)
+    return [cos_path, lat_path]
+
+
+def print_summary(r: Mapping[str, Any], report_dir: Path) -> None:
+    """The compact table on stdout."""
+    from rich.console import Console
+    from rich.table import Table
+
+    ref = r["references"][r["primary_reference"]]
+    table = Table(title=f"verify {r['bundle']} ({r['quant']}) vs {ref['runtime']}")
+    for col in ("runtime", "dense cos min / mean", "lex top10", "lex err", "colbert err",
+                "retr. top10 d/s/c", "p50 ms by length", "load s", "RSS MB", "gate"):
+        table.add_column(col)
+    for rt, f in r["runtimes"].items():
+        if "error" in f:
+            table.add_row(rt, *[""] * 8, f"[red]{f['error']}")
+            continue
+        table.add_row(
+            rt, f"{_v(f, 'dense_cosine.all.min', '.6f')} / {_v(f, 'dense_cosine.all.mean', '.6f')}",
+            _v(f, "lexical_top10_overlap.mean", ".3f"), _v(f, "lexical_abs_err", ".1e"),
+            _v(f, "colbert_score_abs_err", ".1e"),
+            "/".join(_v(f, f"retrieval_top10_agreement.{m}", ".2f")
+                     for m in ("dense", "sparse", "colbert")),
+            " ".join(f"{n}:{v['p50_ms']:.1f}" for n, v in f["latency"].items()),
+            f"{f['load_s']:.2f}", f"{f['peak_rss_mb']:.0f}",
+            "[green]pass" if not f["failed"] else "[red]FAIL " + "; ".join(f["failed"]))
+    console = Console()
+    if not console.is_terminal:  # logs and CI: do not squeeze the table into 80 columns
+        console = Console(width=150)
+    console.print(table)
+    console.print(f"{'PASS' if r['passed'] else 'FAIL'}; report: {report_dir / 'report.md'}")

@@ -1,0 +1,126 @@
+"""`edge-m3 verify`: the bundle's device pipeline against the references, gated, with a report.
+
+The references (FlagEmbedding and the Keras fp32 model) come from harness.references; the
+figures and the gate from harness.metrics; the report from harness.report.
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from edge_m3.common.options import check_threads
+from edge_m3.harness.inputs import load_thresholds, read_texts, retrieval_set, select_runtimes
+from edge_m3.harness.metrics import compare, gate
+from edge_m3.harness.references import compute_references, default_cache_dir
+from edge_m3.harness.report import print_summary, write_report
+from edge_m3.harness.workers import load_outputs, run_workers
+
+
+def _latency(meta: Mapping[str, Any]) -> dict[str, dict[str, float]]:
+    return {n: {"p50_ms": 1e3 * float(np.percentile(v, 50)),
+                "p95_ms": 1e3 * float(np.percentile(v, 95)), "texts": len(v)}
+            for n, v in sorted(meta["latency"].items(), key=lambda kv: int(kv[0]))}
+
+
+def _formula_check(refs: Mapping[str, Any], sets: Mapping[str, list[int]]) -> dict[str, float] | None:
+    """Largest difference between our scores and FlagEmbedding's own, on its own outputs."""
+    if "flagembedding" not in refs or not refs["flagembedding"][1].get("scores"):
+        return None
+    from edge_m3.harness.metrics import score_matrices
+
+    outs, meta = refs["flagembedding"]
+    ours = score_matrices(outs, sets["queries"], sets["passages"])
+    return {m: float(np.abs(ours[m] - np.asarray(v)).max(initial=0.0))
+            for m, v in meta["scores"].items()}
+
+
+def _brief(f: Mapping[str, Any]) -> dict[str, Any]:
+    """The headline figures of a secondary comparison."""
+    out = {k: f[k] for k in ("lexical_abs_err", "colbert_score_abs_err",
+                             "retrieval_top10_agreement", "input_ids_match") if k in f}
+    if "dense_cosine" in f:
+        out["dense_cosine"] = f["dense_cosine"]["all"]
+    return out
+
+
+def cmd_verify(a: argparse.Namespace) -> int:
+    """The whole `verify` command; 0 when every checked runtime meets every threshold, else 1."""
+    check_threads(a.threads)
+    from edge_m3.bundle import load_bundle
+    from edge_m3.checkpoint import resolve_checkpoint
+
+    bundle = load_bundle(a.bundle)  # refuses a bundle whose files do not match the manifest
+    quant = bundle.manifest.quant
+    limits, limits_source = load_thresholds(a.thresholds, quant)
+    runtimes = select_runtimes(bundle, a.runtime)
+    user = read_texts(a.texts) if a.texts else []
+    ckpt_dir, _ = resolve_checkpoint(a.reference)
+    rs = retrieval_set()
+    queries, passages = [q["text"] for q in rs["queries"]], list(rs["passages"])
+    texts = [*user, *queries, *passages]
+    sets = {"user": list(range(len(user))),
+            "queries": list(range(len(user), len(user) + len(queries))),
+            "passages": list(range(len(user) + len(queries), len(texts)))}
+    relevant = [int(q["relevant"]) for q in rs["queries"]]
+    max_length = bundle.manifest.max_length
+    cache = None if a.no_cache else Path(a.cache or default_cache_dir())
+    report_dir = Path(a.report or Path("reports") / Path(a.bundle).resolve().name)
+
+    with tempfile.TemporaryDirectory(prefix="edge-m3-verify-") as tmp_s:
+        tmp = Path(tmp_s)
+        refs = compute_references(Path(ckpt_dir), texts, max_length, tmp, cache,
+                                  {"queries": sets["queries"], "passages": sets["passages"]})
+        primary = "flagembedding" if "flagembedding" in refs else "keras"
+        ref_outs = refs[primary][0]
+        formulas = _formula_check(refs, sets)
+        results: dict[str, Any] = {}
+        for rt in runtimes:  # one after another, so latencies are not disturbed
+            error = run_workers([(["bundle", str(bundle.path), rt, str(a.threads),
+                                   str(tmp / "texts.json"), str(tmp / rt)], f"runtime {rt}")])[0]
+            if error:
+                results[rt] = {"error": error, "failed": [error]}
+                continue
+            outs, meta = load_outputs(tmp / rt)
+            figures = compare(outs, ref_outs, sets, sets["queries"], sets["passages"], relevant)
+            if primary != "keras":
+                figures["vs_keras"] = _brief(compare(outs, refs["keras"][0], sets,
+                                                     sets["queries"], sets["passages"]))
+            figures.update(version=meta["version"], file=meta["file"], latency=_latency(meta),
+                           load_s=meta["load_s"], import_s=meta["import_s"],
+                           warmup_s=meta["warmup_s"],
+                           peak_rss_mb=meta["peak_rss"] / 1e6,
+                           rss_before_load_mb=meta["rss_before_load"] / 1e6,
+                           failed=gate(figures, limits))
+            results[rt] = figures
+        keras_vs_flag = None
+        if primary == "flagembedding":
+            keras_vs_flag = _brief(compare(refs["keras"][0], ref_outs, sets, sets["queries"],
+                                           sets["passages"]))
+    report = {
+        "bundle": str(bundle.path), "quant": quant, "threads": a.threads,
+        "source": bundle.manifest.source.get("id"),
+        "reference_checkpoint": str(a.reference),
+        "primary_reference": primary,
+        "references": {name: {k: meta[k] for k in ("runtime", "version", "load_s", "cached")}
+                       | {"peak_rss_mb": meta["peak_rss"] / 1e6} for name, (_, meta) in refs.items()},
+        "keras_vs_flagembedding": keras_vs_flag,
+        "score_formulas_vs_flagembedding": formulas,
+        "texts": {"total": len(texts), "user": len(user), "queries": len(queries),
+                  "passages": len(passages), "max_length": max_length,
+                  "languages": sorted({q["lang"] for q in rs["queries"]})},
+        "thresholds": {"file": limits_source, "variant": quant, "limits": limits},
+        "runtimes_checked": list(runtimes),
+        "runtimes": results,
+        "passed": bool(results) and all(not r["failed"] for r in results.values()),
+    }
+    write_report(report_dir, report)
+    print_summary(report, report_dir)
+    return 0 if report["passed"] else 1
+
+

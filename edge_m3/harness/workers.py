@@ -1,0 +1,278 @@
+"""The harness's child processes: the device pipeline under one runtime, the references
+(FlagEmbedding, the Keras fp32 model) and the bench cells, each `python -m
+edge_m3.harness.workers KIND ...` (see edge_m3.common.proc for why children).
+
+Results travel as files: per-text outputs as `<path>.npz` + `<path>.json` (save_outputs).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from edge_m3.common.options import parse_ints
+from edge_m3.common.proc import child_main, peak_rss, rss_now, run_children
+from edge_m3.contract import (
+    ATTENTION_MASK,
+    COLBERT_VECS,
+    DENSE_VECS,
+    INPUT_IDS,
+    LEXICAL_WEIGHTS,
+    choose_length,
+)
+from edge_m3.errors import EdgeM3Error
+
+MODULE = "edge_m3.harness.workers"
+
+
+def run_workers(jobs: Sequence[tuple[Sequence[str], str]], parallel: bool = False) -> list[str | None]:
+    """Run `python -m edge_m3.harness.workers ARGS` per job; None per success, else one line why.
+
+    `parallel` starts them together (only for jobs whose timings do not matter).
+    """
+    done = run_children([(["-m", MODULE, *args], what) for args, what in jobs], parallel)
+    return [d.error for d in done]
+
+
+def run_worker(args: Sequence[str], what: str) -> None:
+    """One child that must succeed: its failure is a one-line user-facing error."""
+    error = run_workers([(args, what)])[0]
+    if error:
+        raise EdgeM3Error(error)
+
+
+def save_outputs(path: Path, outs: Sequence[Mapping[str, Any]], meta: Mapping[str, Any]) -> None:
+    """Per-text outputs as `<path>.npz` (vectors) + `<path>.json` (ids, lexical weights, meta)."""
+    arrays = {}
+    for i, o in enumerate(outs):
+        if DENSE_VECS in o:
+            arrays[f"d{i}"] = np.asarray(o[DENSE_VECS], np.float32)
+        if COLBERT_VECS in o:
+            arrays[f"c{i}"] = np.asarray(o[COLBERT_VECS], np.float32)
+    np.savez(path.with_suffix(".npz"), **arrays)
+    texts = []
+    for o in outs:
+        t: dict[str, Any] = {"input_ids": [int(x) for x in o["input_ids"]]}
+        if LEXICAL_WEIGHTS in o:
+            t[LEXICAL_WEIGHTS] = {str(k): float(v) for k, v in o[LEXICAL_WEIGHTS].items()}
+        texts.append(t)
+    path.with_suffix(".json").write_text(json.dumps({**meta, "texts": texts}))
+
+
+def load_outputs(path: Path) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """What `save_outputs` wrote: the per-text outputs and the meta data."""
+    meta = json.loads(path.with_suffix(".json").read_text())
+    outs = []
+    with np.load(path.with_suffix(".npz")) as z:
+        for i, t in enumerate(meta.pop("texts")):
+            o = dict(t)
+            for key, name in (("d", DENSE_VECS), ("c", COLBERT_VECS)):
+                if f"{key}{i}" in z:
+                    o[name] = z[f"{key}{i}"]
+            outs.append(o)
+    return outs, meta
+
+
+def synthetic_inputs(n: int, rows: int, bos: int, eos: int) -> tuple[np.ndarray, np.ndarray]:
+    """Exactly n real tokens: `<s>`, n-2 ordinary ids below `rows`, `</s>` (no padding)."""
+    rng = np.random.default_rng(n)
+    ids = np.concatenate([[bos], rng.integers(5, max(6, min(rows, 30000)), n - 2), [eos]])
+    ids = ids.astype(np.int32)[None]
+    return ids, np.ones_like(ids)
+
+
+def _worker_bundle(bundle_dir: Path, runtime: str, threads: int, texts: list[str],
+                   out: Path) -> None:
+    """The device pipeline under one runtime: outputs, load time, latency, peak RSS."""
+    from edge_m3.bundle import load_bundle
+    from edge_m3.runtime.pipeline import DevicePipeline
+    from edge_m3.runtime.runners import import_runtime, runtime_version
+
+    bundle = load_bundle(bundle_dir, verify=False)  # the parent checked every hash
+    import_s = import_runtime(runtime)
+    rss0 = rss_now()
+    t0 = time.perf_counter()
+    pipe = DevicePipeline(bundle, runtime, threads)
+    load_s = time.perf_counter() - t0
+    tok = bundle.manifest.tokenizer
+    t0 = time.perf_counter()
+    for n in pipe.lengths:  # warm-up: XNNPACK packs weights on a signature's first call
+        pipe.runner.run(*synthetic_inputs(n, tok.model_rows, pipe.tokenizer.bos, pipe.tokenizer.eos))
+    warmup_s = time.perf_counter() - t0
+    outs, latency = [], {}
+    for text in texts:  # the whole device step: tokenize, run, post-process
+        t1 = time.perf_counter()
+        res = pipe.embed(text)
+        latency.setdefault(str(res["seq_len"]), []).append(time.perf_counter() - t1)
+        outs.append(res)
+    save_outputs(out, outs, {"load_s": load_s, "import_s": import_s, "warmup_s": warmup_s,
+                             "latency": latency,
+                             "peak_rss": peak_rss(),
+                             "rss_before_load": rss0, "runtime": runtime,
+                             "version": runtime_version(runtime), "file": pipe.entry.file})
+
+
+def _worker_flag(checkpoint_dir: str, texts: list[str], max_length: int, out: Path,
+                 pairs: Mapping[str, list[int]] | None = None) -> None:
+    """FlagEmbedding's BGEM3FlagModel itself (torch fp32, CPU): the primary reference.
+
+    With `pairs` (query and passage text indexes) it also scores them with FlagEmbedding's own
+    `colbert_score` and `compute_lexical_matching_score`, so the harness's formulas are checked
+    against FlagEmbedding's on every run.
+    """
+    from importlib import metadata
+
+    from FlagEmbedding import BGEM3FlagModel
+
+    t0 = time.perf_counter()
+    model = BGEM3FlagModel(checkpoint_dir, use_fp16=False, devices="cpu")
+    load_s = time.perf_counter() - t0
+    res = model.encode(texts, batch_size=16, max_length=max_length, return_dense=True,
+                       return_sparse=True, return_colbert_vecs=True)
+    ids = [model.tokenizer(t, truncation=True, max_length=max_length)["input_ids"] for t in texts]
+    outs = [{"input_ids": ids[i], DENSE_VECS: res[DENSE_VECS][i],
+             LEXICAL_WEIGHTS: dict(res[LEXICAL_WEIGHTS][i]),
+             COLBERT_VECS: res[COLBERT_VECS][i]} for i in range(len(texts))]
+    scores = None
+    if pairs:
+        qs, ps = pairs["queries"], pairs["passages"]
+        lw, cv = res[LEXICAL_WEIGHTS], res[COLBERT_VECS]
+        scores = {"sparse": [[float(model.compute_lexical_matching_score(lw[q], lw[p])) for p in ps]
+                             for q in qs],
+                  "colbert": [[float(model.colbert_score(cv[q], cv[p])) for p in ps] for q in qs]}
+    save_outputs(out, outs, {"load_s": load_s, "peak_rss": peak_rss(), "scores": scores,
+                             "runtime": "FlagEmbedding BGEM3FlagModel (torch fp32, CPU)",
+                             "version": metadata.version("FlagEmbedding")})
+
+
+def _worker_keras(checkpoint_dir: str, texts: list[str], max_length: int, out: Path) -> None:
+    """The fp32 Keras model the bundle was converted from, one unpadded text at a time."""
+    from edge_m3 import __version__
+    from edge_m3.checkpoint import load_checkpoint
+    from edge_m3.modeling import build_model
+    from edge_m3.runtime.postprocess import postprocess
+    from edge_m3.tokenizer import Tokenizer
+
+    t0 = time.perf_counter()
+    ckpt = load_checkpoint(checkpoint_dir)
+    model, tok = build_model(ckpt), Tokenizer(ckpt.sentencepiece_path)
+    load_s = time.perf_counter() - t0
+    outs = []
+    for text in texts:
+        ids = tok.encode(text, max_length)
+        arr = np.asarray([ids], np.int32)
+        raw = {k: v.numpy() for k, v in model(arr, np.ones_like(arr), hidden=False).items()}
+        outs.append({"input_ids": ids, **postprocess(raw, ids, tok.spec.special_ids)})
+    save_outputs(out, outs, {"load_s": load_s, "peak_rss": peak_rss(),
+                             "runtime": "edge-m3 Keras model (TF fp32, CPU)", "version": __version__})
+
+
+def _timed_repeats(step: Any, warmup: int, repeats: int) -> tuple[float, list[float]]:
+    """(the very first call, the timed calls after `warmup` untimed ones).
+
+    The first call is what an app's first query pays (XNNPACK packs weights on first use).
+    """
+    times = []
+    for _ in range(warmup + repeats):
+        t1 = time.perf_counter()
+        step()
+        times.append(time.perf_counter() - t1)
+    return times[0], times[warmup:]
+
+
+def _worker_bench(bundle_dir: Path, runtime: str, threads: int, lengths: list[int],
+                  warmup: int, repeats: int, out: Path) -> None:
+    """Raw signature latency (exactly L tokens) and memory under one runtime and thread count."""
+    from edge_m3.bundle import load_bundle
+    from edge_m3.runtime.runners import format_of, import_runtime, open_runner, runtime_version
+    from edge_m3.tokenizer import pad_ids
+
+    bundle = load_bundle(bundle_dir, verify=False)
+    entry = bundle.model_entry(format_of(runtime))
+    import_s = import_runtime(runtime)
+    rss0 = rss_now()
+    t0 = time.perf_counter()
+    runner = open_runner(bundle.path / entry.file, entry.signatures, runtime, threads)
+    load_s = time.perf_counter() - t0
+    tok = bundle.manifest.tokenizer
+    special = tok.special_ids
+    latency, first = {}, {}
+    for n in lengths:  # n real tokens, padded to the signature the device pipeline would pick
+        real = synthetic_inputs(n, tok.model_rows, special["bos"], special["eos"])[0][0]
+        ids, mask = pad_ids(real, choose_length(n, entry.seq_lens), special["pad"])
+        ids, mask = ids[None], mask[None]
+        first[str(n)], latency[str(n)] = _timed_repeats(lambda i=ids, m=mask: runner.run(i, m),
+                                                        warmup, repeats)
+    out.write_text(json.dumps({"load_s": load_s, "import_s": import_s, "latency": latency,
+                               "first_call": first,
+                               "peak_rss": peak_rss(), "rss_before_load": rss0,
+                               "version": runtime_version(runtime)}))
+
+
+def _worker_bench_torch(checkpoint_dir: str, threads: int, lengths: list[int], warmup: int,
+                        repeats: int, out: Path) -> None:
+    """The reference's forward pass (FlagEmbedding, torch fp32) on the same n tokens, unpadded
+    (a batch of one is never padded by FlagEmbedding)."""
+    from importlib import metadata
+
+    import torch
+
+    torch.set_num_threads(threads)
+    from FlagEmbedding import BGEM3FlagModel
+
+    rss0 = rss_now()
+    t0 = time.perf_counter()
+    flag = BGEM3FlagModel(checkpoint_dir, use_fp16=False, devices="cpu")
+    model = flag.model.float().eval()
+    load_s = time.perf_counter() - t0
+    rows = int(model.model.config.vocab_size)
+    bos, eos = int(flag.tokenizer.bos_token_id), int(flag.tokenizer.eos_token_id)
+    latency, first = {}, {}
+    with torch.inference_mode():
+        for n in lengths:
+            ids, mask = synthetic_inputs(n, rows, bos, eos)
+            batch = {INPUT_IDS: torch.from_numpy(ids).long(),
+                     ATTENTION_MASK: torch.from_numpy(mask).long()}
+            first[str(n)], latency[str(n)] = _timed_repeats(
+                lambda b=batch: model(b, return_dense=True, return_sparse=True,
+                                      return_colbert_vecs=True), warmup, repeats)
+    out.write_text(json.dumps({"load_s": load_s, "latency": latency, "first_call": first,
+                               "peak_rss": peak_rss(),
+                               "rss_before_load": rss0,
+                               "version": f"torch {torch.__version__}, FlagEmbedding "
+                                          f"{metadata.version('FlagEmbedding')}"}))
+
+
+def _worker_main(argv: list[str]) -> int:
+    kind, *rest = argv
+    if kind == "bundle":
+        bundle_dir, rt, th, texts, out = rest
+        _worker_bundle(Path(bundle_dir), rt, int(th), json.loads(Path(texts).read_text()),
+                       Path(out))
+    elif kind == "flag":
+        ckpt, texts, max_length, out, *pairs = rest
+        _worker_flag(ckpt, json.loads(Path(texts).read_text()), int(max_length), Path(out),
+                     json.loads(Path(pairs[0]).read_text()) if pairs else None)
+    elif kind == "keras":
+        ckpt, texts, max_length, out = rest
+        _worker_keras(ckpt, json.loads(Path(texts).read_text()), int(max_length), Path(out))
+    elif kind == "bench":
+        bundle_dir, rt, th, lengths, warmup, repeats, out = rest
+        _worker_bench(Path(bundle_dir), rt, int(th), parse_ints(lengths, "lengths"), int(warmup),
+                      int(repeats), Path(out))
+    elif kind == "bench-torch":
+        ckpt, th, lengths, warmup, repeats, out = rest
+        _worker_bench_torch(ckpt, int(th), parse_ints(lengths, "lengths"), int(warmup),
+                            int(repeats), Path(out))
+    else:
+        raise SystemExit(f"unknown worker {kind}")
+    return 0
+
+
+if __name__ == "__main__":
+    child_main(_worker_main)

@@ -1,0 +1,237 @@
+"""BGE-M3 re-implemented in Keras from Dense and LayerNormalization layers.
+
+Built from `config.json` alone, so a 2-layer test model and the 24-layer BGE-M3 share one
+code path. Every op is chosen to convert cleanly to TFLite (ops that tflite-runtime 2.14
+knows) and to ONNX (GELU is written with `tf.math.erf`: `tf.nn.gelu` becomes `Erfc`, which
+onnxruntime rejects).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from edge_m3.contract import COLBERT_VECS, DENSE_VECS, HEADS, SPARSE_WEIGHTS
+
+# Large enough that exp() underflows to 0 next to real scores, small enough to stay finite
+# in float16 (max 65504) when the graph is run or stored in half precision.
+MASK_VALUE = -10000.0
+
+
+def _gelu_erf(x: tf.Tensor) -> tf.Tensor:
+    """Exact GELU as XLM-R uses it, spelled with erf so ONNX export keeps a supported op."""
+    return 0.5 * x * (1.0 + tf.math.erf(x * (1.0 / math.sqrt(2.0))))
+
+
+class _Preset(keras.initializers.Initializer):
+    """A variable's initial value, read from the checkpoint as the variable is created.
+
+    Creating variables from zeros and assigning later holds two copies of a 1 GB table at
+    once; this way each tensor is read, handed to TF, and dropped.
+    """
+
+    def __init__(self, tensors: Mapping[str, np.ndarray] | None, name: str,
+                 transpose: bool = False, add_row0: str | None = None) -> None:
+        self.tensors, self.name, self.transpose, self.add_row0 = tensors, name, transpose, add_row0
+
+    def __call__(self, shape: Any, dtype: Any = None) -> np.ndarray:
+        if self.tensors is None:
+            return np.zeros(shape, np.float32)
+        value = np.asarray(self.tensors[self.name], dtype=np.float32)
+        if self.transpose:  # torch Linear stores [out, in]; Keras Dense wants [in, out]
+            value = np.ascontiguousarray(value.T)
+        if self.add_row0:
+            value = value + np.asarray(self.tensors[self.add_row0], dtype=np.float32)[0]
+        if tuple(value.shape) != tuple(shape):
+            raise ValueError(f"{self.name}: shape {value.shape}, layer expects {tuple(shape)}")
+        return value
+
+
+def _dense(units: int, tensors: Mapping[str, np.ndarray] | None, prefix: str,
+           name: str) -> keras.layers.Dense:
+    return keras.layers.Dense(units, name=name,
+                              kernel_initializer=_Preset(tensors, prefix + ".weight", True),
+                              bias_initializer=_Preset(tensors, prefix + ".bias"))
+
+
+def _norm(eps: float, tensors: Mapping[str, np.ndarray] | None, prefix: str,
+          name: str) -> keras.layers.LayerNormalization:
+    return keras.layers.LayerNormalization(
+        epsilon=eps, name=name, gamma_initializer=_Preset(tensors, prefix + ".weight"),
+        beta_initializer=_Preset(tensors, prefix + ".bias"))
+
+
+class TransformerBlock(keras.layers.Layer):
+    """One post-LayerNorm XLM-R encoder layer (self-attention + GELU feed-forward)."""
+
+    def __init__(self, hidden: int, heads: int, ffn: int, eps: float,
+                 tensors: Mapping[str, np.ndarray] | None = None, prefix: str = "",
+                 **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.hidden, self.heads, self.head_dim = hidden, heads, hidden // heads
+        t, p = tensors, prefix
+        self.query = _dense(hidden, t, p + "attention.self.query", "query")
+        self.key = _dense(hidden, t, p + "attention.self.key", "key")
+        self.value = _dense(hidden, t, p + "attention.self.value", "value")
+        self.attn_out = _dense(hidden, t, p + "attention.output.dense", "attn_out")
+        self.attn_norm = _norm(eps, t, p + "attention.output.LayerNorm", "attn_norm")
+        self.ffn_in = _dense(ffn, t, p + "intermediate.dense", "ffn_in")
+        self.ffn_out = _dense(hidden, t, p + "output.dense", "ffn_out")
+        self.ffn_norm = _norm(eps, t, p + "output.LayerNorm", "ffn_norm")
+
+    def build(self, input_shape: Any) -> None:
+        h = (None, None, self.hidden)
+        for layer in (self.query, self.key, self.value, self.attn_out, self.ffn_in):
+            layer.build(h)
+        self.ffn_out.build((None, None, self.ffn_in.units))
+        self.attn_norm.build(h)
+        self.ffn_norm.build(h)
+        super().build(input_shape)
+
+    def _split(self, x: tf.Tensor, batch: tf.Tensor, length: tf.Tensor) -> tf.Tensor:
+        x = tf.reshape(x, tf.stack([batch, length, self.heads, self.head_dim]))
+        return tf.transpose(x, [0, 2, 1, 3])
+
+    def call(self, x: tf.Tensor, mask_add: tf.Tensor) -> tf.Tensor:
+        shape = tf.shape(x)
+        batch, length = shape[0], shape[1]
+        scale = 1.0 / math.sqrt(self.head_dim)
+        q = self._split(self.query(x) * scale, batch, length)
+        k = self._split(self.key(x), batch, length)
+        v = self._split(self.value(x), batch, length)
+        scores = tf.matmul(q, k, transpose_b=True) + mask_add
+        probs = tf.nn.softmax(scores, axis=-1)
+        ctx = tf.transpose(tf.matmul(probs, v), [0, 2, 1, 3])
+        ctx = tf.reshape(ctx, tf.stack([batch, length, self.hidden]))
+        x = self.attn_norm(x + self.attn_out(ctx))
+        return self.ffn_norm(x + self.ffn_out(_gelu_erf(self.ffn_in(x))))
+
+
+# torch's normalize floors the norm at 1e-12; that constant flushes to 0 in a float16 graph
+# and turns padding rows into 0/0. 1e-6 is a float16 subnormal and far below any real norm.
+NORM_EPS = 1e-6
+
+
+def _l2_normalize(x: tf.Tensor) -> tf.Tensor:
+    """torch.nn.functional.normalize: x / max(||x||, eps), so zero (padding) rows stay 0."""
+    norm = tf.sqrt(tf.reduce_sum(tf.square(x), axis=-1, keepdims=True))
+    return x / tf.maximum(norm, NORM_EPS)
+
+
+class BGEM3Encoder(keras.Model):
+    """XLM-R encoder plus BGE-M3's dense, sparse and ColBERT heads.
+
+    `call(input_ids, attention_mask)` (int32, [B, L]) returns a dict with
+    `last_hidden_state [B, L, H]` and, for the heads asked for, `dense_vecs [B, H]`
+    (normalised CLS), `sparse_weights [B, L]` (relu(sparse_linear), 0 on padding) and
+    `colbert_vecs [B, L-1, D]` (colbert_linear on tokens after `<s>`, masked, normalised).
+    """
+
+    def __init__(self, config: Any, colbert_dim: int | None = None,
+                 tensors: Mapping[str, np.ndarray] | None = None, **kwargs: Any) -> None:
+        """`tensors` (HF names, torch layout) fill the variables as they are created; None
+        leaves them zero."""
+        super().__init__(**kwargs)
+        self.config = config
+        h, t = config.hidden_size, tensors
+        self.pad_id = int(config.pad_token_id)
+        self.word = keras.layers.Embedding(
+            config.vocab_size, h, name="word_embeddings",
+            embeddings_initializer=_Preset(t, "embeddings.word_embeddings.weight"))
+        # Token-type 0 is folded into this table: BGE-M3 only ever uses type 0.
+        self.position = keras.layers.Embedding(
+            config.max_position_embeddings, h, name="position_embeddings",
+            embeddings_initializer=_Preset(t, "embeddings.position_embeddings.weight",
+                                           add_row0="embeddings.token_type_embeddings.weight"))
+        self.emb_norm = _norm(config.layer_norm_eps, t, "embeddings.LayerNorm", "emb_norm")
+        self.blocks = [
+            TransformerBlock(h, config.num_attention_heads, config.intermediate_size,
+                             config.layer_norm_eps, t, f"encoder.layer.{i}.", name=f"layer_{i}")
+            for i in range(config.num_hidden_layers)
+        ]
+        self.colbert = _dense(colbert_dim or h, t, "colbert_linear", "colbert_linear")
+        self.sparse = _dense(1, t, "sparse_linear", "sparse_linear")
+        self.word.build((None, None))
+        self.position.build((None, None))
+        self.emb_norm.build((None, None, h))
+        for block in self.blocks:
+            block.build((None, None, h))
+        self.colbert.build((None, None, h))
+        self.sparse.build((None, None, h))
+        self.built = True
+
+    def encode_hidden(self, input_ids: tf.Tensor, attention_mask: tf.Tensor) -> tf.Tensor:
+        """The encoder's last_hidden_state, as XLMRobertaModel computes it."""
+        mask = tf.cast(attention_mask, tf.int32)
+        ids = tf.cast(input_ids, tf.int32)
+        # XLM-R position ids: cumsum over real tokens, padding_idx for pads, counted from it.
+        positions = tf.math.cumsum(mask, axis=1) * mask + self.pad_id
+        x = self.word(ids) + self.position(positions)
+        x = self.emb_norm(x)
+        mask_f = tf.cast(mask, x.dtype)
+        mask_add = ((1.0 - mask_f) * MASK_VALUE)[:, None, None, :]
+        for block in self.blocks:
+            x = block(x, mask_add)
+        return x
+
+    def call(  # type: ignore[override]
+        self,
+        input_ids: tf.Tensor,
+        attention_mask: tf.Tensor,
+        heads: Sequence[str] = HEADS,
+        hidden: bool = True,
+    ) -> dict[str, tf.Tensor]:
+        x = self.encode_hidden(input_ids, attention_mask)
+        mask_f = tf.cast(attention_mask, x.dtype)
+        out: dict[str, tf.Tensor] = {"last_hidden_state": x} if hidden else {}
+        if "dense" in heads:
+            out[DENSE_VECS] = _l2_normalize(x[:, 0])
+        if "sparse" in heads:
+            out[SPARSE_WEIGHTS] = tf.nn.relu(self.sparse(x))[..., 0] * mask_f
+        if "colbert" in heads:
+            col = self.colbert(x[:, 1:]) * mask_f[:, 1:, None]
+            out[COLBERT_VECS] = _l2_normalize(col)
+        return out
+
+    def parameter_count(self) -> int:
+        """Weights held by the model: used to check that exports really carry them."""
+        return int(sum(int(np.prod(v.shape)) for v in self.weights))
+
+
+def build_model(checkpoint: Any) -> BGEM3Encoder:
+    """A Keras BGE-M3 with the checkpoint's weights (fp32)."""
+    colbert_dim = int(checkpoint.tensors["colbert_linear.weight"].shape[0])
+    return BGEM3Encoder(checkpoint.config, colbert_dim=colbert_dim, tensors=checkpoint.tensors,
+                        name="bge_m3")
+
+
+class _TrimmedTensors(Mapping[str, np.ndarray]):
+    """The checkpoint's tensors with the word-embedding table cut to the kept rows."""
+
+    def __init__(self, tensors: Mapping[str, np.ndarray], kept_ids: Sequence[int]) -> None:
+        self._tensors, self._kept = tensors, np.asarray(kept_ids, dtype=np.int64)
+        self.kept_ids = [int(i) for i in kept_ids]
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        value = self._tensors[name]
+        return value[self._kept] if name == "embeddings.word_embeddings.weight" else value
+
+    def __iter__(self) -> Any:
+        return iter(self._tensors)
+
+    def __len__(self) -> int:
+        return len(self._tensors)
+
+
+def trimmed_checkpoint(checkpoint: Any, kept_ids: Sequence[int]) -> Any:
+    """A view of `checkpoint` whose vocabulary is `kept_ids` (row i = original id kept_ids[i])."""
+    import dataclasses
+
+    config = dataclasses.replace(checkpoint.config, vocab_size=len(kept_ids))
+    return dataclasses.replace(checkpoint, config=config,
+                               tensors=_TrimmedTensors(checkpoint.tensors, kept_ids))

@@ -1,0 +1,88 @@
+"""The device pipeline, replayed from a bundle alone: tokenize, pick a length, run, post-process.
+
+This is what an app does (docs/bundle-format.md); the builder's golden vectors, `embed`,
+`verify` and `bench` all go through it so there is one implementation to trust.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from edge_m3.bundle import Bundle
+from edge_m3.contract import COLBERT_VECS, DENSE_VECS, LEXICAL_WEIGHTS, choose_length
+from edge_m3.errors import EdgeM3Error
+from edge_m3.runtime.postprocess import postprocess
+from edge_m3.runtime.runners import Runner, format_of, open_runner
+from edge_m3.tokenizer import Tokenizer
+
+
+@dataclass
+class Encoded:
+    """One text on its way through the pipeline."""
+
+    input_ids: list[int]
+    seq_len: int
+    signature: str
+
+
+class DevicePipeline:
+    """Tokenizer + runner for one model file of a bundle, as an app would hold them."""
+
+    def __init__(self, bundle: Bundle, runtime: str, threads: int | None = None,
+                 fmt: str | None = None, runner: Runner | None = None) -> None:
+        self.bundle = bundle
+        self.entry = bundle.model_entry(fmt or format_of(runtime))
+        self.spec = bundle.manifest.tokenizer
+        self.tokenizer = Tokenizer(bundle.sentencepiece_path, self.spec)
+        self.signatures = {s.seq_len: s.name for s in self.entry.signatures}
+        self.lengths = sorted(self.signatures)
+        self.runner = runner or open_runner(bundle.path / self.entry.file,
+                                            self.entry.signatures, runtime, threads)
+
+    def encode(self, text: str) -> Encoded:
+        """Token ids truncated to the largest signature (keeping `</s>`), and the length used."""
+        ids = self.tokenizer.encode(text, max_length=self.lengths[-1])
+        seq_len = choose_length(len(ids), self.lengths)
+        return Encoded(ids, seq_len, self.signatures[seq_len])
+
+    def model_inputs(self, enc: Encoded) -> tuple[np.ndarray, np.ndarray]:
+        """Padded int32 `[1, L]` ids (model-row ids, trimmed vocabularies remapped) and mask."""
+        ids, mask = self.tokenizer.pad(self.tokenizer.to_model_ids(enc.input_ids), enc.seq_len)
+        return ids[None, :], mask[None, :]
+
+    def run(self, enc: Encoded) -> dict[str, np.ndarray]:
+        """The raw outputs of the chosen signature."""
+        ids, mask = self.model_inputs(enc)
+        return self.runner.run(ids, mask)
+
+    def embed(self, text: str) -> dict[str, Any]:
+        """FlagEmbedding-named outputs for one text, plus the ids and the signature used."""
+        if not isinstance(text, str):
+            raise EdgeM3Error(f"text must be a string, got {type(text).__name__}")
+        enc = self.encode(text)
+        raw = self.run(enc)
+        # A trimmed vocabulary runs on table rows but reports the original ids.
+        rows = self.tokenizer.to_model_ids(enc.input_ids)
+        special_rows = {k: self.tokenizer.to_model_ids([v])[0]
+                        for k, v in self.spec.special_ids.items()}
+        out = postprocess(raw, rows, special_rows, original_ids=enc.input_ids)
+        return {"input_ids": enc.input_ids, "signature": enc.signature, "seq_len": enc.seq_len,
+                "raw": raw, **out}
+
+
+def to_jsonable(result: dict[str, Any], raw: bool = False) -> dict[str, Any]:
+    """One `embed` result as plain JSON types (FlagEmbedding's names)."""
+    out: dict[str, Any] = {"input_ids": [int(i) for i in result["input_ids"]],
+                           "signature": result["signature"]}
+    if DENSE_VECS in result:
+        out[DENSE_VECS] = [float(x) for x in result[DENSE_VECS]]
+    if LEXICAL_WEIGHTS in result:
+        out[LEXICAL_WEIGHTS] = {k: float(v) for k, v in result[LEXICAL_WEIGHTS].items()}
+    if COLBERT_VECS in result:
+        out[COLBERT_VECS] = np.asarray(result[COLBERT_VECS], dtype=float).tolist()
+    if raw:
+        out["raw"] = {k: np.asarray(v, dtype=float).tolist() for k, v in result["raw"].items()}
+    return out

@@ -1,0 +1,222 @@
+"""The typed contract and the layout: one definition of each name, a manifest that validates,
+generated kit copies that are current, no import cycles, no TensorFlow on the runtime path."""
+
+from __future__ import annotations
+
+import ast
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from edge_m3 import contract as c
+from edge_m3.errors import EdgeM3Error
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "edge_m3"
+
+
+def _manifest() -> dict:
+    sig = {"name": "embed_8", "seq_len": 8,
+           "inputs": [{"name": n, "shape": [1, 8], "dtype": "int32"} for n in c.INPUTS],
+           "outputs": [{"name": c.DENSE_VECS, "shape": [1, 32], "dtype": "float32"}]}
+    return {"schema_version": 1, "edge_m3_version": "0.1.0", "created": "2026-11-23T00:00:00Z",
+            "source": {"id": "x"}, "quant": "int8", "hidden_size": 32, "max_length": 8,
+            "heads": ["dense"],
+            "tokenizer": {"file": c.SENTENCEPIECE, "kind": "xlmr-sentencepiece",
+                          "special_ids": {"bos": 0, "pad": 1, "eos": 2, "unk": 3, "mask": 401},
+                          "special_tokens": dict(c.XLMR_SPECIAL_TOKENS), "sp_unk_id": 0, "id_offset": 1,
+                          "vocab_size": 402, "vocab_map": None},
+            "models": [{"format": "tflite", "file": "model_int8.tflite", "quant": "int8",
+                        "signatures": [sig], "ops": {"FULLY_CONNECTED": 9},
+                        "oldest_runtime": {"tflite-runtime": "2.14.0"}, "self_check": {}}],
+            "files": {"model_int8.tflite": {"sha256": "0" * 64, "size": 10}}}
+
+
+def test_manifest_round_trips() -> None:
+    data = _manifest()
+    m = c.Manifest.from_json(data)
+    assert m.models[0].signatures[0].seq_len == 8 and m.tokenizer.special_ids["mask"] == 401
+    assert m.to_json() == data
+    assert list(m.to_json()) == list(data)  # the key order of the file is kept too
+    assert m.recipe is c.RECIPES["int8"] and m.seq_lens == [8] and m.formats == {"tflite"}
+
+
+@pytest.mark.parametrize(("edit", "needle"), [
+    (lambda d: d.update(schema_version=2), "unsupported schema_version"),
+    (lambda d: d.pop("quant"), "manifest.json: quant: missing"),
+    (lambda d: d.update(hidden_size="32"), "manifest.json: hidden_size: expected int"),
+    (lambda d: d.update(heads=["dense", "bogus"]), "manifest.json: heads"),
+    (lambda d: d["models"][0].update(format="coreml"), "models.format"),
+    (lambda d: d["models"][0]["signatures"][0].pop("seq_len"), "signatures.seq_len: missing"),
+    (lambda d: d["tokenizer"]["special_ids"].pop("mask"), "bad tokenizer entry"),
+    (lambda d: d["files"].update(x={"sha256": 1}), "files.x"),
+])
+def test_manifest_errors_name_the_field(edit, needle: str) -> None:
+    data = _manifest()
+    edit(data)
+    with pytest.raises(EdgeM3Error, match=needle.replace(".", r"\.")) as exc:
+        c.Manifest.from_json(data)
+    assert "\n" not in str(exc.value)
+
+
+def test_manifest_read_names_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "manifest.json"
+    path.write_text(json.dumps({**_manifest(), "max_length": None}))
+    with pytest.raises(EdgeM3Error, match=f"{path}: max_length: expected int"):
+        c.Manifest.read(path)
+
+
+def test_every_variant_is_complete() -> None:
+    """Each registered variant has a recipe per format that the exporters know, thresholds the
+    gate accepts and a device tolerance."""
+    from edge_m3.harness.metrics import check_limits
+
+    tflite = (PACKAGE / "export/tflite.py").read_text()
+    onnx = (PACKAGE / "export/onnx.py").read_text()
+    assert c.QUANTS == ("fp32", "fp16", "int8", "int8pc")
+    for r in c.RECIPES.values():
+        assert f'"{r.tflite}"' in tflite, (r.name, r.tflite)
+        assert f'"{r.onnx}"' in onnx, (r.name, r.onnx)
+        assert check_limits(r.thresholds, r.name) == r.thresholds
+        assert 0 < r.device_tolerance.dense_cosine_min < 1 and r.device_tolerance.max_abs > 0
+        assert r.min_size(1000) < r.estimated_size(1000)
+    with pytest.raises(EdgeM3Error, match="--quant int4: unknown"):
+        c.recipe("int4")
+
+
+def test_kit_contract_files_are_current() -> None:
+    """EdgeM3Contract.kt / .swift are generated from edge_m3/contract.py and committed."""
+    proc = subprocess.run([sys.executable, str(ROOT / "tools/gen_kit_contract.py"), "--check"],
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+
+
+def test_names_are_spelled_only_in_the_contract() -> None:
+    """Tensor and output names appear as string literals in edge_m3/contract.py alone."""
+    names = {c.INPUT_IDS, c.ATTENTION_MASK, c.DENSE_VECS, c.SPARSE_WEIGHTS, c.COLBERT_VECS,
+             c.LEXICAL_WEIGHTS, c.DYNAMIC_SIGNATURE}
+    offenders = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        if path.name == "contract.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Constant) and node.value in names:
+                # "input_ids" is also the key of a result's token ids, the same name on purpose
+                if node.value == c.INPUT_IDS and path.parent.name in ("harness", "runtime"):
+                    continue
+                offenders.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.value!r}")
+    assert not offenders, offenders
+
+
+def _imports(path: Path, module: str) -> set[str]:
+    """Every edge_m3 module `module` imports, at top level or inside functions."""
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            out |= {a.name for a in node.names if a.name.startswith("edge_m3")}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("edge_m3"):
+            for a in node.names:  # `from pkg import submodule` is an edge to the submodule
+                sub = f"{node.module}.{a.name}"
+                sub_path = ROOT / (sub.replace(".", "/") + ".py")
+                out.add(sub if sub_path.is_file() or (ROOT / sub.replace(".", "/")).is_dir()
+                        else node.module)
+    return out - {module}
+
+
+def test_no_import_cycles() -> None:
+    """Imports follow the data's path: no module reaches itself again, lazily or not (a
+    package's __init__ re-exporting its own submodules is not a cycle)."""
+    graph = {}
+    for path in PACKAGE.rglob("*.py"):
+        rel = path.relative_to(ROOT).with_suffix("")
+        name = ".".join(rel.parts[:-1] if rel.name == "__init__" else rel.parts)
+        graph[name] = {m for m in _imports(path, name)
+                       if not (path.name == "__init__.py" and m.startswith(name + "."))}
+    for name in graph:  # an import of `pkg.mod` also runs `pkg`'s __init__
+        graph[name] |= {".".join(m.split(".")[:i]) for m in set(graph[name])
+                        for i in range(2, m.count(".") + 1)} - {name, "edge_m3"}
+
+    def reach(start: str) -> list[str] | None:
+        stack, seen = [(start, [start])], set()
+        while stack:
+            node, trail = stack.pop()
+            for nxt in graph.get(node, ()):
+                if nxt == start:
+                    return [*trail, nxt]
+                if nxt not in seen and not start.startswith(nxt + "."):
+                    seen.add(nxt)
+                    stack.append((nxt, [*trail, nxt]))
+        return None
+
+    cycles = [cycle for name in sorted(graph) if (cycle := reach(name))]
+    assert not cycles, cycles[0]
+
+
+def test_runtime_path_never_imports_tensorflow() -> None:
+    """embed, bench, the device pipeline and the self-check child run without TensorFlow."""
+    code = ("import sys\n"
+            "class Block:\n"
+            "    def find_spec(self, name, path=None, target=None):\n"
+            "        if name.split('.')[0] in ('tensorflow', 'keras', 'tf2onnx', 'torch'):\n"
+            "            raise ImportError('blocked: ' + name)\n"
+            "sys.meta_path.insert(0, Block())\n"
+            "import edge_m3.cli, edge_m3.harness.embed, edge_m3.harness.bench, edge_m3.harness.inputs\n"
+            "import edge_m3.runtime.pipeline, edge_m3.bundle, edge_m3.builder.selfcheck\n"
+            "import edge_m3.harness.workers, edge_m3.tokenizer\n"
+            "edge_m3.cli._build_parser()\n"
+            "print('ok')\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert proc.stdout.strip() == "ok", proc.stderr
+
+
+def test_reference_cache_key_covers_the_moved_sources(tmp_path: Path, monkeypatch) -> None:
+    """The Keras reference's key hashes the code it runs, found by module name: every source
+    resolves, and a change to any of them changes the key."""
+    from edge_m3.harness import references
+
+    sources = references.reference_sources()
+    names = {p.relative_to(PACKAGE).as_posix() for p in sources}
+    assert {"modeling/keras_model.py", "checkpoint/loader.py", "checkpoint/safeload.py",
+            "tokenizer/tokenizer.py", "tokenizer/normalizer.py", "tokenizer/graphemes.py",
+            "tokenizer/unigram.py", "runtime/postprocess.py", "contract.py"} <= names
+    ckpt = tmp_path / "ckpt"
+    ckpt.mkdir()
+    (ckpt / "config.json").write_text("{}")
+    copies = []
+    for i, src in enumerate(sources):
+        dst = tmp_path / f"{i}_{src.name}"
+        dst.write_bytes(src.read_bytes())
+        copies.append(dst)
+    monkeypatch.setattr(references, "reference_sources", lambda: copies)
+    before = references.reference_key("keras", ckpt, ["a"], 8)
+    assert references.reference_key("keras", ckpt, ["a"], 8) == before
+    copies[-1].write_bytes(copies[-1].read_bytes() + b"\n# changed\n")
+    assert references.reference_key("keras", ckpt, ["a"], 8) != before
+    monkeypatch.undo()  # the real lookup again: a name that no longer resolves is an error
+    monkeypatch.setattr(references, "KERAS_REFERENCE_CODE", ("edge_m3.no_such_module",))
+    with pytest.raises(RuntimeError, match="no_such_module"):
+        references.reference_sources()
+
+
+@pytest.mark.parametrize(("value", "needle"), [("", "empty list"), ("1,1", "repeated"),
+                                               ("1,x", "x: not an integer"), ("0", "at least 1")])
+def test_comma_lists(value: str, needle: str) -> None:
+    from edge_m3.common.options import parse_ints
+
+    with pytest.raises(EdgeM3Error, match=needle):
+        parse_ints(value, "--threads")
+    assert parse_ints("4,1,2", "--threads") == [4, 1, 2]
+
+
+def test_atomic_writes_leave_nothing_behind(tmp_path: Path) -> None:
+    from edge_m3.common.files import copy_atomic, write_atomic, write_json
+
+    write_json(tmp_path / "a.json", {"k": "é"})
+    assert json.loads((tmp_path / "a.json").read_text("utf-8")) == {"k": "é"}
+    copy_atomic(tmp_path / "a.json", tmp_path / "b.json")
+    with pytest.raises(EdgeM3Error, match="--report .*cannot write"):
+        write_atomic(tmp_path / "a.json" / "x.md", "text", "--report")  # parent is a file
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.json", "b.json"]
