@@ -73,8 +73,8 @@ def _build_parser() -> argparse.ArgumentParser:
     v.add_argument("--runtime", default=None,
                    help="comma list of runtimes to verify (default: every installed one)")
     v.add_argument("--thresholds", type=Path, default=None,
-                   help="ship thresholds per variant, JSON like `edge-m3 thresholds` prints "
-                        "(default: the built-in ones of edge_m3.contract)")
+                   help="JSON {variant: {figure_min|figure_max: value}} to gate on instead of the "
+                        "variant's own thresholds (edge_m3/contract.py)")
     v.add_argument("--threads", type=int, default=1, help="runtime threads (default 1)")
     v.add_argument("--cache", type=Path, default=None,
                    help="reference-output cache (default $EDGE_M3_CACHE or ~/.cache/edge-m3)")

@@ -68,17 +68,15 @@ def choose_length(n_tokens: int, lengths: Sequence[int]) -> int:
 
 # --------------------------------------------------------------------------- quant variants
 
-# The figures a threshold may bound (see edge_m3.harness.metrics.GATE_PATHS).
-THRESHOLDS_ABOUT = (
-    "Ship thresholds per variant for edge-m3 verify, meant to hold on the real trained BGE-M3. Each "
-    "key is a figure of the report plus _min (the figure must be >= the value) or _max (<=). "
-    "dense_cosine: worst text; lexical_top10_overlap: mean over texts of the share of the "
-    "reference's 10 heaviest tokens the bundle also ranks top 10; lexical_abs_err: largest weight "
-    "difference over tokens both sides keep; colbert_score_abs_err: largest late-interaction score "
-    "difference over query x passage pairs; retrieval_top10_agreement: worst of "
-    "dense/sparse/colbert, mean over queries of the overlap of the top-10 passages; "
-    "input_ids_match: share of texts tokenized exactly as the reference. A figure below a _min or "
-    "above a _max fails the bundle (exit 1).")
+# Ship thresholds, meant to hold on the real trained BGE-M3: each key is a figure of the verify
+# report plus _min (the figure must be >= the value) or _max (<=); see
+# edge_m3.harness.metrics.GATE_PATHS. dense_cosine: worst text; lexical_top10_overlap: mean over
+# texts of the share of the reference's 10 heaviest tokens the bundle also ranks top 10;
+# lexical_abs_err: largest weight difference over tokens both sides keep; colbert_score_abs_err:
+# largest late-interaction score difference over query x passage pairs;
+# retrieval_top10_agreement: worst of dense/sparse/colbert, mean over queries of the overlap of the
+# top-10 passages; input_ids_match: share of texts tokenized exactly as the reference. A figure
+# past a limit fails the bundle (exit 1).
 
 
 @dataclass(frozen=True)
