@@ -93,3 +93,34 @@ def trimmed_bundle(tiny_ckpt: Path, tmp_path_factory: pytest.TempPathFactory) ->
     bundle = _build_kit_bundle(tiny_ckpt, root / "bundle", "--vocab-corpus", str(corpus), "--no-self-check")
     _write_pieces(bundle, root / "pieces.json")
     return bundle
+
+
+@pytest.fixture()
+def drifted_bundle(tiny_bundle: Path, tmp_path: Path) -> tuple[Path, str]:
+    """A copy of `tiny_bundle` whose golden.json is off in three cases: one float32 ulp of a lexical
+    weight, one token id, one colbert vector short. The manifest lists the new golden.json, so only
+    the values differ. Returns the copy and the lexical weight's key.
+    """
+    import hashlib
+    import json
+    import shutil
+
+    import numpy as np
+
+    bundle = tmp_path / "drifted"
+    shutil.copytree(tiny_bundle, bundle)
+    golden = json.loads((bundle / "golden.json").read_text(encoding="utf-8"))
+    cases = golden["cases"]
+    lex = next(c for c in cases if c["lexical_weights"])
+    key = next(iter(lex["lexical_weights"]))
+    w = np.float32(lex["lexical_weights"][key])
+    lex["lexical_weights"][key] = float(np.nextafter(w, np.float32(np.inf)))  # one float32 ulp
+    other = [c for c in cases if c is not lex]
+    other[0]["input_ids"][1] += 1  # a token id
+    other[1]["colbert_vecs"] = other[1]["colbert_vecs"][:-1]  # one colbert vector short
+    data = json.dumps(golden).encode("utf-8")
+    (bundle / "golden.json").write_bytes(data)
+    manifest = json.loads((bundle / "manifest.json").read_text(encoding="utf-8"))
+    manifest["files"]["golden.json"] = {"sha256": hashlib.sha256(data).hexdigest(), "size": len(data)}
+    (bundle / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
+    return bundle, key

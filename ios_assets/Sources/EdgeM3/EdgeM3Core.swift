@@ -135,13 +135,14 @@ public struct Pipeline: Hashable, Sendable {
                 Array(repeating: 1, count: rows.count) + Array(repeating: 0, count: padding))
     }
 
-    /// Step 5 over a signature's raw outputs (keys stay original ids for a trimmed vocabulary).
+    /// Step 5 over a signature's raw outputs. A trimmed vocabulary skips by table row (so ids it
+    /// dropped, which share <unk>'s row, are skipped too); keys stay the original ids.
     public func postprocess(_ raw: RawOutputs, for encoded: Encoded) -> Embedding {
         let ids = encoded.inputIds
         let lexical = raw.sparseWeights.map { sparse -> [String: Float] in
             var out = [String: Float]()
-            let skip = special.skippedInLexicalWeights
-            for (id, w) in zip(ids, sparse) where !skip.contains(id) && w > 0 {
+            let skip = Set(rows(for: Array(special.skippedInLexicalWeights)))
+            for ((id, row), w) in zip(zip(ids, rows(for: ids)), sparse) where !skip.contains(row) && w > 0 {
                 let key = String(id)
                 if w > out[key] ?? 0 { out[key] = w }  // as Python's `w > out.get(key, 0.0)`: NaN never kept
             }

@@ -26,6 +26,14 @@ public final class EdgeM3Embedder: @unchecked Sendable {  // mutable state only 
 
     public var manifest: Manifest { pipeline.manifest }
 
+    /// The bundle folder copied into the app: `<bundle>/EdgeM3Resources/`.
+    public static func bundledDirectory(in bundle: Bundle = .main) throws -> URL {
+        guard let directory = bundle.url(forResource: resourceFolder, withExtension: nil) else {
+            throw EdgeM3Error("\(resourceFolder): not in the app bundle (add ios_assets/\(resourceFolder) as a folder reference)")
+        }
+        return directory
+    }
+
     /// Steps 1-5 of docs/bundle-format.md for one text; blocks the calling thread (not the main one).
     public func embed(_ text: String) throws -> Embedding {
         try queue.sync { try pipeline.embed(text, encoder: encoder, runner: runner) }

@@ -72,10 +72,7 @@ extension EdgeM3Embedder {
 
     /// The bundle copied into the app: `<bundle>/EdgeM3Resources/`.
     public convenience init(bundle: Bundle = .main, encoder: any PieceEncoder, threads: Int = 2) throws {
-        guard let directory = bundle.url(forResource: EdgeM3Embedder.resourceFolder, withExtension: nil) else {
-            throw EdgeM3Error("\(EdgeM3Embedder.resourceFolder): not in the app bundle (add ios_assets/\(EdgeM3Embedder.resourceFolder) as a folder reference)")
-        }
-        try self.init(directory: directory, encoder: encoder, threads: threads)
+        try self.init(directory: EdgeM3Embedder.bundledDirectory(in: bundle), encoder: encoder, threads: threads)
     }
 
     /// `init(directory:encoder:)` off the caller's thread (hashing and mapping a large model take time).

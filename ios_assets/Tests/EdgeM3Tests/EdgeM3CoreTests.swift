@@ -73,6 +73,10 @@ final class EdgeM3CoreTests: XCTestCase {
         XCTAssertEqual(inputs.inputIds, [0, 4, 3, 2])
         XCTAssertEqual(inputs.attentionMask, [1, 1, 1, 1])
         XCTAssertThrowsError(try Pipeline(manifest: m))  // a trimmed manifest without its map
+        // Lexical weights skip by row: the dropped id 7 shares <unk>'s row and is left out; keys stay ids.
+        let raw = RawOutputs(denseVecs: nil, sparseWeights: [1, 0.5, 0.5, 1], colbertVecs: nil)
+        let e = try pipeline.postprocess(raw, for: pipeline.encode(ids: [0, 6, 7, 2]))
+        XCTAssertEqual(e.lexicalWeights, ["6": 0.5])
     }
 
     func testEncodeTruncatesToTheLongestSignatureKeepingEos() throws {

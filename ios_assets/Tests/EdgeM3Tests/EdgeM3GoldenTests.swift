@@ -34,7 +34,7 @@ final class EdgeM3GoldenTests: XCTestCase {
             return Fixture(bundle: bundle, golden: tests.appendingPathComponent("golden.json"),
                            pieces: env["EDGE_M3_PIECES"].map { URL(fileURLWithPath: $0) })
         }
-        if let app = Bundle.main.url(forResource: EdgeM3Embedder.resourceFolder, withExtension: nil),
+        if let app = try? EdgeM3Embedder.bundledDirectory(),
            let tests = Bundle(for: EdgeM3GoldenTests.self).url(forResource: "EdgeM3TestResources", withExtension: nil) {
             return Fixture(bundle: app, golden: tests.appendingPathComponent("golden.json"), pieces: nil)
         }
