@@ -37,3 +37,90 @@ def ckpt_copy(tiny_ckpt: Path, tmp_path: Path) -> Path:
     dst = tmp_path / "ckpt"
     shutil.copytree(tiny_ckpt, dst)
     return dst
+
+
+# ---- platform kits (tests/test_kits.py: Kotlin; tests/test_swift_kit.py: Swift) -----------------
+
+KIT_SEQ_LENS = "8,16,32"
+
+
+def _build_kit_bundle(ckpt: Path, out: Path, *extra: str, kits: Path | None = None) -> Path:
+    """An fp32 bundle from the real builder, signatures of KIT_SEQ_LENS."""
+    from edge_m3.cli import main
+
+    assert main(["build", "--checkpoint", str(ckpt), "--quant", "fp32", "--seq-lens", KIT_SEQ_LENS,
+                 "--out", str(out), "--kits", str(kits) if kits else "none", "-q", *extra]) == 0
+    return out
+
+
+def _write_pieces(bundle: Path, out: Path) -> Path:
+    """Plain SentencePiece ids per golden text, as an app's binding returns them (the kits' tests have none)."""
+    import json
+
+    import sentencepiece as spm
+
+    golden = json.loads((bundle / "golden.json").read_text(encoding="utf-8"))
+    manifest = json.loads((bundle / "manifest.json").read_text(encoding="utf-8"))
+    sp = spm.SentencePieceProcessor(model_file=str(bundle / manifest["tokenizer"]["file"]))
+    texts = [c["text"] for c in golden["cases"]]
+    out.write_text(json.dumps({"texts": texts, "pieces": [sp.encode(t) for t in texts]}, ensure_ascii=False),
+                   encoding="utf-8")
+    return out
+
+
+@pytest.fixture(scope="session")
+def tiny_bundle(tiny_ckpt: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A built bundle, also copied by `--kits` into a scratch android_assets/ + ios_assets/ pair.
+
+    `pieces.json` (see _write_pieces) sits beside it, in the bundle's parent folder. Read-only.
+    """
+    root = tmp_path_factory.mktemp("kit_bundle")
+    for kit in ("android_assets", "ios_assets"):
+        (root / "kits" / kit).mkdir(parents=True)
+    bundle = _build_kit_bundle(tiny_ckpt, root / "bundle", kits=root / "kits")
+    _write_pieces(bundle, root / "pieces.json")
+    return bundle
+
+
+@pytest.fixture(scope="session")
+def trimmed_bundle(tiny_ckpt: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A trimmed-vocabulary bundle (3 golden texts as the corpus), pieces.json beside it. Read-only."""
+    root = tmp_path_factory.mktemp("trimmed_bundle")
+    golden_texts = (Path(__file__).resolve().parents[1] / "edge_m3/data/golden_texts.txt").read_text(
+        encoding="utf-8").splitlines()
+    corpus = root / "corpus.txt"
+    corpus.write_text("\n".join(golden_texts[:3]) + "\n", encoding="utf-8")
+    bundle = _build_kit_bundle(tiny_ckpt, root / "bundle", "--vocab-corpus", str(corpus), "--no-self-check")
+    _write_pieces(bundle, root / "pieces.json")
+    return bundle
+
+
+@pytest.fixture()
+def drifted_bundle(tiny_bundle: Path, tmp_path: Path) -> tuple[Path, str]:
+    """A copy of `tiny_bundle` whose golden.json is off in three cases: one float32 ulp of a lexical
+    weight, one token id, one colbert vector short. The manifest lists the new golden.json, so only
+    the values differ. Returns the copy and the lexical weight's key.
+    """
+    import hashlib
+    import json
+    import shutil
+
+    import numpy as np
+
+    bundle = tmp_path / "drifted"
+    shutil.copytree(tiny_bundle, bundle)
+    golden = json.loads((bundle / "golden.json").read_text(encoding="utf-8"))
+    cases = golden["cases"]
+    lex = next(c for c in cases if c["lexical_weights"])
+    key = next(iter(lex["lexical_weights"]))
+    w = np.float32(lex["lexical_weights"][key])
+    lex["lexical_weights"][key] = float(np.nextafter(w, np.float32(np.inf)))  # one float32 ulp
+    other = [c for c in cases if c is not lex]
+    other[0]["input_ids"][1] += 1  # a token id
+    other[1]["colbert_vecs"] = other[1]["colbert_vecs"][:-1]  # one colbert vector short
+    data = json.dumps(golden).encode("utf-8")
+    (bundle / "golden.json").write_bytes(data)
+    manifest = json.loads((bundle / "manifest.json").read_text(encoding="utf-8"))
+    manifest["files"]["golden.json"] = {"sha256": hashlib.sha256(data).hexdigest(), "size": len(data)}
+    (bundle / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
+    return bundle, key

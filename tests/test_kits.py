@@ -1,14 +1,17 @@
-"""The platform kits: the Kotlin core compiled and run on the JVM against a real bundle's golden.json.
+"""The Android kit: the Kotlin core compiled and run on the JVM against a real bundle's golden.json.
 
-A tiny bundle is built with the real builder; the Kotlin golden check (android_assets/jvm/
-GoldenCheck.kt) then replays every case: id mapping + truncation, signature choice and
-post-processing, all bit for bit. One kotlinc run per session also type-checks the Android
-embedder and the instrumented test against compile-only stubs. The Swift core cannot be
-compiled here (no Swift toolchain), so it is checked to mirror the Kotlin core's names.
+A tiny bundle is built with the real builder (conftest `tiny_bundle`); the Kotlin golden check
+(android_assets/jvm/GoldenCheck.kt) then replays every case: id mapping + truncation, signature
+choice and post-processing, all bit for bit, after checking every bundle file's size and SHA-256
+as the app does on first load (ModelCheck.kt). One kotlinc run per session also type-checks the
+Android embedder (suspending API included) and the instrumented test against compile-only stubs.
+Gradle cannot run here (no Android SDK), so the library module's build file is checked as text.
+The Swift kit has its own tests (tests/test_swift_kit.py).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -16,7 +19,6 @@ import shutil
 import subprocess
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 pytestmark = pytest.mark.models  # builds Keras models, bundles or references
@@ -28,10 +30,9 @@ KT_PKG = ANDROID / "src/main/java/dev/edgem3"
 KOTLIN_SOURCES = [
     *sorted(KT_PKG.glob("*.kt")),
     *sorted((ANDROID / "src/androidTest/java/dev/edgem3").glob("*.kt")),
-    ANDROID / "jvm/GoldenCheck.kt",
+    *sorted((ANDROID / "jvm").glob("*.kt")),
     *sorted((ANDROID / "jvm/stubs").glob("*.kt")),
 ]
-SEQ_LENS = "8,16,32"
 
 
 @pytest.fixture(scope="session")
@@ -50,38 +51,6 @@ def kit_jar(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return jar
 
 
-def _build(ckpt: Path, out: Path, *extra: str, kits: Path | None = None) -> Path:
-    from edge_m3.cli import main
-
-    assert main(["build", "--checkpoint", str(ckpt), "--quant", "fp32", "--seq-lens", SEQ_LENS,
-                 "--out", str(out), "--kits", str(kits) if kits else "none", "-q", *extra]) == 0
-    return out
-
-
-def _write_pieces(bundle: Path, out: Path) -> Path:
-    """Plain SentencePiece ids per golden text, as an app's binding returns them (the JVM has none)."""
-    import sentencepiece as spm
-
-    golden = json.loads((bundle / "golden.json").read_text(encoding="utf-8"))
-    manifest = json.loads((bundle / "manifest.json").read_text(encoding="utf-8"))
-    sp = spm.SentencePieceProcessor(model_file=str(bundle / manifest["tokenizer"]["file"]))
-    texts = [c["text"] for c in golden["cases"]]
-    out.write_text(json.dumps({"texts": texts, "pieces": [sp.encode(t) for t in texts]}, ensure_ascii=False),
-                   encoding="utf-8")
-    return out
-
-
-@pytest.fixture(scope="session")
-def tiny_bundle(tiny_ckpt: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A built bundle, also copied by `--kits` into a scratch android_assets/ + ios_assets/ pair."""
-    root = tmp_path_factory.mktemp("kit_bundle")
-    for kit in ("android_assets", "ios_assets"):
-        (root / "kits" / kit).mkdir(parents=True)
-    bundle = _build(tiny_ckpt, root / "bundle", kits=root / "kits")
-    _write_pieces(bundle, root / "pieces.json")
-    return bundle
-
-
 def test_build_places_the_bundle_in_both_kits(tiny_bundle: Path) -> None:
     """The app folders get everything but golden.json, which only the test targets get."""
     from edge_m3.bundle import ANDROID_ASSETS, ANDROID_TEST_ASSETS, IOS_RESOURCES, IOS_TEST_RESOURCES
@@ -98,7 +67,8 @@ def test_build_places_the_bundle_in_both_kits(tiny_bundle: Path) -> None:
 
 
 def _run_check(jar: Path, bundle: Path, pieces: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["java", "-jar", str(jar), str(bundle), str(pieces)],
+    # The jar holds two mains (GoldenCheck, Sha256Bench): name the class.
+    return subprocess.run(["java", "-cp", str(jar), "dev.edgem3.GoldenCheckKt", str(bundle), str(pieces)],
                           capture_output=True, text=True, timeout=300)
 
 
@@ -108,42 +78,41 @@ def _summary(proc: subprocess.CompletedProcess[str]) -> tuple[int, int]:
     return int(m.group(1)), int(m.group(2))
 
 
+def _copy(bundle: Path, dest: Path) -> Path:
+    shutil.copytree(bundle, dest)
+    return dest
+
+
 def test_kotlin_core_reproduces_golden(kit_jar: Path, tiny_bundle: Path) -> None:
-    n_cases = len(json.loads((tiny_bundle / "golden.json").read_text(encoding="utf-8"))["cases"])
+    golden = json.loads((tiny_bundle / "golden.json").read_text(encoding="utf-8"))
+    n_cases = len(golden["cases"])
     proc = _run_check(kit_jar, tiny_bundle, tiny_bundle.parent / "pieces.json")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert _summary(proc) == (n_cases, 0)
     assert n_cases >= 10
+    n_files = len(json.loads((tiny_bundle / "manifest.json").read_text(encoding="utf-8"))["files"])
+    assert f"golden: {n_files} files match manifest.json (size, sha256)" in proc.stdout
     # The golden set must reach every signature and the truncation path.
-    cases = json.loads((tiny_bundle / "golden.json").read_text(encoding="utf-8"))["cases"]
-    assert {c["signature"] for c in cases} == {f"embed_{n}" for n in SEQ_LENS.split(",")}
+    model = json.loads((tiny_bundle / "manifest.json").read_text(encoding="utf-8"))["models"][0]
+    lengths = [s["seq_len"] for s in model["signatures"]]
+    assert {c["signature"] for c in golden["cases"]} == {f"embed_{n}" for n in lengths}
     pieces = json.loads((tiny_bundle.parent / "pieces.json").read_text(encoding="utf-8"))["pieces"]
-    assert any(len(p) + 2 > max(map(int, SEQ_LENS.split(","))) for p in pieces)
+    assert any(len(p) + 2 > max(lengths) for p in pieces)
 
 
-def test_kotlin_check_catches_one_ulp_and_id_drift(kit_jar: Path, tiny_bundle: Path, tmp_path: Path) -> None:
-    bundle = tmp_path / "bundle"
-    shutil.copytree(tiny_bundle, bundle)
-    golden = json.loads((bundle / "golden.json").read_text(encoding="utf-8"))
-    cases = golden["cases"]
-    lex = next(c for c in cases if c["lexical_weights"])
-    key = next(iter(lex["lexical_weights"]))
-    w = np.float32(lex["lexical_weights"][key])
-    lex["lexical_weights"][key] = float(np.nextafter(w, np.float32(np.inf)))  # one float32 ulp
-    other = [c for c in cases if c is not lex]
-    other[0]["input_ids"][1] += 1  # a token id
-    other[1]["colbert_vecs"] = other[1]["colbert_vecs"][:-1]  # one colbert vector short
-    (bundle / "golden.json").write_text(json.dumps(golden), encoding="utf-8")
+def test_kotlin_check_catches_one_ulp_and_id_drift(kit_jar: Path, drifted_bundle: tuple[Path, str],
+                                                   tiny_bundle: Path) -> None:
+    bundle, key = drifted_bundle
+    n_cases = len(json.loads((bundle / "golden.json").read_text(encoding="utf-8"))["cases"])
     proc = _run_check(kit_jar, bundle, tiny_bundle.parent / "pieces.json")
     assert proc.returncode == 1
-    assert _summary(proc) == (len(cases) - 3, 3)
+    assert _summary(proc) == (n_cases - 3, 3)
     assert f"lexical_weights[{key}]" in proc.stdout
     assert "input_ids" in proc.stdout and "colbert_vecs rows" in proc.stdout
 
 
 def test_kotlin_check_refuses_unknown_schema(kit_jar: Path, tiny_bundle: Path, tmp_path: Path) -> None:
-    bundle = tmp_path / "bundle"
-    shutil.copytree(tiny_bundle, bundle)
+    bundle = _copy(tiny_bundle, tmp_path / "bundle")
     manifest = json.loads((bundle / "manifest.json").read_text(encoding="utf-8"))
     manifest["schema_version"] = 2
     (bundle / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
@@ -152,40 +121,31 @@ def test_kotlin_check_refuses_unknown_schema(kit_jar: Path, tiny_bundle: Path, t
     assert "manifest.json: schema_version 2" in proc.stderr
 
 
+def test_kotlin_model_check_refuses_a_changed_model(kit_jar: Path, tiny_bundle: Path, tmp_path: Path) -> None:
+    """Same size, one byte changed: the first-load SHA-256 check (ModelCheck) must refuse it."""
+    bundle = _copy(tiny_bundle, tmp_path / "bundle")
+    model = bundle / json.loads((bundle / "manifest.json").read_text(encoding="utf-8"))["models"][0]["file"]
+    data = bytearray(model.read_bytes())
+    data[len(data) // 2] ^= 1
+    model.write_bytes(bytes(data))
+    proc = _run_check(kit_jar, bundle, tiny_bundle.parent / "pieces.json")
+    assert proc.returncode == 2
+    assert f"{model.name}: sha256 " in proc.stderr and "manifest.json says" in proc.stderr
+    bench = subprocess.run(["java", "-cp", str(kit_jar), "dev.edgem3.Sha256BenchKt", str(model)],
+                           capture_output=True, text=True, timeout=120)
+    assert bench.returncode == 0 and f"sha256 {hashlib.sha256(bytes(data)).hexdigest()} " in bench.stdout
+
+
 @pytest.mark.slow
-def test_kotlin_core_trimmed_vocabulary(kit_jar: Path, tiny_ckpt: Path, tmp_path: Path) -> None:
+def test_kotlin_core_trimmed_vocabulary(kit_jar: Path, trimmed_bundle: Path) -> None:
     """A trimmed bundle: rows for the model, original ids as lexical keys, dropped ids -> <unk> row."""
-    golden_texts = (ROOT / "edge_m3/data/golden_texts.txt").read_text(encoding="utf-8").splitlines()
-    corpus = tmp_path / "corpus.txt"
-    corpus.write_text("\n".join(golden_texts[:3]) + "\n", encoding="utf-8")
-    bundle = _build(tiny_ckpt, tmp_path / "bundle", "--vocab-corpus", str(corpus), "--no-self-check")
-    kept = set(json.loads((bundle / "vocab_map.json").read_text(encoding="utf-8"))["kept_ids"])
-    cases = json.loads((bundle / "golden.json").read_text(encoding="utf-8"))["cases"]
+    kept = set(json.loads((trimmed_bundle / "vocab_map.json").read_text(encoding="utf-8"))["kept_ids"])
+    cases = json.loads((trimmed_bundle / "golden.json").read_text(encoding="utf-8"))["cases"]
     assert any(t not in kept for c in cases for t in c["input_ids"])  # the <unk>-row path is exercised
-    proc = _run_check(kit_jar, bundle, _write_pieces(bundle, tmp_path / "pieces.json"))
+    proc = _run_check(kit_jar, trimmed_bundle, trimmed_bundle.parent / "pieces.json")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert _summary(proc) == (len(cases), 0)
     assert "vocab trimmed" in proc.stdout
-
-
-def _declared(path: Path) -> tuple[set[str], set[str]]:
-    """(type names, function names) declared in a Kotlin or Swift file."""
-    text = path.read_text(encoding="utf-8")
-    types = set(re.findall(r"\b(?:class|interface|object|struct|enum|protocol)\s+([A-Z]\w*)", text))
-    funcs = set(re.findall(r"\b(?:fun|func)\s+(?:<[^>]*>\s*)?(\w+)\s*\(", text))
-    return types, funcs
-
-
-@pytest.mark.parametrize(("kt", "swift"), [("EdgeM3Core.kt", "EdgeM3Core.swift"),
-                                           ("MiniJson.kt", "MiniJson.swift")])
-def test_swift_mirrors_kotlin(kt: str, swift: str) -> None:
-    """No Swift toolchain here: the Swift files must at least declare what the tested Kotlin declares."""
-    kt_types, kt_funcs = _declared(KT_PKG / kt)
-    sw_types, sw_funcs = _declared(IOS / "EdgeM3" / swift)
-    # Kotlin's exception class is Swift's Error struct; Kotlin's inner Parser is Swift's MiniJsonParser.
-    renames = {"EdgeM3Exception": "EdgeM3Error", "Parser": "MiniJsonParser"}
-    assert {renames.get(t, t) for t in kt_types} <= sw_types
-    assert kt_funcs <= sw_funcs, f"missing in {swift}: {sorted(kt_funcs - sw_funcs)}"
 
 
 def test_kits_read_where_the_build_copies() -> None:
@@ -197,14 +157,45 @@ def test_kits_read_where_the_build_copies() -> None:
     assert ANDROID_TEST_ASSETS.name == ANDROID_ASSETS.name
     kt = (KT_PKG / "EdgeM3Embedder.kt").read_text(encoding="utf-8")
     assert f'const val ASSET_DIR = "{ANDROID_ASSETS.name}"' in kt
-    swift = (IOS / "EdgeM3/EdgeM3Embedder.swift").read_text(encoding="utf-8")
+    swift = (IOS / "Sources/EdgeM3/EdgeM3Embedder.swift").read_text(encoding="utf-8")
     assert f'static let resourceFolder = "{IOS_RESOURCES}"' in swift
     ignored = (ROOT / ".gitignore").read_text(encoding="utf-8").split()
     assert f"android_assets/{ANDROID_ASSETS.as_posix()}/" in ignored
     assert f"ios_assets/{IOS_RESOURCES.as_posix()}/" in ignored
     assert f"android_assets/{ANDROID_TEST_ASSETS.as_posix()}/" in ignored
     assert f"ios_assets/{IOS_TEST_RESOURCES.as_posix()}/" in ignored
-    test_swift = (IOS / "EdgeM3Tests/EdgeM3GoldenTests.swift").read_text(encoding="utf-8")
-    assert f'"{IOS_TEST_RESOURCES}"' in test_swift
-    gradle = (ANDROID / "build.gradle.kts.snippet").read_text(encoding="utf-8")
+    test_swift = (IOS / "Tests/EdgeM3Tests/EdgeM3GoldenTests.swift").read_text(encoding="utf-8")
+    assert f'"{IOS_TEST_RESOURCES}"' in test_swift and f"{IOS_TEST_RESOURCES}/golden.json" in test_swift
+
+
+def _gradle_deps(text: str) -> dict[str, str]:
+    """group:artifact -> version of every dependency line, commented-out alternatives included."""
+    return dict(re.findall(r'"([\w.\-]+:[\w.\-]+):([\w.\-]+)"', text))
+
+
+def test_android_library_module(tiny_bundle: Path) -> None:
+    """What Gradle would read (it cannot run here: no Android SDK): a library module an app includes."""
+    gradle = (ANDROID / "build.gradle.kts").read_text(encoding="utf-8")
+    assert 'id("com.android.library")' in gradle and 'id("org.jetbrains.kotlin.android")' in gradle
+    assert re.search(r'^\s*namespace = "dev\.edgem3"$', gradle, re.M)
+    assert re.search(r"^\s*minSdk = 24$", gradle, re.M) and re.search(r"^\s*compileSdk = 34$", gradle, re.M)
     assert 'noCompress += listOf("tflite", "model")' in gradle
+    assert (ANDROID / "src/main/AndroidManifest.xml").is_file()
+    # Default source sets hold the kit; nothing under jvm/ (CI only) is in them.
+    assert (KT_PKG / "EdgeM3Embedder.kt").is_file() and "srcDir" not in gradle
+    for source in KT_PKG.glob("*.kt"):
+        assert re.search(r"^package dev\.edgem3$", source.read_text(encoding="utf-8"), re.M), source.name
+    deps = _gradle_deps(gradle)
+    assert re.search(r'^\s*api\("com\.google\.ai\.edge\.litert:litert:', gradle, re.M)
+    assert "org.jetbrains.kotlinx:kotlinx-coroutines-android" in deps
+    assert {"androidx.test.ext:junit", "androidx.test:runner"} <= deps.keys()
+    # The old-runtime alternative is the manifest's oldest_runtime, and the README says the same.
+    manifest = json.loads((tiny_bundle / "manifest.json").read_text(encoding="utf-8"))
+    oldest = manifest["models"][0]["oldest_runtime"]
+    assert deps["org.tensorflow:tensorflow-lite"] == oldest["tflite-runtime"]
+    readme = (ANDROID / "README.md").read_text(encoding="utf-8")
+    for artifact, version in deps.items():
+        if artifact in readme:
+            assert f"{artifact}:{version}" in readme, f"README quotes another {artifact} version"
+    assert "com.google.ai.edge.litert:litert" in readme and "org.tensorflow:tensorflow-lite" in readme
+    assert 'include(":edgem3")' in readme and "build.gradle.kts.snippet" not in readme

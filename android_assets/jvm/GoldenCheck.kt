@@ -9,7 +9,8 @@
 //   (b) signature choice == signature / seq_len,
 //   (c) post-processing of `raw` == dense_vecs, lexical_weights, colbert_vecs,
 //   (d) the whole embed() path with a runner that replays `raw` (and checks the padded
-//       ids and mask it is given) gives the same result.
+//       ids and mask it is given) gives the same result;
+// and, first, every file of manifest.json's `files` passes ModelCheck (size, SHA-256).
 // Prints "golden: N passed, M failed"; exit 0 all passed, 1 some failed, 2 bad input.
 package dev.edgem3
 
@@ -90,6 +91,12 @@ private fun check(bundle: File, piecesFile: File): Int {
         "${model.signatures.map { it.name }}, vocab ${if (vocab == null) "full" else "trimmed ${vocab.keptIds.size}"}, " +
         "parsed in ${(System.nanoTime() - t0) / 1000000} ms")
     if (golden.modelFile != model.file) throw EdgeM3Exception("golden.json: model_file ${golden.modelFile} != ${model.file}")
+    // The app's load-time check (ModelCheck) on every file the manifest lists: size and SHA-256.
+    for ((name, entry) in manifest.files) {
+        val f = File(bundle, name)
+        ModelCheck.verify(f.path, entry, f.length(), f.lastModified(), null) { f.inputStream() }
+    }
+    println("golden: ${manifest.files.size} files match manifest.json (size, sha256)")
     if (texts.size != golden.cases.size || pieces.size != golden.cases.size) {
         throw EdgeM3Exception("${piecesFile.name}: ${texts.size} texts for ${golden.cases.size} golden cases")
     }

@@ -8,7 +8,10 @@
 package android.content
 
 import android.content.res.AssetManager
+import java.io.File
 
 abstract class Context {
     abstract val assets: AssetManager  // Java: getAssets()
+    abstract val noBackupFilesDir: File  // getNoBackupFilesDir(), API 21
+    abstract val packageCodePath: String  // getPackageCodePath(): the APK
 }

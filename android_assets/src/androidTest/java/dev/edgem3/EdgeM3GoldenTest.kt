@@ -68,7 +68,7 @@ class EdgeM3GoldenTest {
         val tol = EdgeM3Core.toleranceFor(manifest.quant)
         EdgeM3Embedder.fromAssets(context, noTokenizer).use { embedder ->
             for (case in golden.cases) {
-                val got = embedder.embedIds(case.expected.inputIds)
+                val got = embedder.embedIdsBlocking(case.expected.inputIds)
                 val problems = EdgeM3Core.compareWithin(got, case.expected, tol)
                 assertTrue("${case.text}: $problems", problems.isEmpty())
             }

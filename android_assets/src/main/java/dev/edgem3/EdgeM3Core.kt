@@ -9,7 +9,7 @@ import kotlin.math.sqrt
 // token ids, signature choice, padding, post-processing and golden comparison. No Android or
 // TFLite import, so CI compiles and runs it on the JVM against a real bundle's golden.json.
 // Reference: edge_m3/tokenizer.py, edge_m3/pipeline.py, edge_m3/postprocess.py.
-// ios_assets/EdgeM3/EdgeM3Core.swift mirrors this file line for line: change both together.
+// ios_assets/Sources/EdgeM3/ (a Swift package) implements the same steps; CI replays golden.json with both.
 // Written for Kotlin 1.3+ (what CI compiles with): no trailing commas, no newer stdlib calls.
 
 /** A bundle or input that breaks the contract; the message names the file or field. */
@@ -63,6 +63,9 @@ object JsonTree {
 }
 
 class SpecialIds(val bos: Int, val pad: Int, val eos: Int, val unk: Int, val mask: Int) {
+    /** Every special id (bos, pad, eos, unk, mask): what a trimmed vocabulary must keep. */
+    fun all(): List<Int> = listOf(bos, pad, eos, unk, mask)
+
     /** What lexical weights leave out: FlagEmbedding drops <s>, </s>, <pad>, <unk>, keeps <mask>. */
     fun skip(): Set<Int> = setOf(bos, eos, pad, unk)
 }
@@ -215,11 +218,10 @@ class VocabMap(val keptIds: IntArray, special: SpecialIds) {
                     throw EdgeM3Exception("$w: kept ids must be sorted, unique and < ${tokenizer.vocabSize}")
                 }
             }
-            val s = tokenizer.special
-            for (id in intArrayOf(s.bos, s.pad, s.eos, s.unk)) {
-                if (kept.indexOf(id) < 0) throw EdgeM3Exception("$w: kept ids lack the special id $id")
-            }
-            return VocabMap(kept, s)
+            // Every special token, as edge_m3/vocab.py's REQUIRED_SPECIALS.
+            val missing = tokenizer.special.all().filter { kept.indexOf(it) < 0 }
+            if (missing.isNotEmpty()) throw EdgeM3Exception("$w: kept ids lack the special ids $missing")
+            return VocabMap(kept, tokenizer.special)
         }
     }
 }

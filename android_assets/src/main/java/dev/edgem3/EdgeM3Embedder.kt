@@ -2,6 +2,10 @@ package dev.edgem3
 
 import android.content.Context
 import android.content.res.AssetManager
+import kotlinx.coroutines.Dispatchers
+import kotlinx.coroutines.sync.Mutex
+import kotlinx.coroutines.sync.withLock
+import kotlinx.coroutines.withContext
 import org.tensorflow.lite.Interpreter
 import java.io.Closeable
 import java.io.File
@@ -18,9 +22,10 @@ import java.nio.channels.FileChannel
  * and colbert_vecs (whichever heads the bundle exports).
  *
  * One instance holds one Interpreter (a few hundred MB of mapped weights plus per-signature
- * arenas). Interpreters are not thread-safe, so `embed` is synchronized: callers on several
- * threads queue. For parallel throughput create one embedder per worker thread; they share
- * the mapped model pages, only the arenas are per instance.
+ * arenas). Interpreters are not thread-safe: the suspending `embed` takes turns on a [Mutex]
+ * (waiting callers suspend) and runs on [Dispatchers.Default]; the blocking `embedBlocking` is
+ * `@Synchronized` (waiting callers block). For parallel throughput create one embedder per
+ * worker; they share the mapped model pages, only the arenas are per instance.
  */
 class EdgeM3Embedder(
     val manifest: Manifest,
@@ -30,6 +35,7 @@ class EdgeM3Embedder(
     private val vocab: VocabMap?
 ) : Closeable {
     private val runner = TfliteRunner(interpreter)
+    private val turns = Mutex()
     private var closed = false
 
     init {
@@ -39,16 +45,24 @@ class EdgeM3Embedder(
         }
     }
 
-    /** Steps 1-5 of docs/bundle-format.md for one text. */
+    /** Steps 1-5 of docs/bundle-format.md for one text; main-safe (the model runs on Dispatchers.Default). */
+    suspend fun embed(text: String): Embedding =
+        turns.withLock { withContext(Dispatchers.Default) { embedBlocking(text) } }
+
+    /** Steps 3-5 for ids that are already tokenized and truncated; main-safe. */
+    suspend fun embedIds(inputIds: IntArray): Embedding =
+        turns.withLock { withContext(Dispatchers.Default) { embedIdsBlocking(inputIds) } }
+
+    /** `embed` on the calling thread (never the main one): for Java callers and worker threads. */
     @Synchronized
-    fun embed(text: String): Embedding {
+    fun embedBlocking(text: String): Embedding {
         check(!closed) { "EdgeM3Embedder is closed" }
         return EdgeM3Core.embed(text, manifest, model, encoder, runner, vocab)
     }
 
-    /** Steps 3-5 for ids that are already tokenized and truncated (the golden test's entry point). */
+    /** `embedIds` on the calling thread (the golden test's entry point). */
     @Synchronized
-    fun embedIds(inputIds: IntArray): Embedding {
+    fun embedIdsBlocking(inputIds: IntArray): Embedding {
         check(!closed) { "EdgeM3Embedder is closed" }
         return EdgeM3Core.run(Encoded(inputIds, EdgeM3Core.chooseSignature(inputIds.size, model.signatures)),
             manifest, runner, vocab)
@@ -70,8 +84,9 @@ class EdgeM3Embedder(
 
         /**
          * Loads manifest.json from assets/`dir`, maps the .tflite (no copy: the OS pages weights in
-         * on demand), reads vocab_map.json for trimmed bundles. Call off the main thread: the
-         * first run of each signature allocates its tensors.
+         * on demand), checks it against the manifest (size; SHA-256 on the first load of this APK,
+         * remembered in noBackupFilesDir), reads vocab_map.json for trimmed bundles. Blocking:
+         * call it off the main thread, or use [load].
          */
         fun fromAssets(
             context: Context,
@@ -85,39 +100,63 @@ class EdgeM3Embedder(
             val vocabFile = manifest.tokenizer.vocabMapFile
             val vocab = if (vocabFile == null) null else
                 VocabMap.fromJson(readJsonAsset(assets, "$dir/$vocabFile"), manifest.tokenizer)
-            return create(manifest, mapAsset(assets, "$dir/${model.file}"), "assets/$dir", encoder, options, vocab)
+            val path = "$dir/${model.file}"
+            val buffer = mapAsset(assets, path)
+            val expected = manifest.files[model.file]
+            if (expected != null) {
+                // An app update replaces the APK (new mtime): its model is hashed again once.
+                ModelCheck.verify("assets/$path", expected, buffer.capacity().toLong(),
+                    File(context.packageCodePath).lastModified(), File(context.noBackupFilesDir, ASSET_DIR)) {
+                    assets.open(path)
+                }
+            }
+            return EdgeM3Embedder(manifest, model, Interpreter(buffer, options), encoder, vocab)
         }
+
+        /** [fromAssets] on Dispatchers.IO: main-safe (hashing a 568 MB model takes about a second). */
+        suspend fun load(
+            context: Context,
+            encoder: PieceEncoder,
+            options: Interpreter.Options = defaultOptions(2),
+            dir: String = ASSET_DIR
+        ): EdgeM3Embedder = withContext(Dispatchers.IO) { fromAssets(context, encoder, options, dir) }
 
         /**
          * The same from a directory on disk: a fast-follow / on-demand Play Asset Delivery pack
          * (`AssetPackManager.getPackLocation(pack)!!.assetsPath()` + "/edge_m3"), or a download.
+         * The first load's checksum success is remembered in `checksumMemo` (null: hash every load).
          */
         fun fromDirectory(
             dir: File,
             encoder: PieceEncoder,
-            options: Interpreter.Options = defaultOptions(2)
+            options: Interpreter.Options = defaultOptions(2),
+            checksumMemo: File? = dir
         ): EdgeM3Embedder {
             val manifest = Manifest.fromJson(readJsonFile(File(dir, "manifest.json")))
             val model = manifest.model("tflite")
             val vocabFile = manifest.tokenizer.vocabMapFile
             val vocab = if (vocabFile == null) null else
                 VocabMap.fromJson(readJsonFile(File(dir, vocabFile)), manifest.tokenizer)
-            val buffer = FileInputStream(File(dir, model.file)).use { stream ->
-                stream.channel.map(FileChannel.MapMode.READ_ONLY, 0, stream.channel.size())
-            }
-            return create(manifest, buffer, dir.path, encoder, options, vocab)
-        }
-
-        private fun create(manifest: Manifest, buffer: MappedByteBuffer, where: String, encoder: PieceEncoder,
-                           options: Interpreter.Options, vocab: VocabMap?): EdgeM3Embedder {
-            val model = manifest.model("tflite")
+            val file = File(dir, model.file)
             val expected = manifest.files[model.file]
-            if (expected != null && expected.size != buffer.capacity().toLong()) {
-                throw EdgeM3Exception("$where/${model.file}: ${buffer.capacity()} bytes, manifest says " +
-                    "${expected.size}; copy the bundle again (make build)")
+            if (expected != null) {
+                ModelCheck.verify(file.path, expected, file.length(), file.lastModified(), checksumMemo) {
+                    FileInputStream(file)
+                }
+            }
+            val buffer = FileInputStream(file).use { stream ->
+                stream.channel.map(FileChannel.MapMode.READ_ONLY, 0, stream.channel.size())
             }
             return EdgeM3Embedder(manifest, model, Interpreter(buffer, options), encoder, vocab)
         }
+
+        /** [fromDirectory] on Dispatchers.IO: main-safe. */
+        suspend fun load(
+            dir: File,
+            encoder: PieceEncoder,
+            options: Interpreter.Options = defaultOptions(2),
+            checksumMemo: File? = dir
+        ): EdgeM3Embedder = withContext(Dispatchers.IO) { fromDirectory(dir, encoder, options, checksumMemo) }
 
         fun readJsonFile(file: File): Any? {
             if (!file.isFile) throw EdgeM3Exception("$file: not found")

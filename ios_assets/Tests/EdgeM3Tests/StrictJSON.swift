@@ -1,16 +1,18 @@
 import Foundation
+@testable import EdgeM3
 
-/// A small strict JSON reader: the mirror of android_assets/.../MiniJson.kt.
+/// A small strict JSON reader for golden.json, the one file compared bit for bit (test target only:
+/// the kit itself reads manifest.json and vocab_map.json with Codable).
 ///
 /// Objects become `[String: Any]`, arrays `[Any]`, integers `Int`, other numbers `Double`
-/// (Swift's `Double(String)` is correctly rounded, so a float32 written by Python's `json` reads
-/// back bit for bit after `Float(_:)`), plus `String`, `Bool` and `NSNull` for null.
-/// Why not JSONSerialization: on Apple platforms it may hand back `NSDecimalNumber` for long
-/// decimals, whose `doubleValue` is not guaranteed to be the nearest double; golden.json is
-/// compared bit for bit.
-public enum MiniJson {
-    public static func parse(_ text: String) throws -> Any {
-        var p = MiniJsonParser(bytes: Array(text.utf8))
+/// (Swift's `Double(String)` is correctly rounded, so a float32 written by Python's `json` as the
+/// shortest repr of its float64 value reads back bit for bit after `Float(_:)`), plus `String`,
+/// `Bool` and `NSNull` for null. Why not JSONDecoder / JSONSerialization: on Apple platforms
+/// they may go through `NSDecimalNumber` for long decimals, whose `doubleValue` is not
+/// guaranteed to be the nearest double.
+enum StrictJSON {
+    static func parse(_ data: Data) throws -> Any {
+        var p = StrictJSONParser(bytes: [UInt8](data))
         p.skipSpace()
         let value = try p.value()
         p.skipSpace()
@@ -18,12 +20,10 @@ public enum MiniJson {
         return value
     }
 
-    public static func parse(contentsOf url: URL) throws -> Any {
-        return try parse(String(decoding: Data(contentsOf: url), as: UTF8.self))
-    }
+    static func parse(contentsOf url: URL) throws -> Any { try parse(Data(contentsOf: url)) }
 }
 
-struct MiniJsonParser {
+struct StrictJSONParser {
     let bytes: [UInt8]
     var pos = 0
 

@@ -1,0 +1,26 @@
+// swift-tools-version:5.9
+// The iOS kit as a Swift package: the platform-independent core (Foundation only) and its tests.
+// No dependency: the TensorFlow Lite runner (TFLiteRunner.swift) compiles only where the app
+// target provides the TensorFlowLite module (README: "Adding the kit to an app").
+import PackageDescription
+
+let package = Package(
+    name: "EdgeM3",
+    platforms: [.iOS(.v15), .macOS(.v12)],  // async/await without back-deployment
+    products: [
+        .library(name: "EdgeM3", targets: ["EdgeM3"]),
+    ],
+    targets: [
+        .target(
+            name: "EdgeM3",
+            path: "Sources/EdgeM3",
+            swiftSettings: [.enableUpcomingFeature("StrictConcurrency")]
+        ),
+        .testTarget(
+            name: "EdgeM3Tests",
+            dependencies: ["EdgeM3"],
+            path: "Tests/EdgeM3Tests",
+            swiftSettings: [.enableUpcomingFeature("StrictConcurrency")]
+        ),
+    ]
+)

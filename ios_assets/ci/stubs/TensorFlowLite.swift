@@ -1,0 +1,30 @@
+// Compile-only stand-in for TensorFlowLiteSwift (module `TensorFlowLite`), so CI can type-check
+// Sources/EdgeM3/TFLiteRunner.swift with swiftc on Linux (tests/test_swift_kit.py). Not part of
+// the package. Same names and call shapes as the real API (tensorflow/lite/swift/Sources:
+// Interpreter.swift, SignatureRunner.swift, Tensor.swift); never executed: every body traps.
+import Foundation
+
+public final class Interpreter {
+    public struct Options: Equatable, Hashable {
+        public var threadCount: Int? = nil
+        public var isXNNPackEnabled: Bool = false
+        public init() {}
+    }
+
+    public init(modelPath: String, options: Options? = nil) throws { fatalError("stub") }
+
+    public var signatureKeys: [String] { fatalError("stub") }
+
+    public func signatureRunner(with key: String) throws -> SignatureRunner { fatalError("stub") }
+}
+
+public final class SignatureRunner {
+    public func invoke(with inputs: [String: Data]) throws { fatalError("stub") }
+
+    public func output(named name: String) throws -> Tensor { fatalError("stub") }
+}
+
+public struct Tensor {
+    public let name: String
+    public let data: Data
+}
