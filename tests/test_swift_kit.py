@@ -19,6 +19,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.models  # builds bundles and the Swift package
+
 ROOT = Path(__file__).resolve().parents[1]
 IOS = ROOT / "ios_assets"
 SOURCES = IOS / "Sources/EdgeM3"
