@@ -4,16 +4,8 @@ import Foundation
 // signature choice, padding, post-processing and the golden comparison. The same steps as
 // android_assets/src/main/java/dev/edgem3/EdgeM3Core.kt; both kits replay a real bundle's
 // golden.json in CI (tests/test_kits.py, tests/test_swift_kit.py).
-// Reference: edge_m3/tokenizer.py, edge_m3/pipeline.py, edge_m3/postprocess.py.
-
-/// Tensor names of every signature (docs/bundle-format.md, steps 3-4).
-public enum TensorName {
-    public static let inputIds = "input_ids"
-    public static let attentionMask = "attention_mask"
-    public static let denseVecs = "dense_vecs"
-    public static let sparseWeights = "sparse_weights"
-    public static let colbertVecs = "colbert_vecs"
-}
+// Reference: edge_m3/tokenizer/, edge_m3/runtime/pipeline.py, edge_m3/runtime/postprocess.py;
+// names and tolerances: EdgeM3Contract.swift, generated from edge_m3/contract.py.
 
 /// Any SentencePiece binding: plain SentencePiece ids (no <s>/</s>, no offset, no sampling).
 public protocol PieceEncoder {
@@ -90,7 +82,7 @@ public struct Pipeline: Hashable, Sendable {
 
     /// manifest.json and, for a trimmed vocabulary, vocab_map.json from a bundle folder.
     public init(directory: URL, format: String = "tflite") throws {
-        let manifest = try Manifest(contentsOf: directory.appendingPathComponent(Manifest.fileName))
+        let manifest = try Manifest(contentsOf: directory.appendingPathComponent(EdgeM3Contract.manifest))
         let vocab = try manifest.tokenizer.vocabMapFile.map {
             try VocabMap(contentsOf: directory.appendingPathComponent($0), tokenizer: manifest.tokenizer)
         }
@@ -168,23 +160,11 @@ public struct Pipeline: Hashable, Sendable {
 
 // ---- golden.json: exact checks of ids / signature / post-processing, tolerant ones of live outputs
 
-/// Live-output tolerance: the same model file on another CPU differs by kernel rounding only.
-public struct Tolerance: Hashable, Sendable {
-    public var denseCosineMin: Double
-    public var maxAbs: Float
-
-    public init(denseCosineMin: Double, maxAbs: Float) {
-        self.denseCosineMin = denseCosineMin
-        self.maxAbs = maxAbs
-    }
-
-    /// Per quantization, as the Kotlin kit's `EdgeM3Core.toleranceFor`.
+extension Tolerance {
+    /// The variant's device tolerance (EdgeM3Contract, generated from edge_m3/contract.py); an
+    /// unknown variant compares exactly, the strictest choice.
     public init(quant: String) {
-        switch quant {
-        case "fp32": self.init(denseCosineMin: 0.99999, maxAbs: 1e-3)
-        case "fp16": self.init(denseCosineMin: 0.9999, maxAbs: 5e-3)
-        default: self.init(denseCosineMin: 0.999, maxAbs: 5e-2)
-        }
+        self = EdgeM3Contract.tolerances[quant] ?? .exact
     }
 
     /// Bit for bit: what the recorded outputs' post-processing must meet.
@@ -205,7 +185,7 @@ extension Embedding {
             let cos = Embedding.cosine(a, e)
             if cos < tolerance.denseCosineMin { out.append("dense_vecs cosine \(cos) < \(tolerance.denseCosineMin)") }
         }
-        Embedding.compare("dense_vecs", denseVecs, expected.denseVecs, tolerance.maxAbs, &out)
+        Embedding.compare(EdgeM3Contract.denseVecs, denseVecs, expected.denseVecs, tolerance.maxAbs, &out)
         switch (lexicalWeights, expected.lexicalWeights) {
         case let (a?, e?) where exact:
             if Set(a.keys) != Set(e.keys) { out.append("lexical_weights keys \(a.keys.sorted()) != \(e.keys.sorted())") }

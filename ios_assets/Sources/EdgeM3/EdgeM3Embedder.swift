@@ -11,7 +11,7 @@ import Foundation
 public final class EdgeM3Embedder: @unchecked Sendable {  // mutable state only on `queue`
     /// Where `make build` (edge_m3.bundle.copy_to_kits) puts the bundle: ios_assets/EdgeM3Resources.
     /// Add that folder to the app target as a folder reference (blue folder) so its files keep their names.
-    public static let resourceFolder = "EdgeM3Resources"
+    public static let resourceFolder = EdgeM3Contract.resourceFolder
 
     public let pipeline: Pipeline
     private let encoder: any PieceEncoder

@@ -1,7 +1,7 @@
 import Foundation
 
 // manifest.json and vocab_map.json as Codable values (docs/bundle-format.md).
-// Reference: edge_m3/tokenizer.py (TokenizerSpec), edge_m3/vocab.py (REQUIRED_SPECIALS, row_map).
+// Reference: edge_m3/contract.py (Manifest, TokenizerSpec), edge_m3/tokenizer/vocab.py (row_map).
 
 /// A bundle or input that breaks the contract; the message names the file or field.
 public struct EdgeM3Error: Error, CustomStringConvertible, Sendable {
@@ -10,7 +10,7 @@ public struct EdgeM3Error: Error, CustomStringConvertible, Sendable {
     public var description: String { message }
 }
 
-/// The five special tokens' ids: all required, as edge_m3/vocab.py's REQUIRED_SPECIALS.
+/// The five special tokens' ids: all required (EdgeM3Contract.specialKeys).
 public struct SpecialIds: Codable, Hashable, Sendable {
     public var bos: Int, pad: Int, eos: Int, unk: Int, mask: Int
 
@@ -18,11 +18,23 @@ public struct SpecialIds: Codable, Hashable, Sendable {
         (self.bos, self.pad, self.eos, self.unk, self.mask) = (bos, pad, eos, unk, mask)
     }
 
+    /// The id of a special token by its manifest key (`bos`, `pad`, `eos`, `unk`, `mask`).
+    public subscript(key: String) -> Int? {
+        switch key {
+        case "bos": return bos
+        case "pad": return pad
+        case "eos": return eos
+        case "unk": return unk
+        case "mask": return mask
+        default: return nil
+        }
+    }
+
     /// Every special id: what a trimmed vocabulary must keep.
-    public var all: [Int] { [bos, pad, eos, unk, mask] }
+    public var all: [Int] { EdgeM3Contract.specialKeys.compactMap { self[$0] } }
 
     /// What lexical weights leave out: FlagEmbedding drops <s>, </s>, <pad>, <unk>, keeps <mask>.
-    public var skippedInLexicalWeights: Set<Int> { [bos, eos, pad, unk] }
+    public var skippedInLexicalWeights: Set<Int> { Set(EdgeM3Contract.lexicalSkipKeys.compactMap { self[$0] }) }
 }
 
 /// How to turn SentencePiece ids into model ids (manifest.json `tokenizer`).
@@ -172,9 +184,6 @@ public struct FileEntry: Codable, Hashable, Sendable {
 
 /// manifest.json: the fields the kit reads (others, e.g. `source` or `ops`, are ignored).
 public struct Manifest: Codable, Hashable, Sendable {
-    public static let schemaVersion = 1
-    public static let fileName = "manifest.json"
-
     public let schemaVersion: Int
     public let quant: String
     public let hiddenSize: Int
@@ -192,8 +201,8 @@ public struct Manifest: Codable, Hashable, Sendable {
     public init(from decoder: Decoder) throws {
         let c = try decoder.container(keyedBy: CodingKeys.self)
         schemaVersion = try c.decode(Int.self, forKey: .schemaVersion)
-        if schemaVersion != Manifest.schemaVersion {
-            throw EdgeM3Error("manifest.json: schema_version \(schemaVersion), this kit reads \(Manifest.schemaVersion)")
+        if schemaVersion != EdgeM3Contract.schemaVersion {
+            throw EdgeM3Error("manifest.json: schema_version \(schemaVersion), this kit reads \(EdgeM3Contract.schemaVersion)")
         }
         quant = try c.decode(String.self, forKey: .quant)
         hiddenSize = try c.decode(Int.self, forKey: .hiddenSize)
@@ -206,7 +215,7 @@ public struct Manifest: Codable, Hashable, Sendable {
 
     /// Reads and checks manifest.json; errors name the field.
     public init(contentsOf url: URL) throws {
-        self = try decodeJSON(Manifest.self, from: Data(contentsOf: url), file: Manifest.fileName)
+        self = try decodeJSON(Manifest.self, from: Data(contentsOf: url), file: EdgeM3Contract.manifest)
     }
 
     /// The model entry of `format` ("tflite" for the mobile kits).

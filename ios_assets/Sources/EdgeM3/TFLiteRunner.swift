@@ -24,8 +24,8 @@ public final class TFLiteRunner: ModelRunner {
 
     public func run(_ signature: Signature, inputIds: [Int32], attentionMask: [Int32]) throws -> RawOutputs {
         let runner = try signatureRunner(signature.name)
-        try runner.invoke(with: [TensorName.inputIds: inputIds.withUnsafeBufferPointer { Data(buffer: $0) },
-                                 TensorName.attentionMask: attentionMask.withUnsafeBufferPointer { Data(buffer: $0) }])
+        try runner.invoke(with: [EdgeM3Contract.inputIds: inputIds.withUnsafeBufferPointer { Data(buffer: $0) },
+                                 EdgeM3Contract.attentionMask: attentionMask.withUnsafeBufferPointer { Data(buffer: $0) }])
         // Flat float32, copied out (Data's bytes need not be Float-aligned); absent heads stay nil.
         func floats(_ name: String) throws -> [Float]? {
             guard signature.output(named: name) != nil else { return nil }
@@ -35,12 +35,12 @@ public final class TFLiteRunner: ModelRunner {
             return out
         }
         var colbert: [[Float]]? = nil
-        if let flat = try floats(TensorName.colbertVecs), let spec = signature.output(named: TensorName.colbertVecs) {
+        if let flat = try floats(EdgeM3Contract.colbertVecs), let spec = signature.output(named: EdgeM3Contract.colbertVecs) {
             let (rows, width) = (spec.shape[1], spec.shape[2])  // [1, L-1, H]
             colbert = (0..<rows).map { Array(flat[($0 * width)..<(($0 + 1) * width)]) }
         }
-        return RawOutputs(denseVecs: try floats(TensorName.denseVecs),
-                          sparseWeights: try floats(TensorName.sparseWeights), colbertVecs: colbert)
+        return RawOutputs(denseVecs: try floats(EdgeM3Contract.denseVecs),
+                          sparseWeights: try floats(EdgeM3Contract.sparseWeights), colbertVecs: colbert)
     }
 
     private func signatureRunner(_ name: String) throws -> SignatureRunner {

@@ -35,12 +35,12 @@ final class EdgeM3GoldenTests: XCTestCase {
                            pieces: env["EDGE_M3_PIECES"].map { URL(fileURLWithPath: $0) })
         }
         if let app = try? EdgeM3Embedder.bundledDirectory(),
-           let tests = Bundle(for: EdgeM3GoldenTests.self).url(forResource: "EdgeM3TestResources", withExtension: nil) {
+           let tests = Bundle(for: EdgeM3GoldenTests.self).url(forResource: EdgeM3Contract.testResourceFolder, withExtension: nil) {
             return Fixture(bundle: app, golden: tests.appendingPathComponent("golden.json"), pieces: nil)
         }
         let kit = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
             .deletingLastPathComponent().deletingLastPathComponent()  // ios_assets/
-        let golden = kit.appendingPathComponent("EdgeM3TestResources/golden.json")
+        let golden = kit.appendingPathComponent(EdgeM3Contract.testResourceFolder).appendingPathComponent(EdgeM3Contract.golden)
         if FileManager.default.fileExists(atPath: golden.path) {
             return Fixture(bundle: kit.appendingPathComponent(EdgeM3Embedder.resourceFolder), golden: golden, pieces: nil)
         }
@@ -134,9 +134,9 @@ final class EdgeM3GoldenTests: XCTestCase {
 
     static func shapes(_ raw: RawOutputs) -> [String: [Int]] {
         var out = [String: [Int]]()
-        out[TensorName.denseVecs] = raw.denseVecs.map { [1, $0.count] }
-        out[TensorName.sparseWeights] = raw.sparseWeights.map { [1, $0.count] }
-        out[TensorName.colbertVecs] = raw.colbertVecs.map { [1, $0.count, $0.first?.count ?? 0] }
+        out[EdgeM3Contract.denseVecs] = raw.denseVecs.map { [1, $0.count] }
+        out[EdgeM3Contract.sparseWeights] = raw.sparseWeights.map { [1, $0.count] }
+        out[EdgeM3Contract.colbertVecs] = raw.colbertVecs.map { [1, $0.count, $0.first?.count ?? 0] }
         return out
     }
 
