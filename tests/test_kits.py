@@ -1,16 +1,15 @@
 """The platform kits: the Kotlin core compiled and run on the JVM against a real bundle's golden.json.
 
 A tiny bundle is built with the real builder; the Kotlin golden check (android_assets/jvm/
-GoldenCheck.kt) then replays every case: id mapping + truncation, signature choice and
-post-processing, all bit for bit. One kotlinc run per session also type-checks the Android
-embedder and the instrumented test against compile-only stubs. The Swift core cannot be
+GoldenCheck.kt) then replays every case: the kit's own tokenizer + truncation, signature choice
+and post-processing, all bit for bit. One kotlinc run per session (the `kit_jar` fixture) also
+type-checks the Android embedder and the instrumented test against compile-only stubs. The Swift core cannot be
 compiled here (no Swift toolchain), so it is checked to mirror the Kotlin core's names.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
 import subprocess
@@ -19,33 +18,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from edge_m3.bundle import load_bundle
+from edge_m3.tokenizer import Tokenizer, TokenizerSpec
+
 ROOT = Path(__file__).resolve().parents[1]
 ANDROID = ROOT / "android_assets"
 IOS = ROOT / "ios_assets"
 KT_PKG = ANDROID / "src/main/java/dev/edgem3"
-KOTLIN_SOURCES = [
-    *sorted(KT_PKG.glob("*.kt")),
-    *sorted((ANDROID / "src/androidTest/java/dev/edgem3").glob("*.kt")),
-    ANDROID / "jvm/GoldenCheck.kt",
-    *sorted((ANDROID / "jvm/stubs").glob("*.kt")),
-]
 SEQ_LENS = "8,16,32"
-
-
-@pytest.fixture(scope="session")
-def kit_jar(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The kit compiled once per session (kotlinc takes ~15 s)."""
-    kotlinc, java = shutil.which("kotlinc"), shutil.which("java")
-    if kotlinc is None or java is None:
-        reason = "kotlinc/java not installed (apt-get install -y kotlin); CI installs them and runs this"
-        if os.environ.get("EDGE_M3_REQUIRE_KOTLIN"):  # set by .ci/run: CI must not skip silently
-            pytest.fail(reason)
-        pytest.skip(reason)
-    jar = tmp_path_factory.mktemp("kotlin") / "edge_m3_kit.jar"
-    proc = subprocess.run([kotlinc, "-Werror", *map(str, KOTLIN_SOURCES), "-include-runtime", "-d", str(jar)],
-                          capture_output=True, text=True, timeout=900)
-    assert proc.returncode == 0 and jar.is_file(), f"kotlinc failed:\n{proc.stdout}\n{proc.stderr}"
-    return jar
 
 
 def _build(ckpt: Path, out: Path, *extra: str, kits: Path | None = None) -> Path:
@@ -56,28 +36,13 @@ def _build(ckpt: Path, out: Path, *extra: str, kits: Path | None = None) -> Path
     return out
 
 
-def _write_pieces(bundle: Path, out: Path) -> Path:
-    """Plain SentencePiece ids per golden text, as an app's binding returns them (the JVM has none)."""
-    import sentencepiece as spm
-
-    golden = json.loads((bundle / "golden.json").read_text(encoding="utf-8"))
-    manifest = json.loads((bundle / "manifest.json").read_text(encoding="utf-8"))
-    sp = spm.SentencePieceProcessor(model_file=str(bundle / manifest["tokenizer"]["file"]))
-    texts = [c["text"] for c in golden["cases"]]
-    out.write_text(json.dumps({"texts": texts, "pieces": [sp.encode(t) for t in texts]}, ensure_ascii=False),
-                   encoding="utf-8")
-    return out
-
-
 @pytest.fixture(scope="session")
 def tiny_bundle(tiny_ckpt: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A built bundle, also copied by `--kits` into a scratch android_assets/ + ios_assets/ pair."""
     root = tmp_path_factory.mktemp("kit_bundle")
     for kit in ("android_assets", "ios_assets"):
         (root / "kits" / kit).mkdir(parents=True)
-    bundle = _build(tiny_ckpt, root / "bundle", kits=root / "kits")
-    _write_pieces(bundle, root / "pieces.json")
-    return bundle
+    return _build(tiny_ckpt, root / "bundle", kits=root / "kits")
 
 
 def test_build_places_the_bundle_in_both_kits(tiny_bundle: Path) -> None:
@@ -95,8 +60,8 @@ def test_build_places_the_bundle_in_both_kits(tiny_bundle: Path) -> None:
         assert (test_dest / "golden.json").read_bytes() == (tiny_bundle / "golden.json").read_bytes()
 
 
-def _run_check(jar: Path, bundle: Path, pieces: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["java", "-jar", str(jar), str(bundle), str(pieces)],
+def _run_check(jar: Path, bundle: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["java", "-cp", str(jar), "dev.edgem3.GoldenCheckKt", str(bundle)],
                           capture_output=True, text=True, timeout=300)
 
 
@@ -108,15 +73,16 @@ def _summary(proc: subprocess.CompletedProcess[str]) -> tuple[int, int]:
 
 def test_kotlin_core_reproduces_golden(kit_jar: Path, tiny_bundle: Path) -> None:
     n_cases = len(json.loads((tiny_bundle / "golden.json").read_text(encoding="utf-8"))["cases"])
-    proc = _run_check(kit_jar, tiny_bundle, tiny_bundle.parent / "pieces.json")
+    proc = _run_check(kit_jar, tiny_bundle)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert _summary(proc) == (n_cases, 0)
     assert n_cases >= 10
     # The golden set must reach every signature and the truncation path.
     cases = json.loads((tiny_bundle / "golden.json").read_text(encoding="utf-8"))["cases"]
     assert {c["signature"] for c in cases} == {f"embed_{n}" for n in SEQ_LENS.split(",")}
-    pieces = json.loads((tiny_bundle.parent / "pieces.json").read_text(encoding="utf-8"))["pieces"]
-    assert any(len(p) + 2 > max(map(int, SEQ_LENS.split(","))) for p in pieces)
+    b = load_bundle(tiny_bundle)
+    tok = Tokenizer(b.sentencepiece_path, TokenizerSpec.from_manifest(b.manifest["tokenizer"]))
+    assert any(len(tok.encode(c["text"])) > max(map(int, SEQ_LENS.split(","))) for c in cases)
 
 
 def test_kotlin_check_catches_one_ulp_and_id_drift(kit_jar: Path, tiny_bundle: Path, tmp_path: Path) -> None:
@@ -132,7 +98,7 @@ def test_kotlin_check_catches_one_ulp_and_id_drift(kit_jar: Path, tiny_bundle: P
     other[0]["input_ids"][1] += 1  # a token id
     other[1]["colbert_vecs"] = other[1]["colbert_vecs"][:-1]  # one colbert vector short
     (bundle / "golden.json").write_text(json.dumps(golden), encoding="utf-8")
-    proc = _run_check(kit_jar, bundle, tiny_bundle.parent / "pieces.json")
+    proc = _run_check(kit_jar, bundle)
     assert proc.returncode == 1
     assert _summary(proc) == (len(cases) - 3, 3)
     assert f"lexical_weights[{key}]" in proc.stdout
@@ -145,7 +111,7 @@ def test_kotlin_check_refuses_unknown_schema(kit_jar: Path, tiny_bundle: Path, t
     manifest = json.loads((bundle / "manifest.json").read_text(encoding="utf-8"))
     manifest["schema_version"] = 2
     (bundle / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
-    proc = _run_check(kit_jar, bundle, tiny_bundle.parent / "pieces.json")
+    proc = _run_check(kit_jar, bundle)
     assert proc.returncode == 2
     assert "manifest.json: schema_version 2" in proc.stderr
 
@@ -160,7 +126,7 @@ def test_kotlin_core_trimmed_vocabulary(kit_jar: Path, tiny_ckpt: Path, tmp_path
     kept = set(json.loads((bundle / "vocab_map.json").read_text(encoding="utf-8"))["kept_ids"])
     cases = json.loads((bundle / "golden.json").read_text(encoding="utf-8"))["cases"]
     assert any(t not in kept for c in cases for t in c["input_ids"])  # the <unk>-row path is exercised
-    proc = _run_check(kit_jar, bundle, _write_pieces(bundle, tmp_path / "pieces.json"))
+    proc = _run_check(kit_jar, bundle)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert _summary(proc) == (len(cases), 0)
     assert "vocab trimmed" in proc.stdout
