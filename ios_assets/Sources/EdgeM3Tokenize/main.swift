@@ -131,7 +131,7 @@ func run(_ argv: [String]) throws {
             _ = try loadTokenizer(rest[0])
             again = seconds(since: t1)
         }
-        print(String(format: "load: first %.0f ms, after 2 more loads %.0f ms", loadS * 1000, again * 1000))
+        print(String(format: "load: %.0f ms first, %.0f ms on the third reload", loadS * 1000, again * 1000))
         try bench(tok, lines, maxLength)
         return
     case "--units":
