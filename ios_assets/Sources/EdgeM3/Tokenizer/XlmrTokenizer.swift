@@ -149,7 +149,7 @@ public final class XlmrTokenizer: Sendable {
         if let m = maxLength, m < 2 { throw TokenizerError("max_length \(m): must be an integer of at least 2") }
         var out: [Int] = [bos]
         out.reserveCapacity(cps.count + 2)
-        segments(cps, &out)
+        try segments(cps, &out)
         out.append(eos)
         if let m = maxLength, out.count > m {
             out.removeSubrange((m - 1)...)
@@ -198,7 +198,7 @@ public final class XlmrTokenizer: Sendable {
     }
 
     /// Pieces between special-token strings, and those strings' ids (leftmost, longest first).
-    private func segments(_ cps: [UInt32], _ out: inout [Int]) {
+    private func segments(_ cps: [UInt32], _ out: inout [Int]) throws {
         var from = 0, i = 0
         let n = cps.count
         while i < n {
@@ -212,20 +212,20 @@ public final class XlmrTokenizer: Sendable {
                 }
             }
             if matched < 0 { i += 1; continue }
-            words(cps, from, i, &out)
+            try words(cps, from, i, &out)
             out.append(specials[matched].1)
             i += specials[matched].0.count
             from = i
         }
-        words(cps, from, n, &out)
+        try words(cps, from, n, &out)
     }
 
     /// Normalise `cps[from ..< to]`, split on whitespace, segment each word (edge_m3.unigram.encode_words).
-    private func words(_ cps: [UInt32], _ from: Int, _ to: Int, _ out: inout [Int]) {
+    private func words(_ cps: [UInt32], _ from: Int, _ to: Int, _ out: inout [Int]) throws {
         if from >= to { return }
         var norm: [UInt32] = []
         norm.reserveCapacity(to - from + 8)
-        if let cm = charsmap { cm.normalize(cps, from, to, into: &norm) } else { norm.append(contentsOf: cps[from..<to]) }
+        if let cm = charsmap { try cm.normalize(cps, from, to, into: &norm) } else { norm.append(contentsOf: cps[from..<to]) }
         let meta = TokenizerTables.meta
         var word: [UInt32] = []
         var i = 0
@@ -430,24 +430,23 @@ private struct CharsMap: Sendable {
     }
 
     /// Appends the replacement of `key` when its shortest charsmap key matches; false otherwise.
-    private func transform(_ key: [UInt8], into out: inout [UInt32]) -> Bool {
+    private func transform(_ key: [UInt8], into out: inout [UInt32]) throws -> Bool {
         let start = firstPrefixValue(key)
         if start < 0 || start >= normalized.count { return false }
         var end = start
         while end < normalized.count && normalized[end] != 0 { end += 1 }
-        if !Utf8.decode(normalized, start, end, into: &out) {
-            // The reference would fail the same way; a valid model never gets here.
-            preconditionFailure("charsmap: replacement at byte \(start) is not valid UTF-8")
+        if !Utf8.decode(normalized, start, end, into: &out) {  // the reference fails too; valid models never
+            throw TokenizerError("charsmap: replacement at byte \(start) is not valid UTF-8")
         }
         return true
     }
 
     /// Grapheme by grapheme: a cluster under wholeGraphemeBytes bytes replaced whole by the value of
     /// its shortest matching key, else each character alone.
-    func normalize(_ cps: [UInt32], _ from: Int, _ to: Int, into out: inout [UInt32]) {
+    func normalize(_ cps: [UInt32], _ from: Int, _ to: Int, into out: inout [UInt32]) throws {
         var key: [UInt8] = []
         key.reserveCapacity(4 * TokenizerTables.wholeGraphemeBytes)
-        Graphemes.split(cps, from, to) { gs, ge in
+        try Graphemes.split(cps, from, to) { gs, ge in
             var bytes = 0
             for k in gs..<ge {
                 bytes += Utf8.length(cps[k])
@@ -456,12 +455,12 @@ private struct CharsMap: Sendable {
             if bytes < TokenizerTables.wholeGraphemeBytes {
                 key.removeAll(keepingCapacity: true)
                 for k in gs..<ge { Utf8.encode(cps[k], into: &key) }
-                if transform(key, into: &out) { return }
+                if try transform(key, into: &out) { return }
             }
             for k in gs..<ge {
                 key.removeAll(keepingCapacity: true)
                 Utf8.encode(cps[k], into: &key)
-                if !transform(key, into: &out) { out.append(cps[k]) }
+                if try !transform(key, into: &out) { out.append(cps[k]) }
             }
         }
     }
@@ -548,18 +547,18 @@ enum Graphemes {
 
     /// Calls `emit(start, end)` for each cluster of `cps[from ..< to]`, in order.
     @inline(__always)
-    static func split(_ cps: [UInt32], _ from: Int, _ to: Int, _ emit: (Int, Int) -> Void) {
+    static func split(_ cps: [UInt32], _ from: Int, _ to: Int, _ emit: (Int, Int) throws -> Void) rethrows {
         var start = from, before = -1, state = 0
         for i in from..<to {
             let raw = category(cps[i])
             let cat = raw & 15
             if before >= 0 && !joins(before, cat, state) {
-                emit(start, i)
+                try emit(start, i)
                 start = i
             }
             state = nextState(state, cps[i], raw)
             before = cat
         }
-        if to > from { emit(start, to) }
+        if to > from { try emit(start, to) }
     }
 }
