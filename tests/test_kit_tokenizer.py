@@ -244,9 +244,16 @@ def test_kit_tokenize_script(port: str, request, trimmed_bundle: Path, tmp_path:
     assert [json.loads(x) for x in proc.stdout.splitlines()] == [tok.encode(t, 8) for t in lines]
     bad_utf8 = tmp_path / "bad.txt"
     bad_utf8.write_bytes(b"ok\n\xff\xfe\n")
+    model = (trimmed_bundle / "sentencepiece.bpe.model").read_bytes()
+    broken = {}
+    for name, blob in (("junk", b"not a model"), ("truncated", model[: len(model) // 2])):
+        broken[name] = shutil.copytree(trimmed_bundle, tmp_path / name)
+        (broken[name] / "sentencepiece.bpe.model").write_bytes(blob)
     for args, message in [((str(trimmed_bundle), str(tmp_path / "missing.txt")), "missing.txt: not found"),
                           ((str(tmp_path), str(texts)), "not a bundle"),
                           ((str(trimmed_bundle), str(bad_utf8)), "not valid UTF-8"),
+                          ((str(broken["junk"]), str(texts)), "not a SentencePiece model"),
+                          ((str(broken["truncated"]), str(texts)), "not a SentencePiece model"),
                           ((str(trimmed_bundle),), "usage")]:
         proc = run(*args)
         assert proc.returncode == 2 and proc.stdout == "", (args, proc.stdout, proc.stderr)

@@ -65,25 +65,35 @@ private struct ProtoParser {
     }
 
     mutating func model() throws -> SentencePieceModel {
-        var pos = 0
-        while pos < b.count {
-            let key = try varint(pos)
-            pos = next
-            let field = key >> 3, wire = Int(key & 7)
-            if field == 1 && wire == 2 {
-                let end = try lengthEnd(pos)
-                try piece(next, end)
-                pos = end
-            } else if field == 3 && wire == 2 {
-                let end = try lengthEnd(pos)
-                try normalizer(next, end)
-                pos = end
-            } else {
-                pos = try skip(pos, wire, b.count)
+        try fields(0, b.count, "model") { p, field, wire, pos in
+            if field == 1 && wire == 2 {  // pieces
+                let end = try p.lengthEnd(pos)
+                try p.piece(p.next, end)
+                return end
             }
+            if field == 3 && wire == 2 {  // normalizer_spec
+                let end = try p.lengthEnd(pos)
+                try p.normalizer(p.next, end)
+                return end
+            }
+            return -1
         }
         starts.append(pool.count)
         return SentencePieceModel(codePoints: pool, starts: starts, scores: scores, types: types, charsmap: charsmap)
+    }
+
+    /// Calls `field(&self, number, wireType, pos)` for each field of the message in `b[start ..< end]`:
+    /// it returns the position after the field, or -1 to skip it.
+    mutating func fields(_ start: Int, _ end: Int, _ what: String,
+                         _ field: (inout ProtoParser, UInt64, Int, Int) throws -> Int) throws {
+        var pos = start
+        while pos < end {
+            let key = try varint(pos)
+            let wire = Int(key & 7), at = next
+            let after = try field(&self, key >> 3, wire, at)
+            pos = after >= 0 ? after : try skip(next, wire, end)
+            if pos > end { throw ProtoError(message: "\(what) field past its message at byte \(pos)") }
+        }
     }
 
     mutating func varint(_ start: Int) throws -> UInt64 {
@@ -129,32 +139,25 @@ private struct ProtoParser {
         let pieceStart = pool.count
         var score: Float = 0
         var type = SentencePieceModel.normal
-        var pos = start
-        while pos < end {
-            let key = try varint(pos)
-            pos = next
-            let field = key >> 3, wire = Int(key & 7)
+        try fields(start, end, "piece") { p, field, wire, pos in
             if field == 1 && wire == 2 {
-                let stop = try lengthEnd(pos)
-                pos = next
-                if stop > end { throw ProtoError(message: "piece string past its message at byte \(pos)") }
-                pool.removeSubrange(pieceStart...)  // proto2: the last value wins
-                if !Utf8.decode(b, pos, stop, into: &pool) {
-                    throw ProtoError(message: "piece is not valid UTF-8 at byte \(pos)")
+                let stop = try p.lengthEnd(pos)
+                p.pool.removeSubrange(pieceStart...)  // proto2: the last value wins
+                if stop <= end && !Utf8.decode(p.b, p.next, stop, into: &p.pool) {
+                    throw ProtoError(message: "piece is not valid UTF-8 at byte \(p.next)")
                 }
-                pos = stop
-            } else if field == 2 && wire == 5 {
-                if pos + 4 > end { throw ProtoError(message: "truncated score at byte \(pos)") }
-                score = Float(bitPattern: fixed32(pos))
-                pos += 4
-            } else if field == 3 && wire == 0 {
-                type = Int(truncatingIfNeeded: try varint(pos))
-                pos = next
-            } else {
-                pos = try skip(pos, wire, end)
+                return stop
             }
+            if field == 2 && wire == 5 {
+                if pos + 4 <= end { score = Float(bitPattern: p.fixed32(pos)) }
+                return pos + 4
+            }
+            if field == 3 && wire == 0 {
+                type = Int(truncatingIfNeeded: try p.varint(pos))
+                return p.next
+            }
+            return -1
         }
-        if pos != end { throw ProtoError(message: "piece message overruns at byte \(pos)") }
         starts.append(pieceStart)
         scores.append(score)
         types.append(type)
@@ -162,22 +165,14 @@ private struct ProtoParser {
 
     /// NormalizerSpec: precompiled_charsmap = 2 (bytes); the rest is not used by the reference.
     mutating func normalizer(_ start: Int, _ end: Int) throws {
-        var pos = start
-        while pos < end {
-            let key = try varint(pos)
-            pos = next
-            let field = key >> 3, wire = Int(key & 7)
+        try fields(start, end, "normalizer") { p, field, wire, pos in
             if field == 2 && wire == 2 {
-                let stop = try lengthEnd(pos)
-                pos = next
-                if stop > end { throw ProtoError(message: "charsmap past its message at byte \(pos)") }
-                charsmap = Array(b[pos..<stop])
-                pos = stop
-            } else {
-                pos = try skip(pos, wire, end)
+                let stop = try p.lengthEnd(pos)
+                if stop <= end { p.charsmap = Array(p.b[p.next..<stop]) }
+                return stop
             }
+            return -1
         }
-        if pos != end { throw ProtoError(message: "normalizer message overruns at byte \(pos)") }
     }
 }
 

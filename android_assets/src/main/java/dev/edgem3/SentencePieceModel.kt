@@ -48,22 +48,19 @@ class SentencePieceModel internal constructor(
         var charsmap = ByteArray(0)
 
         fun model(): SentencePieceModel {
-            var pos = 0
-            while (pos < b.size) {
-                val key = varint(pos)
-                pos = next
-                val field = (key ushr 3).toInt()
-                val wire = (key and 7L).toInt()
-                if (field == 1 && wire == 2) {
-                    val end = lengthEnd(pos)
-                    piece(next, end)
-                    pos = end
-                } else if (field == 3 && wire == 2) {
-                    val end = lengthEnd(pos)
-                    normalizer(next, end)
-                    pos = end
-                } else {
-                    pos = skip(pos, wire, b.size)
+            fields(0, b.size, "model") { field, wire, pos ->
+                when {
+                    field == 1 && wire == 2 -> {  // pieces
+                        val end = lengthEnd(pos)
+                        piece(next, end)
+                        end
+                    }
+                    field == 3 && wire == 2 -> {  // normalizer_spec
+                        val end = lengthEnd(pos)
+                        normalizer(next, end)
+                        end
+                    }
+                    else -> -1
                 }
             }
             if (n + 1 > starts.size) starts = starts.copyOf(n + 1)
@@ -72,8 +69,21 @@ class SentencePieceModel internal constructor(
                 charsmap)
         }
 
-        // ---- wire format: `next` is the position after the last read
+        // ---- wire format: `next` is the position after the last varint read
         var next = 0
+
+        /** Calls `field(number, wireType, pos)` for each field of the message in `b[start until end]`: it
+         *  returns the position after the field, or -1 to skip it. */
+        inline fun fields(start: Int, end: Int, what: String, field: (Int, Int, Int) -> Int) {
+            var pos = start
+            while (pos < end) {
+                val key = varint(pos)
+                val wire = (key and 7L).toInt()
+                val after = field((key ushr 3).toInt(), wire, next)
+                pos = if (after >= 0) after else skip(next, wire, end)
+                if (pos > end) throw ProtoException("$what field past its message at byte $pos")
+            }
+        }
 
         fun varint(start: Int): Long {
             var pos = start
@@ -123,31 +133,25 @@ class SentencePieceModel internal constructor(
             val pieceStart = poolEnd
             var score = 0f
             var type = NORMAL
-            var pos = start
-            while (pos < end) {
-                val key = varint(pos)
-                pos = next
-                val field = (key ushr 3).toInt()
-                val wire = (key and 7L).toInt()
-                if (field == 1 && wire == 2) {
-                    val stop = lengthEnd(pos)
-                    pos = next
-                    if (stop > end) throw ProtoException("piece string past its message at byte $pos")
-                    poolEnd = pieceStart  // proto2: the last value wins
-                    utf8(pos, stop)
-                    pos = stop
-                } else if (field == 2 && wire == 5) {
-                    if (pos + 4 > end) throw ProtoException("truncated score at byte $pos")
-                    score = java.lang.Float.intBitsToFloat(fixed32(pos))
-                    pos += 4
-                } else if (field == 3 && wire == 0) {
-                    type = varint(pos).toInt()
-                    pos = next
-                } else {
-                    pos = skip(pos, wire, end)
+            fields(start, end, "piece") { field, wire, pos ->
+                when {
+                    field == 1 && wire == 2 -> {
+                        val stop = lengthEnd(pos)
+                        poolEnd = pieceStart  // proto2: the last value wins
+                        if (stop <= end) utf8(next, stop)
+                        stop
+                    }
+                    field == 2 && wire == 5 -> {
+                        if (pos + 4 <= end) score = java.lang.Float.intBitsToFloat(fixed32(pos))
+                        pos + 4
+                    }
+                    field == 3 && wire == 0 -> {
+                        type = varint(pos).toInt()
+                        next
+                    }
+                    else -> -1
                 }
             }
-            if (pos != end) throw ProtoException("piece message overruns at byte $pos")
             starts[n] = pieceStart
             scores[n] = score
             types[n] = type
@@ -156,23 +160,15 @@ class SentencePieceModel internal constructor(
 
         /** NormalizerSpec: precompiled_charsmap = 2 (bytes); the rest is not used by the reference. */
         fun normalizer(start: Int, end: Int) {
-            var pos = start
-            while (pos < end) {
-                val key = varint(pos)
-                pos = next
-                val field = (key ushr 3).toInt()
-                val wire = (key and 7L).toInt()
+            fields(start, end, "normalizer") { field, wire, pos ->
                 if (field == 2 && wire == 2) {
                     val stop = lengthEnd(pos)
-                    pos = next
-                    if (stop > end) throw ProtoException("charsmap past its message at byte $pos")
-                    charsmap = b.copyOfRange(pos, stop)
-                    pos = stop
+                    if (stop <= end) charsmap = b.copyOfRange(next, stop)
+                    stop
                 } else {
-                    pos = skip(pos, wire, end)
+                    -1
                 }
             }
-            if (pos != end) throw ProtoException("normalizer message overruns at byte $pos")
         }
 
         /** Strict UTF-8 (no overlong forms, surrogates or values past U+10FFFF) into the pool. */
