@@ -92,54 +92,53 @@ def _chunks(s: str, width: int) -> list[str]:
     return [s[i:i + width] for i in range(0, len(s), width)]
 
 
+_DOCS = {
+    "title": "Unicode data and constants of the tokenizer, from the Python reference (XlmrTokenizer).",
+    "whitespace": "Unicode White_Space (Rust's char::is_whitespace): the reference's word breaks.",
+    "special": "XLM-R's special-token strings, for manifests without `special_tokens`.",
+    "runs": "Grapheme category runs: base-36 gap to the run's start, then 'A' + category.",
+}
+
+
+def _lit(value: int | float) -> str:
+    return repr(value) if isinstance(value, float) else f"0x{value:04X}" if value > 255 else str(value)
+
+
 def kotlin_source() -> str:
     """TokenizerTables.kt: an internal object of constants (Kotlin 1.3 syntax)."""
-    lines = [f"// {_HEADER}", "package dev.edgem3", "",
-             "/** Unicode data and constants of the tokenizer, from the Python reference (XlmrTokenizer). */",
-             "internal object TokenizerTables {"]
-    for name, value in constants().items():
-        lit = repr(value) if isinstance(value, float) else (f"0x{value:04X}" if value > 255 else str(value))
-        lines.append(f"    const val {name} = {lit}")
-    ws = ", ".join(f"0x{c:04X}" for c in whitespace())
-    lines.append("    /** Unicode White_Space (Rust's char::is_whitespace): the reference's word breaks. */")
-    lines.append(f"    val WHITESPACE = intArrayOf({ws})")
+    ws = ", ".join(map(_lit, whitespace()))
     sp = ", ".join(f'"{k}" to "{v}"' for k, v in default_special_tokens().items())
-    lines.append("    /** XLM-R's special-token strings, for manifests without `special_tokens`. */")
-    lines.append(f"    val DEFAULT_SPECIAL_TOKENS = linkedMapOf({sp})")
-    lines.append("    /** Grapheme category runs: base-36 gap to the run's start, then 'A' + category. */")
-    chunks = _chunks(category_runs(), 96)
-    lines.append("    const val CATEGORY_RUNS = " + " +\n        ".join(f'"{c}"' for c in chunks))
-    lines.append("}")
-    return "\n".join(lines) + "\n"
+    runs = " +\n        ".join(f'"{c}"' for c in _chunks(category_runs(), 96))
+    return "\n".join([
+        f"// {_HEADER}", "package dev.edgem3", "",
+        f"/** {_DOCS['title']} */", "internal object TokenizerTables {",
+        *(f"    const val {name} = {_lit(value)}" for name, value in constants().items()),
+        f"    /** {_DOCS['whitespace']} */", f"    val WHITESPACE = intArrayOf({ws})",
+        f"    /** {_DOCS['special']} */", f"    val DEFAULT_SPECIAL_TOKENS = linkedMapOf({sp})",
+        f"    /** {_DOCS['runs']} */", f"    const val CATEGORY_RUNS = {runs}",
+        "}", ""])
+
+
+def _swift_constant(name: str, value: int | float) -> str:
+    words = name.lower().split("_")
+    ident = words[0] + "".join(w.capitalize() for w in words[1:])
+    typ = "Double" if isinstance(value, float) else "UInt32" if name in ("ZWNJ", "META") else "Int"
+    return f"    static let {ident}: {typ} = {_lit(value)}"
 
 
 def swift_source() -> str:
-    """TokenizerTables.swift: an enum of constants (Foundation-free)."""
-    lines = [f"// {_HEADER}", "",
-             "/// Unicode data and constants of the tokenizer, from the Python reference (XlmrTokenizer).",
-             "enum TokenizerTables {"]
-    for name, value in constants().items():
-        camel = name.lower().split("_")
-        ident = camel[0] + "".join(p.capitalize() for p in camel[1:])
-        if isinstance(value, float):
-            lines.append(f"    static let {ident}: Double = {value!r}")
-        else:
-            lit = f"0x{value:04X}" if value > 255 else str(value)
-            typ = "UInt32" if name in ("ZWNJ", "META") else "Int"
-            lines.append(f"    static let {ident}: {typ} = {lit}")
-    ws = ", ".join(f"0x{c:04X}" for c in whitespace())
-    lines.append("    /// Unicode White_Space (Rust's char::is_whitespace): the reference's word breaks.")
-    lines.append(f"    static let whitespace: [UInt32] = [{ws}]")
+    """TokenizerTables.swift: an enum of constants (no import needed)."""
+    ws = ", ".join(map(_lit, whitespace()))
     sp = ", ".join(f'("{k}", "{v}")' for k, v in default_special_tokens().items())
-    lines.append("    /// XLM-R's special-token strings, for manifests without `special_tokens`.")
-    lines.append(f"    static let defaultSpecialTokens: [(String, String)] = [{sp}]")
-    lines.append("    /// Grapheme category runs: base-36 gap to the run's start, then 'A' + category.")
-    chunks = _chunks(category_runs(), 96)
-    lines.append("    static let categoryRuns: String = [")  # an array literal: `+` chains type-check slowly
-    lines.extend(f'        "{c}",' for c in chunks)
-    lines.append('    ].joined()')
-    lines.append("}")
-    return "\n".join(lines) + "\n"
+    return "\n".join([
+        f"// {_HEADER}", "", f"/// {_DOCS['title']}", "enum TokenizerTables {",
+        *(_swift_constant(name, value) for name, value in constants().items()),
+        f"    /// {_DOCS['whitespace']}", f"    static let whitespace: [UInt32] = [{ws}]",
+        f"    /// {_DOCS['special']}", f"    static let defaultSpecialTokens: [(String, String)] = [{sp}]",
+        # An array literal: a chain of `+` type-checks slowly.
+        f"    /// {_DOCS['runs']}", "    static let categoryRuns: String = [",
+        *(f'        "{c}",' for c in _chunks(category_runs(), 96)),
+        "    ].joined()", "}", ""])
 
 
 def outputs() -> dict[Path, str]:

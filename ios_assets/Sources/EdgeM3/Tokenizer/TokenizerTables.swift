@@ -24,7 +24,7 @@ enum TokenizerTables {
     static let wholeGraphemeBytes: Int = 6
     static let unkPenalty: Double = 10.0
     /// Unicode White_Space (Rust's char::is_whitespace): the reference's word breaks.
-    static let whitespace: [UInt32] = [0x0009, 0x000A, 0x000B, 0x000C, 0x000D, 0x0020, 0x0085, 0x00A0, 0x1680, 0x2000, 0x2001, 0x2002, 0x2003, 0x2004, 0x2005, 0x2006, 0x2007, 0x2008, 0x2009, 0x200A, 0x2028, 0x2029, 0x202F, 0x205F, 0x3000]
+    static let whitespace: [UInt32] = [9, 10, 11, 12, 13, 32, 133, 160, 0x1680, 0x2000, 0x2001, 0x2002, 0x2003, 0x2004, 0x2005, 0x2006, 0x2007, 0x2008, 0x2009, 0x200A, 0x2028, 0x2029, 0x202F, 0x205F, 0x3000]
     /// XLM-R's special-token strings, for manifests without `special_tokens`.
     static let defaultSpecialTokens: [(String, String)] = [("bos", "<s>"), ("pad", "<pad>"), ("eos", "</s>"), ("unk", "<unk>"), ("mask", "<mask>")]
     /// Grapheme category runs: base-36 gap to the run's start, then 'A' + category.
