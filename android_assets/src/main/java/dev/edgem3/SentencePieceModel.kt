@@ -39,7 +39,7 @@ class SentencePieceModel internal constructor(
     private class ProtoException(message: String) : RuntimeException(message)
 
     private class Parser(val b: ByteArray) {
-        var pool = IntArray(1 shl 16)
+        var pool = IntArray(maxOf(1024, b.size / 3))  // code points take about a quarter of the file
         var poolEnd = 0
         var starts = IntArray(1024)
         var scores = FloatArray(1024)

@@ -54,8 +54,9 @@ class XlmrTokenizer(modelBytes: ByteArray, val spec: TokenizerSpec, val vocab: V
     init {
         val n = model.size
         val where = "${spec.file}: not a SentencePiece model"
-        val unknown = (0 until n).filter { model.types[it] == SentencePieceModel.UNKNOWN }
-        if (n < 3 || unknown != listOf(0)) {
+        var unknown = 0
+        for (i in 0 until n) if (model.types[i] == SentencePieceModel.UNKNOWN) unknown++
+        if (n < 3 || unknown != 1 || model.types[0] != SentencePieceModel.UNKNOWN) {
             throw EdgeM3Exception("$where (not an XLM-R-style model: expected exactly one <unk> piece, at id 0)")
         }
         val pairs = spec.specialTokens.withIds(spec.special)
@@ -88,8 +89,10 @@ class XlmrTokenizer(modelBytes: ByteArray, val spec: TokenizerSpec, val vocab: V
             throw EdgeM3Exception("${spec.file}: $n pieces map past the manifest's vocab_size ${spec.vocabSize} " +
                 "(wrong SentencePiece model?)")
         }
-        val odd = (3 until n).filter {
-            model.types[it] == SentencePieceModel.CONTROL || model.types[it] == SentencePieceModel.USER_DEFINED
+        val odd = ArrayList<Int>()
+        for (i in 3 until n) {
+            val type = model.types[i]
+            if (type == SentencePieceModel.CONTROL || type == SentencePieceModel.USER_DEFINED) odd.add(i)
         }
         if (odd.isNotEmpty() || spec.spUnkId != 0) {
             throw EdgeM3Exception("${spec.file}: not an XLM-R SentencePiece model (control or user-defined pieces " +
