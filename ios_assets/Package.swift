@@ -4,23 +4,21 @@
 // target provides the TensorFlowLite module (README: "Adding the kit to an app").
 import PackageDescription
 
+let strict: [SwiftSetting] = [.enableUpcomingFeature("StrictConcurrency")]
+
 let package = Package(
     name: "EdgeM3",
     platforms: [.iOS(.v15), .macOS(.v12)],  // async/await without back-deployment
     products: [
         .library(name: "EdgeM3", targets: ["EdgeM3"]),
+        .executable(name: "edge-m3-tokenize", targets: ["EdgeM3Tokenize"]),
     ],
     targets: [
-        .target(
-            name: "EdgeM3",
-            path: "Sources/EdgeM3",
-            swiftSettings: [.enableUpcomingFeature("StrictConcurrency")]
-        ),
-        .testTarget(
-            name: "EdgeM3Tests",
-            dependencies: ["EdgeM3"],
-            path: "Tests/EdgeM3Tests",
-            swiftSettings: [.enableUpcomingFeature("StrictConcurrency")]
-        ),
+        .target(name: "EdgeM3", path: "Sources/EdgeM3", swiftSettings: strict),
+        // The tokenizer on the command line (tools/kit_tokenize.sh swift, tests/test_kit_tokenizer.py).
+        .executableTarget(name: "EdgeM3Tokenize", dependencies: ["EdgeM3"], path: "Sources/EdgeM3Tokenize",
+                          swiftSettings: strict),
+        .testTarget(name: "EdgeM3Tests", dependencies: ["EdgeM3"], path: "Tests/EdgeM3Tests",
+                    swiftSettings: strict),
     ]
 )

@@ -2,9 +2,10 @@
 
 A tiny bundle is built with the real builder (conftest `tiny_bundle`); the Kotlin golden check
 (android_assets/jvm/GoldenCheck.kt) then replays every case: id mapping + truncation, signature
-choice and post-processing, all bit for bit, after checking every bundle file's size and SHA-256
-as the app does on first load (ModelCheck.kt). One kotlinc run per session also type-checks the
-Android embedder (suspending API included) and the instrumented test against compile-only stubs.
+choice and post-processing, all bit for bit (ids from the kit's own XlmrTokenizer), after
+checking every bundle file's size and SHA-256 as the app does on first load (ModelCheck.kt). One
+kotlinc run per session also type-checks the Android embedder (suspending API included) and the
+instrumented test against compile-only stubs.
 Gradle cannot run here (no Android SDK), so the library module's build file is checked as text.
 The Swift kit has its own tests (tests/test_swift_kit.py).
 """
@@ -13,7 +14,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
 import shutil
 import subprocess
@@ -21,34 +21,15 @@ from pathlib import Path
 
 import pytest
 
+from edge_m3.bundle import load_bundle
+from edge_m3.tokenizer import Tokenizer
+
 pytestmark = pytest.mark.models  # builds Keras models, bundles or references
 
 ROOT = Path(__file__).resolve().parents[1]
 ANDROID = ROOT / "android_assets"
 IOS = ROOT / "ios_assets"
 KT_PKG = ANDROID / "src/main/java/dev/edgem3"
-KOTLIN_SOURCES = [
-    *sorted(KT_PKG.glob("*.kt")),
-    *sorted((ANDROID / "src/androidTest/java/dev/edgem3").glob("*.kt")),
-    *sorted((ANDROID / "jvm").glob("*.kt")),
-    *sorted((ANDROID / "jvm/stubs").glob("*.kt")),
-]
-
-
-@pytest.fixture(scope="session")
-def kit_jar(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The kit compiled once per session (kotlinc takes ~15 s)."""
-    kotlinc, java = shutil.which("kotlinc"), shutil.which("java")
-    if kotlinc is None or java is None:
-        reason = "kotlinc/java not installed (apt-get install -y kotlin); CI installs them and runs this"
-        if os.environ.get("EDGE_M3_REQUIRE_KOTLIN"):  # set by .ci/run: CI must not skip silently
-            pytest.fail(reason)
-        pytest.skip(reason)
-    jar = tmp_path_factory.mktemp("kotlin") / "edge_m3_kit.jar"
-    proc = subprocess.run([kotlinc, "-Werror", *map(str, KOTLIN_SOURCES), "-include-runtime", "-d", str(jar)],
-                          capture_output=True, text=True, timeout=900)
-    assert proc.returncode == 0 and jar.is_file(), f"kotlinc failed:\n{proc.stdout}\n{proc.stderr}"
-    return jar
 
 
 def test_build_places_the_bundle_in_both_kits(tiny_bundle: Path) -> None:
@@ -66,9 +47,9 @@ def test_build_places_the_bundle_in_both_kits(tiny_bundle: Path) -> None:
         assert (test_dest / "golden.json").read_bytes() == (tiny_bundle / "golden.json").read_bytes()
 
 
-def _run_check(jar: Path, bundle: Path, pieces: Path) -> subprocess.CompletedProcess[str]:
+def _run_check(jar: Path, bundle: Path) -> subprocess.CompletedProcess[str]:
     # The jar holds two mains (GoldenCheck, Sha256Bench): name the class.
-    return subprocess.run(["java", "-cp", str(jar), "dev.edgem3.GoldenCheckKt", str(bundle), str(pieces)],
+    return subprocess.run(["java", "-cp", str(jar), "dev.edgem3.GoldenCheckKt", str(bundle)],
                           capture_output=True, text=True, timeout=300)
 
 
@@ -86,7 +67,7 @@ def _copy(bundle: Path, dest: Path) -> Path:
 def test_kotlin_core_reproduces_golden(kit_jar: Path, tiny_bundle: Path) -> None:
     golden = json.loads((tiny_bundle / "golden.json").read_text(encoding="utf-8"))
     n_cases = len(golden["cases"])
-    proc = _run_check(kit_jar, tiny_bundle, tiny_bundle.parent / "pieces.json")
+    proc = _run_check(kit_jar, tiny_bundle)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert _summary(proc) == (n_cases, 0)
     assert n_cases >= 10
@@ -96,15 +77,16 @@ def test_kotlin_core_reproduces_golden(kit_jar: Path, tiny_bundle: Path) -> None
     model = json.loads((tiny_bundle / "manifest.json").read_text(encoding="utf-8"))["models"][0]
     lengths = [s["seq_len"] for s in model["signatures"]]
     assert {c["signature"] for c in golden["cases"]} == {f"embed_{n}" for n in lengths}
-    pieces = json.loads((tiny_bundle.parent / "pieces.json").read_text(encoding="utf-8"))["pieces"]
-    assert any(len(p) + 2 > max(lengths) for p in pieces)
+    b = load_bundle(tiny_bundle)
+    tok = Tokenizer(b.sentencepiece_path, b.manifest.tokenizer)
+    assert any(len(tok.encode(c["text"])) > max(lengths) for c in golden["cases"])
 
 
 def test_kotlin_check_catches_one_ulp_and_id_drift(kit_jar: Path, drifted_bundle: tuple[Path, str],
                                                    tiny_bundle: Path) -> None:
     bundle, key = drifted_bundle
     n_cases = len(json.loads((bundle / "golden.json").read_text(encoding="utf-8"))["cases"])
-    proc = _run_check(kit_jar, bundle, tiny_bundle.parent / "pieces.json")
+    proc = _run_check(kit_jar, bundle)
     assert proc.returncode == 1
     assert _summary(proc) == (n_cases - 3, 3)
     assert f"lexical_weights[{key}]" in proc.stdout
@@ -116,7 +98,7 @@ def test_kotlin_check_refuses_unknown_schema(kit_jar: Path, tiny_bundle: Path, t
     manifest = json.loads((bundle / "manifest.json").read_text(encoding="utf-8"))
     manifest["schema_version"] = 2
     (bundle / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
-    proc = _run_check(kit_jar, bundle, tiny_bundle.parent / "pieces.json")
+    proc = _run_check(kit_jar, bundle)
     assert proc.returncode == 2
     assert "manifest.json: schema_version 2" in proc.stderr
 
@@ -128,7 +110,7 @@ def test_kotlin_model_check_refuses_a_changed_model(kit_jar: Path, tiny_bundle: 
     data = bytearray(model.read_bytes())
     data[len(data) // 2] ^= 1
     model.write_bytes(bytes(data))
-    proc = _run_check(kit_jar, bundle, tiny_bundle.parent / "pieces.json")
+    proc = _run_check(kit_jar, bundle)
     assert proc.returncode == 2
     assert f"{model.name}: sha256 " in proc.stderr and "manifest.json says" in proc.stderr
     bench = subprocess.run(["java", "-cp", str(kit_jar), "dev.edgem3.Sha256BenchKt", str(model)],
@@ -142,7 +124,7 @@ def test_kotlin_core_trimmed_vocabulary(kit_jar: Path, trimmed_bundle: Path) -> 
     kept = set(json.loads((trimmed_bundle / "vocab_map.json").read_text(encoding="utf-8"))["kept_ids"])
     cases = json.loads((trimmed_bundle / "golden.json").read_text(encoding="utf-8"))["cases"]
     assert any(t not in kept for c in cases for t in c["input_ids"])  # the <unk>-row path is exercised
-    proc = _run_check(kit_jar, trimmed_bundle, trimmed_bundle.parent / "pieces.json")
+    proc = _run_check(kit_jar, trimmed_bundle)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert _summary(proc) == (len(cases), 0)
     assert "vocab trimmed" in proc.stdout

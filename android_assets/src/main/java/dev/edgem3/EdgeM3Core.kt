@@ -70,14 +70,44 @@ class SpecialIds(val bos: Int, val pad: Int, val eos: Int, val unk: Int, val mas
     fun skip(): Set<Int> = setOf(bos, eos, pad, unk)
 }
 
+/** The manifest's `tokenizer` entry (edge_m3.tokenizer.TokenizerSpec). */
 class TokenizerSpec(
     val file: String,
     val special: SpecialIds,
     val spUnkId: Int,
     val idOffset: Int,
     val vocabSize: Int,
-    val vocabMapFile: String?
-)
+    val vocabMapFile: String?,
+    val specialTokens: SpecialTokens = SpecialTokens.XLMR
+) {
+    companion object {
+        /** The `tokenizer` object of manifest.json; `special_tokens` absent or null: XLM-R's strings. */
+        fun fromJson(tree: Any?): TokenizerSpec {
+            val w = "manifest.json: tokenizer"
+            val tok = JsonTree.obj(tree, w)
+            val sp = JsonTree.obj(JsonTree.field(tok, "special_ids", w), "$w.special_ids")
+            fun special(k: String): Int = JsonTree.int(JsonTree.field(sp, k, "$w.special_ids"), "$w.special_ids.$k")
+            var vocabMapFile: String? = null
+            val vocabMap = tok["vocab_map"]
+            if (vocabMap != null) {
+                vocabMapFile = JsonTree.str(
+                    JsonTree.field(JsonTree.obj(vocabMap, "$w.vocab_map"), "file", "$w.vocab_map"),
+                    "$w.vocab_map.file")
+            }
+            val tokens = tok["special_tokens"]
+            return TokenizerSpec(
+                JsonTree.str(JsonTree.field(tok, "file", w), "$w.file"),
+                SpecialIds(special("bos"), special("pad"), special("eos"), special("unk"), special("mask")),
+                JsonTree.int(JsonTree.field(tok, "sp_unk_id", w), "$w.sp_unk_id"),
+                JsonTree.int(JsonTree.field(tok, "id_offset", w), "$w.id_offset"),
+                JsonTree.int(JsonTree.field(tok, "vocab_size", w), "$w.vocab_size"),
+                vocabMapFile,
+                if (tokens == null) SpecialTokens.XLMR else
+                    SpecialTokens.fromMap(JsonTree.obj(tokens, "$w.special_tokens"), "$w.special_tokens")
+            )
+        }
+    }
+}
 
 class TensorSpec(val name: String, val shape: IntArray, val dtype: String)
 
@@ -120,24 +150,7 @@ class Manifest(
             if (version != SCHEMA_VERSION) {
                 throw EdgeM3Exception("$w: schema_version $version, this kit reads $SCHEMA_VERSION")
             }
-            val tok = JsonTree.obj(JsonTree.field(t, "tokenizer", w), "$w: tokenizer")
-            val sp = JsonTree.obj(JsonTree.field(tok, "special_ids", "$w: tokenizer"), "$w: special_ids")
-            fun special(k: String): Int = JsonTree.int(JsonTree.field(sp, k, "$w: special_ids"), "$w: special_ids.$k")
-            var vocabMapFile: String? = null
-            val vocabMap = tok["vocab_map"]
-            if (vocabMap != null) {
-                vocabMapFile = JsonTree.str(
-                    JsonTree.field(JsonTree.obj(vocabMap, "$w: vocab_map"), "file", "$w: vocab_map"),
-                    "$w: vocab_map.file")
-            }
-            val tokenizer = TokenizerSpec(
-                JsonTree.str(JsonTree.field(tok, "file", "$w: tokenizer"), "$w: tokenizer.file"),
-                SpecialIds(special("bos"), special("pad"), special("eos"), special("unk"), special("mask")),
-                JsonTree.int(JsonTree.field(tok, "sp_unk_id", "$w: tokenizer"), "$w: sp_unk_id"),
-                JsonTree.int(JsonTree.field(tok, "id_offset", "$w: tokenizer"), "$w: id_offset"),
-                JsonTree.int(JsonTree.field(tok, "vocab_size", "$w: tokenizer"), "$w: vocab_size"),
-                vocabMapFile
-            )
+            val tokenizer = TokenizerSpec.fromJson(JsonTree.field(t, "tokenizer", w))
             val models = JsonTree.list(JsonTree.field(t, "models", w), "$w: models").mapIndexed { i, m ->
                 parseModel(JsonTree.obj(m, "$w: models[$i]"), "$w: models[$i]")
             }
@@ -246,7 +259,9 @@ class Embedding(
     val colbertVecs: Array<FloatArray>?
 )
 
-/** Any SentencePiece binding: plain SentencePiece ids (no <s>/</s>, no offset, no sampling). */
+/** Any SentencePiece binding: plain SentencePiece ids (no <s>/</s>, no offset, no sampling).
+ *  Superseded by XlmrTokenizer (a binding's ids differ from the reference's on some texts); kept until
+ *  EdgeM3Embedder takes an XlmrTokenizer. */
 interface PieceEncoder {
     fun encodeAsIds(text: String): IntArray
 }
@@ -290,7 +305,14 @@ object EdgeM3Core {
         return best ?: largest
     }
 
-    /** Steps 1-2: ids truncated to the largest signature, and the signature to run. */
+    /** Steps 1-2: the text's ids truncated to the largest signature (as edge_m3.pipeline does), and
+     *  the signature to run. */
+    fun encode(text: String, tokenizer: XlmrTokenizer, signatures: List<Signature>): Encoded {
+        val ids = tokenizer.encode(text, chooseSignature(Int.MAX_VALUE, signatures).seqLen)
+        return Encoded(ids, chooseSignature(ids.size, signatures))
+    }
+
+    /** Steps 1-2 from a SentencePiece binding's ids (superseded by the XlmrTokenizer overload). */
     fun encode(pieces: IntArray, tok: TokenizerSpec, signatures: List<Signature>): Encoded {
         val largest = chooseSignature(Int.MAX_VALUE, signatures)
         val ids = truncate(toModelIds(pieces, tok), largest.seqLen, tok.special.eos)
@@ -349,7 +371,13 @@ object EdgeM3Core {
         return postprocess(raw, enc, special, vocab)
     }
 
-    /** Steps 1-5 for one text: what an app calls (not thread-safe when `runner` is not). */
+    /** Steps 1-5 for one text: what an app calls (not thread-safe when `runner` is not); a trimmed
+     *  bundle's rows come from `tokenizer.vocab`. */
+    fun embed(text: String, manifest: Manifest, model: ModelEntry, tokenizer: XlmrTokenizer,
+              runner: ModelRunner): Embedding =
+        run(encode(text, tokenizer, model.signatures), manifest, runner, tokenizer.vocab)
+
+    /** Steps 1-5 from a SentencePiece binding (superseded by the XlmrTokenizer overload). */
     fun embed(text: String, manifest: Manifest, model: ModelEntry, encoder: PieceEncoder,
               runner: ModelRunner, vocab: VocabMap?): Embedding =
         run(encode(encoder.encodeAsIds(text), manifest.tokenizer, model.signatures), manifest, runner, vocab)

