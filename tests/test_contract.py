@@ -111,6 +111,28 @@ def test_names_are_spelled_only_in_the_contract() -> None:
     assert not offenders, offenders
 
 
+def test_kits_spell_no_contract_value() -> None:
+    """Kotlin and Swift sources read names and tolerances from the generated EdgeM3Contract: none
+    re-spells a tensor, output or file name (test data in the kits' test targets aside)."""
+    import re
+
+    from tools.gen_kit_contract import STRINGS
+
+    values = set(STRINGS.values())
+    kit_sources = [*(ROOT / "android_assets/src/main").rglob("*.kt"),
+                   *(ROOT / "android_assets/src/androidTest").rglob("*.kt"),
+                   *(ROOT / "android_assets/jvm").glob("*.kt"), *(ROOT / "ios_assets/Sources").rglob("*.swift")]
+    offenders = []
+    for path in kit_sources:
+        if path.stem in ("EdgeM3Contract", "TokenizerTables"):
+            continue
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            code = line.split("//")[0]
+            offenders += [f"{path.relative_to(ROOT)}:{n} {lit}" for lit in re.findall(r'"([^"\\$]*)"', code)
+                          if lit in values]
+    assert len(kit_sources) > 10 and not offenders, offenders
+
+
 def _imports(path: Path, module: str) -> set[str]:
     """Every edge_m3 module `module` imports, at top level or inside functions."""
     out = set()

@@ -137,17 +137,18 @@ def test_kits_read_where_the_build_copies() -> None:
     assert ANDROID_ASSETS.parts[:3] == ("src", "main", "assets")
     assert ANDROID_TEST_ASSETS.parts[:3] == ("src", "androidTest", "assets")
     assert ANDROID_TEST_ASSETS.name == ANDROID_ASSETS.name
+    # The kits take the folder names from the generated contract (tests/test_contract.py checks it).
     kt = (KT_PKG / "EdgeM3Embedder.kt").read_text(encoding="utf-8")
-    assert f'const val ASSET_DIR = "{ANDROID_ASSETS.name}"' in kt
+    assert "const val ASSET_DIR = EdgeM3Contract.ASSET_DIR" in kt
     swift = (IOS / "Sources/EdgeM3/EdgeM3Embedder.swift").read_text(encoding="utf-8")
-    assert f'static let resourceFolder = "{IOS_RESOURCES}"' in swift
+    assert "static let resourceFolder = EdgeM3Contract.resourceFolder" in swift
     ignored = (ROOT / ".gitignore").read_text(encoding="utf-8").split()
     assert f"android_assets/{ANDROID_ASSETS.as_posix()}/" in ignored
     assert f"ios_assets/{IOS_RESOURCES.as_posix()}/" in ignored
     assert f"android_assets/{ANDROID_TEST_ASSETS.as_posix()}/" in ignored
     assert f"ios_assets/{IOS_TEST_RESOURCES.as_posix()}/" in ignored
     test_swift = (IOS / "Tests/EdgeM3Tests/EdgeM3GoldenTests.swift").read_text(encoding="utf-8")
-    assert f'"{IOS_TEST_RESOURCES}"' in test_swift and f"{IOS_TEST_RESOURCES}/golden.json" in test_swift
+    assert "EdgeM3Contract.testResourceFolder" in test_swift
 
 
 def _gradle_deps(text: str) -> dict[str, str]:

@@ -50,8 +50,8 @@ private fun checkShapes(sig: Signature, raw: RawOutputs, problems: MutableList<S
         is Array<*> -> listOf(x.size) + (if (x.isEmpty()) emptyList() else shapeOf(x[0]))
         else -> emptyList()
     }
-    val got = mapOf("dense_vecs" to raw.denseVecs, "sparse_weights" to raw.sparseWeights,
-        "colbert_vecs" to raw.colbertVecs)
+    val got = mapOf(EdgeM3Contract.DENSE_VECS to raw.denseVecs, EdgeM3Contract.SPARSE_WEIGHTS to raw.sparseWeights,
+        EdgeM3Contract.COLBERT_VECS to raw.colbertVecs)
     for ((name, value) in got) {
         val spec = sig.output(name)
         if (spec == null && value == null) continue
@@ -77,9 +77,9 @@ fun main(args: Array<String>) {
 
 private fun check(bundle: File): Int {
     val t0 = System.nanoTime()
-    val manifest = Manifest.fromJson(readJson(File(bundle, "manifest.json")))
+    val manifest = Manifest.fromJson(readJson(File(bundle, EdgeM3Contract.MANIFEST)))
     val model = manifest.model("tflite")
-    val golden = EdgeM3Core.parseGolden(readJson(File(bundle, "golden.json")))
+    val golden = EdgeM3Core.parseGolden(readJson(File(bundle, EdgeM3Contract.GOLDEN)))
     val vocabFile = manifest.tokenizer.vocabMapFile
     val vocab = if (vocabFile == null) null else VocabMap.fromJson(readJson(File(bundle, vocabFile)), manifest.tokenizer)
     val spFile = File(bundle, manifest.tokenizer.file)

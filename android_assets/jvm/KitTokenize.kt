@@ -20,10 +20,10 @@ import kotlin.system.exitProcess
 private class UsageError(message: String) : RuntimeException(message)
 
 private fun loadTokenizer(dir: File): XlmrTokenizer {
-    val manifestFile = File(dir, "manifest.json")
+    val manifestFile = File(dir, EdgeM3Contract.MANIFEST)
     if (!manifestFile.isFile) throw UsageError("$dir: not a bundle (no manifest.json)")
-    val manifest = JsonTree.obj(MiniJson.parse(manifestFile.readText(Charsets.UTF_8)), "manifest.json")
-    val spec = TokenizerSpec.fromJson(JsonTree.field(manifest, "tokenizer", "manifest.json"))
+    val manifest = JsonTree.obj(MiniJson.parse(manifestFile.readText(Charsets.UTF_8)), EdgeM3Contract.MANIFEST)
+    val spec = TokenizerSpec.fromJson(JsonTree.field(manifest, "tokenizer", EdgeM3Contract.MANIFEST))
     val model = File(dir, spec.file)
     if (!model.isFile) throw UsageError("$model: not found (named by manifest.json)")
     val vocabFile = spec.vocabMapFile

@@ -235,7 +235,7 @@ public struct VocabMap: Codable, Hashable, Sendable {
 
     /// `keptIds` must be sorted, unique, inside the vocabulary and hold every special id.
     public init(keptIds: [Int], tokenizer: TokenizerSpec) throws {
-        let file = tokenizer.vocabMapFile ?? "vocab_map.json"
+        let file = tokenizer.vocabMapFile ?? EdgeM3Contract.vocabMap
         for i in keptIds.indices
         where keptIds[i] < 0 || keptIds[i] >= tokenizer.vocabSize || (i > 0 && keptIds[i] <= keptIds[i - 1]) {
             throw EdgeM3Error("\(file): kept ids must be sorted, unique and < \(tokenizer.vocabSize)")

@@ -85,7 +85,7 @@ extension EdgeM3Embedder {
     /// Where the first load's checksum success is remembered: Caches/edge_m3 (the OS may purge it:
     /// then the next load hashes again).
     public static var defaultChecksumMemo: URL? {
-        FileManager.default.urls(for: .cachesDirectory, in: .userDomainMask).first?.appendingPathComponent("edge_m3")
+        FileManager.default.urls(for: .cachesDirectory, in: .userDomainMask).first?.appendingPathComponent(EdgeM3Contract.assetDir)
     }
 }
 #endif

@@ -21,7 +21,7 @@ func readFile(_ path: String) throws -> Data {
 }
 
 func loadTokenizer(_ dir: String) throws -> XlmrTokenizer {
-    let manifestPath = (dir as NSString).appendingPathComponent("manifest.json")
+    let manifestPath = (dir as NSString).appendingPathComponent(EdgeM3Contract.manifest)
     guard FileManager.default.fileExists(atPath: manifestPath) else {
         throw UsageError(message: "\(dir): not a bundle (no manifest.json)")
     }

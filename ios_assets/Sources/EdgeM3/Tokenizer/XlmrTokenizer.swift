@@ -41,7 +41,7 @@ public final class XlmrTokenizer: Sendable {
     ///   - keptIds: vocab_map.json's `kept_ids` for a trimmed bundle, else nil.
     public init(model: [UInt8], specialIds: [String: Int], specialTokens: [String: String]? = nil,
                 spUnkId: Int, idOffset: Int, vocabSize: Int, keptIds: [Int]? = nil,
-                file: String = "sentencepiece.bpe.model") throws {
+                file: String = EdgeM3Contract.sentencepiece) throws {
         let m = try SentencePieceModel.parse(model, file: file)
         let n = m.count
         var pairs: [(String, Int)] = []

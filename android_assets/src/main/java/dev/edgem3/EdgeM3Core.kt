@@ -63,11 +63,21 @@ object JsonTree {
 }
 
 class SpecialIds(val bos: Int, val pad: Int, val eos: Int, val unk: Int, val mask: Int) {
-    /** Every special id (bos, pad, eos, unk, mask): what a trimmed vocabulary must keep. */
-    fun all(): List<Int> = listOf(bos, pad, eos, unk, mask)
+    /** The id of a special token by its manifest key (EdgeM3Contract.SPECIAL_KEYS). */
+    operator fun get(key: String): Int = when (key) {
+        "bos" -> bos
+        "pad" -> pad
+        "eos" -> eos
+        "unk" -> unk
+        "mask" -> mask
+        else -> throw EdgeM3Exception("manifest.json: unknown special token key $key")
+    }
+
+    /** Every special id: what a trimmed vocabulary must keep. */
+    fun all(): List<Int> = EdgeM3Contract.SPECIAL_KEYS.map { get(it) }
 
     /** What lexical weights leave out: FlagEmbedding drops <s>, </s>, <pad>, <unk>, keeps <mask>. */
-    fun skip(): Set<Int> = setOf(bos, eos, pad, unk)
+    fun skip(): Set<Int> = EdgeM3Contract.LEXICAL_SKIP_KEYS.map { get(it) }.toSet()
 }
 
 /** The manifest's `tokenizer` entry (edge_m3.tokenizer.TokenizerSpec). */
@@ -141,14 +151,12 @@ class Manifest(
     }
 
     companion object {
-        const val SCHEMA_VERSION = 1
-
         fun fromJson(tree: Any?): Manifest {
-            val w = "manifest.json"
+            val w = EdgeM3Contract.MANIFEST
             val t = JsonTree.obj(tree, w)
             val version = JsonTree.int(JsonTree.field(t, "schema_version", w), "$w: schema_version")
-            if (version != SCHEMA_VERSION) {
-                throw EdgeM3Exception("$w: schema_version $version, this kit reads $SCHEMA_VERSION")
+            if (version != EdgeM3Contract.SCHEMA_VERSION) {
+                throw EdgeM3Exception("$w: schema_version $version, this kit reads ${EdgeM3Contract.SCHEMA_VERSION}")
             }
             val tokenizer = TokenizerSpec.fromJson(JsonTree.field(t, "tokenizer", w))
             val models = JsonTree.list(JsonTree.field(t, "models", w), "$w: models").mapIndexed { i, m ->
@@ -224,7 +232,7 @@ class VocabMap(val keptIds: IntArray, special: SpecialIds) {
 
     companion object {
         fun fromJson(tree: Any?, tokenizer: TokenizerSpec): VocabMap {
-            val w = tokenizer.vocabMapFile ?: "vocab_map.json"
+            val w = tokenizer.vocabMapFile ?: EdgeM3Contract.VOCAB_MAP
             val kept = JsonTree.ints(JsonTree.field(JsonTree.obj(tree, w), "kept_ids", w), "$w: kept_ids")
             for (i in kept.indices) {
                 if (kept[i] < 0 || kept[i] >= tokenizer.vocabSize || (i > 0 && kept[i] <= kept[i - 1])) {
@@ -259,31 +267,12 @@ class Embedding(
     val colbertVecs: Array<FloatArray>?
 )
 
-/** Any SentencePiece binding: plain SentencePiece ids (no <s>/</s>, no offset, no sampling).
- *  Superseded by XlmrTokenizer (a binding's ids differ from the reference's on some texts); kept until
- *  EdgeM3Embedder takes an XlmrTokenizer. */
-interface PieceEncoder {
-    fun encodeAsIds(text: String): IntArray
-}
-
 /** Runs one signature on `[1, L]` int32 ids and mask (a TFLite interpreter, or a replay in tests). */
 interface ModelRunner {
     fun run(signature: Signature, inputIds: IntArray, attentionMask: IntArray): RawOutputs
 }
 
 object EdgeM3Core {
-    /** Step 1: SentencePiece ids -> `<s> pieces </s>` in XLM-R ids (`sp_unk_id` -> unk, else + offset). */
-    fun toModelIds(pieces: IntArray, tok: TokenizerSpec): IntArray {
-        val out = IntArray(pieces.size + 2)
-        out[0] = tok.special.bos
-        for (i in pieces.indices) {
-            val p = pieces[i]
-            out[i + 1] = if (p == tok.spUnkId) tok.special.unk else p + tok.idOffset
-        }
-        out[out.size - 1] = tok.special.eos
-        return out
-    }
-
     /** Step 2, too long: keep the first `maxLen - 1` ids and end with `</s>`. */
     fun truncate(ids: IntArray, maxLen: Int, eos: Int): IntArray {
         if (maxLen < 2) throw EdgeM3Exception("max length $maxLen: must be at least 2")
@@ -309,13 +298,6 @@ object EdgeM3Core {
      *  the signature to run. */
     fun encode(text: String, tokenizer: XlmrTokenizer, signatures: List<Signature>): Encoded {
         val ids = tokenizer.encode(text, chooseSignature(Int.MAX_VALUE, signatures).seqLen)
-        return Encoded(ids, chooseSignature(ids.size, signatures))
-    }
-
-    /** Steps 1-2 from a SentencePiece binding's ids (superseded by the XlmrTokenizer overload). */
-    fun encode(pieces: IntArray, tok: TokenizerSpec, signatures: List<Signature>): Encoded {
-        val largest = chooseSignature(Int.MAX_VALUE, signatures)
-        val ids = truncate(toModelIds(pieces, tok), largest.seqLen, tok.special.eos)
         return Encoded(ids, chooseSignature(ids.size, signatures))
     }
 
@@ -377,53 +359,44 @@ object EdgeM3Core {
               runner: ModelRunner): Embedding =
         run(encode(text, tokenizer, model.signatures), manifest, runner, tokenizer.vocab)
 
-    /** Steps 1-5 from a SentencePiece binding (superseded by the XlmrTokenizer overload). */
-    fun embed(text: String, manifest: Manifest, model: ModelEntry, encoder: PieceEncoder,
-              runner: ModelRunner, vocab: VocabMap?): Embedding =
-        run(encode(encoder.encodeAsIds(text), manifest.tokenizer, model.signatures), manifest, runner, vocab)
-
     // ---- golden.json: exact checks of ids / signature / post-processing, tolerant ones of live outputs
 
     class GoldenCase(val text: String, val expected: Embedding, val raw: RawOutputs)
 
     class Golden(val quant: String, val modelFile: String, val cases: List<GoldenCase>)
 
-    /** Live-output tolerance: the same model file on another CPU differs by kernel rounding only. */
-    class Tolerance(val denseCosineMin: Double, val maxAbs: Float)
-
-    fun toleranceFor(quant: String): Tolerance = when (quant) {
-        "fp32" -> Tolerance(0.99999, 1e-3f)
-        "fp16" -> Tolerance(0.9999, 5e-3f)
-        else -> Tolerance(0.999, 5e-2f)
-    }
+    /** Live-output tolerance of a variant (EdgeM3Contract, generated from edge_m3/contract.py):
+     *  the same model file on another CPU differs by kernel rounding only. */
+    fun toleranceFor(quant: String): EdgeM3Contract.Tolerance = EdgeM3Contract.TOLERANCES[quant]
+        ?: throw EdgeM3Exception("manifest.json: quant $quant is not one of ${EdgeM3Contract.QUANTS}")
 
     fun parseGolden(tree: Any?): Golden {
-        val w = "golden.json"
+        val w = EdgeM3Contract.GOLDEN
         val t = JsonTree.obj(tree, w)
         val cases = JsonTree.list(JsonTree.field(t, "cases", w), "$w: cases").mapIndexed { i, c ->
             val cw = "$w: cases[$i]"
             val ct = JsonTree.obj(c, cw)
             val rt = JsonTree.obj(JsonTree.field(ct, "raw", cw), "$cw.raw")
             val raw = RawOutputs(
-                rt["dense_vecs"]?.let { JsonTree.matrix(it, "$cw.raw.dense_vecs") },
-                rt["sparse_weights"]?.let { JsonTree.matrix(it, "$cw.raw.sparse_weights") },
-                rt["colbert_vecs"]?.let { x ->
+                rt[EdgeM3Contract.DENSE_VECS]?.let { JsonTree.matrix(it, "$cw.raw.dense_vecs") },
+                rt[EdgeM3Contract.SPARSE_WEIGHTS]?.let { JsonTree.matrix(it, "$cw.raw.sparse_weights") },
+                rt[EdgeM3Contract.COLBERT_VECS]?.let { x ->
                     val l = JsonTree.list(x, "$cw.raw.colbert_vecs")
                     Array(l.size) { JsonTree.matrix(l[it], "$cw.raw.colbert_vecs[$it]") }
                 }
             )
-            val lex = ct["lexical_weights"]?.let { x ->
+            val lex = ct[EdgeM3Contract.LEXICAL_WEIGHTS]?.let { x ->
                 val m = LinkedHashMap<String, Float>()
                 for ((k, v) in JsonTree.obj(x, "$cw.lexical_weights")) m[k] = JsonTree.float(v, "$cw.lexical_weights.$k")
                 m
             }
             val expected = Embedding(
-                JsonTree.ints(JsonTree.field(ct, "input_ids", cw), "$cw.input_ids"),
+                JsonTree.ints(JsonTree.field(ct, EdgeM3Contract.INPUT_IDS, cw), "$cw.${EdgeM3Contract.INPUT_IDS}"),
                 JsonTree.str(JsonTree.field(ct, "signature", cw), "$cw.signature"),
                 JsonTree.int(JsonTree.field(ct, "seq_len", cw), "$cw.seq_len"),
-                ct["dense_vecs"]?.let { JsonTree.floats(it, "$cw.dense_vecs") },
+                ct[EdgeM3Contract.DENSE_VECS]?.let { JsonTree.floats(it, "$cw.dense_vecs") },
                 lex,
-                ct["colbert_vecs"]?.let { JsonTree.matrix(it, "$cw.colbert_vecs") }
+                ct[EdgeM3Contract.COLBERT_VECS]?.let { JsonTree.matrix(it, "$cw.colbert_vecs") }
             )
             GoldenCase(JsonTree.str(JsonTree.field(ct, "text", cw), "$cw.text"), expected, raw)
         }
@@ -440,7 +413,7 @@ object EdgeM3Core {
         if (actual.signature != expected.signature || actual.seqLen != expected.seqLen) {
             out.add("signature ${actual.signature}/${actual.seqLen} != ${expected.signature}/${expected.seqLen}")
         }
-        compareVectors("dense_vecs", actual.denseVecs, expected.denseVecs, 0f, out)
+        compareVectors(EdgeM3Contract.DENSE_VECS, actual.denseVecs, expected.denseVecs, 0f, out)
         val a = actual.lexicalWeights
         val e = expected.lexicalWeights
         if ((a == null) != (e == null)) {
@@ -457,7 +430,7 @@ object EdgeM3Core {
     }
 
     /** Problems beyond `tol` between live outputs and the golden ones (ids and signature still exact). */
-    fun compareWithin(actual: Embedding, expected: Embedding, tol: Tolerance): List<String> {
+    fun compareWithin(actual: Embedding, expected: Embedding, tol: EdgeM3Contract.Tolerance): List<String> {
         val out = ArrayList<String>()
         if (!actual.inputIds.contentEquals(expected.inputIds)) out.add("input_ids differ")
         if (actual.signature != expected.signature) out.add("signature ${actual.signature} != ${expected.signature}")
@@ -467,7 +440,7 @@ object EdgeM3Core {
             val cos = cosine(ad, ed)
             if (cos < tol.denseCosineMin) out.add("dense_vecs cosine $cos < ${tol.denseCosineMin}")
         }
-        compareVectors("dense_vecs", ad, ed, tol.maxAbs, out)
+        compareVectors(EdgeM3Contract.DENSE_VECS, ad, ed, tol.maxAbs, out)
         val a = actual.lexicalWeights
         val e = expected.lexicalWeights
         if (a != null && e != null) {

@@ -15,7 +15,8 @@ import java.nio.MappedByteBuffer
 import java.nio.channels.FileChannel
 
 // Android side of the kit: the bundle from assets/edge_m3/, the .tflite memory-mapped, one
-// Interpreter, SentencePiece through any PieceEncoder. The pipeline itself is EdgeM3Core.
+// Interpreter, the kit's own XlmrTokenizer (the reference's ids, no NDK). The pipeline itself is
+// EdgeM3Core; names and tolerances come from EdgeM3Contract (generated from edge_m3/contract.py).
 
 /**
  * BGE-M3 embeddings on Android: `embed(text)` gives FlagEmbedding's dense_vecs, lexical_weights
@@ -31,8 +32,7 @@ class EdgeM3Embedder(
     val manifest: Manifest,
     val model: ModelEntry,
     private val interpreter: Interpreter,
-    private val encoder: PieceEncoder,
-    private val vocab: VocabMap?
+    val tokenizer: XlmrTokenizer
 ) : Closeable {
     private val runner = TfliteRunner(interpreter)
     private val turns = Mutex()
@@ -57,7 +57,7 @@ class EdgeM3Embedder(
     @Synchronized
     fun embedBlocking(text: String): Embedding {
         check(!closed) { "EdgeM3Embedder is closed" }
-        return EdgeM3Core.embed(text, manifest, model, encoder, runner, vocab)
+        return EdgeM3Core.embed(text, manifest, model, tokenizer, runner)
     }
 
     /** `embedIds` on the calling thread (the golden test's entry point). */
@@ -65,7 +65,7 @@ class EdgeM3Embedder(
     fun embedIdsBlocking(inputIds: IntArray): Embedding {
         check(!closed) { "EdgeM3Embedder is closed" }
         return EdgeM3Core.run(Encoded(inputIds, EdgeM3Core.chooseSignature(inputIds.size, model.signatures)),
-            manifest, runner, vocab)
+            manifest, runner, tokenizer.vocab)
     }
 
     @Synchronized
@@ -76,7 +76,7 @@ class EdgeM3Embedder(
 
     companion object {
         /** Where `make build` (edge_m3.bundle.copy_to_kits) puts the bundle: src/main/assets/edge_m3/. */
-        const val ASSET_DIR = "edge_m3"
+        const val ASSET_DIR = EdgeM3Contract.ASSET_DIR
 
         /** CPU options: XNNPACK on, `threads` intra-op threads (2-4 suits big.LITTLE phones). */
         fun defaultOptions(threads: Int): Interpreter.Options =
@@ -85,21 +85,22 @@ class EdgeM3Embedder(
         /**
          * Loads manifest.json from assets/`dir`, maps the .tflite (no copy: the OS pages weights in
          * on demand), checks it against the manifest (size; SHA-256 on the first load of this APK,
-         * remembered in noBackupFilesDir), reads vocab_map.json for trimmed bundles. Blocking:
-         * call it off the main thread, or use [load].
+         * remembered in noBackupFilesDir), loads the tokenizer from sentencepiece.bpe.model (and
+         * vocab_map.json for trimmed bundles). Blocking: call it off the main thread, or use [load].
          */
         fun fromAssets(
             context: Context,
-            encoder: PieceEncoder,
             options: Interpreter.Options = defaultOptions(2),
             dir: String = ASSET_DIR
         ): EdgeM3Embedder {
             val assets = context.assets
-            val manifest = Manifest.fromJson(readJsonAsset(assets, "$dir/manifest.json"))
+            val manifest = Manifest.fromJson(readJsonAsset(assets, "$dir/${EdgeM3Contract.MANIFEST}"))
             val model = manifest.model("tflite")
             val vocabFile = manifest.tokenizer.vocabMapFile
             val vocab = if (vocabFile == null) null else
                 VocabMap.fromJson(readJsonAsset(assets, "$dir/$vocabFile"), manifest.tokenizer)
+            val spBytes = assets.open("$dir/${manifest.tokenizer.file}").use { it.readBytes() }
+            val tokenizer = XlmrTokenizer(spBytes, manifest.tokenizer, vocab)
             val path = "$dir/${model.file}"
             val buffer = mapAsset(assets, path)
             val expected = manifest.files[model.file]
@@ -110,16 +111,15 @@ class EdgeM3Embedder(
                     assets.open(path)
                 }
             }
-            return EdgeM3Embedder(manifest, model, Interpreter(buffer, options), encoder, vocab)
+            return EdgeM3Embedder(manifest, model, Interpreter(buffer, options), tokenizer)
         }
 
         /** [fromAssets] on Dispatchers.IO: main-safe (hashing a 568 MB model takes about a second). */
         suspend fun load(
             context: Context,
-            encoder: PieceEncoder,
             options: Interpreter.Options = defaultOptions(2),
             dir: String = ASSET_DIR
-        ): EdgeM3Embedder = withContext(Dispatchers.IO) { fromAssets(context, encoder, options, dir) }
+        ): EdgeM3Embedder = withContext(Dispatchers.IO) { fromAssets(context, options, dir) }
 
         /**
          * The same from a directory on disk: a fast-follow / on-demand Play Asset Delivery pack
@@ -128,15 +128,17 @@ class EdgeM3Embedder(
          */
         fun fromDirectory(
             dir: File,
-            encoder: PieceEncoder,
             options: Interpreter.Options = defaultOptions(2),
             checksumMemo: File? = dir
         ): EdgeM3Embedder {
-            val manifest = Manifest.fromJson(readJsonFile(File(dir, "manifest.json")))
+            val manifest = Manifest.fromJson(readJsonFile(File(dir, EdgeM3Contract.MANIFEST)))
             val model = manifest.model("tflite")
             val vocabFile = manifest.tokenizer.vocabMapFile
             val vocab = if (vocabFile == null) null else
                 VocabMap.fromJson(readJsonFile(File(dir, vocabFile)), manifest.tokenizer)
+            val spFile = File(dir, manifest.tokenizer.file)
+            if (!spFile.isFile) throw EdgeM3Exception("$spFile: not found")
+            val tokenizer = XlmrTokenizer(spFile.readBytes(), manifest.tokenizer, vocab)
             val file = File(dir, model.file)
             val expected = manifest.files[model.file]
             if (expected != null) {
@@ -147,16 +149,15 @@ class EdgeM3Embedder(
             val buffer = FileInputStream(file).use { stream ->
                 stream.channel.map(FileChannel.MapMode.READ_ONLY, 0, stream.channel.size())
             }
-            return EdgeM3Embedder(manifest, model, Interpreter(buffer, options), encoder, vocab)
+            return EdgeM3Embedder(manifest, model, Interpreter(buffer, options), tokenizer)
         }
 
         /** [fromDirectory] on Dispatchers.IO: main-safe. */
         suspend fun load(
             dir: File,
-            encoder: PieceEncoder,
             options: Interpreter.Options = defaultOptions(2),
             checksumMemo: File? = dir
-        ): EdgeM3Embedder = withContext(Dispatchers.IO) { fromDirectory(dir, encoder, options, checksumMemo) }
+        ): EdgeM3Embedder = withContext(Dispatchers.IO) { fromDirectory(dir, options, checksumMemo) }
 
         fun readJsonFile(file: File): Any? {
             if (!file.isFile) throw EdgeM3Exception("$file: not found")
@@ -188,18 +189,18 @@ class EdgeM3Embedder(
 class TfliteRunner(private val interpreter: Interpreter) : ModelRunner {
     override fun run(signature: Signature, inputIds: IntArray, attentionMask: IntArray): RawOutputs {
         val inputs = HashMap<String, Any>()
-        inputs["input_ids"] = arrayOf(inputIds)
-        inputs["attention_mask"] = arrayOf(attentionMask)
+        inputs[EdgeM3Contract.INPUT_IDS] = arrayOf(inputIds)
+        inputs[EdgeM3Contract.ATTENTION_MASK] = arrayOf(attentionMask)
         val outputs = HashMap<String, Any>()
         // Shapes come from the manifest: [1, H], [1, L], [1, L-1, H]; absent heads stay null.
-        val dense = signature.output("dense_vecs")?.let { t -> Array(t.shape[0]) { FloatArray(t.shape[1]) } }
-        val sparse = signature.output("sparse_weights")?.let { t -> Array(t.shape[0]) { FloatArray(t.shape[1]) } }
-        val colbert = signature.output("colbert_vecs")?.let { t ->
+        val dense = signature.output(EdgeM3Contract.DENSE_VECS)?.let { t -> Array(t.shape[0]) { FloatArray(t.shape[1]) } }
+        val sparse = signature.output(EdgeM3Contract.SPARSE_WEIGHTS)?.let { t -> Array(t.shape[0]) { FloatArray(t.shape[1]) } }
+        val colbert = signature.output(EdgeM3Contract.COLBERT_VECS)?.let { t ->
             Array(t.shape[0]) { Array(t.shape[1]) { FloatArray(t.shape[2]) } }
         }
-        if (dense != null) outputs["dense_vecs"] = dense
-        if (sparse != null) outputs["sparse_weights"] = sparse
-        if (colbert != null) outputs["colbert_vecs"] = colbert
+        if (dense != null) outputs[EdgeM3Contract.DENSE_VECS] = dense
+        if (sparse != null) outputs[EdgeM3Contract.SPARSE_WEIGHTS] = sparse
+        if (colbert != null) outputs[EdgeM3Contract.COLBERT_VECS] = colbert
         interpreter.runSignature(inputs, outputs, signature.name)
         return RawOutputs(dense, sparse, colbert)
     }
