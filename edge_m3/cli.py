@@ -1,4 +1,4 @@
-"""`edge-m3` command line: build, embed, verify, bench.
+"""`edge-m3` command line: build, embed, verify, check, bench.
 
 Every user error ends the same way: one line on stderr naming the file or option, exit 2.
 """
@@ -79,6 +79,17 @@ def _build_parser() -> argparse.ArgumentParser:
     v.add_argument("--cache", type=Path, default=None,
                    help="reference-output cache (default $EDGE_M3_CACHE or ~/.cache/edge-m3)")
     v.add_argument("--no-cache", action="store_true", help="always recompute the references")
+
+    k = sub.add_parser("check", help="on the device: replay golden.json, time every signature, "
+                       "read peak RSS (runtime install only, no reference)")
+    k.add_argument("bundle", type=Path)
+    k.add_argument("--runtime", default=None,
+                   help="comma list of runtimes (default: every installed one that runs the model)")
+    k.add_argument("--threads", type=int, default=1, help="runtime threads (default 1)")
+    k.add_argument("--repeats", type=int, default=10, help="timed runs per signature")
+    k.add_argument("--warmup", type=int, default=2, help="untimed runs per signature first")
+    k.add_argument("--report", type=Path, default=None,
+                   help="dir for report.json and report.md (default reports/<bundle name>-check)")
 
     c = sub.add_parser("coverage", help="share of a text file's tokens a trimmed bundle lacks")
     c.add_argument("bundle", type=Path)
@@ -161,6 +172,10 @@ def _dispatch(a: argparse.Namespace) -> int:
         from edge_m3.harness.bench import cmd_bench
 
         return cmd_bench(a)
+    if a.command == "check":
+        from edge_m3.harness.check import cmd_check
+
+        return cmd_check(a)
     from edge_m3.harness.verify import cmd_verify
 
     return cmd_verify(a)
