@@ -52,6 +52,8 @@ def cmd_embed(a: argparse.Namespace) -> int:
         for line in lines():
             sys.stdout.write(line + "\n")
     seconds = time.perf_counter() - t0
+    if len(texts) < 2:
+        return 0
     threads = f"{a.threads} thread(s)" if a.threads else "default threads"
     err.print(f"{len(texts)} text(s) in {seconds:.2f} s: {len(texts) / max(seconds, 1e-9):.1f} "
               f"texts/s ({a.runtime}, {threads}, model load excluded)", markup=False,
