@@ -10,7 +10,7 @@ QUANT ?= int8
 $(BIN)/python:
 	@command -v $(PY) >/dev/null 2>&1 || { echo "need $(PY) (Python 3.11) on PATH"; exit 2; }
 	$(PY) -m venv $(VENV)
-	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q --upgrade pip setuptools
 
 # `pip install edge-m3` alone is the device side (embed, bench, check); the builder is the
 # [build] extra, the tests and references the [dev] extra (which includes [build]).

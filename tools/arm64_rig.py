@@ -36,6 +36,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # run as a script from anywhere: this checkout's edge_m3
+from edge_m3.common.files import atomic_dir  # noqa: E402
+from edge_m3.harness.references import default_cache_dir  # noqa: E402
+
 MIRROR = "http://deb.debian.org/debian"
 # Debian suite -> its Python; bookworm is Raspberry Pi OS's previous release, trixie its current.
 SUITES = {"bookworm": "3.11", "trixie": "3.13"}
@@ -59,7 +63,7 @@ def missing_tools() -> list[str]:
 
 
 def cache_dir() -> Path:
-    return Path(os.environ.get("EDGE_M3_CACHE") or Path.home() / ".cache" / "edge-m3") / "arm64"
+    return default_cache_dir() / "arm64"
 
 
 def _key(*parts: object) -> str:
@@ -90,42 +94,42 @@ def make_root(suite: str, cache: Path | None = None) -> Path:
     cache = cache or cache_dir()
     cpuinfo = pi_cpuinfo(os.cpu_count() or 1)
     root = cache / f"root-{suite}-{_key(suite, py, MIRROR, CPU, cpuinfo)}"
-    if (root / ".complete").is_file():
-        return root
-    cache.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{root.name}.", dir=cache))
-    try:
-        _run(["debootstrap", "--foreign", "--arch=arm64", "--variant=minbase",
-              f"--include=python{py}", suite, tmp, MIRROR], f"debootstrap {suite} arm64")
-        debs = sorted((tmp / "var/cache/apt/archives").glob("*.deb"))
-        if not any(d.name.startswith(f"python{py}_") for d in debs):
-            raise RigError(f"debootstrap {suite}: no python{py} package was fetched")
-        for deb in debs:  # the second stage needs binfmt_misc; unpacking is all a Python needs
-            _run(["dpkg", "-x", deb, tmp], f"dpkg -x {deb.name}")
-            deb.unlink()
-        (tmp / "proc").mkdir(exist_ok=True)
-        (tmp / "proc/cpuinfo").write_text(cpuinfo)
-        launcher = tmp / LAUNCHER
-        launcher.write_text(
-            "#!/bin/sh\n# The arm64 Python under qemu-user; argv[0] stays this script, so the "
-            "children edge-m3 starts come back through here.\n"
-            f'exec {shutil.which("qemu-aarch64-static")} -cpu {CPU} -0 "$0" -L {root} '
-            f'{root}/usr/bin/python{py} "$@"\n')
-        launcher.chmod(0o755)
-        shutil.rmtree(root, ignore_errors=True)
-        os.replace(tmp, root)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    (root / ".complete").touch()
+    if not (root / ".complete").is_file():
+        with atomic_dir(root) as tmp:
+            _fill_root(tmp, root, suite, py, cpuinfo)
+        (root / ".complete").touch()
     return root
 
 
+def _fill_root(tmp: Path, root: Path, suite: str, py: str, cpuinfo: str) -> None:
+    _run(["debootstrap", "--foreign", "--arch=arm64", "--variant=minbase", f"--include=python{py}",
+          suite, tmp, MIRROR], f"debootstrap {suite} arm64")
+    debs = sorted((tmp / "var/cache/apt/archives").glob("*.deb"))
+    if not any(d.name.startswith(f"python{py}_") for d in debs):
+        raise RigError(f"debootstrap {suite}: no python{py} package was fetched")
+    for deb in debs:  # the second stage needs binfmt_misc; unpacking is all a Python needs
+        _run(["dpkg", "-x", deb, tmp], f"dpkg -x {deb.name}")
+        deb.unlink()
+    (tmp / "proc").mkdir(exist_ok=True)
+    (tmp / "proc/cpuinfo").write_text(cpuinfo)
+    launcher = tmp / LAUNCHER
+    launcher.write_text(
+        "#!/bin/sh\n# The arm64 Python under qemu-user; argv[0] stays this script, so the "
+        "children edge-m3 starts come back through here.\n"
+        f'exec {shutil.which("qemu-aarch64-static")} -cpu {CPU} -0 "$0" -L {root} '
+        f'{root}/usr/bin/python{py} "$@"\n')
+    launcher.chmod(0o755)
+
+
 def build_wheel(out: Path) -> Path:
-    """This checkout as a wheel (pure Python: the same file for every platform)."""
+    """This checkout as a wheel (pure Python: the same file for every platform). Built with
+    this environment's setuptools (offline); with an isolated one when that is too old."""
     out.mkdir(parents=True, exist_ok=True)
-    _run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation",
-          "-w", out, ROOT], "pip wheel .")
+    cmd = [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", out, ROOT]
+    try:
+        _run([*cmd, "--no-build-isolation"], "pip wheel .")
+    except RigError:
+        _run(cmd, "pip wheel . (isolated build)")
     (wheel,) = sorted(out.glob("edge_m3-*.whl"))
     return wheel
 
@@ -152,14 +156,8 @@ def install(wheel: Path, suite: str, extras: Sequence[str] = (), cache: Path | N
     spec = f"{wheel}[{','.join(extras)}]" if extras else str(wheel)
     deps = cache / f"site-{suite}-{_key(py, sorted(extras), _requires(wheel), PLATFORMS)}"
     if not (deps / ".complete").is_file():
-        tmp = Path(tempfile.mkdtemp(prefix=f".{deps.name}.", dir=cache))
-        try:
+        with atomic_dir(deps) as tmp:
             _pip_target(tmp, spec, py)
-            shutil.rmtree(deps, ignore_errors=True)
-            os.replace(tmp, deps)
-        except BaseException:
-            shutil.rmtree(tmp, ignore_errors=True)
-            raise
         (deps / ".complete").touch()
     own = Path(tempfile.mkdtemp(prefix="edge-m3-arm64-pkg-"))
     _pip_target(own, str(wheel), py, no_deps=True)  # this checkout, over the cached one
