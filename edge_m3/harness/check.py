@@ -84,8 +84,9 @@ def _cannot_run(runtime: str, entry: ModelEntry, oldest_tflite: str) -> str | No
     if runtime == "tflite-runtime" and version_tuple(version) < version_tuple(oldest_tflite):
         return (f"{version} is older than TF Lite {oldest_tflite}, the oldest that runs "
                 f"{entry.file} (pip install {RUNTIME_PACKAGES['litert']})")
-    if runtime == "tflite-runtime" and entry.oldest_runtime and "tflite-runtime" not in entry.oldest_runtime:
-        return (f"the build found that {entry.file} needs {', '.join(entry.oldest_runtime)} "
+    needs = [k for k in entry.oldest_runtime if k in RUNTIME_PACKAGES.values()]
+    if runtime == "tflite-runtime" and needs and "tflite-runtime" not in needs:
+        return (f"the build found that {entry.file} needs {', '.join(needs)} "
                 f"(pip install {RUNTIME_PACKAGES['litert']})")
     return None
 
