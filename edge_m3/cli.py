@@ -159,7 +159,25 @@ def _cmd_coverage(a: argparse.Namespace) -> int:
     return 0
 
 
+def _needs_builder(command: str) -> None:
+    """`pip install edge-m3` is the device side; build and verify need the [build] extra."""
+    import importlib.util
+
+    def absent(module: str) -> bool:
+        try:
+            return importlib.util.find_spec(module) is None
+        except ImportError:  # a broken or blocked install counts as absent
+            return True
+
+    missing = [m for m in ("tensorflow", "keras") if absent(m)]
+    if missing:
+        raise EdgeM3Error(f"edge-m3 {command} needs {' and '.join(missing)}, which the runtime "
+                          "install leaves out: pip install 'edge-m3[build]'")
+
+
 def _dispatch(a: argparse.Namespace) -> int:
+    if a.command in ("build", "verify"):
+        _needs_builder(a.command)
     if a.command == "build":
         return _cmd_build(a)
     if a.command == "coverage":

@@ -224,3 +224,11 @@ def test_check_and_embed_run_with_only_the_runtime_importable(bundles: dict[str,
     rows = [json.loads(line) for line in proc.stdout.splitlines()]
     assert len(rows) == 50 and all(r["input_ids"][0] == 0 for r in rows)
     assert "50 text(s) in" in proc.stderr and "texts/s (litert" in proc.stderr
+    # The builder's commands say which extra to install.
+    for command, args in (("build", ["--checkpoint", "x"]),
+                          ("verify", [str(bundles["int8"]), "--reference", "x"])):
+        proc = subprocess.run([sys.executable, "-m", "edge_m3.cli", command, *args],
+                              capture_output=True, text=True, env=env, cwd=tmp_path)
+        assert proc.returncode == 2 and proc.stderr.strip().splitlines() == [
+            f"edge-m3: error: edge-m3 {command} needs tensorflow and keras, which the runtime "
+            "install leaves out: pip install 'edge-m3[build]'"]
