@@ -34,9 +34,11 @@ def cmd_embed(a: argparse.Namespace) -> int:
         raise EdgeM3Error("no text: give TEXT arguments or --texts FILE (one text per line)")
     bundle = load_bundle(a.bundle)  # refuses any file whose sha256 is not the manifest's
     pipe = DevicePipeline(bundle, a.runtime, a.threads)
-    err = Console(stderr=True)
+    # On stderr; not when the JSON lines themselves scroll by on the same terminal.
+    quiet = len(texts) < 2 or (not a.out and sys.stdout.isatty())
     progress = Progress(TextColumn("embed"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
-                        console=err, transient=True, disable=len(texts) < 2)
+                        console=Console(stderr=True), transient=True, disable=quiet,
+                        redirect_stdout=False, redirect_stderr=False)
     t0 = time.perf_counter()
 
     def lines() -> Iterator[str]:
@@ -55,7 +57,6 @@ def cmd_embed(a: argparse.Namespace) -> int:
     if len(texts) < 2:
         return 0
     threads = f"{a.threads} thread(s)" if a.threads else "default threads"
-    err.print(f"{len(texts)} text(s) in {seconds:.2f} s: {len(texts) / max(seconds, 1e-9):.1f} "
-              f"texts/s ({a.runtime}, {threads}, model load excluded)", markup=False,
-              highlight=False)
+    sys.stderr.write(f"{len(texts)} text(s) in {seconds:.2f} s: {len(texts) / max(seconds, 1e-9):.1f} "
+                     f"texts/s ({a.runtime}, {threads}, model load excluded)\n")
     return 0
