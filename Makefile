@@ -10,18 +10,20 @@ QUANT ?= int8
 $(BIN)/python:
 	@command -v $(PY) >/dev/null 2>&1 || { echo "need $(PY) (Python 3.11) on PATH"; exit 2; }
 	$(PY) -m venv $(VENV)
-	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q --upgrade pip setuptools
 
-$(VENV)/.runtime: pyproject.toml | $(BIN)/python
-	$(BIN)/pip install -q -e .
+# `pip install edge-m3` alone is the device side (embed, bench, check); the builder is the
+# [build] extra, the tests and references the [dev] extra (which includes [build]).
+$(VENV)/.build: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install -q -e ".[build]"
 	touch $@
 
 $(VENV)/.dev: pyproject.toml | $(BIN)/python
 	$(BIN)/pip install -q -e ".[dev]"
-	touch $(VENV)/.runtime $@
+	touch $(VENV)/.build $@
 
 ## The main job: BGE-M3 int8 bundle into dist/ and the platform kits.
-build: $(VENV)/.runtime
+build: $(VENV)/.build
 	$(BIN)/edge-m3 build --checkpoint $(CHECKPOINT) --quant $(QUANT)
 
 ## The test suite (installs the dev extra: torch CPU, transformers, FlagEmbedding).

@@ -1,4 +1,4 @@
-"""`edge-m3` command line: build, embed, verify, bench.
+"""`edge-m3` command line: build, embed, verify, check, bench.
 
 Every user error ends the same way: one line on stderr naming the file or option, exit 2.
 """
@@ -80,6 +80,17 @@ def _build_parser() -> argparse.ArgumentParser:
                    help="reference-output cache (default $EDGE_M3_CACHE or ~/.cache/edge-m3)")
     v.add_argument("--no-cache", action="store_true", help="always recompute the references")
 
+    k = sub.add_parser("check", help="on the device: replay golden.json, time every signature, "
+                       "read peak RSS (runtime install only, no reference)")
+    k.add_argument("bundle", type=Path)
+    k.add_argument("--runtime", default=None,
+                   help="comma list of runtimes (default: every installed one that runs the model)")
+    k.add_argument("--threads", type=int, default=1, help="runtime threads (default 1)")
+    k.add_argument("--repeats", type=int, default=10, help="timed runs per signature")
+    k.add_argument("--warmup", type=int, default=2, help="untimed runs per signature first")
+    k.add_argument("--report", type=Path, default=None,
+                   help="dir for report.json and report.md (default reports/<bundle name>-check)")
+
     c = sub.add_parser("coverage", help="share of a text file's tokens a trimmed bundle lacks")
     c.add_argument("bundle", type=Path)
     c.add_argument("texts", type=Path)
@@ -148,7 +159,25 @@ def _cmd_coverage(a: argparse.Namespace) -> int:
     return 0
 
 
+def _needs_builder(command: str) -> None:
+    """`pip install edge-m3` is the device side; build and verify need the [build] extra."""
+    import importlib.util
+
+    def absent(module: str) -> bool:
+        try:
+            return importlib.util.find_spec(module) is None
+        except ImportError:  # a broken or blocked install counts as absent
+            return True
+
+    missing = [m for m in ("tensorflow", "keras") if absent(m)]
+    if missing:
+        raise EdgeM3Error(f"edge-m3 {command} needs {' and '.join(missing)}, which the runtime "
+                          "install leaves out: pip install 'edge-m3[build]'")
+
+
 def _dispatch(a: argparse.Namespace) -> int:
+    if a.command in ("build", "verify"):
+        _needs_builder(a.command)
     if a.command == "build":
         return _cmd_build(a)
     if a.command == "coverage":
@@ -161,6 +190,10 @@ def _dispatch(a: argparse.Namespace) -> int:
         from edge_m3.harness.bench import cmd_bench
 
         return cmd_bench(a)
+    if a.command == "check":
+        from edge_m3.harness.check import cmd_check
+
+        return cmd_check(a)
     from edge_m3.harness.verify import cmd_verify
 
     return cmd_verify(a)

@@ -178,16 +178,18 @@ def test_no_import_cycles() -> None:
 
 
 def test_runtime_path_never_imports_tensorflow() -> None:
-    """embed, bench, the device pipeline and the self-check child run without TensorFlow."""
+    """embed, bench, check, the device pipeline and the self-check child run without TensorFlow
+    (or anything else outside `pip install edge-m3`; tests/test_check.py runs them so)."""
     code = ("import sys\n"
             "class Block:\n"
             "    def find_spec(self, name, path=None, target=None):\n"
-            "        if name.split('.')[0] in ('tensorflow', 'keras', 'tf2onnx', 'torch'):\n"
+            "        if name.split('.')[0] in ('tensorflow', 'keras', 'tf2onnx', 'torch', 'sentencepiece',\n"
+            "                                  'matplotlib', 'huggingface_hub', 'onnx'):\n"
             "            raise ImportError('blocked: ' + name)\n"
             "sys.meta_path.insert(0, Block())\n"
             "import edge_m3.cli, edge_m3.harness.embed, edge_m3.harness.bench, edge_m3.harness.inputs\n"
             "import edge_m3.runtime.pipeline, edge_m3.bundle, edge_m3.builder.selfcheck\n"
-            "import edge_m3.harness.workers, edge_m3.tokenizer\n"
+            "import edge_m3.harness.workers, edge_m3.tokenizer, edge_m3.harness.check\n"
             "edge_m3.cli._build_parser()\n"
             "print('ok')\n")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)

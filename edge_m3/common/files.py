@@ -13,7 +13,7 @@ import json
 import os
 import shutil
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -72,11 +72,26 @@ def _replace_with(path: Path, fill: Callable[[Path], None], option: str | None) 
         if option is None:
             raise
         raise EdgeM3Error(f"{option} {path}: cannot write ({exc.strerror})") from None
+    except BaseException:  # the content failed (a bad text, Ctrl-C): nothing is left behind
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
+        raise
 
 
 def write_atomic(path: Path, text: str, option: str | None = "--out") -> None:
     """Write text through a temp file and rename: a reader never sees half a file."""
     _replace_with(path, lambda tmp: tmp.write_text(text, encoding="utf-8"), option)
+
+
+def write_lines_atomic(path: Path, lines: Iterable[str], option: str | None = "--out") -> None:
+    """Lines written as they come (thousands of embeddings need not fit in memory), through a
+    temp file and a rename like `write_atomic`."""
+    def fill(tmp: Path) -> None:
+        with open(tmp, "w", encoding="utf-8") as fh:
+            for line in lines:
+                fh.write(line + "\n")
+
+    _replace_with(path, fill, option)
 
 
 def write_json(path: Path, data: Any, option: str | None = None) -> None:

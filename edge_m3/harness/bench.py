@@ -56,12 +56,12 @@ def cmd_bench(a: argparse.Namespace) -> int:
                 run_worker(["bench-torch", ref_dir, str(th), *common, str(out)],
                            f"torch reference ({th} threads)")
                 ref = json.loads(out.read_text())
-                rows.append(_bench_row("torch fp32 (FlagEmbedding)", th, ref, None, lengths))
+                rows.append(bench_row("torch fp32 (FlagEmbedding)", th, ref, None, lengths))
             for rt in runtimes:
                 out = tmp / f"{rt}-{th}.json"
                 run_worker(["bench", str(bundle.path), rt, str(th), *common, str(out)],
                            f"bench {rt} ({th} threads)")
-                rows.append(_bench_row(rt, th, json.loads(out.read_text()), ref, lengths))
+                rows.append(bench_row(rt, th, json.loads(out.read_text()), ref, lengths))
     result = {"bundle": str(bundle.path), "quant": bundle.manifest.quant,
               "warmup": a.warmup, "repeats": a.repeats, "lengths": lengths,
               "reference": a.reference, "rows": rows}
@@ -71,7 +71,7 @@ def cmd_bench(a: argparse.Namespace) -> int:
     return 0
 
 
-def _bench_row(runtime: str, threads: int, res: Mapping[str, Any], ref: Mapping[str, Any] | None,
+def bench_row(runtime: str, threads: int, res: Mapping[str, Any], ref: Mapping[str, Any] | None,
                lengths: Sequence[int]) -> dict[str, Any]:
     """One runtime x thread count: p50/p95 per length, load, peak RSS, and ratios to the reference."""
     row: dict[str, Any] = {"runtime": runtime, "version": res.get("version"), "threads": threads,

@@ -46,7 +46,13 @@ def load_thresholds(path: Path | None, quant: str) -> tuple[dict[str, float], st
 def select_runtimes(bundle: Bundle, wanted: str | None, option: str = "--runtime") -> list[str]:
     """The runtimes to check: those asked for, else every installed one the bundle can use."""
     from edge_m3.common.options import split_list
-    from edge_m3.runtime.runners import RUNTIMES, TFLITE_RUNTIMES, available_runtimes, format_of
+    from edge_m3.runtime.runners import (
+        RUNTIME_PACKAGES,
+        RUNTIMES,
+        TFLITE_RUNTIMES,
+        available_runtimes,
+        format_of,
+    )
 
     formats = bundle.manifest.formats
     have = available_runtimes()
@@ -57,15 +63,16 @@ def select_runtimes(bundle: Bundle, wanted: str | None, option: str = "--runtime
         if "onnx" in formats and "onnxruntime" in have:
             out.append("onnxruntime")
         if not out:
+            package = RUNTIME_PACKAGES["litert" if "tflite" in formats else "onnxruntime"]
             raise EdgeM3Error(f"{bundle.path}: no installed runtime can run this bundle "
-                              f"(formats {sorted(formats)})")
+                              f"(formats {sorted(formats)}): pip install {package}")
         return out
     chosen = split_list(wanted, option)
     for r in chosen:
         if r not in RUNTIMES:
             raise EdgeM3Error(f"{option} {r}: unknown (choose from {', '.join(RUNTIMES)})")
         if r not in have:
-            raise EdgeM3Error(f"{option} {r}: not installed")
+            raise EdgeM3Error(f"{option} {r}: not installed (pip install {RUNTIME_PACKAGES[r]})")
         if format_of(r) not in formats:
             raise EdgeM3Error(f"{option} {r}: {bundle.path} has no {format_of(r)} model")
     return chosen

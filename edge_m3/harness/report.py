@@ -1,9 +1,10 @@
-"""The verify report: report.json, report.md for people, the plots, the console table."""
+"""The reports of verify and check: report.json, report.md for people, verify's plots, the
+console tables."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -22,12 +23,15 @@ def _v(f: Mapping[str, Any] | None, path: str, spec: str) -> str:
     return format(value, spec)
 
 
-def write_report(out_dir: Path, report: Mapping[str, Any]) -> list[Path]:
-    """report.json, report.md, cosine.png, latency.png; returns their paths."""
+def write_report(out_dir: Path, report: Mapping[str, Any],
+                 render: Callable[[Mapping[str, Any]], str] | None = None,
+                 with_plots: bool = True) -> list[Path]:
+    """report.json, report.md (verify's `markdown` unless `render`), and verify's plots
+    cosine.png and latency.png (matplotlib: not on a runtime-only install); returns the paths."""
     paths = [out_dir / "report.json", out_dir / "report.md"]
     write_atomic(paths[0], json.dumps(report, indent=1, ensure_ascii=False) + "\n", "--report")
-    write_atomic(paths[1], markdown(report), "--report")
-    return paths + plots(out_dir, report)
+    write_atomic(paths[1], (render or markdown)(report), "--report")
+    return paths + (plots(out_dir, report) if with_plots else [])
 
 
 def _fmt(key: str, value: float) -> str:
@@ -199,4 +203,82 @@ def print_summary(r: Mapping[str, Any], report_dir: Path) -> None:
     if not console.is_terminal:  # logs and CI: do not squeeze the table into 80 columns
         console = Console(width=150)
     console.print(table)
+    console.print(f"{'PASS' if r['passed'] else 'FAIL'}; report: {report_dir / 'report.md'}")
+
+
+def check_markdown(r: Mapping[str, Any]) -> str:
+    """report.md of `check`: what ran where, golden.json's verdict, the timings."""
+    d, tol = r["device"], r["tolerance"]
+    lines = [f"# edge-m3 check: {r['bundle']}", "",
+             f"- device: {d['machine']}, {d['system']}, Python {d['python']}, {d['cpus']} CPUs",
+             f"- variant: **{r['quant']}**, model {r['model_file']}; edge-m3 {r['edge_m3_version']}",
+             f"- golden.json: {r['golden']['cases']} texts recorded with "
+             f"{r['golden']['recorded_with']}; tolerance dense cosine >= {tol['dense_cosine_min']:g}, "
+             f"every value within {tol['max_abs']:g} ({tol['source']})",
+             f"- runtimes: {', '.join(r['runtimes_checked'])} ({r['threads']} thread(s)); "
+             f"{r['warmup']} warm-up + {r['repeats']} timed runs per signature",
+             f"- result: **{'PASS' if r['passed'] else 'FAIL'}**", "",
+             "## golden.json", "",
+             "| runtime | version | dense cos min | dense max diff | lexical max diff | "
+             "ColBERT max diff | result |", "| --- | --- | --- | --- | --- | --- | --- |"]
+
+    for rt, res in r["runtimes"].items():
+        if "error" in res:
+            lines.append(f"| {rt} | | | | | | **{res['error']}** |")
+            continue
+        g = res["golden"]
+        lines.append(f"| {rt} | {res['version']} | {_v(g, 'dense_cosine_min', '.7f')} "
+                     f"| {_v(g, 'dense_max_abs', '.2e')} | {_v(g, 'lexical_max_abs', '.2e')} "
+                     f"| {_v(g, 'colbert_max_abs', '.2e')} "
+                     f"| {'pass' if res['passed'] else 'FAIL'} |")
+    problems = list(r["golden"]["postprocess_problems"]) + [
+        f"{rt}: {p}" for rt, res in r["runtimes"].items() for p in res.get("golden", {}).get("problems", [])]
+    if problems:
+        lines += ["", "Problems:", "", *[f"- {p}" for p in problems]]
+    lines += ["", "## Latency per signature (exactly L tokens), ms", "",
+              "| runtime | signature | p50 | p95 | first call |", "| --- | --- | --- | --- | --- |"]
+    for rt, res in r["runtimes"].items():
+        for n, f in res.get("timing", {}).get("lengths", {}).items():
+            lines.append(f"| {rt} | embed_{n} | {f['p50_ms']:.2f} | {f['p95_ms']:.2f} "
+                         f"| {f['first_call_ms']:.1f} |")
+    lines += ["", "| runtime | load s | peak RSS MB (before load) |", "| --- | --- | --- |"]
+    for rt, res in r["runtimes"].items():
+        if "timing" in res:
+            t = res["timing"]
+            lines.append(f"| {rt} | {t['load_s']:.3f} | {t['peak_rss_mb']:.0f} "
+                         f"({t['rss_before_load_mb']:.0f}) |")
+    lines += ["", "Peak RSS: the runtime's own process (VmHWM), interpreter and imports included.", ""]
+    return "\n".join(lines)
+
+
+def print_check(r: Mapping[str, Any], report_dir: Path) -> None:
+    """The compact table of `check` on stdout; every problem on its own line."""
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"check {r['bundle']} ({r['quant']}) on {r['device']['machine']}, "
+                        f"{r['threads']} thread(s)")
+    for col in ("runtime", "version", "dense cos min", "max diff d/l/c", "p50 ms by signature",
+                "load s", "RSS MB", "golden"):
+        table.add_column(col)
+    for rt, res in r["runtimes"].items():
+        if "error" in res:
+            table.add_row(rt, *[""] * 6, f"[red]{res['error']}")
+            continue
+        g, t = res["golden"], res["timing"]
+        table.add_row(rt, str(res["version"]), _v(g, "dense_cosine_min", ".6f"),
+                      "/".join(_v(g, k, ".1e") for k in ("dense_max_abs", "lexical_max_abs",
+                                                          "colbert_max_abs")),
+                      " ".join(f"{n}:{f['p50_ms']:.1f}" for n, f in t["lengths"].items()),
+                      f"{t['load_s']:.2f}", f"{t['peak_rss_mb']:.0f}",
+                      "[green]pass" if res["passed"] else f"[red]FAIL ({len(g['problems'])})")
+    console = Console()
+    if not console.is_terminal:  # logs and CI: do not squeeze the table into 80 columns
+        console = Console(width=150)
+    console.print(table)
+    for p in r["golden"]["postprocess_problems"]:
+        console.print(p, markup=False)
+    for rt, res in r["runtimes"].items():
+        for p in res.get("golden", {}).get("problems", []):
+            console.print(f"{rt}: {p}", markup=False)
     console.print(f"{'PASS' if r['passed'] else 'FAIL'}; report: {report_dir / 'report.md'}")

@@ -58,6 +58,8 @@ def save_outputs(path: Path, outs: Sequence[Mapping[str, Any]], meta: Mapping[st
     texts = []
     for o in outs:
         t: dict[str, Any] = {"input_ids": [int(x) for x in o["input_ids"]]}
+        if "signature" in o:
+            t["signature"] = o["signature"]
         if LEXICAL_WEIGHTS in o:
             t[LEXICAL_WEIGHTS] = {str(k): float(v) for k, v in o[LEXICAL_WEIGHTS].items()}
         texts.append(t)
@@ -185,12 +187,28 @@ def _timed_repeats(step: Any, warmup: int, repeats: int) -> tuple[float, list[fl
     return times[0], times[warmup:]
 
 
+def time_lengths(runner: Any, seq_lens: Sequence[int], tok: Any, lengths: Sequence[int],
+                 warmup: int, repeats: int) -> tuple[dict[str, float], dict[str, list[float]]]:
+    """Per length n: the first call and the timed calls on n real tokens, padded to the
+    signature the device pipeline would pick (`tok`: the manifest's TokenizerSpec)."""
+    from edge_m3.tokenizer import pad_ids
+
+    special = tok.special_ids
+    latency, first = {}, {}
+    for n in lengths:
+        real = synthetic_inputs(n, tok.model_rows, special["bos"], special["eos"])[0][0]
+        ids, mask = pad_ids(real, choose_length(n, seq_lens), special["pad"])
+        ids, mask = ids[None], mask[None]
+        first[str(n)], latency[str(n)] = _timed_repeats(lambda i=ids, m=mask: runner.run(i, m),
+                                                        warmup, repeats)
+    return first, latency
+
+
 def _worker_bench(bundle_dir: Path, runtime: str, threads: int, lengths: list[int],
                   warmup: int, repeats: int, out: Path) -> None:
     """Raw signature latency (exactly L tokens) and memory under one runtime and thread count."""
     from edge_m3.bundle import load_bundle
     from edge_m3.runtime.runners import format_of, import_runtime, open_runner, runtime_version
-    from edge_m3.tokenizer import pad_ids
 
     bundle = load_bundle(bundle_dir, verify=False)
     entry = bundle.model_entry(format_of(runtime))
@@ -199,19 +217,38 @@ def _worker_bench(bundle_dir: Path, runtime: str, threads: int, lengths: list[in
     t0 = time.perf_counter()
     runner = open_runner(bundle.path / entry.file, entry.signatures, runtime, threads)
     load_s = time.perf_counter() - t0
-    tok = bundle.manifest.tokenizer
-    special = tok.special_ids
-    latency, first = {}, {}
-    for n in lengths:  # n real tokens, padded to the signature the device pipeline would pick
-        real = synthetic_inputs(n, tok.model_rows, special["bos"], special["eos"])[0][0]
-        ids, mask = pad_ids(real, choose_length(n, entry.seq_lens), special["pad"])
-        ids, mask = ids[None], mask[None]
-        first[str(n)], latency[str(n)] = _timed_repeats(lambda i=ids, m=mask: runner.run(i, m),
-                                                        warmup, repeats)
+    first, latency = time_lengths(runner, entry.seq_lens, bundle.manifest.tokenizer, lengths,
+                                  warmup, repeats)
     out.write_text(json.dumps({"load_s": load_s, "import_s": import_s, "latency": latency,
                                "first_call": first,
                                "peak_rss": peak_rss(), "rss_before_load": rss0,
                                "version": runtime_version(runtime)}))
+
+
+def _worker_check(bundle_dir: Path, runtime: str, threads: int, warmup: int, repeats: int,
+                  out: Path) -> None:
+    """`edge-m3 check` on the device: every signature timed cold and warm (exactly L tokens),
+    then golden.json's texts through the whole device step; load time and peak RSS."""
+    from edge_m3.bundle import load_bundle
+    from edge_m3.contract import GOLDEN
+    from edge_m3.runtime.pipeline import DevicePipeline
+    from edge_m3.runtime.runners import format_of, import_runtime, runtime_version
+
+    bundle = load_bundle(bundle_dir, verify=False)  # the parent checked every hash
+    cases = json.loads((bundle.path / GOLDEN).read_text("utf-8"))["cases"]
+    import_s = import_runtime(runtime)
+    rss0 = rss_now()
+    t0 = time.perf_counter()
+    pipe = DevicePipeline(bundle, runtime, threads, fmt=format_of(runtime))
+    load_s = time.perf_counter() - t0
+    # Timed first, so that first_call is an app's real first query of each signature.
+    first, latency = time_lengths(pipe.runner, pipe.lengths, pipe.spec, pipe.lengths, warmup,
+                                  repeats)
+    outs = [pipe.embed(case["text"]) for case in cases]
+    save_outputs(out, outs, {"load_s": load_s, "import_s": import_s, "latency": latency,
+                             "first_call": first, "peak_rss": peak_rss(), "rss_before_load": rss0,
+                             "runtime": runtime, "version": runtime_version(runtime),
+                             "file": pipe.entry.file})
 
 
 def _worker_bench_torch(checkpoint_dir: str, threads: int, lengths: list[int], warmup: int,
@@ -265,6 +302,9 @@ def _worker_main(argv: list[str]) -> int:
         bundle_dir, rt, th, lengths, warmup, repeats, out = rest
         _worker_bench(Path(bundle_dir), rt, int(th), parse_ints(lengths, "lengths"), int(warmup),
                       int(repeats), Path(out))
+    elif kind == "check":
+        bundle_dir, rt, th, warmup, repeats, out = rest
+        _worker_check(Path(bundle_dir), rt, int(th), int(warmup), int(repeats), Path(out))
     elif kind == "bench-torch":
         ckpt, th, lengths, warmup, repeats, out = rest
         _worker_bench_torch(ckpt, int(th), parse_ints(lengths, "lengths"), int(warmup),

@@ -6,6 +6,7 @@ This is what an app does (docs/bundle-format.md); the builder's golden vectors, 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -64,13 +65,20 @@ class DevicePipeline:
             raise EdgeM3Error(f"text must be a string, got {type(text).__name__}")
         enc = self.encode(text)
         raw = self.run(enc)
-        # A trimmed vocabulary runs on table rows but reports the original ids.
-        rows = self.tokenizer.to_model_ids(enc.input_ids)
-        special_rows = {k: self.tokenizer.to_model_ids([v])[0]
-                        for k, v in self.spec.special_ids.items()}
-        out = postprocess(raw, rows, special_rows, original_ids=enc.input_ids)
         return {"input_ids": enc.input_ids, "signature": enc.signature, "seq_len": enc.seq_len,
-                "raw": raw, **out}
+                "raw": raw, **self.postprocess(enc.input_ids, raw)}
+
+    def postprocess(self, input_ids: list[int], raw: dict[str, np.ndarray]) -> dict[str, Any]:
+        """FlagEmbedding's named outputs from one text's raw outputs."""
+        return named_outputs(self.tokenizer, input_ids, raw)
+
+
+def named_outputs(tokenizer: Tokenizer, input_ids: list[int], raw: Mapping[str, Any]) -> dict[str, Any]:
+    """Raw signature outputs -> FlagEmbedding's names, for the bundle's ids (golden.json's rule)."""
+    # A trimmed vocabulary runs on table rows but reports the original ids.
+    rows = tokenizer.to_model_ids(input_ids)
+    special_rows = {k: tokenizer.to_model_ids([v])[0] for k, v in tokenizer.spec.special_ids.items()}
+    return postprocess(raw, rows, special_rows, original_ids=input_ids)
 
 
 def to_jsonable(result: dict[str, Any], raw: bool = False) -> dict[str, Any]:

@@ -88,7 +88,8 @@ class TFLiteRunner:
             if runtime == "tf":  # tensorflow.lite is a lazy attribute, not an importable module
                 mod = mod.lite
         except ImportError as exc:
-            raise EdgeM3Error(f"--runtime {runtime}: not installed ({exc})") from exc
+            raise EdgeM3Error(f"--runtime {runtime}: not installed (pip install "
+                              f"{RUNTIME_PACKAGES[runtime]}; {exc})") from exc
         self.runtime = runtime
         kwargs: dict[str, Any] = {"model_path": str(model_path)}
         if threads:
@@ -119,7 +120,8 @@ class OnnxRunner:
         try:
             import onnxruntime as ort
         except ImportError as exc:
-            raise EdgeM3Error(f"--runtime onnxruntime: not installed ({exc})") from exc
+            raise EdgeM3Error(f"--runtime onnxruntime: not installed (pip install onnxruntime; "
+                              f"{exc})") from exc
         self.runtime = "onnxruntime"
         opts = ort.SessionOptions()
         if threads:

@@ -103,12 +103,3 @@ def split_whitespace(text: str) -> list[str]:
     if cur:
         words.append("".join(cur))
     return words
-
-
-def charsmap_of(model_bytes: bytes) -> bytes:
-    """The precompiled charsmap inside a SentencePiece model file."""
-    from sentencepiece import sentencepiece_model_pb2 as pb
-
-    proto = pb.ModelProto()
-    proto.ParseFromString(model_bytes)
-    return bytes(proto.normalizer_spec.precompiled_charsmap)

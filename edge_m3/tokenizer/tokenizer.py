@@ -36,9 +36,16 @@ import numpy as np
 
 from edge_m3.contract import XLMR_SPECIAL_TOKENS, TokenizerSpec
 from edge_m3.errors import EdgeM3Error
+from edge_m3.tokenizer.spmodel import (
+    CONTROL,
+    UNKNOWN,
+    USER_DEFINED,
+    ModelFileError,
+    SentencePieceModel,
+    read_model,
+)
 
-_CONTROL, _USER_DEFINED = 3, 4
-_WORD_CACHE_SIZE = 100_000  # SentencePiece piece types that the reference makes added tokens
+_WORD_CACHE_SIZE = 100_000
 
 
 class InvalidTextError(EdgeM3Error, ValueError):
@@ -56,26 +63,35 @@ def pad_ids(ids: Sequence[int], length: int, pad_id: int) -> tuple[np.ndarray, n
     return out, mask
 
 
-def spec_for_sentencepiece(sp_model_path: Path) -> TokenizerSpec:
+def read_sentencepiece(sp_model_path: Path) -> SentencePieceModel:
+    """The model file's pieces, scores, types and charsmap (edge_m3.tokenizer.spmodel)."""
+    path = Path(sp_model_path)
+    if not path.is_file():
+        raise EdgeM3Error(f"{path}: missing SentencePiece model")
+    try:
+        return read_model(path.read_bytes())
+    except OSError as exc:
+        raise EdgeM3Error(f"{path}: cannot read ({exc.strerror})") from None
+    except ModelFileError as exc:
+        raise EdgeM3Error(f"{path}: not a SentencePiece model ({exc})") from None
+
+
+def spec_for_sentencepiece(sp_model: Path | SentencePieceModel) -> TokenizerSpec:
     """fairseq's layout: <s>=0 <pad>=1 </s>=2 <unk>=3, pieces +1, <mask> last.
 
     <s> </s> <unk> are also SentencePiece pieces 1, 2, 0.
     """
-    import sentencepiece as spm
-
-    try:
-        sp = spm.SentencePieceProcessor(model_file=str(sp_model_path))
-    except Exception as exc:
-        raise EdgeM3Error(f"{sp_model_path}: not a SentencePiece model ({exc})") from None
-    n = sp.get_piece_size()
-    pieces = [sp.id_to_piece(i) for i in range(min(n, 3))]
-    if pieces != ["<unk>", "<s>", "</s>"] or sp.unk_id() != 0:
-        raise EdgeM3Error(f"{sp_model_path}: first pieces are {pieces}, expected XLM-R's "
+    where = "SentencePiece model" if isinstance(sp_model, SentencePieceModel) else str(sp_model)
+    model = sp_model if isinstance(sp_model, SentencePieceModel) else read_sentencepiece(sp_model)
+    n = len(model)
+    pieces = model.pieces[:3]
+    if pieces != ["<unk>", "<s>", "</s>"] or model.types[0] != UNKNOWN:
+        raise EdgeM3Error(f"{where}: first pieces are {pieces}, expected XLM-R's "
                           "['<unk>', '<s>', '</s>']")
     tokens = {"bos": pieces[1], "pad": XLMR_SPECIAL_TOKENS["pad"], "eos": pieces[2],
               "unk": pieces[0], "mask": XLMR_SPECIAL_TOKENS["mask"]}
     return TokenizerSpec(special_ids={"bos": 0, "pad": 1, "eos": 2, "unk": 3, "mask": n + 1},
-                         sp_unk_id=sp.unk_id(), id_offset=1, vocab_size=n + 2, special_tokens=tokens)
+                         sp_unk_id=0, id_offset=1, vocab_size=n + 2, special_tokens=tokens)
 
 
 def check_text(text: Any) -> str:
@@ -101,30 +117,25 @@ class Tokenizer:
     """`encode` -> `<s> pieces </s>` in model ids; `pad` -> fixed-length ids and mask."""
 
     def __init__(self, sp_model_path: Path, spec: TokenizerSpec | None = None) -> None:
-        import sentencepiece as spm
-
-        path = Path(sp_model_path)
-        if not path.is_file():
-            raise EdgeM3Error(f"{path}: missing SentencePiece model")
-        from edge_m3.tokenizer.normalizer import CharsMap, charsmap_of
+        from edge_m3.tokenizer.normalizer import CharsMap
         from edge_m3.tokenizer.unigram import UnigramModel
 
+        path = Path(sp_model_path)
+        model = read_sentencepiece(path)
+        self.spec = spec or spec_for_sentencepiece(model)
         try:
-            self.sp = spm.SentencePieceProcessor(model_file=str(path))
-            blob = path.read_bytes()
-            self.unigram = UnigramModel(blob, added=list((spec.special_tokens if spec else
-                                                           XLMR_SPECIAL_TOKENS).values()))
-            charsmap = charsmap_of(blob)
-            self.charsmap = CharsMap(charsmap) if charsmap else None
-        except Exception as exc:
+            self.unigram = UnigramModel(model, added=list(self.spec.special_tokens.values()))
+            blob = model.precompiled_charsmap
+            self.charsmap = CharsMap(blob) if blob else None
+        except ValueError as exc:
             raise EdgeM3Error(f"{path}: not a SentencePiece model ({exc})") from None
-        self.spec = spec or spec_for_sentencepiece(path)
-        top = self.sp.get_piece_size() - 1 + self.spec.id_offset
+        self.piece_count = len(model)
+        top = self.piece_count - 1 + self.spec.id_offset
         if top >= self.spec.vocab_size:
-            raise EdgeM3Error(f"{path}: {self.sp.get_piece_size()} pieces map past the manifest's "
+            raise EdgeM3Error(f"{path}: {self.piece_count} pieces map past the manifest's "
                               f"vocab_size {self.spec.vocab_size} (wrong SentencePiece model?)")
         s = self.spec.special_ids
-        odd = [(i, t) for i, t in enumerate(self.unigram.types) if i > 2 and t in (_CONTROL, _USER_DEFINED)]
+        odd = [(i, t) for i, t in enumerate(self.unigram.types) if i > 2 and t in (CONTROL, USER_DEFINED)]
         if odd or self.spec.sp_unk_id != self.unigram.unk_id:
             raise EdgeM3Error(f"{path}: not an XLM-R SentencePiece model (control or user-defined "
                               f"pieces past </s>: {odd[:3]}, or <unk> not at id {self.spec.sp_unk_id})")

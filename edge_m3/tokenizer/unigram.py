@@ -18,28 +18,25 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from edge_m3.tokenizer.spmodel import UNKNOWN, SentencePieceModel
+
 UNK_PENALTY = 10.0
 META = "\u2581"  # SentencePiece's visible space
-_UNKNOWN = 2  # SentencePiece's piece type of <unk>
 
 
 class UnigramModel:
     """Pieces, scores and the Viterbi search over them; ids are SentencePiece ids, then `added`."""
 
-    def __init__(self, model_bytes: bytes, added: Sequence[str] = ()) -> None:
-        from sentencepiece import sentencepiece_model_pb2 as pb
-
-        proto = pb.ModelProto()
-        proto.ParseFromString(model_bytes)
-        self.pieces = [p.piece for p in proto.pieces]
-        self.types = [int(p.type) for p in proto.pieces]
+    def __init__(self, model: SentencePieceModel, added: Sequence[str] = ()) -> None:
+        self.pieces = list(model.pieces)
+        self.types = list(model.types)
         n = len(self.pieces)
-        unknown = [i for i, t in enumerate(self.types) if t == _UNKNOWN]
+        unknown = [i for i, t in enumerate(self.types) if t == UNKNOWN]
         if n < 3 or unknown != [0]:
             raise ValueError("not an XLM-R-style model: expected exactly one <unk> piece, at id 0")
         self.unk_id = 0
         # The reference scores fairseq's specials (ids 0..2 here, and `added`) at 0.
-        self.scores = [0.0] * 3 + [float(p.score) for p in proto.pieces[3:]]
+        self.scores = [0.0] * 3 + [float(x) for x in model.scores[3:]]
         self.ids: dict[str, int] = {}
         for i, piece in enumerate(self.pieces):
             if piece in self.ids:

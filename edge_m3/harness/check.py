@@ -1,0 +1,251 @@
+"""`edge-m3 check`: on the device itself, with only the runtime installed, does the bundle give
+the answers it was built with, how fast, in how much memory?
+
+No reference checkpoint: golden.json is the reference. Token ids, the chosen signature and the
+post-processing of the recorded raw outputs must match exactly (they are plain code); the live
+outputs of the device's runtime must stay within the variant's device tolerance
+(`edge_m3.contract.RECIPES[quant].device_tolerance`), since another CPU's kernels (ARM's
+XNNPACK, an older TF Lite) round differently. Then every signature is timed, cold and warm, and
+peak RSS read, each runtime in its own process. The kits' instrumented tests apply the same
+rules on phones (EdgeM3Core.compareExact / compareWithin).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import tempfile
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from edge_m3.bundle import Bundle
+from edge_m3.common.options import check_threads, split_list, version_tuple
+from edge_m3.contract import (
+    COLBERT_VECS,
+    DENSE_VECS,
+    GOLDEN,
+    LEXICAL_WEIGHTS,
+    ModelEntry,
+    Tolerance,
+)
+from edge_m3.errors import EdgeM3Error
+from edge_m3.harness.bench import bench_row
+from edge_m3.harness.workers import load_outputs, run_workers
+
+# TensorFlow's interpreter is the builder's, not a device runtime: only on request.
+NOT_BY_DEFAULT = ("tf",)
+
+
+def read_golden(bundle: Bundle) -> dict[str, Any]:
+    """golden.json, checked for what the replay reads (one line naming the problem)."""
+    path = bundle.path / GOLDEN
+    if not path.is_file():
+        raise EdgeM3Error(f"{path}: missing (a bundle built by edge-m3 build has it)")
+    try:
+        golden = json.loads(path.read_text("utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise EdgeM3Error(f"{path}: unreadable ({exc})") from None
+    cases = golden.get("cases") if isinstance(golden, dict) else None
+    if not isinstance(cases, list) or not cases or not isinstance(golden.get("model_file"), str):
+        raise EdgeM3Error(f"{path}: needs model_file and a non-empty list of cases")
+    for i, case in enumerate(cases):
+        ok = (isinstance(case, dict) and isinstance(case.get("text"), str)
+              and isinstance(case.get("signature"), str) and isinstance(case.get("raw"), dict)
+              and isinstance(case.get("input_ids"), list)
+              and all(isinstance(x, int) for x in case["input_ids"]))
+        if not ok:
+            raise EdgeM3Error(f"{path}: case {i} needs text, input_ids, signature and raw")
+    return golden
+
+
+def golden_entry(bundle: Bundle, golden: Mapping[str, Any]) -> ModelEntry:
+    """The model file golden.json was recorded from (outputs of another file differ)."""
+    entry = next((m for m in bundle.manifest.models if m.file == golden["model_file"]), None)
+    if entry is None:
+        raise EdgeM3Error(f"{bundle.path / GOLDEN}: model_file {golden['model_file']} is not in "
+                          "the manifest")
+    return entry
+
+
+def _cannot_run(runtime: str, entry: ModelEntry, oldest_tflite: str) -> str | None:
+    """Why `runtime` cannot run this model file here (None: it can), naming what to install."""
+    from edge_m3.runtime.runners import RUNTIME_PACKAGES, format_of, runtime_version
+
+    if format_of(runtime) != entry.format:
+        return f"runs {format_of(runtime)} models, golden.json was recorded with {entry.file}"
+    version = runtime_version(runtime)
+    if version is None:
+        return f"not installed (pip install {RUNTIME_PACKAGES[runtime]})"
+    if runtime == "tflite-runtime" and version_tuple(version) < version_tuple(oldest_tflite):
+        return (f"{version} is older than TF Lite {oldest_tflite}, the oldest that runs "
+                f"{entry.file} (pip install {RUNTIME_PACKAGES['litert']})")
+    needs = [k for k in entry.oldest_runtime if k in RUNTIME_PACKAGES.values()]
+    if runtime == "tflite-runtime" and needs and "tflite-runtime" not in needs:
+        return (f"the build found that {entry.file} needs {', '.join(needs)} "
+                f"(pip install {RUNTIME_PACKAGES['litert']})")
+    return None
+
+
+def check_runtimes(bundle: Bundle, entry: ModelEntry, wanted: str | None) -> list[str]:
+    """The runtimes to check: those asked for, else every installed device runtime that runs
+    the golden model file; none is one line naming the runtime and the package to install."""
+    from edge_m3.runtime.runners import RUNTIME_PACKAGES, RUNTIMES, format_of
+
+    oldest = bundle.manifest.recipe.oldest_tflite
+    if wanted:
+        chosen = split_list(wanted, "--runtime")
+        for rt in chosen:
+            if rt not in RUNTIMES:
+                raise EdgeM3Error(f"--runtime {rt}: unknown (choose from {', '.join(RUNTIMES)})")
+            why = _cannot_run(rt, entry, oldest)
+            if why:
+                raise EdgeM3Error(f"--runtime {rt}: {why}")
+        return chosen
+    fits = [rt for rt in RUNTIMES if format_of(rt) == entry.format and rt not in NOT_BY_DEFAULT]
+    usable = [rt for rt in fits if _cannot_run(rt, entry, oldest) is None]
+    if not usable:
+        why = "; ".join(f"{rt}: {_cannot_run(rt, entry, oldest)}" for rt in fits)
+        package = RUNTIME_PACKAGES["litert" if "litert" in fits else fits[0]]
+        raise EdgeM3Error(f"{bundle.path}: no runtime here runs {entry.file} ({why}); "
+                          f"install one: pip install {package}")
+    return usable
+
+
+def _short(text: str, n: int = 40) -> str:
+    return repr(text if len(text) <= n else text[:n] + "…")
+
+
+def replay_exact(bundle: Bundle, golden: Mapping[str, Any]) -> list[str]:
+    """Post-processing of each case's recorded raw outputs vs its recorded named outputs: exact
+    (they are plain code, identical on every CPU)."""
+    from edge_m3.runtime.pipeline import named_outputs, to_jsonable
+    from edge_m3.tokenizer import Tokenizer
+
+    tok = Tokenizer(bundle.sentencepiece_path, bundle.manifest.tokenizer)
+    problems = []
+    for i, case in enumerate(golden["cases"]):
+        got = to_jsonable({"input_ids": case["input_ids"], "signature": case["signature"],
+                           **named_outputs(tok, case["input_ids"], case["raw"])})
+        for key in (DENSE_VECS, LEXICAL_WEIGHTS, COLBERT_VECS):
+            if (key in got or key in case) and got.get(key) != case.get(key):
+                problems.append(f"golden case {i} {_short(case['text'])}: {key} post-processed "
+                                "from the recorded raw outputs differs from the recorded one")
+    return problems
+
+
+def _max_abs(a: Any, b: Any) -> float:
+    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    if a.shape != b.shape:
+        return float("inf")
+    return float(np.abs(a - b).max(initial=0.0))
+
+
+def compare_live(i: int, case: Mapping[str, Any], live: Mapping[str, Any],
+                 tol: Tolerance) -> tuple[dict[str, float], list[str]]:
+    """One case's live outputs vs golden: ids and signature exact, the rest within `tol`
+    (the kits' compareWithin). Returns the figures and the problems, each naming the text,
+    the output and the size of the difference."""
+    from edge_m3.harness.metrics import cosine
+
+    where = f"golden case {i} {_short(case['text'])}"
+    problems, fig = [], {}
+    if [int(x) for x in live["input_ids"]] != case["input_ids"]:
+        problems.append(f"{where}: input_ids differ ({len(live['input_ids'])} tokens here, "
+                        f"{len(case['input_ids'])} recorded)")
+    if live.get("signature") != case["signature"]:
+        problems.append(f"{where}: signature {live.get('signature')} != {case['signature']}")
+    if DENSE_VECS in case:
+        fig["dense_cosine"] = cosine(live[DENSE_VECS], case[DENSE_VECS]) \
+            if np.shape(live[DENSE_VECS]) == np.shape(case[DENSE_VECS]) else 0.0
+        if not fig["dense_cosine"] >= tol.dense_cosine_min:
+            problems.append(f"{where}: dense_vecs cosine {fig['dense_cosine']:.7f} < "
+                            f"{tol.dense_cosine_min:g}")
+        fig["dense_max_abs"] = _max_abs(live[DENSE_VECS], case[DENSE_VECS])
+    if LEXICAL_WEIGHTS in case:  # a weight near 0 may fall on either side of relu: missing = 0
+        ours, ref = live.get(LEXICAL_WEIGHTS, {}), case[LEXICAL_WEIGHTS]
+        fig["lexical_max_abs"] = max((abs(float(ours.get(k, 0.0)) - float(ref.get(k, 0.0)))
+                                      for k in set(ours) | set(ref)), default=0.0)
+    if COLBERT_VECS in case:
+        fig["colbert_max_abs"] = _max_abs(live[COLBERT_VECS], case[COLBERT_VECS])
+    for key in ("dense_max_abs", "lexical_max_abs", "colbert_max_abs"):
+        if key in fig and not fig[key] <= tol.max_abs:
+            output = key.removesuffix("_max_abs")
+            name = {"dense": DENSE_VECS, "lexical": LEXICAL_WEIGHTS, "colbert": COLBERT_VECS}[output]
+            problems.append(f"{where}: {name} differs by up to {fig[key]:.3g} > {tol.max_abs:g}")
+    return fig, problems
+
+
+def golden_figures(golden: Mapping[str, Any], outs: Sequence[Mapping[str, Any]],
+                   tol: Tolerance) -> dict[str, Any]:
+    """Every case of one runtime: worst figures over the cases, and every problem."""
+    per_case, problems = [], []
+    for i, (case, live) in enumerate(zip(golden["cases"], outs, strict=True)):
+        fig, bad = compare_live(i, case, live, tol)
+        per_case.append(fig)
+        problems += bad
+    out: dict[str, Any] = {"cases": len(per_case), "problems": problems}
+    if any("dense_cosine" in f for f in per_case):
+        out["dense_cosine_min"] = min(f["dense_cosine"] for f in per_case)
+    for key in ("dense_max_abs", "lexical_max_abs", "colbert_max_abs"):
+        if any(key in f for f in per_case):
+            out[key] = max(f[key] for f in per_case)
+    return out
+
+
+def device_info() -> dict[str, Any]:
+    """What the figures were measured on."""
+    return {"machine": platform.machine(), "system": platform.platform(terse=True),
+            "python": platform.python_version(), "cpus": os.cpu_count()}
+
+
+def cmd_check(a: argparse.Namespace) -> int:
+    """The whole `check` command: 0 when every runtime replays golden.json within tolerance,
+    1 when one does not (or crashes), 2 for bad input (before any model is loaded)."""
+    from edge_m3 import __version__
+    from edge_m3.bundle import load_bundle
+    from edge_m3.harness.report import check_markdown, print_check, write_report
+
+    check_threads(a.threads)
+    if a.repeats < 1 or a.warmup < 0:
+        raise EdgeM3Error(f"--repeats {a.repeats} / --warmup {a.warmup}: need repeats >= 1, "
+                          "warmup >= 0")
+    bundle = load_bundle(a.bundle)  # refuses any file whose sha256 is not the manifest's
+    tol = bundle.manifest.recipe.device_tolerance
+    golden = read_golden(bundle)
+    entry = golden_entry(bundle, golden)
+    runtimes = check_runtimes(bundle, entry, a.runtime)
+    report_dir = Path(a.report or Path("reports") / f"{Path(a.bundle).resolve().name}-check")
+    exact = replay_exact(bundle, golden)
+    results: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory(prefix="edge-m3-check-") as tmp_s:
+        tmp = Path(tmp_s)
+        for rt in runtimes:  # one after another, so timings are not disturbed
+            error = run_workers([(["check", str(bundle.path), rt, str(a.threads), str(a.warmup),
+                                   str(a.repeats), str(tmp / rt)], f"runtime {rt}")])[0]
+            if error:
+                results[rt] = {"error": error, "passed": False}
+                continue
+            outs, meta = load_outputs(tmp / rt)
+            fig = golden_figures(golden, outs, tol)
+            timing = bench_row(rt, a.threads, meta, None, entry.seq_lens)
+            results[rt] = {"version": meta["version"], "golden": fig, "timing": timing,
+                           "passed": not fig["problems"]}
+    report = {
+        "command": "check", "bundle": str(bundle.path), "quant": bundle.manifest.quant,
+        "model_file": entry.file, "edge_m3_version": __version__, "device": device_info(),
+        "threads": a.threads, "warmup": a.warmup, "repeats": a.repeats,
+        "tolerance": {"dense_cosine_min": tol.dense_cosine_min, "max_abs": tol.max_abs,
+                      "source": f"edge_m3.contract ({bundle.manifest.quant})"},
+        "golden": {"cases": len(golden["cases"]), "recorded_with": golden.get("runtime"),
+                   "postprocess_problems": exact},
+        "runtimes_checked": runtimes, "runtimes": results,
+        "passed": not exact and all(r["passed"] for r in results.values()),
+    }
+    write_report(report_dir, report, render=check_markdown, with_plots=False)
+    print_check(report, report_dir)
+    return 0 if report["passed"] else 1
