@@ -88,7 +88,9 @@ def swift_build() -> Path:
     if not Path(swift).is_file():
         _tool_missing("no Swift toolchain (swift on PATH or /opt/swift)", "EDGE_M3_REQUIRE_SWIFT")
     scratch = ROOT / "build/swift-tests"  # gitignored; kept between runs, so rebuilds are incremental
-    proc = subprocess.run([swift, "build", "-c", "release", "--build-tests", "--package-path",
+    # -enable-testing: the test target's `@testable import EdgeM3` in a release build
+    proc = subprocess.run([swift, "build", "-c", "release", "--build-tests", "-Xswiftc", "-enable-testing",
+                           "--package-path",
                            str(ROOT / "ios_assets"), "--scratch-path", str(scratch)],
                           capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, f"swift build failed:\n{proc.stdout[-5000:]}\n{proc.stderr[-5000:]}"

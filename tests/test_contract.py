@@ -116,9 +116,9 @@ def test_kits_spell_no_contract_value() -> None:
     re-spells a tensor, output or file name (test data in the kits' test targets aside)."""
     import re
 
-    from tools.gen_kit_contract import STRINGS
+    from tests.support.tools import load_tool
 
-    values = set(STRINGS.values())
+    values = set(load_tool("gen_kit_contract").STRINGS.values())
     kit_sources = [*(ROOT / "android_assets/src/main").rglob("*.kt"),
                    *(ROOT / "android_assets/src/androidTest").rglob("*.kt"),
                    *(ROOT / "android_assets/jvm").glob("*.kt"), *(ROOT / "ios_assets/Sources").rglob("*.swift")]

@@ -14,13 +14,11 @@ bad input.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import re
 import shutil
 import subprocess
-import sys
 import unicodedata
 from pathlib import Path
 
@@ -30,6 +28,9 @@ from hypothesis import strategies as st
 from test_tokenizer import MIXED, TEXT, TRICKY, _real_vocab_model, corpus
 
 from edge_m3.tokenizer import Tokenizer, TokenizerSpec, spec_for_sentencepiece
+from tests.support.tools import load_tool
+
+pytestmark = pytest.mark.models  # compiles both kits and tokenizes whole vocabularies
 
 ROOT = Path(__file__).resolve().parents[1]
 KIT_TOKENIZE = ROOT / "tools/kit_tokenize.sh"
@@ -43,15 +44,6 @@ CONTEXTS = ["\u0132\u0301{}", "\u0915\u094d{}", "{}{}", "{}\u200d\U0001f600", "a
 
 EVERY = "every code point"  # a part of the batch run on XLM-R's vocabulary only
 Case = tuple[str, int | None]  # text (may hold lone surrogates), max_length
-
-
-def _load_tool(name: str):
-    spec = importlib.util.spec_from_file_location(name, ROOT / "tools" / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod
-    spec.loader.exec_module(mod)
-    return mod
 
 
 def as_units(text: str) -> str:
@@ -104,7 +96,7 @@ def _not_plain(categories: list[int]) -> list[str]:
 
 @pytest.fixture(scope="module")
 def tables():
-    return _load_tool("gen_tokenizer_tables")
+    return load_tool("gen_tokenizer_tables")
 
 
 @pytest.fixture(scope="module")
