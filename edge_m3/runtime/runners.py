@@ -38,6 +38,10 @@ NO_CACHE = "off"  # LiteRT's Interpreter as before: one packed copy per signatur
 # Only LiteRT's CompiledModel API takes a cache (CpuOptions.xnnpack_weight_cache_path); the
 # Interpreter APIs (LiteRT's, TF's, tflite-runtime's) create XNNPACK with default options.
 WEIGHT_CACHE_RUNTIMES = ("litert",)
+# Where the ship gate bounds the model's memory (`model_rss_ratio`): the TFLite runtimes apps
+# ship, both running the memory-mapped file. TF's interpreter is no device runtime; onnxruntime
+# reads the file into its own memory and pre-packs (reported, not gated).
+MEMORY_GATED_RUNTIMES = ("litert", "tflite-runtime")
 CACHE_SUFFIX = ".xnnpack_cache"
 
 
