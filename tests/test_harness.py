@@ -252,7 +252,8 @@ def test_bench_reports_ratios(bundle: Path, tiny_ckpt: Path, tmp_path: Path, cap
     # LiteRT twice: a new weight cache file (cold), then a second start mapping it (warm)
     assert [r["runtime"] for r in rows] == ["torch fp32 (FlagEmbedding)", "litert", "litert",
                                             *runtimes.split(",")[1:]]
-    assert [r["weight_cache"] for r in rows[1:3]] == ["file", "file"]
+    assert [(r["cache_mode"], r["weight_cache"]) for r in rows[1:3]] == [("cold", "file"),
+                                                                         ("warm", "file")]
     assert rows[1]["weight_cache_mb"] > 0 and rows[2]["weight_cache_mb"] == rows[1]["weight_cache_mb"]
     for row in rows[1:]:
         # 5 tokens is no signature: it runs padded in embed_8, as the device pipeline would
@@ -264,6 +265,9 @@ def test_bench_reports_ratios(bundle: Path, tiny_ckpt: Path, tmp_path: Path, cap
     assert main(["bench", str(bundle), "--runtimes", "litert", "--threads", "1", "--repeats",
                  "1", "--warmup", "0", "--weight-cache", "off,memory", "--json", str(out)]) == 0
     assert [r["weight_cache"] for r in json.loads(out.read_text())["rows"]] == ["off", "memory"]
+    assert main(["bench", str(bundle), "--runtimes", "litert", "--weight-cache", "warm,cold",
+                 "--repeats", "1", "--threads", "1", "--json", str(out)]) == 0  # cold runs first
+    assert [r["cache_mode"] for r in json.loads(out.read_text())["rows"]] == ["cold", "warm"]
     assert main(["bench", str(bundle), "--lengths", "64"]) == 2
     assert main(["bench", str(bundle), "--lengths", "1"]) == 2
     assert main(["bench", str(bundle), "--threads", "0"]) == 2

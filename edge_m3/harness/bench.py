@@ -29,13 +29,13 @@ CACHE_MODES = ("off", "memory", "cold", "warm")
 
 
 def cache_modes(value: str) -> list[str]:
-    """`--weight-cache`: a comma list of CACHE_MODES; warm needs the cold run before it."""
+    """`--weight-cache`: a comma list of CACHE_MODES (run in that order); warm needs cold."""
     from edge_m3.common.options import parse_choices
 
     modes = parse_choices(value, "--weight-cache", CACHE_MODES)
     if "warm" in modes and "cold" not in modes:
-        raise EdgeM3Error("--weight-cache warm: needs cold before it (the cold run writes the "
-                          "file that the warm run maps)")
+        raise EdgeM3Error("--weight-cache warm: needs cold too (the cold run writes the file "
+                          "that the warm run maps)")
     return modes
 
 
@@ -86,7 +86,8 @@ def cmd_bench(a: argparse.Namespace) -> int:
                     out = tmp / f"{rt}-{th}-{mode}.json"
                     run_worker(["bench", str(bundle.path), rt, str(th), *common, str(out),
                                 *([cache] if cache else [])], f"bench {rt} ({th} threads, {mode})")
-                    rows.append(_bench_row(rt, th, json.loads(out.read_text()), ref, lengths))
+                    rows.append(_bench_row(rt, th, json.loads(out.read_text()), ref, lengths)
+                                | {"cache_mode": mode})
     result = {"bundle": str(bundle.path), "quant": bundle.manifest.quant,
               "warmup": a.warmup, "repeats": a.repeats, "lengths": lengths,
               "signatures": have, "reference": a.reference, "rows": rows}
@@ -151,7 +152,7 @@ def _print_bench(result: Mapping[str, Any]) -> None:
                  if "model_peak_rss_mb" in row else "")
         first = " ".join(f"{n}:{v:.0f}" for n, v in row["first_call_ms"].items())
         opened = f"{row['open_to_first_result_ms']:.0f}" if "open_to_first_result_ms" in row else ""
-        table.add_row(row["runtime"], str(row["threads"]), str(row["weight_cache"] or ""), *cells,
+        table.add_row(row["runtime"], str(row["threads"]), row.get("cache_mode", ""), *cells,
                       opened, first, model, f"{row['peak_rss_mb']:.0f}")
     console = Console()
     if not console.is_terminal:
