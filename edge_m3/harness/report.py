@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from edge_m3.common.files import write_atomic
+from edge_m3.contract import RSS_ALLOWANCE
 
 
 def _v(f: Mapping[str, Any] | None, path: str, spec: str) -> str:
@@ -124,7 +125,8 @@ def markdown(r: Mapping[str, Any]) -> str:
                      f"{'yes' if m['gated'] else 'no'} | {f['load_s']:.2f} | {first} |")
     lines += ["", "Model peak RSS: the process's peak from just before the model is opened "
               "(tokenizer and imports already loaded) over its RSS then, with every signature "
-              "run; x file: that over the model file's size (`model_rss_ratio`)."]
+              f"run; x file: that, less the runtime's fixed {RSS_ALLOWANCE >> 20} MiB, over the "
+              "model file's size (`model_rss_ratio`)."]
     lines += ["", "## Latency of the device step (tokenize + run + post-process), per signature", "",
               "| runtime | length | texts | p50 ms | p95 ms |", "| --- | --- | --- | --- | --- |"]
     for rt, f in ok.items():
