@@ -105,6 +105,10 @@ def _build_parser() -> argparse.ArgumentParser:
     bn.add_argument("--reference", default=None, help="checkpoint for the torch fp32 baseline")
     bn.add_argument("--repeats", type=int, default=10, help="timed runs per cell")
     bn.add_argument("--warmup", type=int, default=2, help="untimed runs per cell first")
+    bn.add_argument("--weight-cache", default="cold,warm",
+                    help="LiteRT's XNNPACK weight cache, each a run of its own: off (one packed "
+                         "copy per signature), memory, cold (a new cache file), warm (a second "
+                         "start mapping it); default cold,warm")
     bn.add_argument("--json", type=Path, default=None, help="also write the figures here")
     return p
 

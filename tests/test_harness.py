@@ -151,6 +151,14 @@ def test_verify_passes_then_fails_on_a_strict_threshold(bundle: Path, tiny_ckpt:
         assert figures["vs_keras"]["dense_cosine"]["min"] >= 0.99999
         assert figures["peak_rss_mb"] > 0 and figures["load_s"] >= 0
         assert set(figures["latency"]) <= {"8", "16", "32"} and figures["latency"]
+        assert set(figures["first_call_ms"]) == {"8", "16", "32"}  # every signature ran
+    for rt, figures in data["runtimes"].items():  # the memory gate: TFLite runtimes apps ship
+        memory = figures["memory"]
+        assert memory["model_mb"] > 0 and memory["model_peak_rss_mb"] > 0
+        assert memory["gated"] == (rt in ("litert", "tflite-runtime"))
+        assert ("model_rss_ratio" in figures) == memory["gated"]
+    assert data["runtimes"]["litert"]["memory"]["weight_cache"] == "memory"
+    assert data["thresholds"]["limits"]["model_rss_ratio_max"] == 1.3
     assert data["keras_vs_flagembedding"]["dense_cosine"]["min"] >= 0.99999
     assert max(data["score_formulas_vs_flagembedding"].values()) < 1e-5
     assert "PASS" in (report / "report.md").read_text()
@@ -204,7 +212,9 @@ def test_gate_skips_heads_a_bundle_lacks(tmp_path: Path) -> None:
     limits = check_limits({"dense_cosine_min": 0.999, "lexical_abs_err_max": 0.0}, "t")
     assert gate(figures, limits) == []
     figures.update(version="x", latency={}, load_s=0.0, peak_rss_mb=1.0, rss_before_load_mb=1.0,
-                   failed=[])
+                   failed=[], first_call_ms={"8": 1.0},
+                   memory={"model_mb": 1.0, "model_peak_rss_mb": 1.0, "model_rss_ratio": 0.5,
+                           "weight_cache": "memory", "gated": True})
     md = markdown({"bundle": "b", "quant": "fp32", "source": "s", "reference_checkpoint": "c",
                    "primary_reference": "keras", "threads": 1, "passed": True,
                    "references": {"keras": {"runtime": "k", "version": "1", "load_s": 0.0,
@@ -239,15 +249,64 @@ def test_bench_reports_ratios(bundle: Path, tiny_ckpt: Path, tmp_path: Path, cap
                  "--json", str(out)]) == 0
     data = json.loads(out.read_text())
     rows = data["rows"]
-    assert [r["runtime"] for r in rows] == ["torch fp32 (FlagEmbedding)", *runtimes.split(",")]
+    # LiteRT twice: a new weight cache file (cold), then a second start mapping it (warm)
+    assert [r["runtime"] for r in rows] == ["torch fp32 (FlagEmbedding)", "litert", "litert",
+                                            *runtimes.split(",")[1:]]
+    assert [(r["cache_mode"], r["weight_cache"]) for r in rows[1:3]] == [("cold", "file"),
+                                                                         ("warm", "file")]
+    assert rows[1]["weight_cache_mb"] > 0 and rows[2]["weight_cache_mb"] == rows[1]["weight_cache_mb"]
     for row in rows[1:]:
         # 5 tokens is no signature: it runs padded in embed_8, as the device pipeline would
         assert set(row["lengths"]) == {"5", "32"} and row["peak_rss_ratio"] > 0
         assert all(f["p50_speedup"] > 0 and f["p95_ms"] >= f["p50_ms"] for f in row["lengths"].values())
+        assert set(row["first_call_ms"]) == {"8", "16", "32"} and row["model_rss_ratio"] >= 0
+        assert row["open_to_first_result_ms"] > 0 and row["model_mb"] > 0
     assert "32 tokens" in capsys.readouterr().out
+    assert main(["bench", str(bundle), "--runtimes", "litert", "--threads", "1", "--repeats",
+                 "1", "--warmup", "0", "--weight-cache", "off,memory", "--json", str(out)]) == 0
+    assert [r["weight_cache"] for r in json.loads(out.read_text())["rows"]] == ["off", "memory"]
+    assert main(["bench", str(bundle), "--runtimes", "litert", "--weight-cache", "warm,cold",
+                 "--repeats", "1", "--threads", "1", "--json", str(out)]) == 0  # cold runs first
+    assert [r["cache_mode"] for r in json.loads(out.read_text())["rows"]] == ["cold", "warm"]
     assert main(["bench", str(bundle), "--lengths", "64"]) == 2
     assert main(["bench", str(bundle), "--lengths", "1"]) == 2
     assert main(["bench", str(bundle), "--threads", "0"]) == 2
+    assert main(["bench", str(bundle), "--weight-cache", "warm"]) == 2
+    assert main(["bench", str(bundle), "--weight-cache", "disk"]) == 2
+
+
+def test_litert_weight_cache_file_is_written_once_then_mapped(bundle: Path, tmp_path: Path) -> None:
+    """CompiledModel with a cache file gives the Interpreter's outputs; a second start loads
+    the file as it is (XNNPACK rewrites it only when it cannot load it)."""
+    from edge_m3.bundle import load_bundle
+    from edge_m3.runtime.runners import NO_CACHE, LiteRTRunner, open_runner, weight_cache_file
+
+    b = load_bundle(bundle)
+    entry = b.model_entry("tflite")
+    cache = weight_cache_file(tmp_path / "xnn", b.manifest.files[entry.file]["sha256"], "litert")
+
+    def outputs(weight_cache: object) -> tuple[object, dict[str, np.ndarray]]:
+        runner = open_runner(bundle / entry.file, entry.signatures, "litert", 1, weight_cache)
+        out = {}
+        for n in entry.seq_lens:
+            ids = np.ones((1, n), np.int32)
+            ids[0, :4] = [0, 5, 6, 2]
+            mask = (ids != 1).astype(np.int32)
+            out.update({f"{n}/{k}": v for k, v in runner.run(ids, mask).items()})
+        return runner, out
+
+    plain_runner, plain = outputs(NO_CACHE)
+    assert plain_runner.weight_cache == "off" and not isinstance(plain_runner, LiteRTRunner)
+    cold_runner, cold = outputs(cache)
+    assert isinstance(cold_runner, LiteRTRunner) and cache.stat().st_size > 0
+    written = cache.stat()
+    _, warm = outputs(cache)
+    assert (cache.stat().st_mtime_ns, cache.stat().st_size) == (written.st_mtime_ns, written.st_size)
+    mem_runner, memory = outputs(None)
+    assert mem_runner.weight_cache == "memory"
+    for key, value in plain.items():
+        for other in (cold, warm, memory):
+            assert other[key].shape == value.shape and np.abs(other[key] - value).max() <= 1e-6, key
 
 
 def test_default_runtimes_skip_what_the_build_saw_fail(tmp_path: Path) -> None:

@@ -22,7 +22,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from edge_m3.bundle import model_bytes
+from edge_m3.contract import Manifest
 
 
 def run_build(checkpoint: Path, quant: str, out: Path, extra: list[str]) -> dict[str, float]:
@@ -47,17 +47,16 @@ def run_build(checkpoint: Path, quant: str, out: Path, extra: list[str]) -> dict
 def manifest_rows(out: Path, label: str, res: dict[str, float],
                   rows_total: int) -> list[tuple[str, ...]]:
     """One table row per model file of the bundle at `out`; rows_total: the untrimmed rows."""
-    manifest = json.loads((out / "manifest.json").read_text())
-    tok = manifest["tokenizer"]
-    vocab = tok.get("vocab_map") or {}
+    manifest = Manifest.read(out / "manifest.json")
+    vocab = manifest.tokenizer.vocab_map or {}
     rows = []
-    for m in manifest["models"]:
-        size = model_bytes(manifest, m)
+    for m in manifest.models:
+        size = manifest.model_bytes(m)
         kept = vocab.get("kept", rows_total)
-        rows.append((f"{m['format']} {label}", f"{size / 1e6:,.1f} MB",
+        rows.append((f"{m.format} {label}", f"{size / 1e6:,.1f} MB",
                      f"{kept:,}" if isinstance(kept, int) else str(kept),
                      f"{res['wall']:.0f} s", f"{res['peak_child'] / 1e9:.2f} GB",
-                     ", ".join(f"{k} {v}" for k, v in m["oldest_runtime"].items()
+                     ", ".join(f"{k} {v}" for k, v in m.oldest_runtime.items()
                                if k != "converter_min_runtime_version")))
     return rows
 

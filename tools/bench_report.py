@@ -31,17 +31,17 @@ def edge_m3(*args: str) -> int:
 def default_runtimes(bundle: Path, exclude: list[str]) -> list[str]:
     """What verify/bench would pick by default (installed, not failed at build), minus exclude."""
     from edge_m3.bundle import load_bundle
-    from edge_m3.harness import select_runtimes
+    from edge_m3.harness.inputs import select_runtimes
 
     return [r for r in select_runtimes(load_bundle(bundle, verify=False), None)
             if r not in exclude]
 
 
 def model_size(bundle: Path, fmt: str) -> int:
-    from edge_m3.bundle import load_bundle, model_bytes
+    from edge_m3.bundle import load_bundle
 
     b = load_bundle(bundle, verify=False)
-    return model_bytes(b.manifest, b.model_entry(fmt))
+    return b.manifest.model_bytes(b.model_entry(fmt))
 
 
 def measure(bundle: Path, a: argparse.Namespace, tmp: Path) -> dict[str, Any]:
@@ -88,7 +88,10 @@ def table(results: list[dict[str, Any]], lengths: list[str]) -> str:
                      for f in (row["lengths"][n] for n in lengths)]
             c = cos.get(rt) or {}
             cos_s = f"{c['min']:.4f} / {c['mean']:.4f}" if c else "n/a"
-            lines.append(f"| {quant} {fmt} | {rt} {row.get('version') or ''} | {row['threads']} "
+            cache = row.get("cache_mode")  # LiteRT runs twice: cold, then warm cache file
+            rt = f"{rt} {row.get('version') or ''}" + (f" ({cache} cache)" if cache not in
+                                                        (None, "none") else "")
+            lines.append(f"| {quant} {fmt} | {rt} | {row['threads']} "
                          f"| {model_size(bundle, fmt) / 1e6:,.1f} MB | {row['load_s']:.2f} | "
                          + " | ".join(cells) + f" | {row['peak_rss_mb']:,.0f} MB | {cos_s} |")
     return "\n".join(lines)

@@ -128,6 +128,17 @@ def peak_rss() -> int:
     return peak if sys.platform == "darwin" else peak * 1024
 
 
+def reset_peak_rss() -> bool:
+    """Start the peak afresh from the current RSS, so that a peak read later belongs to the
+    step that follows (opening and running a model), not to an earlier one (imports, the
+    tokenizer). Linux only (`5` to /proc/self/clear_refs); False where it cannot."""
+    try:
+        Path("/proc/self/clear_refs").write_text("5")
+    except OSError:
+        return False
+    return True
+
+
 def rss_now() -> int:
     """Current resident set size, bytes (psutil: portable across Linux and macOS)."""
     import psutil

@@ -4,7 +4,8 @@ The signatures are endpoints of one SavedModel (edge_m3.export.trace), so the co
 the weights once and every subgraph points at the same buffers. Conversion runs in a child
 process per variant (edge_m3.export.worker) so each variant's converter memory is returned to
 the OS. Also here: the FlatBuffer patch that keeps per-tensor int8 loadable on tflite-runtime
-2.14, and the audit of operators and signatures that the manifest records.
+2.14, the fp16 rewrite that gathers embedding rows before dequantizing them, and the audit of
+operators and signatures that the manifest records.
 """
 
 from __future__ import annotations
@@ -40,6 +41,8 @@ def convert(saved_dir: Path, seq_lens: Sequence[int], quant: str, out_path: Path
     elif r.tflite != "float32":
         raise ValueError(f"{quant}: unknown TFLite recipe {r.tflite}")
     data = conv.convert()
+    if r.tflite == "float16-weights":
+        data = gather_half_tables(data)[0]
     floor = r.min_size(param_count)
     if len(data) < floor:
         raise RuntimeError(
@@ -95,6 +98,147 @@ def pin_per_tensor_fc_version(path: Path) -> int:
                 buf[pos:pos + 4] = FC_PER_TENSOR_VERSION.to_bytes(4, "little", signed=True)
         buf.flush()
     return len(targets)
+
+
+# GATHER reads int16 tables from v4 on; BITCAST exists from TF Lite 2.13 (runtime_version.cc).
+GATHER_INT16_VERSION, BITCAST_MIN_RUNTIME = 4, "2.13.0"
+BUFFER_ALIGNMENT = 16  # as the converter aligns buffers (schema: `data:[ubyte] (force_align: 16)`)
+
+
+def gather_half_tables(data: bytes) -> tuple[bytes, int]:
+    """fp16 files: gather embedding rows first, dequantize only the rows gathered.
+
+    The converter's float16 recipe stores every table in fp16 and dequantizes it whole
+    (DEQUANTIZE -> GATHER). The interpreter keeps that fp32 copy of the word-embedding table
+    (vocabulary x hidden x 4 bytes) for every signature: e5-small's 384 MB three times over.
+    Here each such table is read as int16 bits instead: GATHER (int16, v4) -> BITCAST to fp16
+    -> DEQUANTIZE of the gathered rows, which is exact and runs on tflite-runtime 2.14 (LiteRT's
+    GATHER reads fp16 itself, but older runtimes do not). Returns the new file and the number of
+    tables rewritten (0: the bytes are returned unchanged).
+    """
+    import flatbuffers
+    import numpy as np
+    from tensorflow.lite.python import schema_py_generated as schema
+
+    ops, types = schema.BuiltinOperator, schema.TensorType
+    model = schema.ModelT.InitFromPackedBuf(data, 0)
+    if any(b.offset > 1 for b in model.buffers or []):  # buffers outside the FlatBuffer (> 2 GB)
+        return data, 0
+
+    def code(op: Any) -> int:
+        c = model.operatorCodes[op.opcodeIndex]
+        return max(c.builtinCode, c.deprecatedBuiltinCode)
+
+    def opcode(builtin: int, version: int) -> int:
+        for i, c in enumerate(model.operatorCodes):
+            if max(c.builtinCode, c.deprecatedBuiltinCode) == builtin and c.version == version:
+                return i
+        c = schema.OperatorCodeT()
+        c.builtinCode, c.version = builtin, version
+        c.deprecatedBuiltinCode = min(builtin, ops.PLACEHOLDER_FOR_GREATER_OP_CODES)
+        model.operatorCodes.append(c)
+        return len(model.operatorCodes) - 1
+
+    rewritten = 0
+    for graph in model.subgraphs:
+        readers: dict[int, list[tuple[Any, int]]] = {}
+        for op in graph.operators:
+            for pos, t in enumerate(op.inputs):
+                readers.setdefault(int(t), []).append((op, pos))
+        tables = {}  # fp32 table tensor -> (fp16 table tensor, its DEQUANTIZE op)
+        for op in graph.operators:
+            if code(op) != ops.DEQUANTIZE or len(op.inputs) != 1:
+                continue
+            src, dst = int(op.inputs[0]), int(op.outputs[0])
+            table = graph.tensors[src]
+            uses = readers.get(dst, [])
+            if (table.type == types.FLOAT16 and model.buffers[table.buffer].data is not None
+                    and len(readers.get(src, [])) == 1 and uses
+                    and dst not in set(graph.outputs)
+                    and all(code(r) == ops.GATHER and pos == 0 for r, pos in uses)):
+                tables[dst] = (src, op)
+        if not tables:
+            continue
+        out_ops = []
+        for op in graph.operators:
+            if code(op) == ops.DEQUANTIZE and int(op.outputs[0]) in tables:
+                continue  # the whole-table dequantize goes
+            if code(op) != ops.GATHER or int(op.inputs[0]) not in tables:
+                out_ops.append(op)
+                continue
+            src, deq = tables[int(op.inputs[0])]
+            graph.tensors[src].type = types.INT16  # the same bytes, read as bits
+            rows = graph.tensors[int(op.outputs[0])]
+            new = []
+            for kind, suffix in ((types.INT16, "/fp16_bits"), (types.FLOAT16, "/fp16")):
+                t = schema.TensorT()
+                t.shape, t.shapeSignature, t.type = rows.shape, rows.shapeSignature, kind
+                t.buffer, t.hasRank = 0, rows.hasRank
+                t.name = (rows.name.decode() if isinstance(rows.name, bytes) else rows.name) + suffix
+                graph.tensors.append(t)
+                new.append(len(graph.tensors) - 1)
+            bits, half = new
+            final = int(op.outputs[0])
+            op.inputs = np.array([src, *op.inputs[1:]], dtype=np.int32)
+            op.outputs = np.array([bits], dtype=np.int32)
+            op.opcodeIndex = opcode(ops.GATHER, max(GATHER_INT16_VERSION,
+                                                    model.operatorCodes[op.opcodeIndex].version))
+            cast = schema.OperatorT()
+            cast.opcodeIndex = opcode(ops.BITCAST, 1)
+            cast.inputs, cast.outputs = np.array([bits], np.int32), np.array([half], np.int32)
+            dequant = schema.OperatorT()
+            dequant.opcodeIndex = deq.opcodeIndex
+            dequant.builtinOptionsType, dequant.builtinOptions = (deq.builtinOptionsType,
+                                                                  deq.builtinOptions)
+            dequant.inputs, dequant.outputs = np.array([half], np.int32), np.array([final], np.int32)
+            out_ops += [op, cast, dequant]
+            rewritten += 1
+        graph.operators = out_ops
+    if not rewritten:
+        return data, 0
+    _raise_min_runtime(model, BITCAST_MIN_RUNTIME)
+
+    class AlignedBuffer(schema.BufferT):  # type: ignore[misc]
+        """A weight buffer packed on a 16-byte boundary, as the converter writes them."""
+
+        def Pack(self, builder: Any) -> int:  # noqa: N802 (the generated API's name)
+            vec = None
+            if self.data is not None:
+                payload = np.asarray(self.data, dtype=np.uint8).tobytes()
+                builder.StartVector(1, len(payload), BUFFER_ALIGNMENT)
+                builder.head = builder.head - len(payload)
+                builder.Bytes[builder.head:builder.head + len(payload)] = payload
+                builder.vectorNumElems = len(payload)
+                vec = builder.EndVector()
+            schema.BufferStart(builder)
+            if vec is not None:
+                schema.BufferAddData(builder, vec)
+            schema.BufferAddOffset(builder, self.offset)
+            schema.BufferAddSize(builder, self.size)
+            return schema.BufferEnd(builder)
+
+    for b in model.buffers:
+        b.__class__ = AlignedBuffer
+    builder = flatbuffers.Builder(len(data) + (1 << 20))
+    builder.Finish(model.Pack(builder), file_identifier=b"TFL3")
+    return bytes(builder.Output()), rewritten
+
+
+def _raise_min_runtime(model: Any, version: str) -> None:
+    """Lift the file's `min_runtime_version` metadata to at least `version` (same width)."""
+    import numpy as np
+
+    from edge_m3.common.options import version_tuple
+
+    for md in model.metadata or []:
+        name = md.name.decode() if isinstance(md.name, bytes) else md.name
+        if name != "min_runtime_version":
+            continue
+        buf = model.buffers[md.buffer]
+        old = bytes(buf.data).rstrip(b"\0").decode()
+        if version_tuple(old) < version_tuple(version):
+            width = max(len(buf.data), len(version))
+            buf.data = np.frombuffer(version.encode().ljust(width, b"\0"), dtype=np.uint8)
 
 
 def _op_names() -> dict[int, str]:

@@ -22,14 +22,33 @@ from edge_m3.errors import EdgeM3Error
 from edge_m3.harness.inputs import select_runtimes
 from edge_m3.harness.workers import run_worker
 
+# How `bench` runs a runtime that takes an XNNPACK weight cache, each in a process of its own:
+# off (no cache: one packed copy per signature), memory (packed once, nothing on disk), cold
+# (a new cache file: packed once and written), warm (a second start mapping that file).
+CACHE_MODES = ("off", "memory", "cold", "warm")
+
+
+def cache_modes(value: str) -> list[str]:
+    """`--weight-cache`: a comma list of CACHE_MODES (run in that order); warm needs cold."""
+    from edge_m3.common.options import parse_choices
+
+    modes = parse_choices(value, "--weight-cache", CACHE_MODES)
+    if "warm" in modes and "cold" not in modes:
+        raise EdgeM3Error("--weight-cache warm: needs cold too (the cold run writes the file "
+                          "that the warm run maps)")
+    return modes
+
 
 def cmd_bench(a: argparse.Namespace) -> int:
-    """Latency and memory: runtimes x threads x lengths, each figure also as a ratio to torch."""
+    """Latency, first-run cost and memory: runtimes x threads x weight-cache modes x lengths,
+    each latency also as a ratio to torch."""
     from edge_m3.bundle import load_bundle
+    from edge_m3.runtime.runners import IN_MEMORY_CACHE, NO_CACHE, WEIGHT_CACHE_RUNTIMES
 
     bundle = load_bundle(a.bundle)
     runtimes = select_runtimes(bundle, a.runtimes, "--runtimes")
     threads = parse_ints(a.threads, "--threads")
+    modes = cache_modes(a.weight_cache)
     if a.repeats < 1 or a.warmup < 0:
         raise EdgeM3Error(f"--repeats {a.repeats} / --warmup {a.warmup}: need repeats >= 1, "
                           "warmup >= 0")
@@ -58,13 +77,20 @@ def cmd_bench(a: argparse.Namespace) -> int:
                 ref = json.loads(out.read_text())
                 rows.append(bench_row("torch fp32 (FlagEmbedding)", th, ref, None, lengths))
             for rt in runtimes:
-                out = tmp / f"{rt}-{th}.json"
-                run_worker(["bench", str(bundle.path), rt, str(th), *common, str(out)],
-                           f"bench {rt} ({th} threads)")
-                rows.append(bench_row(rt, th, json.loads(out.read_text()), ref, lengths))
+                cache_file = tmp / f"{rt}-{th}.xnnpack_cache"
+                cells = {"off": NO_CACHE, "memory": IN_MEMORY_CACHE, "cold": str(cache_file),
+                         "warm": str(cache_file)} if rt in WEIGHT_CACHE_RUNTIMES else {"none": ""}
+                for mode, cache in cells.items():
+                    if rt in WEIGHT_CACHE_RUNTIMES and mode not in modes:
+                        continue
+                    out = tmp / f"{rt}-{th}-{mode}.json"
+                    run_worker(["bench", str(bundle.path), rt, str(th), *common, str(out),
+                                *([cache] if cache else [])], f"bench {rt} ({th} threads, {mode})")
+                    rows.append(bench_row(rt, th, json.loads(out.read_text()), ref, lengths)
+                                | {"cache_mode": mode})
     result = {"bundle": str(bundle.path), "quant": bundle.manifest.quant,
               "warmup": a.warmup, "repeats": a.repeats, "lengths": lengths,
-              "reference": a.reference, "rows": rows}
+              "signatures": have, "reference": a.reference, "rows": rows}
     _print_bench(result)
     if a.json:
         write_atomic(Path(a.json), json.dumps(result, indent=1) + "\n", "--json")
@@ -73,15 +99,24 @@ def cmd_bench(a: argparse.Namespace) -> int:
 
 def bench_row(runtime: str, threads: int, res: Mapping[str, Any], ref: Mapping[str, Any] | None,
                lengths: Sequence[int]) -> dict[str, Any]:
-    """One runtime x thread count: p50/p95 per length, load, peak RSS, and ratios to the reference."""
+    """One runtime x thread count x cache: p50/p95 per length, load, first result of every
+    signature, the model's memory, and ratios to the reference."""
     row: dict[str, Any] = {"runtime": runtime, "version": res.get("version"), "threads": threads,
+                           "weight_cache": res.get("weight_cache"),
                            "load_s": res["load_s"], "peak_rss_mb": res["peak_rss"] / 1e6,
-                           "rss_before_load_mb": res["rss_before_load"] / 1e6, "lengths": {}}
+                           "rss_before_load_mb": res["rss_before_load"] / 1e6,
+                           "first_call_ms": {n: 1e3 * float(v) for n, v in res["first_call"].items()},
+                           "lengths": {}}
+    if "model_peak_rss" in res:  # the torch reference has no model file to compare with
+        first = res["first_call"][min(res["first_call"], key=int)]
+        row.update(model_peak_rss_mb=res["model_peak_rss"] / 1e6,
+                   model_mb=res["model_bytes"] / 1e6, model_rss_ratio=res["model_rss_ratio"],
+                   weight_cache_mb=(res["weight_cache_bytes"] or 0) / 1e6 or None,
+                   open_to_first_result_ms=1e3 * (res["load_s"] + float(first)))
     for n in lengths:
         v = res["latency"][str(n)]
         fig = {"p50_ms": 1e3 * float(np.percentile(v, 50)),
-               "p95_ms": 1e3 * float(np.percentile(v, 95)),
-               "first_call_ms": 1e3 * float(res["first_call"][str(n)])}
+               "p95_ms": 1e3 * float(np.percentile(v, 95))}
         if ref is not None:  # speedup: reference time / this runtime's time
             r = ref["latency"][str(n)]
             fig["p50_speedup"] = 1e3 * float(np.percentile(r, 50)) / fig["p50_ms"]
@@ -99,12 +134,13 @@ def _print_bench(result: Mapping[str, Any]) -> None:
 
     lengths = result["lengths"]
     table = Table(title=f"bench {result['bundle']} ({result['quant']}); p50 / p95 ms over "
-                        f"{result['repeats']} runs" + ("; (x) = speedup over torch fp32, RSS as a "
-                                                       "share of torch's" if result["reference"]
-                                                       else ""))
-    for col in ("runtime", "threads", *[f"{n} tokens" for n in lengths], f"1st call @{lengths[0]}",
-                "load s", "peak RSS MB"):
-        table.add_column(col, justify="left" if col == "runtime" else "right")
+                        f"{result['repeats']} runs" + ("; (x) = speedup over torch fp32"
+                                                       if result["reference"] else "")
+                        + "; model RSS = peak over the RSS before opening (x model file)")
+    for col in ("runtime", "threads", "weight cache", *[f"{n} tokens" for n in lengths],
+                "open to 1st result ms", "1st call per signature ms", "model RSS MB",
+                "peak RSS MB"):
+        table.add_column(col, justify="left" if col in ("runtime", "weight cache") else "right")
 
     def ratio(x: float | None) -> str:
         return f" ({x:.2f}x)" if x is not None else ""
@@ -112,13 +148,13 @@ def _print_bench(result: Mapping[str, Any]) -> None:
     for row in result["rows"]:
         cells = [f"{f['p50_ms']:.2f} / {f['p95_ms']:.2f}{ratio(f.get('p50_speedup'))}"
                  for f in (row["lengths"][str(n)] for n in lengths)]
-        table.add_row(row["runtime"], str(row["threads"]), *cells,
-                      f"{row['lengths'][str(lengths[0])]['first_call_ms']:.1f}",
-                      f"{row['load_s']:.3f}",
-                      f"{row['peak_rss_mb']:.0f}{ratio(row.get('peak_rss_ratio'))}")
+        model = (f"{row['model_peak_rss_mb']:.0f}{ratio(row['model_rss_ratio'])}"
+                 if "model_peak_rss_mb" in row else "")
+        first = " ".join(f"{n}:{v:.0f}" for n, v in row["first_call_ms"].items())
+        opened = f"{row['open_to_first_result_ms']:.0f}" if "open_to_first_result_ms" in row else ""
+        table.add_row(row["runtime"], str(row["threads"]), row.get("cache_mode", ""), *cells,
+                      opened, first, model, f"{row['peak_rss_mb']:.0f}")
     console = Console()
     if not console.is_terminal:
-        console = Console(width=150)
+        console = Console(width=180)
     console.print(table)
-
-

@@ -20,6 +20,7 @@ from edge_m3.harness.metrics import compare, gate
 from edge_m3.harness.references import compute_references, default_cache_dir
 from edge_m3.harness.report import print_summary, write_report
 from edge_m3.harness.workers import load_outputs, run_workers
+from edge_m3.runtime.runners import MEMORY_GATED_RUNTIMES
 
 
 def _latency(meta: Mapping[str, Any]) -> dict[str, dict[str, float]]:
@@ -47,6 +48,13 @@ def _brief(f: Mapping[str, Any]) -> dict[str, Any]:
     if "dense_cosine" in f:
         out["dense_cosine"] = f["dense_cosine"]["all"]
     return out
+
+
+def _memory(meta: Mapping[str, Any], runtime: str) -> dict[str, Any]:
+    """The model's memory as the report shows it (see workers.model_memory)."""
+    return {"model_peak_rss_mb": meta["model_peak_rss"] / 1e6, "model_mb": meta["model_bytes"] / 1e6,
+            "model_rss_ratio": meta["model_rss_ratio"], "weight_cache": meta["weight_cache"],
+            "gated": runtime in MEMORY_GATED_RUNTIMES}
 
 
 def cmd_verify(a: argparse.Namespace) -> int:
@@ -94,9 +102,13 @@ def cmd_verify(a: argparse.Namespace) -> int:
             figures.update(version=meta["version"], file=meta["file"], latency=_latency(meta),
                            load_s=meta["load_s"], import_s=meta["import_s"],
                            warmup_s=meta["warmup_s"],
+                           first_call_ms={n: 1e3 * v for n, v in meta["first_call"].items()},
                            peak_rss_mb=meta["peak_rss"] / 1e6,
                            rss_before_load_mb=meta["rss_before_load"] / 1e6,
-                           failed=gate(figures, limits))
+                           memory=_memory(meta, rt))
+            if rt in MEMORY_GATED_RUNTIMES:
+                figures["model_rss_ratio"] = meta["model_rss_ratio"]
+            figures["failed"] = gate(figures, limits)
             results[rt] = figures
         keras_vs_flag = None
         if primary == "flagembedding":

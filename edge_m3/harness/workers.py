@@ -16,13 +16,14 @@ from typing import Any
 import numpy as np
 
 from edge_m3.common.options import parse_ints
-from edge_m3.common.proc import child_main, peak_rss, rss_now, run_children
+from edge_m3.common.proc import child_main, peak_rss, reset_peak_rss, rss_now, run_children
 from edge_m3.contract import (
     ATTENTION_MASK,
     COLBERT_VECS,
     DENSE_VECS,
     INPUT_IDS,
     LEXICAL_WEIGHTS,
+    RSS_ALLOWANCE,
     choose_length,
 )
 from edge_m3.errors import EdgeM3Error
@@ -88,34 +89,54 @@ def synthetic_inputs(n: int, rows: int, bos: int, eos: int) -> tuple[np.ndarray,
     return ids, np.ones_like(ids)
 
 
+def model_memory(rss0: int, model_bytes: int, weight_cache: str, reset: bool) -> dict[str, Any]:
+    """The model's memory: the process's peak RSS since just before the model was opened,
+    over the RSS then (imports and tokenizer excluded), and its ratio to the model file (the
+    runtime's fixed RSS_ALLOWANCE left out: edge_m3.contract)."""
+    peak = peak_rss()
+    over = max(peak - rss0, 0)
+    ratio = max(over - RSS_ALLOWANCE, 0) / model_bytes if model_bytes else None
+    cache = Path(weight_cache)
+    on_disk = weight_cache not in ("off", "memory", "none") and cache.is_file()
+    return {"peak_rss": peak, "rss_before_load": rss0, "peak_reset": reset,
+            "model_peak_rss": over, "model_bytes": model_bytes,
+            "model_rss_ratio": ratio,
+            "weight_cache": "file" if on_disk else weight_cache,
+            "weight_cache_bytes": cache.stat().st_size if on_disk else None}
+
+
 def _worker_bundle(bundle_dir: Path, runtime: str, threads: int, texts: list[str],
-                   out: Path) -> None:
-    """The device pipeline under one runtime: outputs, load time, latency, peak RSS."""
+                   out: Path, weight_cache: str | None = None) -> None:
+    """The device pipeline under one runtime: outputs, load time, latency, the model's memory."""
     from edge_m3.bundle import load_bundle
     from edge_m3.runtime.pipeline import DevicePipeline
     from edge_m3.runtime.runners import import_runtime, runtime_version
 
     bundle = load_bundle(bundle_dir, verify=False)  # the parent checked every hash
     import_s = import_runtime(runtime)
-    rss0 = rss_now()
+    pipe = DevicePipeline(bundle, runtime, threads, weight_cache=weight_cache, open_model=False)
+    rss0, reset = rss_now(), reset_peak_rss()  # the app's tokenizer is not the model's memory
     t0 = time.perf_counter()
-    pipe = DevicePipeline(bundle, runtime, threads)
+    pipe.open()
     load_s = time.perf_counter() - t0
     tok = bundle.manifest.tokenizer
-    t0 = time.perf_counter()
-    for n in pipe.lengths:  # warm-up: XNNPACK packs weights on a signature's first call
+    first = {}
+    for n in pipe.lengths:  # warm-up, every signature once: XNNPACK packs on first use
+        t1 = time.perf_counter()
         pipe.runner.run(*synthetic_inputs(n, tok.model_rows, pipe.tokenizer.bos, pipe.tokenizer.eos))
-    warmup_s = time.perf_counter() - t0
+        first[str(n)] = time.perf_counter() - t1
+    # now, before the outputs the harness keeps for the texts below count as the model's
+    memory = model_memory(rss0, bundle.manifest.model_bytes(pipe.entry),
+                          pipe.runner.weight_cache, reset)
     outs, latency = [], {}
     for text in texts:  # the whole device step: tokenize, run, post-process
         t1 = time.perf_counter()
         res = pipe.embed(text)
         latency.setdefault(str(res["seq_len"]), []).append(time.perf_counter() - t1)
         outs.append(res)
-    save_outputs(out, outs, {"load_s": load_s, "import_s": import_s, "warmup_s": warmup_s,
-                             "latency": latency,
-                             "peak_rss": peak_rss(),
-                             "rss_before_load": rss0, "runtime": runtime,
+    save_outputs(out, outs, {"load_s": load_s, "import_s": import_s,
+                             "warmup_s": sum(first.values()), "first_call": first,
+                             "latency": latency, **memory, "runtime": runtime,
                              "version": runtime_version(runtime), "file": pipe.entry.file})
 
 
@@ -191,37 +212,50 @@ def time_lengths(runner: Any, seq_lens: Sequence[int], tok: Any, lengths: Sequen
                  warmup: int, repeats: int) -> tuple[dict[str, float], dict[str, list[float]]]:
     """Per length n: the first call and the timed calls on n real tokens, padded to the
     signature the device pipeline would pick (`tok`: the manifest's TokenizerSpec)."""
-    from edge_m3.tokenizer import pad_ids
-
-    special = tok.special_ids
     latency, first = {}, {}
     for n in lengths:
-        real = synthetic_inputs(n, tok.model_rows, special["bos"], special["eos"])[0][0]
-        ids, mask = pad_ids(real, choose_length(n, seq_lens), special["pad"])
-        ids, mask = ids[None], mask[None]
+        ids, mask = padded_inputs(n, seq_lens, tok)
         first[str(n)], latency[str(n)] = _timed_repeats(lambda i=ids, m=mask: runner.run(i, m),
                                                         warmup, repeats)
     return first, latency
 
 
+def padded_inputs(n: int, seq_lens: Sequence[int], tok: Any) -> tuple[np.ndarray, np.ndarray]:
+    """n real tokens, padded to the signature the device pipeline would pick."""
+    from edge_m3.tokenizer import pad_ids
+
+    special = tok.special_ids
+    real = synthetic_inputs(n, tok.model_rows, special["bos"], special["eos"])[0][0]
+    ids, mask = pad_ids(real, choose_length(n, seq_lens), special["pad"])
+    return ids[None], mask[None]
+
+
 def _worker_bench(bundle_dir: Path, runtime: str, threads: int, lengths: list[int],
-                  warmup: int, repeats: int, out: Path) -> None:
-    """Raw signature latency (exactly L tokens) and memory under one runtime and thread count."""
+                  warmup: int, repeats: int, out: Path, weight_cache: str | None = None) -> None:
+    """Raw signature latency (exactly L tokens), first-run cost and the model's memory under
+    one runtime, thread count and weight cache."""
     from edge_m3.bundle import load_bundle
     from edge_m3.runtime.runners import format_of, import_runtime, open_runner, runtime_version
 
     bundle = load_bundle(bundle_dir, verify=False)
     entry = bundle.model_entry(format_of(runtime))
     import_s = import_runtime(runtime)
-    rss0 = rss_now()
+    rss0, reset = rss_now(), reset_peak_rss()
     t0 = time.perf_counter()
-    runner = open_runner(bundle.path / entry.file, entry.signatures, runtime, threads)
+    runner = open_runner(bundle.path / entry.file, entry.signatures, runtime, threads,
+                         weight_cache)
     load_s = time.perf_counter() - t0
-    first, latency = time_lengths(runner, entry.seq_lens, bundle.manifest.tokenizer, lengths,
-                                  warmup, repeats)
+    tok = bundle.manifest.tokenizer
+    first = {}  # the first result of every signature, shortest first (as an app's queries come)
+    for n in entry.seq_lens:
+        ids, mask = padded_inputs(n, entry.seq_lens, tok)
+        t1 = time.perf_counter()
+        runner.run(ids, mask)
+        first[str(n)] = time.perf_counter() - t1
+    latency = time_lengths(runner, entry.seq_lens, tok, lengths, warmup, repeats)[1]
+    memory = model_memory(rss0, bundle.manifest.model_bytes(entry), runner.weight_cache, reset)
     out.write_text(json.dumps({"load_s": load_s, "import_s": import_s, "latency": latency,
-                               "first_call": first,
-                               "peak_rss": peak_rss(), "rss_before_load": rss0,
+                               "first_call": first, **memory,
                                "version": runtime_version(runtime)}))
 
 
@@ -288,9 +322,9 @@ def _worker_bench_torch(checkpoint_dir: str, threads: int, lengths: list[int], w
 def _worker_main(argv: list[str]) -> int:
     kind, *rest = argv
     if kind == "bundle":
-        bundle_dir, rt, th, texts, out = rest
+        bundle_dir, rt, th, texts, out, *cache = rest
         _worker_bundle(Path(bundle_dir), rt, int(th), json.loads(Path(texts).read_text()),
-                       Path(out))
+                       Path(out), cache[0] if cache else None)
     elif kind == "flag":
         ckpt, texts, max_length, out, *pairs = rest
         _worker_flag(ckpt, json.loads(Path(texts).read_text()), int(max_length), Path(out),
@@ -299,9 +333,9 @@ def _worker_main(argv: list[str]) -> int:
         ckpt, texts, max_length, out = rest
         _worker_keras(ckpt, json.loads(Path(texts).read_text()), int(max_length), Path(out))
     elif kind == "bench":
-        bundle_dir, rt, th, lengths, warmup, repeats, out = rest
+        bundle_dir, rt, th, lengths, warmup, repeats, out, *cache = rest
         _worker_bench(Path(bundle_dir), rt, int(th), parse_ints(lengths, "lengths"), int(warmup),
-                      int(repeats), Path(out))
+                      int(repeats), Path(out), cache[0] if cache else None)
     elif kind == "check":
         bundle_dir, rt, th, warmup, repeats, out = rest
         _worker_check(Path(bundle_dir), rt, int(th), int(warmup), int(repeats), Path(out))

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -33,15 +34,25 @@ class DevicePipeline:
     """Tokenizer + runner for one model file of a bundle, as an app would hold them."""
 
     def __init__(self, bundle: Bundle, runtime: str, threads: int | None = None,
-                 fmt: str | None = None, runner: Runner | None = None) -> None:
+                 fmt: str | None = None, runner: Runner | None = None,
+                 weight_cache: str | Path | None = None, open_model: bool = True) -> None:
+        """`open_model=False` loads the tokenizer only; `open()` then opens the model (the
+        harness measures the model's memory apart from the tokenizer's)."""
         self.bundle = bundle
         self.entry = bundle.model_entry(fmt or format_of(runtime))
         self.spec = bundle.manifest.tokenizer
         self.tokenizer = Tokenizer(bundle.sentencepiece_path, self.spec)
         self.signatures = {s.seq_len: s.name for s in self.entry.signatures}
         self.lengths = sorted(self.signatures)
-        self.runner = runner or open_runner(bundle.path / self.entry.file,
-                                            self.entry.signatures, runtime, threads)
+        self._open_args = (runtime, threads, weight_cache)
+        self.runner: Runner = runner or (self.open() if open_model else None)  # type: ignore[assignment]
+
+    def open(self) -> Runner:
+        """Open the model file under the runtime (see runners.open_runner for the cache)."""
+        runtime, threads, weight_cache = self._open_args
+        self.runner = open_runner(self.bundle.path / self.entry.file, self.entry.signatures,
+                                  runtime, threads, weight_cache)
+        return self.runner
 
     def encode(self, text: str) -> Encoded:
         """Token ids truncated to the largest signature (keeping `</s>`), and the length used."""
