@@ -1,0 +1,126 @@
+"""Mixed-precision TFLite by ai-edge-quantizer: weights of one group of layers at a time.
+
+The TFLite converter quantizes every weight one way; ai-edge-quantizer (AEQ) takes a float
+.tflite and a recipe of (op type, scope regex) -> bits, so 4-bit and 8-bit weights can be mixed
+per layer group. Weights are symmetric int4/int8, one scale per output channel (or per block),
+activations float and quantized per call by the kernel (dynamic range: XNNPACK's qd8 kernels
+scale each row). The groups are what `tools/quant_sensitivity.py` measures one at a time; a
+variant's recipe (`AEQ_RECIPES`, named by the registry's `tflite` recipe) is a list of
+(group, bits, granularity) rules, later rules overriding earlier ones.
+
+AEQ sees the word and position tables only as EMBEDDING_LOOKUP (it leaves GATHER alone): its
+float input comes from the `lookup` trace (edge_m3.modeling: `_embedding_lookup`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+FC, LOOKUP = "FULLY_CONNECTED", "EMBEDDING_LOOKUP"
+CHANNELWISE, BLOCK32 = "CHANNELWISE", "BLOCKWISE_32"
+
+
+def _layer(name: str) -> str:
+    # Op scopes are output tensor names, e.g. `bge_m3_1/layer_3_1/ffn_in_1/Tensordot`.
+    return rf"/{name}(_\d+)?/"
+
+
+# group -> (op type, scope regex). FULLY_CONNECTED groups by Keras layer name; EMBEDDING_LOOKUP
+# ops have no layer in their scope, so both tables are one group.
+GROUPS: dict[str, tuple[str, str]] = {
+    "embeddings": (LOOKUP, ".*"),
+    "attn_q": (FC, _layer("query")),
+    "attn_k": (FC, _layer("key")),
+    "attn_v": (FC, _layer("value")),
+    "attn_o": (FC, _layer("attn_out")),
+    "ffn_in": (FC, _layer("ffn_in")),
+    "ffn_out": (FC, _layer("ffn_out")),
+    "heads": (FC, r"/(sparse|colbert)_linear(_\d+)?/"),
+    "encoder": (FC, r"/layer_\d+(_\d+)?/"),
+    "all_fc": (FC, ".*"),
+}
+
+
+def group(name: str) -> tuple[str, str]:
+    """A named group, or `layer_<i>` (every FULLY_CONNECTED of encoder layer i)."""
+    if name in GROUPS:
+        return GROUPS[name]
+    m = re.fullmatch(r"layer_(\d+)", name)
+    if m:
+        return FC, _layer(f"layer_{int(m.group(1))}")
+    raise ValueError(f"unknown layer group {name!r} (have {', '.join(GROUPS)}, layer_<i>)")
+
+
+Rule = tuple[str, int, str]  # (group, bits, granularity)
+
+# The registry's `tflite` recipe names that AEQ implements. int4: every FULLY_CONNECTED and
+# both tables 4-bit per channel, except what tools/quant_sensitivity.py showed 4 bits cannot
+# hold on real weights (docs/benchmarks.md, issue 13).
+AEQ_RECIPES: dict[str, list[Rule]] = {
+    "aeq-int4-mixed": [("all_fc", 4, CHANNELWISE), ("embeddings", 4, CHANNELWISE),
+                       ("heads", 8, CHANNELWISE)],
+}
+
+
+def aeq_recipe(rules: Sequence[Rule]) -> list[dict[str, Any]]:
+    """AEQ's JSON recipe for the rules: dynamic range, symmetric integer weights."""
+    out = []
+    for name, bits, granularity in rules:
+        op, regex = group(name)
+        out.append({
+            "regex": regex, "operation": op, "algorithm_key": "min_max_uniform_quantize",
+            "op_config": {
+                "weight_tensor_config": {"num_bits": int(bits), "symmetric": True,
+                                         "granularity": granularity, "dtype": "INT"},
+                "compute_precision": "INTEGER", "explicit_dequantize": False,
+                "skip_checks": False, "min_weight_elements": 0}})
+    return out
+
+
+def quantize(src: Path, dst: Path, rules: Sequence[Rule]) -> None:
+    """Quantize the float .tflite `src` by `rules` into `dst` (AEQ writes buffers after the
+    FlatBuffer, so files past 2 GB work both ways)."""
+    from ai_edge_quantizer import quantizer
+
+    q = quantizer.Quantizer(str(src))
+    q.load_quantization_recipe(aeq_recipe(rules))
+    q.quantize().export_model(str(dst), overwrite=True)
+
+
+def weight_bits(path: Path) -> dict[str, dict[str, int]]:
+    """Per op type, how many weight tensors each type holds (`INT4`, `INT8`, `FLOAT32`):
+    what the build records, and how it checks that every rule matched what it meant to."""
+    from ai_edge_litert import schema_py_generated as schema
+
+    names = {v: k for k, v in vars(schema.TensorType).items() if not k.startswith("_")}
+    ops = {v: k for k, v in vars(schema.BuiltinOperator).items() if not k.startswith("_")}
+    buf = _mapped(path)
+    model = schema.Model.GetRootAsModel(buf, 0)
+    out: dict[str, dict[str, int]] = {}
+    seen: set[tuple[str, int]] = set()
+    for g in range(model.SubgraphsLength()):
+        graph = model.Subgraphs(g)
+        for k in range(graph.OperatorsLength()):
+            op = graph.Operators(k)
+            code = model.OperatorCodes(op.OpcodeIndex())
+            name = ops.get(max(code.BuiltinCode(), code.DeprecatedBuiltinCode()), "?")
+            if name not in (FC, LOOKUP):
+                continue
+            w = graph.Tensors(op.Inputs(1))
+            if (name, w.Buffer()) in seen:  # signatures share weights: count each once
+                continue
+            seen.add((name, w.Buffer()))
+            kind = names.get(w.Type(), str(w.Type()))
+            out.setdefault(name, {})
+            out[name][kind] = out[name].get(kind, 0) + 1
+    return out
+
+
+def _mapped(path: Path) -> Any:
+    import mmap
+
+    with open(path, "rb") as fh:
+        return mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
