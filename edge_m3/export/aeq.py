@@ -54,7 +54,21 @@ def group(name: str) -> tuple[str, str]:
     raise ValueError(f"unknown layer group {name!r} (have {', '.join(GROUPS)}, layer_<i>)")
 
 
-Rule = tuple[str, int, str]  # (group, bits, granularity)
+MIN_MAX = "min_max_uniform_quantize"  # scale = max |w| / (2^(bits-1) - 1)
+# (group, bits, granularity[, AEQ algorithm: MIN_MAX, "MSE" or "OCTAV" clip the range])
+Rule = tuple[Any, ...]
+
+
+def parse_rules(text: str) -> list[Rule]:
+    """`group:bits[:granularity[:algorithm]],...` (tools' command lines) -> rules."""
+    rules: list[Rule] = []
+    for item in text.split(","):
+        parts = item.strip().split(":")
+        if len(parts) < 2:
+            raise ValueError(f"rule {item!r}: want group:bits[:granularity[:algorithm]]")
+        group(parts[0])
+        rules.append((parts[0], int(parts[1]), *(parts[2:] or [CHANNELWISE])))
+    return rules
 
 # The registry's `tflite` recipe names that AEQ implements. int4: every FULLY_CONNECTED and
 # both tables 4-bit per channel, except what tools/quant_sensitivity.py showed 4 bits cannot
@@ -68,10 +82,10 @@ AEQ_RECIPES: dict[str, list[Rule]] = {
 def aeq_recipe(rules: Sequence[Rule]) -> list[dict[str, Any]]:
     """AEQ's JSON recipe for the rules: dynamic range, symmetric integer weights."""
     out = []
-    for name, bits, granularity in rules:
+    for name, bits, granularity, *algorithm in rules:
         op, regex = group(name)
         out.append({
-            "regex": regex, "operation": op, "algorithm_key": "min_max_uniform_quantize",
+            "regex": regex, "operation": op, "algorithm_key": algorithm[0] if algorithm else MIN_MAX,
             "op_config": {
                 "weight_tensor_config": {"num_bits": int(bits), "symmetric": True,
                                          "granularity": granularity, "dtype": "INT"},

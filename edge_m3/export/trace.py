@@ -42,7 +42,7 @@ def write_saved_model(model: Any, seq_lens: Sequence[int], heads: Sequence[str],
 
 
 def trace_checkpoint(checkpoint_dir: Path, seq_lens: Sequence[int], heads: Sequence[str],
-                     saved_dir: Path, dynamic: bool = False,
+                     saved_dir: Path | None, dynamic: bool = False,
                      kept_ids: Sequence[int] | None = None,
                      lookup_dir: Path | None = None) -> tuple[int, list[int] | None]:
     """Checkpoint -> Keras -> SavedModel; returns the parameter count and the kept ids.
@@ -61,7 +61,8 @@ def trace_checkpoint(checkpoint_dir: Path, seq_lens: Sequence[int], heads: Seque
         ckpt = trimmed_checkpoint(ckpt, keep_extreme_row(ckpt.tensors, kept_ids))
         kept_ids = ckpt.tensors.kept_ids
     model = build_model(ckpt)
-    write_saved_model(model, seq_lens, heads, saved_dir, dynamic=dynamic)
+    if saved_dir is not None:
+        write_saved_model(model, seq_lens, heads, saved_dir, dynamic=dynamic)
     if lookup_dir is not None:
         write_saved_model(model, seq_lens, heads, lookup_dir, lookup=True)
     return model.parameter_count(), kept_ids

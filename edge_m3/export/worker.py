@@ -34,12 +34,13 @@ def _call(step: str, job: dict[str, Any], what: str, env: dict[str, str] | None 
 # --------------------------------------------------------------------------- parent side
 
 
-def trace(checkpoint_dir: Path, saved: Path, seq_lens: Sequence[int], heads: Sequence[str],
+def trace(checkpoint_dir: Path, saved: Path | None, seq_lens: Sequence[int], heads: Sequence[str],
           dynamic: bool, kept_ids: Sequence[int] | None,
           lookup_saved: Path | None = None) -> dict[str, Any]:
     """Checkpoint -> Keras -> SavedModel (and the EMBEDDING_LOOKUP one at `lookup_saved`, for
     ai-edge-quantizer variants); returns {params, kept_ids, peak_rss}."""
-    return _call("trace", {"checkpoint": str(checkpoint_dir), "saved": str(saved),
+    return _call("trace", {"checkpoint": str(checkpoint_dir),
+                           "saved": None if saved is None else str(saved),
                            "seq_lens": list(seq_lens), "heads": list(heads), "dynamic": dynamic,
                            "kept_ids": None if kept_ids is None else list(kept_ids),
                            "lookup_saved": None if lookup_saved is None else str(lookup_saved)},
@@ -109,7 +110,8 @@ def _run(step: str, job: dict[str, Any]) -> dict[str, Any]:
 
         lookup = Path(job["lookup_saved"]) if job.get("lookup_saved") else None
         params, kept = trace_checkpoint(Path(job["checkpoint"]), job["seq_lens"], job["heads"],
-                                        Path(job["saved"]), job["dynamic"], job["kept_ids"],
+                                        Path(job["saved"]) if job["saved"] else None,
+                                        job["dynamic"], job["kept_ids"],
                                         lookup)
         return {"params": params, "kept_ids": kept}
     if step == "tflite-float":
