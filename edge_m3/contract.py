@@ -146,7 +146,7 @@ RECIPES: dict[str, QuantRecipe] = {r.name: r for r in (
     # ai-edge-quantizer: 4-bit per-channel weights where tools/quant_sensitivity.py allows,
     # 8-bit elsewhere (edge_m3.export.aeq.AEQ_RECIPES); int4 kernels: LiteRT only.
     QuantRecipe("int4", "mixed 4/8-bit weights (int4 per channel, int8 where 4 bits lose "
-                "accuracy), dynamic-range activations", 0.5, "aeq-int4-mixed", "", "2.17.0",
+                "accuracy), dynamic-range activations", 0.5, "aeq-int4-mixed", "", "2.18.0",
                 _limits(0.99, 0.8, 0.05, 0.05), _INT8_TOLERANCE),
 )}
 QUANTS = tuple(RECIPES)

@@ -49,7 +49,6 @@ BOUNDS = {
     "fp16": {"dense_vecs": 2e-3, "sparse_weights": 5e-3, "colbert_vecs": 2e-3},
     "int8": {"dense_vecs": 4e-2, "sparse_weights": 1.5e-1, "colbert_vecs": 6e-2},
 }
-# int8pc exports the same ONNX as int8 (ORT's dynamic int8 is per-channel either way).
 QUANTS = ("fp32", "fp16", "int8")
 MIN_DENSE_COSINE = {"fp32": 1 - 1e-6, "fp16": 1 - 1e-5, "int8": 0.998}
 

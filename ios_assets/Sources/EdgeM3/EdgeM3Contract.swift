@@ -41,6 +41,6 @@ public enum EdgeM3Contract {
         "fp16": "2.14.0",
         "int8": "2.17.0",
         "int8-tflite214": "2.14.0",
-        "int4": "2.17.0",
+        "int4": "2.18.0",
     ]
 }

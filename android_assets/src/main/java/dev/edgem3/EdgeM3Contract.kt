@@ -39,6 +39,6 @@ object EdgeM3Contract {
         "fp16" to "2.14.0",
         "int8" to "2.17.0",
         "int8-tflite214" to "2.14.0",
-        "int4" to "2.17.0"
+        "int4" to "2.18.0"
     )
 }
