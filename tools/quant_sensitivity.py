@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+LATENCY_RUNS = 9
 GROUPS = ["embeddings", "attn_q", "attn_k", "attn_v", "attn_o", "ffn_in", "ffn_out", "heads"]
 
 
@@ -42,7 +43,7 @@ def child(model: str, bundle_dir: str, texts_json: str, threads: str, out: str) 
     """LiteRT over `model` with the fp32 bundle's tokenizer and signatures (its own process:
     the parent never loads a runtime, so each model's memory goes when its child ends)."""
     from edge_m3.bundle import load_bundle
-    from edge_m3.harness.workers import save_outputs
+    from edge_m3.harness.workers import save_outputs, synthetic_inputs
     from edge_m3.runtime.pipeline import DevicePipeline
     from edge_m3.runtime.runners import TFLiteRunner
 
@@ -51,7 +52,17 @@ def child(model: str, bundle_dir: str, texts_json: str, threads: str, out: str) 
     runner = TFLiteRunner(Path(model), sigs, "litert", int(threads))
     pipe = DevicePipeline(bundle, "litert", runner=runner)
     texts = json.loads(Path(texts_json).read_text())
-    save_outputs(Path(out), [pipe.embed(t) for t in texts], {})
+    outs = [pipe.embed(t) for t in texts]
+    n = 128 if 128 in pipe.lengths else max(pipe.lengths)  # p50, all real tokens, warmed up
+    ids, mask = synthetic_inputs(n, bundle.manifest.tokenizer.model_rows, pipe.tokenizer.bos,
+                                 pipe.tokenizer.eos)
+    times = []
+    for _ in range(2 + LATENCY_RUNS):
+        t0 = time.perf_counter()
+        runner.run(ids, mask)
+        times.append(time.perf_counter() - t0)
+    save_outputs(Path(out), outs, {"p50_ms": 1e3 * sorted(times[2:])[LATENCY_RUNS // 2],
+                                   "length": n})
 
 
 def _run(model: Path, bundle: Path, texts_json: Path, threads: int, out: Path) -> Any:
@@ -62,26 +73,35 @@ def _run(model: Path, bundle: Path, texts_json: Path, threads: int, out: Path) -
                            str(texts_json), str(threads), str(out)], f"LiteRT on {model.name}")])[0]
     if done.error:
         raise SystemExit(done.error)
-    return load_outputs(out)[0]
+    return load_outputs(out)
 
 
-def _row(name: str, bits: str, size: int, f: dict[str, Any]) -> dict[str, Any]:
+def _row(name: str, bits: str, size: int, f: dict[str, Any], meta: dict[str, Any]) -> dict[str, Any]:
     cos = f.get("dense_cosine", {}).get("all", {})
     return {"group": name, "bits": bits, "size_mb": size / 1e6, "dense_cos_min": cos.get("min"),
             "dense_cos_mean": cos.get("mean"), "lexical_abs_err": f.get("lexical_abs_err"),
+            "lexical_top10_overlap": f.get("lexical_top10_overlap", {}).get("mean"),
+            "p50_ms": meta.get("p50_ms"), "p50_length": meta.get("length"),
             "colbert_score_abs_err": f.get("colbert_score_abs_err"),
-            "retrieval_top10_agreement": f.get("retrieval_top10_agreement", {}).get("min")}
+            "retrieval_top10_agreement": f.get("retrieval_top10_agreement", {}).get("min"),
+            "retrieval_by_method": {m: v for m, v in f.get("retrieval_top10_agreement", {}).items()
+                                    if m != "min"}}
 
 
 def table(rows: list[dict[str, Any]]) -> str:
-    head = ("| quantized | bits | file | dense cos min / mean | lexical err | ColBERT score err "
-            "| retrieval top-10 agreement |\n| --- | --- | --- | --- | --- | --- | --- |")
+    n = rows[0]["p50_length"] if rows else ""
+    head = ("| quantized | bits | file | dense cos min / mean | lexical err | lexical top-10 "
+            "overlap | ColBERT score err | retrieval top-10 agreement (dense / sparse / ColBERT) "
+            f"| p50 @{n} |\n" + "|" + " --- |" * 9)
     lines = [head]
     for r in rows:
+        by = r["retrieval_by_method"]
         lines.append(f"| {r['group']} | {r['bits']} | {r['size_mb']:.1f} MB | "
                      f"{r['dense_cos_min']:.5f} / {r['dense_cos_mean']:.5f} | "
-                     f"{r['lexical_abs_err']:.4f} | {r['colbert_score_abs_err']:.4f} | "
-                     f"{r['retrieval_top10_agreement']:.3f} |")
+                     f"{r['lexical_abs_err']:.4f} | {r['lexical_top10_overlap']:.3f} | "
+                     f"{r['colbert_score_abs_err']:.4f} | {r['retrieval_top10_agreement']:.3f} ("
+                     + " / ".join(f"{by[m]:.3f}" for m in ("dense", "sparse", "colbert") if m in by)
+                     + f") | {r['p50_ms']:.1f} ms |")
     return "\n".join(lines)
 
 
@@ -100,6 +120,8 @@ def main() -> int:
                    help="also measure a whole recipe, RULES = group:bits[:granularity"
                         "[:algorithm]],... (later rules win; repeatable)")
     p.add_argument("--no-sweep", action="store_true", help="only the --mix recipes")
+    p.add_argument("--compare", default="", help="also run these bundles' files (e.g. int8: "
+                   "the bundle path with fp32 replaced by int8), same texts and timing")
     p.add_argument("--texts", type=Path, default=None, help="extra texts, one per line")
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--json", type=Path, default=None)
@@ -121,6 +143,7 @@ def main() -> int:
         [*GROUPS, *(f"layer_{i}" for i in range(layers))]
     bits = parse_ints(a.bits, "--bits", minimum=2)
     mixes = {m.partition("=")[0]: parse_rules(m.partition("=")[2]) for m in a.mix}
+    a.compare = split_list(a.compare, "--compare") if a.compare else []
     texts, sets = _texts(a.texts)
     rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="edge-m3-sens-") as tmp_s:
@@ -131,22 +154,31 @@ def main() -> int:
                      tmp / "lookup")
         worker.convert_float(tmp / "lookup", tmp / "float.tflite", entry.seq_lens)
         print(f"traced + converted float in {time.perf_counter() - t0:.0f} s", file=sys.stderr)
-        ref = _run(a.bundle / entry.file, a.bundle, tmp / "texts.json", a.threads, tmp / "ref")
+        ref, ref_meta = _run(a.bundle / entry.file, a.bundle, tmp / "texts.json", a.threads,
+                             tmp / "ref")
         q, ps = sets["queries"], sets["passages"]
 
         def measure(name: str, label: str, rules: list[tuple[str, int, str]]) -> None:
             t1 = time.perf_counter()
             model = tmp / "q.tflite"
             info = worker.quantize_aeq(tmp / "float.tflite", model, rules, name)
-            outs = _run(model, a.bundle, tmp / "texts.json", a.threads, tmp / "q")
-            row = _row(name, label, info["size"], compare(outs, ref, sets, q, ps))
+            outs, meta = _run(model, a.bundle, tmp / "texts.json", a.threads, tmp / "q")
+            row = _row(name, label, info["size"], compare(outs, ref, sets, q, ps), meta)
             rows.append(row)
             print(table([row]).splitlines()[-1] + f"  ({time.perf_counter() - t1:.0f} s)",
                   file=sys.stderr, flush=True)
 
-        outs = _run(tmp / "float.tflite", a.bundle, tmp / "texts.json", a.threads, tmp / "f")
+        outs, meta = _run(tmp / "float.tflite", a.bundle, tmp / "texts.json", a.threads, tmp / "f")
         rows.append(_row("nothing (float, EMBEDDING_LOOKUP trace)", "32",
-                         (tmp / "float.tflite").stat().st_size, compare(outs, ref, sets, q, ps)))
+                         (tmp / "float.tflite").stat().st_size, compare(outs, ref, sets, q, ps),
+                         meta))
+        for quant in a.compare:  # the converter's own variants, built beside the fp32 bundle
+            other = load_bundle(Path(str(a.bundle).replace("fp32", quant)))
+            outs, meta = _run(other.path / other.model_entry("tflite").file, a.bundle,
+                              tmp / "texts.json", a.threads, tmp / "c")
+            rows.append(_row(f"bundle {quant} (TFLite converter)", quant,
+                             other.manifest.model_bytes(other.model_entry("tflite")),
+                             compare(outs, ref, sets, q, ps), meta))
         if not a.no_sweep:
             for b in bits:
                 for g in groups:

@@ -44,14 +44,29 @@ GROUPS: dict[str, tuple[str, str]] = {
 }
 
 
-def group(name: str) -> tuple[str, str]:
-    """A named group, or `layer_<i>` (every FULLY_CONNECTED of encoder layer i)."""
+def group(name: str, layers: int | None = None) -> tuple[str, str]:
+    """A named group; `layer_<i>` (every FULLY_CONNECTED of encoder layer i; i < 0 counts
+    from the last, given `layers`); `layer_<i>.<group>` (one group of that layer)."""
     if name in GROUPS:
         return GROUPS[name]
-    m = re.fullmatch(r"layer_(\d+)", name)
-    if m:
-        return FC, _layer(f"layer_{int(m.group(1))}")
-    raise ValueError(f"unknown layer group {name!r} (have {', '.join(GROUPS)}, layer_<i>)")
+    m = re.fullmatch(r"layer_(-?\d+)(?:\.(\w+))?", name)
+    if not m or (m.group(2) and m.group(2) not in _PARTS):
+        raise ValueError(f"unknown layer group {name!r} (have {', '.join(GROUPS)}, "
+                         f"layer_<i>, layer_<i>.<{'|'.join(_PARTS)}>)")
+    index = int(m.group(1))
+    if index < 0:
+        if layers is None:
+            raise ValueError(f"layer group {name!r} counts from the last layer: needs the depth")
+        index += layers
+    scope = _layer(f"layer_{index}")
+    if m.group(2):
+        scope = scope.rstrip("/") + _layer(_PARTS[m.group(2)])
+    return FC, scope
+
+
+# layer_<i>.<part> -> the Keras layer name inside TransformerBlock.
+_PARTS = {"attn_q": "query", "attn_k": "key", "attn_v": "value", "attn_o": "attn_out",
+          "ffn_in": "ffn_in", "ffn_out": "ffn_out"}
 
 
 MIN_MAX = "min_max_uniform_quantize"  # scale = max |w| / (2^(bits-1) - 1)
@@ -66,7 +81,7 @@ def parse_rules(text: str) -> list[Rule]:
         parts = item.strip().split(":")
         if len(parts) < 2:
             raise ValueError(f"rule {item!r}: want group:bits[:granularity[:algorithm]]")
-        group(parts[0])
+        group(parts[0], 0 if parts[0].startswith("layer_-") else None)
         rules.append((parts[0], int(parts[1]), *(parts[2:] or [CHANNELWISE])))
     return rules
 
@@ -79,11 +94,11 @@ AEQ_RECIPES: dict[str, list[Rule]] = {
 }
 
 
-def aeq_recipe(rules: Sequence[Rule]) -> list[dict[str, Any]]:
+def aeq_recipe(rules: Sequence[Rule], layers: int | None = None) -> list[dict[str, Any]]:
     """AEQ's JSON recipe for the rules: dynamic range, symmetric integer weights."""
     out = []
     for name, bits, granularity, *algorithm in rules:
-        op, regex = group(name)
+        op, regex = group(name, layers)
         out.append({
             "regex": regex, "operation": op, "algorithm_key": algorithm[0] if algorithm else MIN_MAX,
             "op_config": {
@@ -94,13 +109,24 @@ def aeq_recipe(rules: Sequence[Rule]) -> list[dict[str, Any]]:
     return out
 
 
+def encoder_layers(path: Path) -> int:
+    """How many encoder layers the float .tflite has (from its FULLY_CONNECTED scopes)."""
+    from ai_edge_litert import schema_py_generated as schema
+
+    graph = schema.Model.GetRootAsModel(_mapped(path), 0).Subgraphs(0)
+    found = {int(m.group(1)) for i in range(graph.TensorsLength())
+             for m in [re.search(rb"/layer_(\d+)(_\d+)?/", graph.Tensors(i).Name() or b"")] if m}
+    return max(found) + 1 if found else 0
+
+
 def quantize(src: Path, dst: Path, rules: Sequence[Rule]) -> None:
     """Quantize the float .tflite `src` by `rules` into `dst` (AEQ writes buffers after the
     FlatBuffer, so files past 2 GB work both ways)."""
     from ai_edge_quantizer import quantizer
 
+    layers = encoder_layers(src) if any(str(r[0]).startswith("layer_-") for r in rules) else None
     q = quantizer.Quantizer(str(src))
-    q.load_quantization_recipe(aeq_recipe(rules))
+    q.load_quantization_recipe(aeq_recipe(rules, layers))
     q.quantize().export_model(str(dst), overwrite=True)
 
 
