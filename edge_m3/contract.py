@@ -133,7 +133,7 @@ RECIPES: dict[str, QuantRecipe] = {r.name: r for r in (
     # Per-channel scales give FULLY_CONNECTED v12: LiteRT / TF Lite >= 2.17. Passes the gate
     # on real weights where per-tensor does not (docs/benchmarks.md, issue 13).
     QuantRecipe("int8", "dynamic-range int8 weights, one scale per output channel", 1.0,
-                "dynamic-int8-per-channel", "dynamic-int8-per-channel", "2.17.0",
+                "dynamic-int8-per-channel", "dynamic-int8-per-row", "2.17.0",
                 _INT8_LIMITS, _INT8_TOLERANCE),
     # Per-tensor scales keep FULLY_CONNECTED at v9, which tflite-runtime 2.14 loads. Judged by
     # the default gate, which it misses on real weights: for 2.14 rigs only.

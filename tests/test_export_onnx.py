@@ -15,6 +15,7 @@ from edge_m3.contract import HEADS, ModelEntry, Signature
 from edge_m3.errors import EdgeM3Error
 from edge_m3.export.onnx import (
     EXTERNAL_DATA_THRESHOLD,
+    ROW_INT8_MIN_ELEMENTS,
     SEQ_AXIS,
     SEQ_AXIS_MINUS_1,
     save,
@@ -139,9 +140,11 @@ def test_graph_passes_checker_with_contract_io(
     kinds = {t.data_type for t in weights}
     if quant == "fp16":
         assert kinds == {onnx.TensorProto.FLOAT16}
-    if quant == "int8":
-        assert {"MatMulInteger", "DynamicQuantizeLinear"} <= ops
-        assert onnx.TensorProto.INT8 in kinds and onnx.TensorProto.FLOAT not in kinds
+    if quant == "int8":  # per-row activations, per-column weights: standard ops only
+        assert {"MatMulInteger", "ReduceMax", "ReduceMin", "Round"} <= ops
+        assert "DynamicQuantizeLinear" not in ops and all(":" not in o for o in ops)
+        big = {t.data_type for t in weights if np.prod(t.dims) >= ROW_INT8_MIN_ELEMENTS}
+        assert onnx.TensorProto.INT8 in big <= {onnx.TensorProto.INT8, onnx.TensorProto.UINT8}
 
 
 @pytest.mark.parametrize("quant", QUANTS)

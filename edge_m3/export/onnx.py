@@ -47,6 +47,7 @@ EXTERNAL_DATA_THRESHOLD = 2_000_000_000
 # Tensors below this many bytes stay inline even when the rest goes to the .data file.
 EXTERNAL_MIN_TENSOR = 1024
 INT8_OP_TYPES = ["MatMul", "Gather"]
+ROW_INT8_MIN_ELEMENTS = 1024  # the TFLite converter's floor for quantizing a weight
 
 
 def _rename_value(graph: Any, old: str, new: str) -> None:
@@ -219,7 +220,9 @@ def per_row_int8_matmuls(model: Any) -> int:
     `q = round(x / s) + z` in [0, 255] with `s = (max(x, 0) - min(x, 0)) / 255`,
     `z = round(-min / s)`; then `y = s * (q @ Wq - z * colsum(Wq)) * w_scale`, the zero-point
     term folded into a constant column sum (MatMulInteger takes only a scalar zero point).
-    uint8 x int8 is onnxruntime's fast integer path. Returns how many MatMuls it rewrote.
+    uint8 x int8 is onnxruntime's fast integer path. Weights under ROW_INT8_MIN_ELEMENTS
+    values (the sparse head's [H, 1]) stay float, as the TFLite converter keeps them: the
+    lexical weights come straight out of that product. Returns how many MatMuls it rewrote.
     """
     import numpy as np
     import onnx
@@ -235,7 +238,8 @@ def per_row_int8_matmuls(model: Any) -> int:
     nodes, count = [], 0
     for node in graph.node:
         w = inits.get(node.input[1]) if node.op_type == "MatMul" and len(node.input) == 2 else None
-        if w is None or len(w.dims) != 2 or w.data_type != onnx.TensorProto.FLOAT:
+        if (w is None or len(w.dims) != 2 or w.data_type != onnx.TensorProto.FLOAT
+                or int(np.prod(w.dims)) < ROW_INT8_MIN_ELEMENTS):
             nodes.append(node)
             continue
         name = node.input[1]
