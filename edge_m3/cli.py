@@ -115,11 +115,11 @@ def _build_parser() -> argparse.ArgumentParser:
 
 def _cmd_build(a: argparse.Namespace) -> int:
     from edge_m3.builder import BuildOptions, build, parse_seq_lens
-    from edge_m3.common.options import parse_choices
-    from edge_m3.contract import FORMATS, HEADS, QUANTS
+    from edge_m3.common.options import parse_choices, split_list
+    from edge_m3.contract import FORMATS, HEADS, recipe
 
     kits = None if a.kits == "none" else Path(a.kits)
-    quants = parse_choices(a.quant, "--quant", QUANTS)
+    quants = [recipe(q).name for q in split_list(a.quant, "--quant")]
     if len(quants) > 1 and "{quant}" not in a.out:
         raise EdgeM3Error(f"--out {a.out}: needs {{quant}} when building several quants")
     if a.vocab_min_count < 1:

@@ -101,11 +101,12 @@ class QuantRecipe:
     name: str
     about: str
     bytes_per_param: float
-    tflite: str  # TFLite converter recipe (edge_m3.export.tflite.convert)
-    onnx: str  # ONNX recipe (edge_m3.export.onnx.export)
+    tflite: str  # TFLite recipe (edge_m3.export.tflite.convert, or edge_m3.export.aeq)
+    onnx: str  # ONNX recipe (edge_m3.export.onnx.export); "" when the variant has no ONNX file
     oldest_tflite: str  # oldest TF Lite runtime whose kernels run the file
     thresholds: Mapping[str, float]
     device_tolerance: Tolerance
+    note: str = ""  # one line every build of the variant prints (what it is not for)
 
     def estimated_size(self, param_count: int) -> int:
         """What the variant's file will roughly weigh (for the 2 GB checks before converting)."""
@@ -129,6 +130,7 @@ def _limits(cos: float, overlap: float, lex: float, colbert: float,
 
 
 _INT8_TOLERANCE = Tolerance(0.999, 5e-2)
+_INT8_LIMITS = _limits(0.995, 0.8, 0.05, 0.05)  # the default gate (`int8`)
 RECIPES: dict[str, QuantRecipe] = {r.name: r for r in (
     QuantRecipe("fp32", "float32 weights and compute", 4.0, "float32", "float32", "2.14.0",
                 _limits(0.99999, 0.99, 0.001, 0.001), Tolerance(0.99999, 1e-3)),
@@ -136,16 +138,28 @@ RECIPES: dict[str, QuantRecipe] = {r.name: r for r in (
     QuantRecipe("fp16", "float16 weights, float32 compute", 2.0, "float16-weights",
                 "float16-weights", "2.14.0", _limits(0.9995, 0.95, 0.01, 0.005, rss=2.3),
                 Tolerance(0.9999, 5e-3)),
-    # Per-tensor scales keep FULLY_CONNECTED at v9, which tflite-runtime 2.14 loads.
-    QuantRecipe("int8", "dynamic-range int8 weights, one scale per tensor", 1.0,
-                "dynamic-int8-per-tensor", "dynamic-int8-per-channel", "2.14.0",
+    # Per-channel scales give FULLY_CONNECTED v12: LiteRT / TF Lite >= 2.17. Passes the gate
+    # on real weights where per-tensor does not (docs/benchmarks.md, issue 13).
+    QuantRecipe("int8", "dynamic-range int8 weights, one scale per output channel", 1.0,
+                "dynamic-int8-per-channel", "dynamic-int8-per-row", "2.17.0",
+                _INT8_LIMITS, _INT8_TOLERANCE),
+    # Per-tensor scales keep FULLY_CONNECTED at v9, which tflite-runtime 2.14 loads. Judged by
+    # the default gate, which it misses on real weights: for 2.14 rigs only.
+    QuantRecipe("int8-tflite214", "dynamic-range int8 weights, one scale per tensor, for "
+                "tflite-runtime 2.14", 1.0, "dynamic-int8-per-tensor", "", "2.14.0",
+                _INT8_LIMITS, _INT8_TOLERANCE,
+                note="int8-tflite214 misses the default int8 gate on real weights (e5-small: "
+                     "lexical err 0.23, retrieval agreement 0.86); build it only for "
+                     "tflite-runtime 2.14, use int8 on LiteRT"),
+    # ai-edge-quantizer: 4-bit per-channel weights where tools/quant_sensitivity.py allows,
+    # 8-bit elsewhere (edge_m3.export.aeq.AEQ_RECIPES); int4 kernels: LiteRT only.
+    QuantRecipe("int4", "mixed 4/8-bit weights (int4 per channel, int8 where 4 bits lose "
+                "accuracy), dynamic-range activations", 0.5, "aeq-int4-mixed", "", "2.18.0",
                 _limits(0.99, 0.8, 0.05, 0.05), _INT8_TOLERANCE),
-    # Per-channel scales give FULLY_CONNECTED v12: LiteRT / TF Lite >= 2.17 only.
-    QuantRecipe("int8pc", "dynamic-range int8 weights, one scale per output channel", 1.0,
-                "dynamic-int8-per-channel", "dynamic-int8-per-channel", "2.17.0",
-                _limits(0.995, 0.8, 0.05, 0.05), _INT8_TOLERANCE),
 )}
 QUANTS = tuple(RECIPES)
+# Names that were variants once: a one-line pointer instead of "unknown".
+RENAMED = {"int8pc": "int8"}
 
 
 def recipe(name: str, option: str = "--quant") -> QuantRecipe:
@@ -153,6 +167,9 @@ def recipe(name: str, option: str = "--quant") -> QuantRecipe:
     try:
         return RECIPES[name]
     except KeyError:
+        if name in RENAMED:
+            raise EdgeM3Error(f"{option} {name}: renamed to {RENAMED[name]} "
+                              f"({RECIPES[RENAMED[name]].about})") from None
         raise EdgeM3Error(f"{option} {name}: unknown (choose from {', '.join(QUANTS)})") from None
 
 
@@ -343,7 +360,8 @@ class Manifest:
 
     @property
     def recipe(self) -> QuantRecipe:
-        return recipe(self.quant, f"{MANIFEST}: quant")
+        """The variant's recipe (bundles built under a renamed variant name get its new one)."""
+        return recipe(RENAMED.get(self.quant, self.quant), f"{MANIFEST}: quant")
 
     @property
     def formats(self) -> set[str]:

@@ -26,10 +26,10 @@ LENS = [8, 16, 32]
 @pytest.fixture(scope="module")
 def bundles(tiny_ckpt: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     out = tmp_path_factory.mktemp("bundles")
-    opts = BuildOptions(checkpoint=str(tiny_ckpt), quants=["fp32", "fp16", "int8"],
+    opts = BuildOptions(checkpoint=str(tiny_ckpt), quants=["fp32", "fp16", "int8-tflite214"],
                         seq_lens=LENS, out=str(out / "bge-m3-{quant}"))
     dirs = build(opts, quiet=True)
-    return {d.name.rsplit("-", 1)[1]: d for d in dirs}
+    return {d.name.removeprefix("bge-m3-"): d for d in dirs}
 
 
 def _inputs(n_real: int, length: int) -> tuple[np.ndarray, np.ndarray]:
@@ -69,7 +69,7 @@ def run_in_child(model: Path, sigs: list, runtime: str, tmp: Path) -> dict[str, 
         return dict(z)
 
 
-@pytest.mark.parametrize("quant", ["fp32", "fp16", "int8"])
+@pytest.mark.parametrize("quant", ["fp32", "fp16", "int8-tflite214"])
 def test_every_signature_runs_on_both_runtimes(bundles: dict[str, Path], quant: str,
                                                tmp_path: Path) -> None:
     bundle = load_bundle(bundles[quant])
@@ -127,7 +127,7 @@ def test_manifest_hashes_and_contents(bundles: dict[str, Path], tiny_ckpt: Path)
 def test_golden_is_consistent(bundles: dict[str, Path]) -> None:
     from edge_m3.runtime.postprocess import postprocess
 
-    golden = json.loads((bundles["int8"] / "golden.json").read_text())
+    golden = json.loads((bundles["int8-tflite214"] / "golden.json").read_text())
     assert len(golden["cases"]) >= 12
     lengths = [c["seq_len"] for c in golden["cases"]]
     assert min(lengths) == 8 and max(lengths) == 32  # short texts pick small signatures
@@ -185,7 +185,10 @@ def test_failed_build_keeps_previous_bundle(bundles: dict[str, Path], tiny_ckpt:
 
 
 @pytest.mark.parametrize("args, needle", [
-    (["--quant", "int4"], "--quant int4"),
+    (["--quant", "int3"], "--quant int3"),
+    (["--quant", "int8pc"], "renamed to int8"),
+    (["--quant", "int4", "--formats", "tflite,onnx"], "TFLite only"),
+    (["--quant", "int8-tflite214", "--formats", "onnx"], "TFLite only"),
     (["--heads", "dense,bogus"], "--heads bogus"),
     (["--seq-lens", "32,abc"], "--seq-lens abc"),
     (["--seq-lens", "32,9999"], "--seq-lens 9999"),
@@ -236,13 +239,69 @@ def test_fp32_full_size_refused_before_conversion() -> None:
     validate_against_config(BuildOptions(quants=["int8", "fp16"]), cfg, params)
 
 
-def test_int8_per_channel_says_it_needs_litert(tiny_ckpt: Path, tmp_path: Path) -> None:
-    """int8pc (per-channel, FC v12) does not load on tflite-runtime 2.14: the build says so."""
-    (out,) = build(BuildOptions(checkpoint=str(tiny_ckpt), quants=["int8pc"], seq_lens=[16],
+def test_int8_is_per_channel_and_needs_litert(tiny_ckpt: Path, tmp_path: Path) -> None:
+    """int8 (per-channel, FC v12) does not load on tflite-runtime 2.14: the build says so and
+    ships it for LiteRT / TF Lite >= 2.17 (a runtime too old for a variant is no failure)."""
+    (out,) = build(BuildOptions(checkpoint=str(tiny_ckpt), quants=["int8"], seq_lens=[16],
                                 out=str(tmp_path / "pc")), quiet=True)
     entry = load_bundle(out).model_entry("tflite")
     assert entry.ops["FULLY_CONNECTED"] == 12
     assert entry.self_check["tflite-runtime"].startswith("FAILED")
     assert entry.self_check["litert"].startswith("ok")
-    assert "ai-edge-litert" in entry.oldest_runtime
+    assert "XNNPACK runs 14 of 14 FULLY_CONNECTED" in entry.self_check["litert"]
+    assert "ai-edge-litert" in entry.oldest_runtime and entry.oldest_runtime["tflite"] == "2.17.0"
     assert entry.oldest_runtime["converter_min_runtime_version"] == "2.17.0"
+
+
+def test_int8_tflite214_says_in_one_line_that_it_misses_the_gate(tiny_ckpt: Path, tmp_path: Path,
+                                                                  capsys) -> None:
+    from edge_m3.contract import RECIPES
+
+    assert main(["build", "--checkpoint", str(tiny_ckpt), "--quant", "int8-tflite214",
+                 "--seq-lens", "16", "--out", str(tmp_path / "pt"), "--kits", "none",
+                 "--no-self-check"]) == 0
+    err = capsys.readouterr().err
+    lines = [ln for ln in err.splitlines() if "misses the default int8 gate" in ln]
+    assert len(lines) == 1 and RECIPES["int8-tflite214"].note in lines[0], err
+
+
+def test_a_file_no_runtime_can_run_is_refused(tiny_ckpt: Path, tmp_path: Path, capsys,
+                                              monkeypatch) -> None:
+    """LiteRT is new enough for every variant: if it cannot run the file, nothing ships."""
+    import edge_m3.builder.orchestrate as b
+
+    monkeypatch.setattr(b, "self_check", lambda *a: {"tflite-runtime": "FAILED (2.14.0): x",
+                                                     "litert": "FAILED (2.3.0): boom"})
+    target = tmp_path / "never"
+    assert main(["build", "--checkpoint", str(tiny_ckpt), "--quant", "fp32", "--seq-lens", "16",
+                 "--out", str(target), "--kits", "none", "-q"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "does not run on" in err and "not shipped" in err, err
+    assert not target.exists() and sorted(p.name for p in tmp_path.iterdir()) == []
+
+
+def test_int4_mixes_4_and_8_bit_weights_and_runs_on_litert(tiny_ckpt: Path, tmp_path: Path) -> None:
+    """ai-edge-quantizer's int4: 4-bit FULLY_CONNECTED and tables, 8-bit where the recipe says,
+    run by LiteRT with XNNPACK taking every FULLY_CONNECTED; tflite-runtime 2.14 cannot."""
+    pytest.importorskip("ai_edge_quantizer")
+    from edge_m3.export.aeq import AEQ_RECIPES
+    from edge_m3.runtime.pipeline import DevicePipeline
+
+    (out,) = build(BuildOptions(checkpoint=str(tiny_ckpt), quants=["int4"], seq_lens=[8, 16],
+                                out=str(tmp_path / "i4")), quiet=True)
+    bundle = load_bundle(out)
+    entry = bundle.model_entry("tflite")
+    assert "EMBEDDING_LOOKUP" in entry.ops and "GATHER" not in entry.ops
+    assert entry.self_check["litert"].startswith("ok")
+    assert "XNNPACK runs 14 of 14 FULLY_CONNECTED" in entry.self_check["litert"]
+    assert entry.self_check["tflite-runtime"].startswith("FAILED")
+    assert "ai-edge-litert" in entry.oldest_runtime
+    eights = sum(1 for g, bits, *_ in AEQ_RECIPES["aeq-int4-mixed"] if bits == 8)
+    assert eights  # the recipe keeps some groups in 8 bits
+    (fp32,) = build(BuildOptions(checkpoint=str(tiny_ckpt), quants=["fp32"], seq_lens=[8, 16],
+                                 out=str(tmp_path / "f32"), self_check=False), quiet=True)
+    assert (out / entry.file).stat().st_size < 0.3 * (fp32 / "model_fp32.tflite").stat().st_size
+    got = DevicePipeline(bundle, "litert", 1).embed("Hello world")
+    want = DevicePipeline(load_bundle(fp32), "litert", 1).embed("Hello world")
+    assert got["input_ids"] == want["input_ids"]
+    assert float(np.dot(got["dense_vecs"], want["dense_vecs"])) > 0.9  # random tiny weights

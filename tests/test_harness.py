@@ -310,13 +310,14 @@ def test_litert_weight_cache_file_is_written_once_then_mapped(bundle: Path, tmp_
 
 
 def test_default_runtimes_skip_what_the_build_saw_fail(tmp_path: Path) -> None:
-    """An int8pc file fails on tflite-runtime 2.14; verify/bench must not pick it by default."""
+    """An int8 (per-channel) file fails on tflite-runtime 2.14; verify/bench must not pick it by
+    default."""
     from types import SimpleNamespace
 
     from edge_m3.contract import ModelEntry
     from edge_m3.harness.inputs import select_runtimes
 
-    entry = ModelEntry("tflite", "model_int8pc.tflite", "int8pc", [], self_check={
+    entry = ModelEntry("tflite", "model_int8.tflite", "int8", [], self_check={
         "tflite-runtime": "FAILED (2.14.0): Didn't find op for builtin opcode", "litert": "ok (2.3)"})
     manifest = SimpleNamespace(models=[entry], formats={"tflite"})
     chosen = select_runtimes(SimpleNamespace(manifest=manifest, path=tmp_path), None)

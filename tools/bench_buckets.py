@@ -1,6 +1,6 @@
 """Length buckets: which signature lengths serve a realistic mix of queries and passages best.
 
-    python tools/bench_buckets.py demo/e5-small-bge-m3-layout --quant int8pc \
+    python tools/bench_buckets.py demo/e5-small-bge-m3-layout --quant int8 \
         --sets 32,128,512 16,32,64,128,256,512 --out /tmp/buckets
 
 Per bucket set: one `edge-m3 build` (wall time, file size), then the device pipeline under
@@ -79,7 +79,7 @@ def run_mix(bundle: Path, texts: list[str], threads: int, tmp: Path) -> dict[str
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("checkpoint", type=Path)
-    p.add_argument("--quant", default="int8pc")
+    p.add_argument("--quant", default="int8")
     p.add_argument("--sets", nargs="+", default=["32,128,512", "16,32,64,128,256,512"],
                    help="bucket sets, each a comma list of signature lengths")
     p.add_argument("--threads", type=int, default=2)

@@ -1,13 +1,13 @@
 """One markdown table per model: every variant x runtime x thread count, as issue 7 asks.
 
-    python tools/bench_report.py demo/e5-small-{fp32,fp16,int8,int8pc} \\
+    python tools/bench_report.py demo/e5-small-{fp32,fp16,int8,int8-tflite214,int4} \\
         --reference demo/e5-small-bge-m3-layout --lengths 16,128,512 --threads 1,2
 
-For each bundle it runs `edge-m3 verify` (dense cosine vs FlagEmbedding per runtime) and
-`edge-m3 bench` (p50 latency of n real tokens padded to the signature the device pipeline
-picks, load time, peak RSS, and FlagEmbedding's torch fp32 timed in the same run, so each
-speedup compares two figures taken minutes apart on the same machine state). Prints the table;
-`--json` keeps the raw figures.
+For each bundle it runs `edge-m3 verify` (dense cosine, lexical and ColBERT score errors and
+retrieval agreement vs FlagEmbedding, per runtime) and `edge-m3 bench` (p50 latency of n real
+tokens padded to the signature the device pipeline picks, load time, peak RSS, and
+FlagEmbedding's torch fp32 timed in the same run, so each speedup compares two figures taken
+minutes apart on the same machine state). Prints the table; `--json` keeps the raw figures.
 """
 
 from __future__ import annotations
@@ -64,21 +64,32 @@ def measure(bundle: Path, a: argparse.Namespace, tmp: Path) -> dict[str, Any]:
     return out
 
 
+def gate_cells(f: dict[str, Any]) -> list[str]:
+    """verify's figures for one runtime: dense cosine min / mean, lexical and ColBERT score
+    errors, retrieval top-10 agreement (worst of dense/sparse/ColBERT); n/a without verify."""
+    cos = f.get("dense_cosine", {}).get("all")
+    if not cos:
+        return ["n/a"] * 4
+    return [f"{cos['min']:.4f} / {cos['mean']:.4f}", f"{f.get('lexical_abs_err', 0):.3f}",
+            f"{f.get('colbert_score_abs_err', 0):.3f}",
+            f"{f.get('retrieval_top10_agreement', {}).get('min', 1):.3f}"]
+
+
 def table(results: list[dict[str, Any]], lengths: list[str]) -> str:
     """Markdown: torch rows first (from the first bundle's run), then each variant's rows."""
     head = ["variant", "runtime", "threads", "file", "load s",
-            *[f"p50 @{n} tok (x torch)" for n in lengths], "peak RSS", "dense cos min / mean"]
+            *[f"p50 @{n} tok (x torch)" for n in lengths], "peak RSS", "dense cos min / mean",
+            "lexical err", "ColBERT score err", "retrieval top-10"]
     lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
     for row in results[0]["bench"]["rows"]:
         if row["runtime"] == TORCH:
             cells = [f"{row['lengths'][n]['p50_ms']:,.1f} ms" for n in lengths]
             lines.append(f"| reference | {TORCH} | {row['threads']} | | {row['load_s']:.2f} | "
-                         + " | ".join(cells) + f" | {row['peak_rss_mb']:,.0f} MB | 1 |")
+                         + " | ".join(cells) + f" | {row['peak_rss_mb']:,.0f} MB | 1 | 0 | 0 | 1 |")
     for res in results:
         bundle = Path(res["bundle"])
         quant = res["bench"]["quant"]
-        cos = {rt: f.get("dense_cosine", {}).get("all", {})
-               for rt, f in res.get("verify", {}).get("runtimes", {}).items()}
+        figures = res.get("verify", {}).get("runtimes", {})
         for row in res["bench"]["rows"]:
             rt = row["runtime"]
             if rt == TORCH:
@@ -86,14 +97,13 @@ def table(results: list[dict[str, Any]], lengths: list[str]) -> str:
             fmt = "onnx" if rt == "onnxruntime" else "tflite"
             cells = [f"{f['p50_ms']:,.1f} ms ({f['p50_speedup']:.1f}x)"
                      for f in (row["lengths"][n] for n in lengths)]
-            c = cos.get(rt) or {}
-            cos_s = f"{c['min']:.4f} / {c['mean']:.4f}" if c else "n/a"
             cache = row.get("cache_mode")  # LiteRT runs twice: cold, then warm cache file
-            rt = f"{rt} {row.get('version') or ''}" + (f" ({cache} cache)" if cache not in
-                                                        (None, "none") else "")
-            lines.append(f"| {quant} {fmt} | {rt} | {row['threads']} "
+            label = f"{rt} {row.get('version') or ''}" + (f" ({cache} cache)" if cache not in
+                                                          (None, "none") else "")
+            lines.append(f"| {quant} {fmt} | {label} | {row['threads']} "
                          f"| {model_size(bundle, fmt) / 1e6:,.1f} MB | {row['load_s']:.2f} | "
-                         + " | ".join(cells) + f" | {row['peak_rss_mb']:,.0f} MB | {cos_s} |")
+                         + " | ".join(cells) + f" | {row['peak_rss_mb']:,.0f} MB | "
+                         + " | ".join(gate_cells(figures.get(rt) or {})) + " |")
     return "\n".join(lines)
 
 

@@ -19,8 +19,10 @@ from typing import Any
 
 import numpy as np
 
-RECIPES = {  # name -> substrings of the MatMul node names left in float
-    "all int8 (the build's)": (),
+ROW = "per row"
+RECIPES = {  # name -> substrings of the MatMul node names left in float (ROW: see below)
+    "all int8 (per-tensor activations)": (),
+    "all int8, one activation scale per row (MatMulInteger)": ROW,
     "heads in float": ("sparse_linear", "colbert_linear"),
     "attention (q, k, v, out) in float": ("query", "key", "value", "attn_out"),
     "FFN output in float": ("ffn_out",),
@@ -82,11 +84,21 @@ def main() -> None:
           f"size | p50 @{LENGTH} |\n| --- | --- | --- | --- | --- | --- | --- |")
     with tempfile.TemporaryDirectory() as tmp:
         for name, keys in RECIPES.items():
-            exclude = [n for n in matmuls if any(k in n for k in keys)]
             dst = Path(tmp) / "q.onnx"
-            quantize_dynamic(str(src), str(dst), op_types_to_quantize=["MatMul", "Gather"],
-                             per_channel=True, weight_type=QuantType.QInt8,
-                             nodes_to_exclude=exclude)
+            if keys == ROW:  # edge_m3.export.onnx's recipe for `int8`
+                from edge_m3.export.onnx import per_row_int8_matmuls, quantize_int8
+
+                rows = onnx.load(str(src))
+                per_row_int8_matmuls(rows)
+                onnx.save_model(rows, str(Path(tmp) / "rows.onnx"))
+                onnx.save_model(quantize_int8(Path(tmp) / "rows.onnx", Path(tmp), ["Gather"]),
+                                str(dst))
+                exclude: list[str] = []
+            else:
+                exclude = [n for n in matmuls if any(k in n for k in keys)]
+                quantize_dynamic(str(src), str(dst), op_types_to_quantize=["MatMul", "Gather"],
+                                 per_channel=True, weight_type=QuantType.QInt8,
+                                 nodes_to_exclude=exclude)
             outs, ms = _run(dst, feeds)
             cos = [float(o["dense_vecs"][0] @ r["dense_vecs"][0]) for o, r in zip(outs, ref, strict=True)]
             lex = max(float(np.abs(o["sparse_weights"][0, :n] - r["sparse_weights"][0, :n]).max())

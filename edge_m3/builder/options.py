@@ -13,6 +13,7 @@ from typing import Any
 from edge_m3.common.options import parse_ints
 from edge_m3.contract import FORMATS, HEADS, recipe
 from edge_m3.errors import EdgeM3Error
+from edge_m3.export.tflite import uses_aeq
 
 DEFAULT_CHECKPOINT = "BAAI/bge-m3"
 DEFAULT_OUT = "dist/bge-m3-{quant}"
@@ -75,6 +76,21 @@ def validate_against_config(opts: BuildOptions, config: Any, param_count: int) -
                     "(external data)")
 
 
+def check_variants(quants: list[str], formats: list[str]) -> None:
+    """Each variant has a recipe for each asked format, and its tools are installed."""
+    for q in quants:
+        r = recipe(q)
+        if "onnx" in formats and not r.onnx:
+            raise EdgeM3Error(f"--quant {q}: TFLite only (no ONNX recipe); leave onnx out of "
+                              "--formats or build it separately")
+        if "tflite" in formats and uses_aeq(q):
+            import importlib.util
+
+            if importlib.util.find_spec("ai_edge_quantizer") is None:
+                raise EdgeM3Error(f"--quant {q}: needs ai-edge-quantizer (pip install "
+                                  "'ai-edge-quantizer==0.10.*'), which is not installed")
+
+
 def param_count_from_config(config: Any, colbert_dim: int) -> int:
     """Parameters of the exported graph (type embedding folded, pooler dropped)."""
     h, f, n = config.hidden_size, config.intermediate_size, config.num_hidden_layers
@@ -84,5 +100,5 @@ def param_count_from_config(config: Any, colbert_dim: int) -> int:
     return emb + n * layer + heads
 
 
-__all__ = ["FORMATS", "BuildOptions", "parse_seq_lens", "param_count_from_config",
-           "validate_against_config"]
+__all__ = ["FORMATS", "BuildOptions", "check_variants", "parse_seq_lens",
+           "param_count_from_config", "validate_against_config"]

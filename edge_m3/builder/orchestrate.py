@@ -18,8 +18,13 @@ from typing import Any
 
 from edge_m3 import __version__
 from edge_m3.builder.golden import make_golden
-from edge_m3.builder.options import BuildOptions, param_count_from_config, validate_against_config
-from edge_m3.builder.selfcheck import oldest_runtime, self_check
+from edge_m3.builder.options import (
+    BuildOptions,
+    check_variants,
+    param_count_from_config,
+    validate_against_config,
+)
+from edge_m3.builder.selfcheck import oldest_runtime, refuse_unloadable, self_check
 from edge_m3.bundle import copy_to_kits, load_bundle
 from edge_m3.common.files import atomic_dir, check_writable, file_entries, write_json
 from edge_m3.contract import (
@@ -31,8 +36,10 @@ from edge_m3.contract import (
     ModelEntry,
     Signature,
     model_file,
+    recipe,
 )
 from edge_m3.export import worker
+from edge_m3.export.tflite import uses_aeq
 from edge_m3.tokenizer import spec_for_sentencepiece
 
 
@@ -62,6 +69,7 @@ def _timed(rep: Reporter, title: str, fn: Callable[[], Any], extra: Callable[[An
 def build(opts: BuildOptions, quiet: bool = False) -> list[Path]:
     """Build one bundle per requested quant; return their directories."""
     rep = Reporter(quiet)
+    check_variants(opts.quants, opts.formats)
     for q in opts.quants:
         check_writable(opts.out_dir(q))
     for kit in (opts.android_dir, opts.ios_dir):
@@ -91,16 +99,20 @@ def build(opts: BuildOptions, quiet: bool = False) -> list[Path]:
     with tempfile.TemporaryDirectory(prefix="edge-m3-work-") as work_str:
         work = Path(work_str)
         saved = work / "saved_model"
+        # ai-edge-quantizer variants start from a trace with EMBEDDING_LOOKUP tables.
+        lookup = work / "saved_model_lookup" if "tflite" in opts.formats and any(
+            uses_aeq(q) for q in opts.quants) else None
 
         traced = _timed(rep, "build Keras model + trace signatures (child process)",
                         lambda: worker.trace(ckpt_dir, saved, opts.seq_lens, opts.heads,
                                              "onnx" in opts.formats,
-                                             plan.kept_ids if plan is not None else None),
+                                             plan.kept_ids if plan is not None else None,
+                                             lookup),
                         lambda t: f"{t['params']:,} parameters")
         params = traced["params"]
         if plan is not None:  # the trace may keep one more row (see keep_extreme_row)
             plan.kept_ids = traced["kept_ids"]
-        outs = [_build_variant(opts, q, ckpt, plan, saved, params, rep)
+        outs = [_build_variant(opts, q, ckpt, plan, saved, params, rep, lookup)
                 for q in opts.quants]
     if opts.android_dir is not None and opts.ios_dir is not None:
         placed = _timed(rep, "copy bundle into platform kits",
@@ -110,27 +122,34 @@ def build(opts: BuildOptions, quiet: bool = False) -> list[Path]:
 
 
 def _build_variant(opts: BuildOptions, quant: str, ckpt: Any, plan: Any, saved: Path,
-                   params: int, rep: Reporter) -> Path:
+                   params: int, rep: Reporter, lookup: Path | None = None) -> Path:
     out_dir = opts.out_dir(quant)
+    note = recipe(quant).note
+    if note:
+        rep.console.print(f"[yellow]! {note}", soft_wrap=True)  # one line, however wide
     with atomic_dir(out_dir) as tmp:
         models: list[ModelEntry] = []
         if "tflite" in opts.formats:
             name = model_file(quant, "tflite")
             info = _timed(rep, f"convert + quantize TFLite {quant}",
-                          lambda: worker.convert_tflite(saved, tmp / name, quant, opts.seq_lens, params),
-                          lambda i: f"{i['size'] / 1e6:.1f} MB")
+                          lambda: worker.convert_tflite(saved, tmp / name, quant, opts.seq_lens,
+                                                        params, lookup),
+                          lambda i: f"{i['size'] / 1e6:.1f} MB" + _weights(i))
             checks = {}
             if opts.self_check:
                 checks = _timed(rep, f"self-check {quant} under tflite-runtime and LiteRT",
                                 lambda: self_check(tmp / name, info["signatures"],
                                                    ("tflite-runtime", "litert")))
+                refuse_unloadable(name, quant, checks)  # nothing ships that cannot run
                 for rt, result in checks.items():
                     if result.startswith("FAILED"):
-                        rep.console.print(f"[yellow]! {name} does not run on {rt}: {result}")
+                        rep.console.print(f"[yellow]! {name} does not run on {rt} (needs TF Lite "
+                                          f">= {recipe(quant).oldest_tflite}): {result}")
             models.append(ModelEntry(
                 format="tflite", file=name, quant=quant,
                 signatures=[Signature.from_json(s, "signatures") for s in info["signatures"]],
-                ops=info["ops"], oldest_runtime=oldest_runtime(info, checks), self_check=checks))
+                ops=info["ops"], oldest_runtime=oldest_runtime(info, checks, quant),
+                self_check=checks))
         if "onnx" in opts.formats:
             entry = _timed(rep, f"export ONNX {quant}",
                            lambda: worker.export_onnx(saved, tmp, quant, opts.seq_lens, opts.heads,
@@ -155,6 +174,15 @@ def _build_variant(opts: BuildOptions, quant: str, ckpt: Any, plan: Any, saved: 
         write_json(tmp / MANIFEST, manifest.to_json())
     _summary(rep, out_dir, manifest)
     return out_dir
+
+
+def _weights(info: dict[str, Any]) -> str:
+    """`, weights FULLY_CONNECTED INT4 x72 INT8 x2, ...` for ai-edge-quantizer files."""
+    kinds = info.get("weights")
+    if not kinds:
+        return ""
+    return ", weights " + "; ".join(
+        f"{op} " + " ".join(f"{k} x{n}" for k, n in sorted(c.items())) for op, c in sorted(kinds.items()))
 
 
 def _summary(rep: Reporter, out_dir: Path, manifest: Manifest) -> None:

@@ -13,7 +13,8 @@ from typing import Any
 
 from edge_m3.common.options import version_tuple
 from edge_m3.common.proc import child_main, run_children
-from edge_m3.contract import RECIPES, Signature
+from edge_m3.contract import RECIPES, Signature, recipe
+from edge_m3.errors import EdgeM3Error
 from edge_m3.runtime.runners import runtime_version
 
 MODULE = "edge_m3.builder.selfcheck"
@@ -22,7 +23,10 @@ OLDEST_TFLITE_RUNTIME = min((r.oldest_tflite for r in RECIPES.values()), key=ver
 
 
 def self_check(model_file: Path, signatures: list[dict[str, Any]], runtimes: Sequence[str]) -> dict[str, str]:
-    """Load and run every signature under each installed TFLite runtime, each in a child."""
+    """Load and run every signature under each installed TFLite runtime, each in a child.
+
+    LiteRT's result also says how many FULLY_CONNECTED ops its XNNPACK delegate took: a
+    kernel XNNPACK lacks (some weight type) falls back to a slow reference kernel silently."""
     results = {}
     for rt in runtimes:
         version = runtime_version(rt)
@@ -31,21 +35,53 @@ def self_check(model_file: Path, signatures: list[dict[str, Any]], runtimes: Seq
             continue
         done = run_children([(["-m", MODULE, str(model_file), json.dumps(signatures), rt],
                               f"self-check {rt}")])[0]
-        ok = done.returncode == 0 and done.stdout.strip().endswith("ok")
+        last = (done.stdout.strip().splitlines() or [""])[-1]
+        ok = done.returncode == 0 and last.startswith("ok")
         err = (done.stderr.strip().splitlines() or ["?"])[-1]
-        results[rt] = f"ok ({version})" if ok else f"FAILED ({version}): {err}"
+        extra = last[len("ok"):].strip()
+        results[rt] = f"ok ({version}{', ' + extra if extra else ''})" if ok \
+            else f"FAILED ({version}): {err}"
     return results
 
 
-def oldest_runtime(audit: dict[str, Any], checks: dict[str, str]) -> dict[str, str]:
-    """The oldest runtime that runs the file: tflite-runtime 2.14 if it loaded there."""
+def should_run(runtime: str, quant: str) -> bool:
+    """Whether `runtime`, as installed, is new enough for the variant's kernels."""
+    version = runtime_version(runtime)
+    if version is None:
+        return False
+    if runtime == "tflite-runtime":  # versioned like TF Lite itself
+        return version_tuple(version) >= version_tuple(recipe(quant).oldest_tflite)
+    return True  # LiteRT (any ai-edge-litert) and TF 2.21 postdate every recipe's kernels
+
+
+def refuse_unloadable(name: str, quant: str, checks: dict[str, str]) -> None:
+    """A file that a runtime new enough for it cannot run is not shipped: one line, exit 2."""
+    bad = [f"{rt} {res}" for rt, res in checks.items()
+           if res.startswith("FAILED") and should_run(rt, quant)]
+    if bad:
+        raise EdgeM3Error(f"--quant {quant}: {name} does not run on {bad[0]}; not shipped")
+
+
+def oldest_runtime(audit: dict[str, Any], checks: dict[str, str], quant: str) -> dict[str, str]:
+    """The oldest runtime that runs the file: tflite-runtime 2.14 if it loaded there, else
+    LiteRT (the version that ran it) with the TF Lite version the variant's kernels need."""
     need = audit.get("min_runtime_version") or "0"
     if checks.get("tflite-runtime", "").startswith("ok") or (
         "tflite-runtime" not in checks
-        and version_tuple(need) <= version_tuple(OLDEST_TFLITE_RUNTIME)
+        and version_tuple(recipe(quant).oldest_tflite) <= version_tuple(OLDEST_TFLITE_RUNTIME)
     ):
         return {"tflite-runtime": OLDEST_TFLITE_RUNTIME, "converter_min_runtime_version": need}
-    return {"ai-edge-litert": runtime_version("litert") or "?", "converter_min_runtime_version": need}
+    return {"ai-edge-litert": runtime_version("litert") or "?",
+            "tflite": recipe(quant).oldest_tflite, "converter_min_runtime_version": need}
+
+
+def xnnpack_fully_connected(interpreter: Any) -> tuple[int, int]:
+    """(FULLY_CONNECTED ops whose weights XNNPACK's delegate took, all of them) in the primary
+    subgraph: a delegated op's weights are inputs of the DELEGATE node that replaced it."""
+    ops = interpreter._get_ops_details()
+    taken = {int(i) for o in ops if o["op_name"] == "DELEGATE" for i in o["inputs"]}
+    fc = [o for o in ops if o["op_name"] == "FULLY_CONNECTED"]
+    return sum(int(o["inputs"][1]) in taken for o in fc), len(fc)
 
 
 def main(argv: list[str]) -> int:
@@ -64,7 +100,12 @@ def main(argv: list[str]) -> int:
         mask[0, 0] = 1
         out = runner.run(ids, mask)
         assert all(np.isfinite(v).all() for v in out.values()), s.name
-    print("ok")
+    interpreter = getattr(runner, "interpreter", None)
+    if runtime == "litert" and interpreter is not None:
+        taken, total = xnnpack_fully_connected(interpreter)
+        print(f"ok XNNPACK runs {taken} of {total} FULLY_CONNECTED")
+    else:
+        print("ok")
     return 0
 
 

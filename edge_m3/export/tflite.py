@@ -4,7 +4,8 @@ The signatures are endpoints of one SavedModel (edge_m3.export.trace), so the co
 the weights once and every subgraph points at the same buffers. Conversion runs in a child
 process per variant (edge_m3.export.worker) so each variant's converter memory is returned to
 the OS. Also here: the FlatBuffer patch that keeps per-tensor int8 loadable on tflite-runtime
-2.14, the fp16 rewrite that gathers embedding rows before dequantizing them, and the audit of
+2.14, the fp16 rewrite that gathers embedding rows before dequantizing them, the float file that
+ai-edge-quantizer starts from (edge_m3.export.aeq), and the audit of
 operators and signatures that the manifest records.
 """
 
@@ -18,6 +19,39 @@ from typing import Any
 from edge_m3.contract import ATTENTION_MASK, HEAD_OUTPUTS, INPUT_IDS, recipe, signature_name
 
 
+def _converter(saved_dir: Path, seq_lens: Sequence[int]) -> Any:
+    import tensorflow as tf
+
+    return tf.lite.TFLiteConverter.from_saved_model(
+        str(saved_dir), signature_keys=[signature_name(n) for n in seq_lens])
+
+
+def uses_aeq(quant: str) -> bool:
+    """Whether the variant's TFLite file comes from ai-edge-quantizer (edge_m3.export.aeq)
+    over a float file, rather than from the converter's own quantization."""
+    from edge_m3.export.aeq import AEQ_RECIPES
+
+    return recipe(quant).tflite in AEQ_RECIPES
+
+
+def convert_float(saved_dir: Path, seq_lens: Sequence[int], out_path: Path) -> int:
+    """float32 .tflite with its buffers after the FlatBuffer (so past 2 GB too): the input
+    of ai-edge-quantizer, never shipped. Returns the file size."""
+    conv = _converter(saved_dir, seq_lens)
+    conv._experimental_use_buffer_offset = True
+    out_path.write_bytes(conv.convert())
+    return out_path.stat().st_size
+
+
+def check_size(size: int, quant: str, param_count: int) -> None:
+    """Refuse a file too small for its parameters: a converter dropped weights."""
+    floor = recipe(quant).min_size(param_count)
+    if size < floor:
+        raise RuntimeError(
+            f"converter wrote {size} bytes for {param_count} parameters ({quant}); expected "
+            f">= {floor}: the weights were not captured")
+
+
 def convert(saved_dir: Path, seq_lens: Sequence[int], quant: str, out_path: Path,
             param_count: int) -> int:
     """Convert the SavedModel's endpoints to one .tflite with the variant's TFLite recipe;
@@ -25,8 +59,7 @@ def convert(saved_dir: Path, seq_lens: Sequence[int], quant: str, out_path: Path
     import tensorflow as tf
 
     r = recipe(quant)
-    conv = tf.lite.TFLiteConverter.from_saved_model(
-        str(saved_dir), signature_keys=[signature_name(n) for n in seq_lens])
+    conv = _converter(saved_dir, seq_lens)
     if r.tflite == "float16-weights":
         conv.optimizations = [tf.lite.Optimize.DEFAULT]
         conv.target_spec.supported_types = [tf.float16]
@@ -43,11 +76,7 @@ def convert(saved_dir: Path, seq_lens: Sequence[int], quant: str, out_path: Path
     data = conv.convert()
     if r.tflite == "float16-weights":
         data = gather_half_tables(data)[0]
-    floor = r.min_size(param_count)
-    if len(data) < floor:
-        raise RuntimeError(
-            f"converter wrote {len(data)} bytes for {param_count} parameters ({quant}); expected "
-            f">= {floor}: the weights were not captured")
+    check_size(len(data), quant, param_count)
     out_path.write_bytes(data)
     del data
     if r.tflite == "dynamic-int8-per-tensor":
@@ -267,9 +296,17 @@ def audit(path: Path) -> dict[str, Any]:
             md = model.Metadata(i)
             key = md.Name().decode()
             if key == "min_runtime_version":
-                raw = model.Buffers(md.Buffer()).DataAsNumpy().tobytes()
-                meta[key] = raw.rstrip(b"\0").decode()
+                meta[key] = _buffer_bytes(model, buf, md.Buffer()).rstrip(b"\0").decode()
     return {"ops": dict(sorted(ops.items())), "min_runtime_version": meta.get("min_runtime_version")}
+
+
+def _buffer_bytes(model: Any, buf: Any, index: int) -> bytes:
+    """A buffer's bytes, inline or stored after the FlatBuffer (offset/size, as ai-edge-quantizer
+    and the converter's buffer-offset mode write them)."""
+    b = model.Buffers(index)
+    if b.Offset() > 1:
+        return bytes(buf[b.Offset():b.Offset() + b.Size()])
+    return b.DataAsNumpy().tobytes() if b.DataLength() else b""
 
 
 def signature_details(path: Path) -> list[dict[str, Any]]:

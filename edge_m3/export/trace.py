@@ -14,11 +14,12 @@ from edge_m3.contract import ATTENTION_MASK, DYNAMIC_SIGNATURE, INPUT_IDS, signa
 
 
 def write_saved_model(model: Any, seq_lens: Sequence[int], heads: Sequence[str],
-                      out_dir: Path, dynamic: bool = False) -> None:
+                      out_dir: Path, dynamic: bool = False, lookup: bool = False) -> None:
     """A SavedModel with one `[1, L]` int32 endpoint per length, all over the same variables.
 
     `dynamic` adds `embed_dynamic` (`[1, None]`) for the ONNX export, whose one file declares
-    the sequence axis symbolically instead of repeating the weights per length.
+    the sequence axis symbolically instead of repeating the weights per length. `lookup`
+    spells the embedding tables as EMBEDDING_LOOKUP (for ai-edge-quantizer's recipes).
     """
     import keras
     import tensorflow as tf
@@ -32,7 +33,7 @@ def write_saved_model(model: Any, seq_lens: Sequence[int], heads: Sequence[str],
         archive.add_endpoint(
             name=signature_name(length) if length else DYNAMIC_SIGNATURE,
             fn=lambda input_ids, attention_mask: model(input_ids, attention_mask, heads=heads,
-                                                       hidden=False),
+                                                       hidden=False, lookup=lookup),
             input_signature=[tf.TensorSpec([1, length], tf.int32, name=INPUT_IDS),
                              tf.TensorSpec([1, length], tf.int32, name=ATTENTION_MASK)],
         )
@@ -41,11 +42,14 @@ def write_saved_model(model: Any, seq_lens: Sequence[int], heads: Sequence[str],
 
 
 def trace_checkpoint(checkpoint_dir: Path, seq_lens: Sequence[int], heads: Sequence[str],
-                     saved_dir: Path, dynamic: bool = False,
-                     kept_ids: Sequence[int] | None = None) -> tuple[int, list[int] | None]:
+                     saved_dir: Path | None, dynamic: bool = False,
+                     kept_ids: Sequence[int] | None = None,
+                     lookup_dir: Path | None = None) -> tuple[int, list[int] | None]:
     """Checkpoint -> Keras -> SavedModel; returns the parameter count and the kept ids.
 
     `kept_ids` (vocabulary trimming) keeps only those rows of the word-embedding table.
+    `lookup_dir` also writes the fixed lengths with EMBEDDING_LOOKUP tables there (same
+    weights, one model built): what the ai-edge-quantizer recipes start from.
     """
     from edge_m3.checkpoint import load_checkpoint
     from edge_m3.modeling import build_model
@@ -57,7 +61,10 @@ def trace_checkpoint(checkpoint_dir: Path, seq_lens: Sequence[int], heads: Seque
         ckpt = trimmed_checkpoint(ckpt, keep_extreme_row(ckpt.tensors, kept_ids))
         kept_ids = ckpt.tensors.kept_ids
     model = build_model(ckpt)
-    write_saved_model(model, seq_lens, heads, saved_dir, dynamic=dynamic)
+    if saved_dir is not None:
+        write_saved_model(model, seq_lens, heads, saved_dir, dynamic=dynamic)
+    if lookup_dir is not None:
+        write_saved_model(model, seq_lens, heads, lookup_dir, lookup=True)
     return model.parameter_count(), kept_ids
 
 

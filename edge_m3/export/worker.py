@@ -34,21 +34,57 @@ def _call(step: str, job: dict[str, Any], what: str, env: dict[str, str] | None 
 # --------------------------------------------------------------------------- parent side
 
 
-def trace(checkpoint_dir: Path, saved: Path, seq_lens: Sequence[int], heads: Sequence[str],
-          dynamic: bool, kept_ids: Sequence[int] | None) -> dict[str, Any]:
-    """Checkpoint -> Keras -> SavedModel; returns {params, kept_ids, peak_rss}."""
-    return _call("trace", {"checkpoint": str(checkpoint_dir), "saved": str(saved),
+def trace(checkpoint_dir: Path, saved: Path | None, seq_lens: Sequence[int], heads: Sequence[str],
+          dynamic: bool, kept_ids: Sequence[int] | None,
+          lookup_saved: Path | None = None) -> dict[str, Any]:
+    """Checkpoint -> Keras -> SavedModel (and the EMBEDDING_LOOKUP one at `lookup_saved`, for
+    ai-edge-quantizer variants); returns {params, kept_ids, peak_rss}."""
+    return _call("trace", {"checkpoint": str(checkpoint_dir),
+                           "saved": None if saved is None else str(saved),
                            "seq_lens": list(seq_lens), "heads": list(heads), "dynamic": dynamic,
-                           "kept_ids": None if kept_ids is None else list(kept_ids)},
+                           "kept_ids": None if kept_ids is None else list(kept_ids),
+                           "lookup_saved": None if lookup_saved is None else str(lookup_saved)},
                  "tracing the Keras model")
 
 
+def convert_float(lookup_saved: Path, out_file: Path, seq_lens: Sequence[int]) -> dict[str, Any]:
+    """The float32 .tflite (EMBEDDING_LOOKUP tables) that ai-edge-quantizer starts from."""
+    return _call("tflite-float", {"saved": str(lookup_saved), "out": str(out_file),
+                                  "seq_lens": list(seq_lens)}, "TFLite float conversion")
+
+
+def quantize_aeq(src: Path, out_file: Path, rules: Sequence[Sequence[Any]],
+                 what: str) -> dict[str, Any]:
+    """ai-edge-quantizer over the float file `src`; returns size, operators, weight types and
+    signatures of the result."""
+    return _call("aeq", {"src": str(src), "out": str(out_file), "rules": [list(r) for r in rules]},
+                 f"ai-edge-quantizer ({what})")
+
+
 def convert_tflite(saved: Path, out_file: Path, quant: str, seq_lens: Sequence[int],
-                   params: int) -> dict[str, Any]:
-    """One TFLite variant; returns its size, operators, min runtime and signatures."""
-    return _call("tflite", {"saved": str(saved), "out": str(out_file), "quant": quant,
-                            "seq_lens": list(seq_lens), "params": params},
-                 f"TFLite conversion ({quant})")
+                   params: int, lookup_saved: Path | None = None) -> dict[str, Any]:
+    """One TFLite variant; returns its size, operators, min runtime and signatures.
+
+    ai-edge-quantizer variants (edge_m3.export.aeq) go float file -> quantizer, each in a
+    child, from `lookup_saved`; the float file lives beside `out_file` only meanwhile."""
+    from edge_m3.contract import recipe
+    from edge_m3.export.aeq import AEQ_RECIPES
+
+    rules = AEQ_RECIPES.get(recipe(quant).tflite)
+    if rules is None:
+        return _call("tflite", {"saved": str(saved), "out": str(out_file), "quant": quant,
+                                "seq_lens": list(seq_lens), "params": params},
+                     f"TFLite conversion ({quant})")
+    if lookup_saved is None:
+        raise ValueError(f"{quant}: needs the EMBEDDING_LOOKUP trace (lookup_saved)")
+    with tempfile.TemporaryDirectory(prefix="edge-m3-float-", dir=out_file.parent) as tmp:
+        src = Path(tmp) / "float.tflite"
+        convert_float(lookup_saved, src, seq_lens)
+        info = quantize_aeq(src, out_file, rules, quant)
+    from edge_m3.export.tflite import check_size
+
+    check_size(info["size"], quant, params)
+    return info
 
 
 def export_onnx(saved: Path, out_dir: Path, quant: str, seq_lens: Sequence[int],
@@ -72,9 +108,24 @@ def _run(step: str, job: dict[str, Any]) -> dict[str, Any]:
     if step == "trace":
         from edge_m3.export.trace import trace_checkpoint
 
+        lookup = Path(job["lookup_saved"]) if job.get("lookup_saved") else None
         params, kept = trace_checkpoint(Path(job["checkpoint"]), job["seq_lens"], job["heads"],
-                                        Path(job["saved"]), job["dynamic"], job["kept_ids"])
+                                        Path(job["saved"]) if job["saved"] else None,
+                                        job["dynamic"], job["kept_ids"],
+                                        lookup)
         return {"params": params, "kept_ids": kept}
+    if step == "tflite-float":
+        from edge_m3.export.tflite import convert_float
+
+        return {"size": convert_float(Path(job["saved"]), job["seq_lens"], Path(job["out"]))}
+    if step == "aeq":
+        from edge_m3.export.aeq import quantize, weight_bits
+        from edge_m3.export.tflite import audit, signature_details
+
+        out = Path(job["out"])
+        quantize(Path(job["src"]), out, [tuple(r) for r in job["rules"]])
+        return {"size": out.stat().st_size, **audit(out), "weights": weight_bits(out),
+                "signatures": signature_details(out)}
     if step == "tflite":
         from edge_m3.export.tflite import audit, convert, signature_details
 

@@ -56,7 +56,7 @@ def select_runtimes(bundle: Bundle, wanted: str | None, option: str = "--runtime
 
     formats = bundle.manifest.formats
     have = available_runtimes()
-    if not wanted:  # skip what the build's self-check saw fail (int8pc on tflite-runtime 2.14)
+    if not wanted:  # skip what the build's self-check saw fail (int8 on tflite-runtime 2.14)
         failed = {rt for m in bundle.manifest.models for rt, res in m.self_check.items()
                   if str(res).startswith("FAILED")}
         out = [r for r in TFLITE_RUNTIMES if "tflite" in formats and r in have and r not in failed]

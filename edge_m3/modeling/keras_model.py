@@ -23,6 +23,21 @@ from edge_m3.contract import COLBERT_VECS, DENSE_VECS, HEADS, SPARSE_WEIGHTS
 MASK_VALUE = -10000.0
 
 
+@tf.function(experimental_implements="embedding_matmul")
+def _embedding_lookup(table: tf.Tensor, ids: tf.Tensor) -> tf.Tensor:
+    """Rows of `table` for 1-D `ids`; the TFLite converter turns this function (by its
+    `implements` name) into one EMBEDDING_LOOKUP op, which ai-edge-quantizer can quantize to
+    4 bits (it leaves GATHER alone)."""
+    return tf.gather(table, ids)
+
+
+def _lookup(layer: keras.layers.Embedding, ids: tf.Tensor) -> tf.Tensor:
+    """`layer(ids)` for `[B, L]` ids as one EMBEDDING_LOOKUP over the flattened ids."""
+    shape = tf.shape(ids)
+    rows = _embedding_lookup(tf.convert_to_tensor(layer.embeddings), tf.reshape(ids, [-1]))
+    return tf.reshape(rows, tf.concat([shape, [layer.output_dim]], 0))
+
+
 def _gelu_erf(x: tf.Tensor) -> tf.Tensor:
     """Exact GELU as XLM-R uses it, spelled with erf so ONNX export keeps a supported op."""
     return 0.5 * x * (1.0 + tf.math.erf(x * (1.0 / math.sqrt(2.0))))
@@ -165,13 +180,20 @@ class BGEM3Encoder(keras.Model):
         self.sparse.build((None, None, h))
         self.built = True
 
-    def encode_hidden(self, input_ids: tf.Tensor, attention_mask: tf.Tensor) -> tf.Tensor:
-        """The encoder's last_hidden_state, as XLMRobertaModel computes it."""
+    def encode_hidden(self, input_ids: tf.Tensor, attention_mask: tf.Tensor,
+                      lookup: bool = False) -> tf.Tensor:
+        """The encoder's last_hidden_state, as XLMRobertaModel computes it.
+
+        `lookup` spells both embedding tables as EMBEDDING_LOOKUP instead of GATHER (same
+        values; see `_embedding_lookup`)."""
         mask = tf.cast(attention_mask, tf.int32)
         ids = tf.cast(input_ids, tf.int32)
         # XLM-R position ids: cumsum over real tokens, padding_idx for pads, counted from it.
         positions = tf.math.cumsum(mask, axis=1) * mask + self.pad_id
-        x = self.word(ids) + self.position(positions)
+        if lookup:
+            x = _lookup(self.word, ids) + _lookup(self.position, positions)
+        else:
+            x = self.word(ids) + self.position(positions)
         x = self.emb_norm(x)
         mask_f = tf.cast(mask, x.dtype)
         mask_add = ((1.0 - mask_f) * MASK_VALUE)[:, None, None, :]
@@ -185,8 +207,9 @@ class BGEM3Encoder(keras.Model):
         attention_mask: tf.Tensor,
         heads: Sequence[str] = HEADS,
         hidden: bool = True,
+        lookup: bool = False,
     ) -> dict[str, tf.Tensor]:
-        x = self.encode_hidden(input_ids, attention_mask)
+        x = self.encode_hidden(input_ids, attention_mask, lookup)
         mask_f = tf.cast(attention_mask, x.dtype)
         out: dict[str, tf.Tensor] = {"last_hidden_state": x} if hidden else {}
         if "dense" in heads:

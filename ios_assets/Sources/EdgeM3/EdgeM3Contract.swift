@@ -18,22 +18,24 @@ public enum EdgeM3Contract {
     public static let testResourceFolder = "EdgeM3TestResources"
     public static let specialKeys: [String] = ["bos", "pad", "eos", "unk", "mask"]
     public static let lexicalSkipKeys: [String] = ["bos", "eos", "pad", "unk"]
-    public static let quants: [String] = ["fp32", "fp16", "int8", "int8pc"]
+    public static let quants: [String] = ["fp32", "fp16", "int8", "int8-tflite214", "int4"]
 
     /// Per quant variant: the device tolerance.
     public static let tolerances: [String: Tolerance] = [
         "fp32": Tolerance(denseCosineMin: 0.99999, maxAbs: 0.001),
         "fp16": Tolerance(denseCosineMin: 0.9999, maxAbs: 0.005),
         "int8": Tolerance(denseCosineMin: 0.999, maxAbs: 0.05),
-        "int8pc": Tolerance(denseCosineMin: 0.999, maxAbs: 0.05),
+        "int8-tflite214": Tolerance(denseCosineMin: 0.999, maxAbs: 0.05),
+        "int4": Tolerance(denseCosineMin: 0.999, maxAbs: 0.05),
     ]
 
     /// Per quant variant: the oldest TF Lite runtime whose kernels run it.
     public static let oldestTFLite: [String: String] = [
         "fp32": "2.14.0",
         "fp16": "2.14.0",
-        "int8": "2.14.0",
-        "int8pc": "2.17.0",
+        "int8": "2.17.0",
+        "int8-tflite214": "2.14.0",
+        "int4": "2.18.0",
     ]
 }
 

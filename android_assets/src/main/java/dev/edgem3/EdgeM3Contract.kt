@@ -19,7 +19,7 @@ object EdgeM3Contract {
     const val TEST_RESOURCE_FOLDER = "EdgeM3TestResources"
     val SPECIAL_KEYS: List<String> = listOf("bos", "pad", "eos", "unk", "mask")
     val LEXICAL_SKIP_KEYS: List<String> = listOf("bos", "eos", "pad", "unk")
-    val QUANTS: List<String> = listOf("fp32", "fp16", "int8", "int8pc")
+    val QUANTS: List<String> = listOf("fp32", "fp16", "int8", "int8-tflite214", "int4")
 
     /** Live outputs vs golden.json on a device: kernel rounding only. */
     class Tolerance(val denseCosineMin: Double, val maxAbs: Float)
@@ -29,14 +29,16 @@ object EdgeM3Contract {
         "fp32" to Tolerance(0.99999, 0.001f),
         "fp16" to Tolerance(0.9999, 0.005f),
         "int8" to Tolerance(0.999, 0.05f),
-        "int8pc" to Tolerance(0.999, 0.05f)
+        "int8-tflite214" to Tolerance(0.999, 0.05f),
+        "int4" to Tolerance(0.999, 0.05f)
     )
 
     /** Per quant variant: the oldest TF Lite runtime whose kernels run it. */
     val OLDEST_TFLITE: Map<String, String> = mapOf(
         "fp32" to "2.14.0",
         "fp16" to "2.14.0",
-        "int8" to "2.14.0",
-        "int8pc" to "2.17.0"
+        "int8" to "2.17.0",
+        "int8-tflite214" to "2.14.0",
+        "int4" to "2.18.0"
     )
 }

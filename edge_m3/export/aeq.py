@@ -1,0 +1,166 @@
+"""Mixed-precision TFLite by ai-edge-quantizer: weights of one group of layers at a time.
+
+The TFLite converter quantizes every weight one way; ai-edge-quantizer (AEQ) takes a float
+.tflite and a recipe of (op type, scope regex) -> bits, so 4-bit and 8-bit weights can be mixed
+per layer group. Weights are symmetric int4/int8, one scale per output channel (or per block),
+activations float and quantized per call by the kernel (dynamic range: XNNPACK's qd8 kernels
+scale each row). The groups are what `tools/quant_sensitivity.py` measures one at a time; a
+variant's recipe (`AEQ_RECIPES`, named by the registry's `tflite` recipe) is a list of
+(group, bits, granularity) rules, later rules overriding earlier ones.
+
+AEQ sees the word and position tables only as EMBEDDING_LOOKUP (it leaves GATHER alone): its
+float input comes from the `lookup` trace (edge_m3.modeling: `_embedding_lookup`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+FC, LOOKUP = "FULLY_CONNECTED", "EMBEDDING_LOOKUP"
+CHANNELWISE, BLOCK32 = "CHANNELWISE", "BLOCKWISE_32"
+
+
+def _layer(name: str) -> str:
+    # Op scopes are output tensor names, e.g. `bge_m3_1/layer_3_1/ffn_in_1/Tensordot`.
+    return rf"/{name}(_\d+)?/"
+
+
+# group -> (op type, scope regex). FULLY_CONNECTED groups by Keras layer name; EMBEDDING_LOOKUP
+# ops have no layer in their scope, so both tables are one group.
+GROUPS: dict[str, tuple[str, str]] = {
+    "embeddings": (LOOKUP, ".*"),
+    "attn_q": (FC, _layer("query")),
+    "attn_k": (FC, _layer("key")),
+    "attn_v": (FC, _layer("value")),
+    "attn_o": (FC, _layer("attn_out")),
+    "ffn_in": (FC, _layer("ffn_in")),
+    "ffn_out": (FC, _layer("ffn_out")),
+    "heads": (FC, r"/(sparse|colbert)_linear(_\d+)?/"),
+    "encoder": (FC, r"/layer_\d+(_\d+)?/"),
+    "all_fc": (FC, ".*"),
+}
+
+
+def group(name: str, layers: int | None = None) -> tuple[str, str]:
+    """A named group; `layer_<i>` (every FULLY_CONNECTED of encoder layer i; i < 0 counts
+    from the last, given `layers`); `layer_<i>.<group>` (one group of that layer)."""
+    if name in GROUPS:
+        return GROUPS[name]
+    m = re.fullmatch(r"layer_(-?\d+)(?:\.(\w+))?", name)
+    if not m or (m.group(2) and m.group(2) not in _PARTS):
+        raise ValueError(f"unknown layer group {name!r} (have {', '.join(GROUPS)}, "
+                         f"layer_<i>, layer_<i>.<{'|'.join(_PARTS)}>)")
+    index = int(m.group(1))
+    if index < 0:
+        if layers is None:
+            raise ValueError(f"layer group {name!r} counts from the last layer: needs the depth")
+        index += layers
+    scope = _layer(f"layer_{index}")
+    if m.group(2):
+        scope = scope.rstrip("/") + _layer(_PARTS[m.group(2)])
+    return FC, scope
+
+
+# layer_<i>.<part> -> the Keras layer name inside TransformerBlock.
+_PARTS = {"attn_q": "query", "attn_k": "key", "attn_v": "value", "attn_o": "attn_out",
+          "ffn_in": "ffn_in", "ffn_out": "ffn_out"}
+
+
+MIN_MAX = "min_max_uniform_quantize"  # scale = max |w| / (2^(bits-1) - 1)
+# (group, bits, granularity[, AEQ algorithm: MIN_MAX, "MSE" or "OCTAV" clip the range])
+Rule = tuple[Any, ...]
+
+
+def parse_rules(text: str) -> list[Rule]:
+    """`group:bits[:granularity[:algorithm]],...` (tools' command lines) -> rules."""
+    rules: list[Rule] = []
+    for item in text.split(","):
+        parts = item.strip().split(":")
+        if len(parts) < 2:
+            raise ValueError(f"rule {item!r}: want group:bits[:granularity[:algorithm]]")
+        group(parts[0], 0 if parts[0].startswith("layer_-") else None)
+        rules.append((parts[0], int(parts[1]), *(parts[2:] or [CHANNELWISE])))
+    return rules
+
+# The registry's `tflite` recipe names that AEQ implements. int4: every FULLY_CONNECTED and
+# both tables 4-bit per channel, except what tools/quant_sensitivity.py showed 4 bits cannot
+# hold on real weights (docs/benchmarks.md, issue 13).
+AEQ_RECIPES: dict[str, list[Rule]] = {
+    "aeq-int4-mixed": [("all_fc", 4, CHANNELWISE), ("embeddings", 4, CHANNELWISE),
+                       ("heads", 8, CHANNELWISE)],
+}
+
+
+def aeq_recipe(rules: Sequence[Rule], layers: int | None = None) -> list[dict[str, Any]]:
+    """AEQ's JSON recipe for the rules: dynamic range, symmetric integer weights."""
+    out = []
+    for name, bits, granularity, *algorithm in rules:
+        op, regex = group(name, layers)
+        out.append({
+            "regex": regex, "operation": op, "algorithm_key": algorithm[0] if algorithm else MIN_MAX,
+            "op_config": {
+                "weight_tensor_config": {"num_bits": int(bits), "symmetric": True,
+                                         "granularity": granularity, "dtype": "INT"},
+                "compute_precision": "INTEGER", "explicit_dequantize": False,
+                "skip_checks": False, "min_weight_elements": 0}})
+    return out
+
+
+def encoder_layers(path: Path) -> int:
+    """How many encoder layers the float .tflite has (from its FULLY_CONNECTED scopes)."""
+    from ai_edge_litert import schema_py_generated as schema
+
+    graph = schema.Model.GetRootAsModel(_mapped(path), 0).Subgraphs(0)
+    found = {int(m.group(1)) for i in range(graph.TensorsLength())
+             for m in [re.search(rb"/layer_(\d+)(_\d+)?/", graph.Tensors(i).Name() or b"")] if m}
+    return max(found) + 1 if found else 0
+
+
+def quantize(src: Path, dst: Path, rules: Sequence[Rule]) -> None:
+    """Quantize the float .tflite `src` by `rules` into `dst` (AEQ writes buffers after the
+    FlatBuffer, so files past 2 GB work both ways)."""
+    from ai_edge_quantizer import quantizer
+
+    layers = encoder_layers(src) if any(str(r[0]).startswith("layer_-") for r in rules) else None
+    q = quantizer.Quantizer(str(src))
+    q.load_quantization_recipe(aeq_recipe(rules, layers))
+    q.quantize().export_model(str(dst), overwrite=True)
+
+
+def weight_bits(path: Path) -> dict[str, dict[str, int]]:
+    """Per op type, how many weight tensors each type holds (`INT4`, `INT8`, `FLOAT32`):
+    what the build records, and how it checks that every rule matched what it meant to."""
+    from ai_edge_litert import schema_py_generated as schema
+
+    names = {v: k for k, v in vars(schema.TensorType).items() if not k.startswith("_")}
+    ops = {v: k for k, v in vars(schema.BuiltinOperator).items() if not k.startswith("_")}
+    buf = _mapped(path)
+    model = schema.Model.GetRootAsModel(buf, 0)
+    out: dict[str, dict[str, int]] = {}
+    seen: set[tuple[str, int]] = set()
+    for g in range(model.SubgraphsLength()):
+        graph = model.Subgraphs(g)
+        for k in range(graph.OperatorsLength()):
+            op = graph.Operators(k)
+            code = model.OperatorCodes(op.OpcodeIndex())
+            name = ops.get(max(code.BuiltinCode(), code.DeprecatedBuiltinCode()), "?")
+            if name not in (FC, LOOKUP):
+                continue
+            w = graph.Tensors(op.Inputs(1))
+            if (name, w.Buffer()) in seen:  # signatures share weights: count each once
+                continue
+            seen.add((name, w.Buffer()))
+            kind = names.get(w.Type(), str(w.Type()))
+            out.setdefault(name, {})
+            out[name][kind] = out[name].get(kind, 0) + 1
+    return out
+
+
+def _mapped(path: Path) -> Any:
+    import mmap
+
+    with open(path, "rb") as fh:
+        return mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
