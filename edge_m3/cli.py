@@ -90,6 +90,9 @@ def _build_parser() -> argparse.ArgumentParser:
     k.add_argument("--warmup", type=int, default=2, help="untimed runs per signature first")
     k.add_argument("--report", type=Path, default=None,
                    help="dir for report.json and report.md (default reports/<bundle name>-check)")
+    k.add_argument("--weight-cache", choices=("memory", "off"), default="memory",
+                   help="LiteRT: pack the weights once per model (CompiledModel, XNNPACK weight cache; "
+                        "the default) or once per signature (Interpreter: 'off')")
 
     c = sub.add_parser("coverage", help="share of a text file's tokens a trimmed bundle lacks")
     c.add_argument("bundle", type=Path)

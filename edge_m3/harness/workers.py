@@ -260,7 +260,7 @@ def _worker_bench(bundle_dir: Path, runtime: str, threads: int, lengths: list[in
 
 
 def _worker_check(bundle_dir: Path, runtime: str, threads: int, warmup: int, repeats: int,
-                  out: Path) -> None:
+                  out: Path, weight_cache: str | None = None) -> None:
     """`edge-m3 check` on the device: every signature timed cold and warm (exactly L tokens),
     then golden.json's texts through the whole device step; load time and peak RSS."""
     from edge_m3.bundle import load_bundle
@@ -273,7 +273,7 @@ def _worker_check(bundle_dir: Path, runtime: str, threads: int, warmup: int, rep
     import_s = import_runtime(runtime)
     rss0 = rss_now()
     t0 = time.perf_counter()
-    pipe = DevicePipeline(bundle, runtime, threads, fmt=format_of(runtime))
+    pipe = DevicePipeline(bundle, runtime, threads, fmt=format_of(runtime), weight_cache=weight_cache)
     load_s = time.perf_counter() - t0
     # Timed first, so that first_call is an app's real first query of each signature.
     first, latency = time_lengths(pipe.runner, pipe.lengths, pipe.spec, pipe.lengths, warmup,
@@ -337,8 +337,9 @@ def _worker_main(argv: list[str]) -> int:
         _worker_bench(Path(bundle_dir), rt, int(th), parse_ints(lengths, "lengths"), int(warmup),
                       int(repeats), Path(out), cache[0] if cache else None)
     elif kind == "check":
-        bundle_dir, rt, th, warmup, repeats, out = rest
-        _worker_check(Path(bundle_dir), rt, int(th), int(warmup), int(repeats), Path(out))
+        bundle_dir, rt, th, warmup, repeats, out, *cache = rest
+        _worker_check(Path(bundle_dir), rt, int(th), int(warmup), int(repeats), Path(out),
+                      cache[0] if cache else None)
     elif kind == "bench-torch":
         ckpt, th, lengths, warmup, repeats, out = rest
         _worker_bench_torch(ckpt, int(th), parse_ints(lengths, "lengths"), int(warmup),
