@@ -150,8 +150,10 @@ def test_package_layout(tiny_bundle: Path) -> None:
     assert code[0] == "#if canImport(TensorFlowLite)" and code[-1] == "#endif", "all of it behind canImport"
     readme = (IOS / "README.md").read_text(encoding="utf-8")
     assert ".package(path:" in readme and ".package(url:" in readme and "TFLiteRunner.swift" in readme
-    # The CocoaPods runtime is the manifest's oldest_runtime (major.minor), in the snippet and the README.
-    manifest = json.loads((tiny_bundle / "manifest.json").read_text(encoding="utf-8"))
-    oldest = ".".join(manifest["models"][0]["oldest_runtime"]["tflite-runtime"].split(".")[:2])
+    # The CocoaPods runtime is what the default variant needs (edge_m3.contract), in the snippet and README.
+    from edge_m3.builder.options import DEFAULT_QUANT
+    from edge_m3.contract import RECIPES
+
+    oldest = ".".join(RECIPES[DEFAULT_QUANT].oldest_tflite.split(".")[:2])
     pod = f"pod 'TensorFlowLiteSwift', '~> {oldest}'"
     assert pod in (IOS / "Podfile.snippet").read_text(encoding="utf-8") and pod in readme

@@ -198,3 +198,19 @@ def _summary(rep: Reporter, out_dir: Path, manifest: Manifest) -> None:
         table.add_row(f"{m.format} {m.quant}", m.file, f"{size / 1e6:.1f} MB",
                       ", ".join(s.name for s in m.signatures), old)
     rep.console.print(table)
+    for m in manifest.models:
+        if m.format == "tflite":
+            rep.console.print(_ram_note(m, manifest.model_bytes(m)))
+
+
+def _ram_note(m: ModelEntry, size: int) -> str:
+    """What the file costs in RAM on a device, per API (docs/benchmarks.md, Memory on the
+    device): the gate's bound holds only where XNNPACK's weight cache is set."""
+    limit = recipe(m.quant).thresholds["model_rss_ratio_max"]
+    note = (f"RAM: {m.file} stays within {limit:g}x its size ({limit * size / 1e6:,.0f} MB) on "
+            "LiteRT's CompiledModel with an XNNPACK weight cache; LiteRT's Interpreter API packs "
+            f"the weights again for each of its {len(m.signatures)} signatures.")
+    if m.quant == "fp16":
+        note += (" fp16 on tflite-runtime 2.14 (no XNNPACK) keeps an fp32 copy of every dense "
+                 "weight per signature: full-size BGE-M3 with 6 signatures took 7x the file.")
+    return note

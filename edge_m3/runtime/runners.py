@@ -64,10 +64,11 @@ def import_runtime(runtime: str) -> float:
 
 def has_compiled_model() -> bool:
     """Whether the installed LiteRT has CompiledModel with an XNNPACK weight cache option
-    (ai-edge-litert 2.x; 1.x has the Interpreter only)."""
+    (ai-edge-litert 2.3 has; 1.x has the Interpreter only, which open_runner then uses)."""
     import dataclasses
 
     try:
+        from ai_edge_litert.environment import EnvironmentOptions  # noqa: F401 (LiteRTRunner's)
         from ai_edge_litert.options import CpuOptions
     except ImportError:
         return False
