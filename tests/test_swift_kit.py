@@ -10,7 +10,6 @@ is type-checked with swiftc against a compile-only stand-in (ios_assets/ci/stubs
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shutil
