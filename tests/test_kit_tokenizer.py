@@ -30,7 +30,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_tokenizer import MIXED, TEXT, TRICKY, _real_vocab_model, corpus
 
-from edge_m3.tokenizer import Tokenizer, TokenizerSpec
+from edge_m3.tokenizer import Tokenizer, TokenizerSpec, spec_for_sentencepiece
 
 ROOT = Path(__file__).resolve().parents[1]
 KIT_TOKENIZE = ROOT / "tools/kit_tokenize.sh"
@@ -126,7 +126,7 @@ def cases(tables) -> dict[str, list[Case]]:
 
 def _vocab_dir(d: Path) -> Path:
     """A directory the ports can load: the model plus a manifest holding just the tokenizer entry."""
-    spec = TokenizerSpec.for_sentencepiece(d / "sentencepiece.bpe.model")
+    spec = spec_for_sentencepiece(d / "sentencepiece.bpe.model")
     entry = {"file": "sentencepiece.bpe.model", **spec.to_manifest()}
     (d / "manifest.json").write_text(json.dumps({"schema_version": 1, "tokenizer": entry}), encoding="utf-8")
     return d
@@ -207,7 +207,7 @@ def trimmed_bundle(tiny_ckpt: Path, tmp_path_factory: pytest.TempPathFactory) ->
     as `edge-m3 build --vocab-corpus` writes them: the ports load the map and still print original ids."""
     d = tmp_path_factory.mktemp("kit_tok_bundle")
     shutil.copy(tiny_ckpt / "sentencepiece.bpe.model", d)
-    spec = TokenizerSpec.for_sentencepiece(d / "sentencepiece.bpe.model")
+    spec = spec_for_sentencepiece(d / "sentencepiece.bpe.model")
     kept = {*spec.special_ids.values(), *(i for line in corpus()[:5] for i in Tokenizer(
         d / "sentencepiece.bpe.model").encode(line))}
     (d / "vocab_map.json").write_text(json.dumps({"kept_ids": sorted(kept)}), encoding="utf-8")

@@ -69,7 +69,7 @@ private fun checkInputs(file: File, manifest: Manifest, model: ModelEntry, token
         val units = JsonTree.ints(JsonTree.field(ct, "utf16", cw), "$cw.utf16")
         val text = String(CharArray(units.size) { units[it].toChar() })  // lone surrogates kept
         val want = if (ct["error"] != null) "error: " + JsonTree.str(ct["error"], "$cw.error") else
-            "${JsonTree.ints(JsonTree.field(ct, "input_ids", cw), "$cw.input_ids").toList()} " +
+            "${JsonTree.ints(JsonTree.field(ct, EdgeM3Contract.INPUT_IDS, cw), "$cw.${EdgeM3Contract.INPUT_IDS}").toList()} " +
                 JsonTree.str(JsonTree.field(ct, "signature", cw), "$cw.signature")
         val got = try {
             val e = EdgeM3Core.embed(text, manifest, model, tokenizer, ZeroRunner)
