@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -66,7 +68,6 @@ def kit_jar() -> Path:
     """The Android kit's Kotlin (app sources against stubs, instrumented test, JVM tools) in one jar,
     compiled with -Werror by tools/kit_jar.sh (once per content: kotlinc takes ~20 s)."""
     import shutil
-    import subprocess
 
     if shutil.which("kotlinc") is None or shutil.which("java") is None:
         _tool_missing("kotlinc/java not installed (apt-get install -y kotlin); CI installs them and runs this",
@@ -78,23 +79,46 @@ def kit_jar() -> Path:
 
 
 @pytest.fixture(scope="session")
-def swift_build() -> Path:
-    """The iOS kit's Swift package built once (release, tests included): its scratch directory.
-    Holds release/edge-m3-tokenize, the command-line tokenizer; `swift test --skip-build` runs the tests."""
+def swift() -> Path:
+    """The Swift toolchain's `swift` (skips, or fails where CI requires it, when there is none)."""
     import shutil
-    import subprocess
 
-    swift = shutil.which("swift") or "/opt/swift/usr/bin/swift"
-    if not Path(swift).is_file():
+    swift = Path(shutil.which("swift") or "/opt/swift/usr/bin/swift")
+    if not swift.is_file():  # set by .ci/run: CI must not skip silently
         _tool_missing("no Swift toolchain (swift on PATH or /opt/swift)", "EDGE_M3_REQUIRE_SWIFT")
+    return swift
+
+
+# One build of the iOS kit per session for every Swift test (tests/test_swift_kit.py,
+# tests/test_kit_tokenizer.py): release, because the tokenizer runs over every code point; testable
+# (@testable import in the XCTests); warnings are errors. `swift test` takes the same flags.
+SWIFT_FLAGS = ("-c", "release", "-Xswiftc", "-enable-testing", "-Xswiftc", "-warnings-as-errors")
+
+
+@pytest.fixture(scope="session")
+def swift_build(swift: Path) -> Path:
+    """The iOS kit's Swift package built once (tests included): its scratch directory. Holds
+    release/edge-m3-tokenize, the command-line tokenizer; `swift_test` runs the XCTests
+    (~60-150 s cold, a few seconds warm)."""
     scratch = ROOT / "build/swift-tests"  # gitignored; kept between runs, so rebuilds are incremental
-    # -enable-testing: the test target's `@testable import EdgeM3` in a release build
-    proc = subprocess.run([swift, "build", "-c", "release", "--build-tests", "-Xswiftc", "-enable-testing",
-                           "--package-path",
+    proc = subprocess.run([str(swift), "build", *SWIFT_FLAGS, "--build-tests", "--package-path",
                            str(ROOT / "ios_assets"), "--scratch-path", str(scratch)],
                           capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, f"swift build failed:\n{proc.stdout[-5000:]}\n{proc.stderr[-5000:]}"
     return scratch
+
+
+@pytest.fixture(scope="session")
+def swift_test(swift: Path, swift_build: Path) -> Callable[..., subprocess.CompletedProcess[str]]:
+    """`swift test ARGS` on the `swift_build` build (no rebuild), with `env` as the child's
+    environment (default: this one); returns the finished process."""
+
+    def run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([str(swift), "test", *SWIFT_FLAGS, "--skip-build", "--package-path",
+                               str(ROOT / "ios_assets"), "--scratch-path", str(swift_build), *args],
+                              capture_output=True, text=True, timeout=300, env=env)
+
+    return run
 
 
 @pytest.fixture(scope="session")
@@ -117,18 +141,50 @@ def _build_kit_bundle(ckpt: Path, out: Path, *extra: str, kits: Path | None = No
     return out
 
 
-def _write_pieces(bundle: Path, out: Path) -> Path:
-    """Plain SentencePiece ids per golden text, as an app's binding returns them (the kits' tests have none)."""
+class _NoModel:
+    """The runner of a pipeline that only tokenizes (DevicePipeline.encode never runs it)."""
+
+    def run(self, input_ids: object, attention_mask: object) -> dict[str, object]:
+        raise AssertionError("input cases only tokenize")
+
+
+def _write_input_cases(bundle: Path, out: Path) -> Path:
+    """Bad input for the kits, with the Python pipeline's answer to each (`input_cases.json`):
+    lone surrogates (its error text), and texts of a few tokens under to one over the longest
+    signature, alone and followed by a special-token string (its ids, truncated keeping `</s>`, and
+    signature; `length`: the ids before the cut). Texts travel as UTF-16 code units, which both
+    kits take as they are (a Kotlin String, Swift's `embed(utf16:)`)."""
     import json
 
-    import sentencepiece as spm
+    from edge_m3.bundle import load_bundle
+    from edge_m3.runtime.pipeline import DevicePipeline
 
+    pipeline = DevicePipeline(load_bundle(bundle), "tflite-runtime", fmt="tflite", runner=_NoModel())
+    longest = pipeline.lengths[-1]
     golden = json.loads((bundle / "golden.json").read_text(encoding="utf-8"))
-    manifest = json.loads((bundle / "manifest.json").read_text(encoding="utf-8"))
-    sp = spm.SentencePieceProcessor(model_file=str(bundle / manifest["tokenizer"]["file"]))
-    texts = [c["text"] for c in golden["cases"]]
-    out.write_text(json.dumps({"texts": texts, "pieces": [sp.encode(t) for t in texts]}, ensure_ascii=False),
-                   encoding="utf-8")
+    long = " ".join(c["text"] for c in golden["cases"])
+    around: dict[int, str] = {}  # untruncated length -> the shortest prefix of `long` that long
+    for end in range(len(long) + 1):
+        n = len(pipeline.tokenizer.encode(long[:end]))
+        if n > longest + 1:
+            break
+        around.setdefault(n, long[:end])
+    near = [around[n] for n in range(longest - 3, longest + 2) if n in around]  # one piece may add 2 ids
+    texts = ["a\ud800b", "\udc00", "\U0001f600 x\ud83d", "ok \U0010ffff \udfff\ud800", long + " \ud800", "",
+             long, *(text + tail for text in near for tail in ("", " <mask>", "</s>"))]
+    cases = []
+    for text in texts:
+        units = text.encode("utf-16-be", "surrogatepass")
+        case: dict[str, object] = {"utf16": [int.from_bytes(units[i:i + 2], "big")
+                                             for i in range(0, len(units), 2)]}
+        try:
+            enc = pipeline.encode(text)
+            case |= {"input_ids": enc.input_ids, "signature": enc.signature,
+                     "length": len(pipeline.tokenizer.encode(text))}
+        except Exception as exc:  # InvalidTextError: the kits must give the same text
+            case["error"] = str(exc)
+        cases.append(case)
+    out.write_text(json.dumps(cases), encoding="utf-8")
     return out
 
 
@@ -136,26 +192,26 @@ def _write_pieces(bundle: Path, out: Path) -> Path:
 def tiny_bundle(tiny_ckpt: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A built bundle, also copied by `--kits` into a scratch android_assets/ + ios_assets/ pair.
 
-    `pieces.json` (see _write_pieces) sits beside it, in the bundle's parent folder. Read-only.
+    `input_cases.json` (see _write_input_cases) sits beside it, in the bundle's parent folder. Read-only.
     """
     root = tmp_path_factory.mktemp("kit_bundle")
     for kit in ("android_assets", "ios_assets"):
         (root / "kits" / kit).mkdir(parents=True)
     bundle = _build_kit_bundle(tiny_ckpt, root / "bundle", kits=root / "kits")
-    _write_pieces(bundle, root / "pieces.json")
+    _write_input_cases(bundle, root / "input_cases.json")
     return bundle
 
 
 @pytest.fixture(scope="session")
 def trimmed_bundle(tiny_ckpt: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A trimmed-vocabulary bundle (3 golden texts as the corpus), pieces.json beside it. Read-only."""
+    """A trimmed-vocabulary bundle (3 golden texts as the corpus), input_cases.json beside it. Read-only."""
     root = tmp_path_factory.mktemp("trimmed_bundle")
     golden_texts = (Path(__file__).resolve().parents[1] / "edge_m3/data/golden_texts.txt").read_text(
         encoding="utf-8").splitlines()
     corpus = root / "corpus.txt"
     corpus.write_text("\n".join(golden_texts[:3]) + "\n", encoding="utf-8")
     bundle = _build_kit_bundle(tiny_ckpt, root / "bundle", "--vocab-corpus", str(corpus), "--no-self-check")
-    _write_pieces(bundle, root / "pieces.json")
+    _write_input_cases(bundle, root / "input_cases.json")
     return bundle
 
 

@@ -20,6 +20,7 @@ import re
 import shutil
 import subprocess
 import unicodedata
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -175,12 +176,9 @@ def test_swift_ids_equal_python(swift_tokenize: Path, vocab, cases, expected_lin
     _check_port([str(swift_tokenize)], vocab, cases, expected_lines)
 
 
-def test_swift_unit_tests(swift_build: Path) -> None:
+def test_swift_unit_tests(swift_test: Callable[..., subprocess.CompletedProcess[str]]) -> None:
     """ios_assets/Tests/EdgeM3Tests (XCTest), already built by the `swift_build` fixture."""
-    swift = shutil.which("swift") or "/opt/swift/usr/bin/swift"
-    proc = subprocess.run([swift, "test", "-c", "release", "--skip-build", "--package-path",
-                           str(ROOT / "ios_assets"), "--scratch-path", str(swift_build)],
-                          capture_output=True, text=True, timeout=300)
+    proc = swift_test()
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out[-5000:]
     assert re.search(r"Executed [1-9]\d* tests?, with 0 failures", out), out[-3000:]

@@ -47,9 +47,9 @@ def test_build_places_the_bundle_in_both_kits(tiny_bundle: Path) -> None:
         assert (test_dest / "golden.json").read_bytes() == (tiny_bundle / "golden.json").read_bytes()
 
 
-def _run_check(jar: Path, bundle: Path) -> subprocess.CompletedProcess[str]:
+def _run_check(jar: Path, bundle: Path, *inputs: Path) -> subprocess.CompletedProcess[str]:
     # The jar holds two mains (GoldenCheck, Sha256Bench): name the class.
-    return subprocess.run(["java", "-cp", str(jar), "dev.edgem3.GoldenCheckKt", str(bundle)],
+    return subprocess.run(["java", "-cp", str(jar), "dev.edgem3.GoldenCheckKt", str(bundle), *map(str, inputs)],
                           capture_output=True, text=True, timeout=300)
 
 
@@ -80,6 +80,27 @@ def test_kotlin_core_reproduces_golden(kit_jar: Path, tiny_bundle: Path) -> None
     b = load_bundle(tiny_bundle)
     tok = Tokenizer(b.sentencepiece_path, b.manifest.tokenizer)
     assert any(len(tok.encode(c["text"])) > max(lengths) for c in golden["cases"])
+
+
+def test_kotlin_bad_input_as_python(kit_jar: Path, tiny_bundle: Path) -> None:
+    """Lone surrogates (a Kotlin String holds them) and text past the longest signature through
+    EdgeM3Core.embed: the Python pipeline's error text, or its truncated ids and signature
+    (conftest `_write_input_cases`; the Swift kit reads the same file)."""
+    inputs = tiny_bundle.parent / "input_cases.json"
+    cases = json.loads(inputs.read_text(encoding="utf-8"))
+    manifest = json.loads((tiny_bundle / "manifest.json").read_text(encoding="utf-8"))
+    longest = max(s["seq_len"] for s in manifest["models"][0]["signatures"])
+    errors = [c["error"] for c in cases if "error" in c]
+    lone = "text is not valid Unicode (lone surrogate at index "
+    assert len(errors) >= 4 and all(e.startswith(lone) for e in errors)
+    eos = manifest["tokenizer"]["special_ids"]["eos"]
+    fits = [c for c in cases if "input_ids" in c]
+    lengths = {c["length"] for c in fits}
+    assert {longest, longest + 1} <= lengths and min(lengths) < longest < max(lengths)  # around the cut
+    assert all(c["input_ids"][-1] == eos and len(c["input_ids"]) == min(c["length"], longest) for c in fits)
+    proc = _run_check(kit_jar, tiny_bundle, inputs)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert f"inputs: {len(cases)} passed, 0 failed" in proc.stdout
 
 
 def test_kotlin_check_catches_one_ulp_and_id_drift(kit_jar: Path, drifted_bundle: tuple[Path, str],

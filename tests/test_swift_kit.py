@@ -1,19 +1,21 @@
 """The iOS kit: ios_assets/ built and tested as a Swift package against real bundles' golden.json.
 
-`swift build --build-tests` runs once per session (warnings are errors); each test then runs
-`swift test --skip-build` with environment variables naming the bundle under test
-(Tests/EdgeM3Tests/EdgeM3GoldenTests.swift): ids from SentencePiece pieces, signature choice,
-post-processing of the recorded raw outputs and the embedder's async path, all bit for bit, and
-every bundle file's SHA-256. The TensorFlow Lite runner, compiled only where that module exists,
-is type-checked with swiftc against a compile-only stand-in (ios_assets/ci/stubs/).
+The package is built once per session (conftest `swift_build`, shared with
+tests/test_kit_tokenizer.py; warnings are errors); each test then runs `swift test --skip-build`
+with environment variables naming the bundle under test (Tests/EdgeM3Tests/EdgeM3GoldenTests.swift):
+ids from the kit's own tokenizer, signature choice, post-processing of the recorded raw outputs
+and the embedder's async path, all bit for bit, every bundle file's SHA-256, and bad input (lone
+surrogates, text past the longest signature) answered as the Python pipeline answers it
+(conftest `_write_input_cases`). The TensorFlow Lite runner, compiled only where that module
+exists, is type-checked with swiftc against a compile-only stand-in (ios_assets/ci/stubs/).
 """
 
 from __future__ import annotations
 
 import os
 import re
-import shutil
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -24,7 +26,8 @@ ROOT = Path(__file__).resolve().parents[1]
 IOS = ROOT / "ios_assets"
 SOURCES = IOS / "Sources/EdgeM3"
 TESTS = IOS / "Tests/EdgeM3Tests"
-BUNDLE_ENV = ("EDGE_M3_BUNDLE", "EDGE_M3_TEST_RESOURCES", "EDGE_M3_PIECES")
+BUNDLE_ENV = ("EDGE_M3_BUNDLE", "EDGE_M3_TEST_RESOURCES", "EDGE_M3_INPUT_CASES")
+SwiftTest = Callable[..., subprocess.CompletedProcess[str]]  # conftest `swift_test`
 
 
 def _test_count(suite: str) -> int:
@@ -33,27 +36,11 @@ def _test_count(suite: str) -> int:
     return len(re.findall(r"^\s*func test\w+\(\)", text, re.M))
 
 
-@pytest.fixture(scope="session")
-def swift() -> str:
-    """The package and its tests built once per session (~60 s cold, ~3 s warm)."""
-    exe = shutil.which("swift")
-    if exe is None:
-        reason = "swift not installed (a Swift 6 toolchain on PATH); CI has one and runs this"
-        if os.environ.get("EDGE_M3_REQUIRE_SWIFT"):  # set by .ci/run: CI must not skip silently
-            pytest.fail(reason)
-        pytest.skip(reason)
-    cmd = [exe, "build", "--build-tests", "--package-path", str(IOS), "-Xswiftc", "-warnings-as-errors"]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
-    assert proc.returncode == 0, f"swift build failed:\n{proc.stdout[-6000:]}\n{proc.stderr[-3000:]}"
-    return exe
-
-
-def _swift_test(swift: str, suite: str,
+def _swift_test(swift_test: SwiftTest, suite: str,
                 **env: str) -> tuple[subprocess.CompletedProcess[str], tuple[int, int, int]]:
     """`swift test` of one XCTest class; returns the process and (executed, skipped, failures)."""
     child_env = {k: v for k, v in os.environ.items() if k not in BUNDLE_ENV} | env
-    proc = subprocess.run([swift, "test", "--skip-build", "--package-path", str(IOS), "--filter", suite],
-                          capture_output=True, text=True, timeout=300, env=child_env)
+    proc = swift_test("--filter", suite, env=child_env)
     out = proc.stdout + proc.stderr
     m = re.search(r"Test Suite '(?:All|Selected) tests' (?:passed|failed) at [^\n]*\n\s*Executed (\d+) tests?, "
                   r"with (?:(\d+) tests? skipped and )?(\d+) failures?", out)
@@ -61,35 +48,37 @@ def _swift_test(swift: str, suite: str,
     return proc, (int(m.group(1)), int(m.group(2) or 0), int(m.group(3)))
 
 
-def _kit_env(bundle: Path, pieces: Path, test_resources: Path | None = None) -> dict[str, str]:
-    """What EdgeM3GoldenTests reads: the bundle, golden.json's folder (default: the bundle), pieces.json."""
-    env = {"EDGE_M3_BUNDLE": str(bundle), "EDGE_M3_PIECES": str(pieces)}
+def _kit_env(bundle: Path, inputs: Path, test_resources: Path | None = None) -> dict[str, str]:
+    """What EdgeM3GoldenTests reads: the bundle, golden.json's folder (default: the bundle),
+    the Python pipeline's answers to bad input."""
+    env = {"EDGE_M3_BUNDLE": str(bundle), "EDGE_M3_INPUT_CASES": str(inputs)}
     if test_resources is not None:
         env["EDGE_M3_TEST_RESOURCES"] = str(test_resources)
     return env
 
 
-def test_swift_core_unit_tests(swift: str) -> None:
+def test_swift_core_unit_tests(swift_test: SwiftTest) -> None:
     """Manifest / vocab map decoding, pipeline edge cases, exact comparison, SHA-256 vectors, serial queue."""
-    proc, summary = _swift_test(swift, "EdgeM3CoreTests")
+    proc, summary = _swift_test(swift_test, "EdgeM3CoreTests")
     assert summary == (_test_count("EdgeM3CoreTests"), 0, 0), proc.stdout[-6000:]
 
 
-def test_swift_core_reproduces_golden(swift: str, tiny_bundle: Path) -> None:
+def test_swift_core_reproduces_golden(swift_test: SwiftTest, tiny_bundle: Path) -> None:
     """The app layout `--kits` writes: the bundle in EdgeM3Resources, golden.json in EdgeM3TestResources."""
     kit = tiny_bundle.parent / "kits/ios_assets"
-    env = _kit_env(kit / "EdgeM3Resources", tiny_bundle.parent / "pieces.json", kit / "EdgeM3TestResources")
-    proc, summary = _swift_test(swift, "EdgeM3GoldenTests", **env)
+    env = _kit_env(kit / "EdgeM3Resources", tiny_bundle.parent / "input_cases.json",
+                   kit / "EdgeM3TestResources")
+    proc, summary = _swift_test(swift_test, "EdgeM3GoldenTests", **env)
     # Skipped: the live TFLite outputs (no TensorFlowLite module on this machine).
     assert summary == (_test_count("EdgeM3GoldenTests"), 1, 0), proc.stdout[-6000:]
     assert proc.returncode == 0
 
 
-def test_swift_golden_replay_catches_drift(swift: str, drifted_bundle: tuple[Path, str],
+def test_swift_golden_replay_catches_drift(swift_test: SwiftTest, drifted_bundle: tuple[Path, str],
                                            tiny_bundle: Path) -> None:
     bundle, key = drifted_bundle
-    env = _kit_env(bundle, tiny_bundle.parent / "pieces.json")
-    proc, (executed, _, failures) = _swift_test(swift, "EdgeM3GoldenTests", **env)
+    env = _kit_env(bundle, tiny_bundle.parent / "input_cases.json")
+    proc, (executed, _, failures) = _swift_test(swift_test, "EdgeM3GoldenTests", **env)
     assert proc.returncode != 0 and executed == _test_count("EdgeM3GoldenTests")
     assert failures >= 3
     assert f"lexical_weights[{key}]" in proc.stdout
@@ -97,17 +86,17 @@ def test_swift_golden_replay_catches_drift(swift: str, drifted_bundle: tuple[Pat
 
 
 @pytest.mark.slow
-def test_swift_core_trimmed_vocabulary(swift: str, trimmed_bundle: Path) -> None:
+def test_swift_core_trimmed_vocabulary(swift_test: SwiftTest, trimmed_bundle: Path) -> None:
     """Trimmed-table rows for the model and for padding, original ids as lexical keys."""
-    env = _kit_env(trimmed_bundle, trimmed_bundle.parent / "pieces.json")
-    proc, summary = _swift_test(swift, "EdgeM3GoldenTests", **env)
+    env = _kit_env(trimmed_bundle, trimmed_bundle.parent / "input_cases.json")
+    proc, summary = _swift_test(swift_test, "EdgeM3GoldenTests", **env)
     assert summary == (_test_count("EdgeM3GoldenTests"), 1, 0), proc.stdout[-6000:]
 
 
-def test_tflite_runner_typechecks(swift: str, tmp_path: Path) -> None:
+def test_tflite_runner_typechecks(swift: Path, tmp_path: Path) -> None:
     """TFLiteRunner.swift against a stand-in TensorFlowLite module, in both ways an app builds it:
     the kit's sources inside the app target, and the file beside the EdgeM3 package."""
-    swiftc = str(Path(swift).with_name("swiftc"))
+    swiftc = str(swift.with_name("swiftc"))
     sources = sorted(map(str, SOURCES.rglob("*.swift")))
     stub = tmp_path / "stub"
     package = tmp_path / "package"

@@ -1,6 +1,6 @@
 // JVM-only CI check (not part of the app): runs the Kotlin core against a bundle's golden.json.
 //
-//   java -cp edge_m3_kit.jar dev.edgem3.GoldenCheckKt <bundle_dir>
+//   java -cp edge_m3_kit.jar dev.edgem3.GoldenCheckKt <bundle_dir> [input_cases.json]
 //
 // Per case it checks, all bit for bit:
 //   (a) the kit's XlmrTokenizer on the text (truncated to the largest signature) == input_ids,
@@ -9,7 +9,10 @@
 //   (d) the whole embed() path with a runner that replays `raw` (and checks the padded
 //       ids and mask it is given) gives the same result;
 // and, first, every file of manifest.json's `files` passes ModelCheck (size, SHA-256).
-// Prints "golden: N passed, M failed"; exit 0 all passed, 1 some failed, 2 bad input.
+// Prints "golden: N passed, M failed". With input_cases.json (tests/conftest.py: texts as UTF-16
+// code units, lone surrogates included, and the Python pipeline's answer to each), the whole
+// embed() path must give the same error text, or the same truncated ids and signature; prints
+// "inputs: N passed, M failed". Exit 0 all passed, 1 some failed, 2 bad input.
 package dev.edgem3
 
 import java.io.File
@@ -44,6 +47,45 @@ private class ReplayRunner(
     }
 }
 
+/** Zeros of the signature's output shapes: for checks of the steps around the model. */
+private object ZeroRunner : ModelRunner {
+    override fun run(signature: Signature, inputIds: IntArray, attentionMask: IntArray): RawOutputs {
+        fun shape(name: String): IntArray? = signature.output(name)?.shape
+        return RawOutputs(
+            shape(EdgeM3Contract.DENSE_VECS)?.let { s -> Array(s[0]) { FloatArray(s[1]) } },
+            shape(EdgeM3Contract.SPARSE_WEIGHTS)?.let { s -> Array(s[0]) { FloatArray(s[1]) } },
+            shape(EdgeM3Contract.COLBERT_VECS)?.let { s -> Array(s[0]) { Array(s[1]) { FloatArray(s[2]) } } })
+    }
+}
+
+/** Each input case through EdgeM3Core.embed against the Python pipeline's answer; the failure count. */
+private fun checkInputs(file: File, manifest: Manifest, model: ModelEntry, tokenizer: XlmrTokenizer): Int {
+    val w = file.name
+    val cases = JsonTree.list(readJson(file), w)
+    var failed = 0
+    for ((i, c) in cases.withIndex()) {
+        val cw = "$w[$i]"
+        val ct = JsonTree.obj(c, cw)
+        val units = JsonTree.ints(JsonTree.field(ct, "utf16", cw), "$cw.utf16")
+        val text = String(CharArray(units.size) { units[it].toChar() })  // lone surrogates kept
+        val want = if (ct["error"] != null) "error: " + JsonTree.str(ct["error"], "$cw.error") else
+            "${JsonTree.ints(JsonTree.field(ct, EdgeM3Contract.INPUT_IDS, cw), "$cw.${EdgeM3Contract.INPUT_IDS}").toList()} " +
+                JsonTree.str(JsonTree.field(ct, "signature", cw), "$cw.signature")
+        val got = try {
+            val e = EdgeM3Core.embed(text, manifest, model, tokenizer, ZeroRunner)
+            "${e.inputIds.toList()} ${e.signature}"
+        } catch (exc: EdgeM3Exception) {
+            "error: ${exc.message}"
+        }
+        if (got != want) {
+            failed++
+            println("FAIL input $i: $got != $want")
+        }
+    }
+    println("inputs: ${cases.size - failed} passed, $failed failed")
+    return failed
+}
+
 private fun checkShapes(sig: Signature, raw: RawOutputs, problems: MutableList<String>) {
     fun shapeOf(x: Any?): List<Int> = when (x) {
         is FloatArray -> listOf(x.size)
@@ -63,19 +105,19 @@ private fun checkShapes(sig: Signature, raw: RawOutputs, problems: MutableList<S
 }
 
 fun main(args: Array<String>) {
-    if (args.size != 1) {
-        System.err.println("usage: GoldenCheck <bundle_dir>")
+    if (args.size !in 1..2) {
+        System.err.println("usage: GoldenCheck <bundle_dir> [input_cases.json]")
         exitProcess(2)
     }
     try {
-        exitProcess(check(File(args[0])))
+        exitProcess(check(File(args[0]), args.getOrNull(1)?.let { File(it) }))
     } catch (exc: EdgeM3Exception) {
         System.err.println("golden: error: ${exc.message}")
         exitProcess(2)
     }
 }
 
-private fun check(bundle: File): Int {
+private fun check(bundle: File, inputs: File?): Int {
     val t0 = System.nanoTime()
     val manifest = Manifest.fromJson(readJson(File(bundle, EdgeM3Contract.MANIFEST)))
     val model = manifest.model("tflite")
@@ -134,5 +176,6 @@ private fun check(bundle: File): Int {
         }
     }
     println("golden: $passed passed, $failed failed")
+    if (inputs != null) failed += checkInputs(inputs, manifest, model, tokenizer)
     return if (failed == 0) 0 else 1
 }

@@ -1,16 +1,11 @@
 import Foundation
 
-// The device pipeline of docs/bundle-format.md in plain Swift (Foundation only): token ids,
-// signature choice, padding, post-processing and the golden comparison. The same steps as
+// The device pipeline of docs/bundle-format.md in plain Swift (Foundation only): token ids (the
+// kit's XlmrTokenizer), signature choice, padding, post-processing and the golden comparison. The same steps as
 // android_assets/src/main/java/dev/edgem3/EdgeM3Core.kt; both kits replay a real bundle's
 // golden.json in CI (tests/test_kits.py, tests/test_swift_kit.py).
 // Reference: edge_m3/tokenizer/, edge_m3/runtime/pipeline.py, edge_m3/runtime/postprocess.py;
 // names and tolerances: EdgeM3Contract.swift, generated from edge_m3/contract.py.
-
-/// Any SentencePiece binding: plain SentencePiece ids (no <s>/</s>, no offset, no sampling).
-public protocol PieceEncoder {
-    func encodeAsIds(_ text: String) throws -> [Int]
-}
 
 /// Runs one signature on `[1, L]` int32 ids and mask (a TFLite interpreter, or a replay in tests).
 public protocol ModelRunner {
@@ -91,15 +86,16 @@ public struct Pipeline: Hashable, Sendable {
 
     public var special: SpecialIds { manifest.tokenizer.special }
 
-    /// Steps 1-2: `<s> pieces </s>` truncated to the longest signature (ending with `</s>`), and
-    /// the smallest signature that holds them.
-    public func encode(pieces: [Int]) -> Encoded {
-        var ids = manifest.tokenizer.modelIds(forPieces: pieces)
-        let maxLength = model.longest.seqLen
-        if ids.count > maxLength {
-            ids = Array(ids.prefix(maxLength - 1)) + [special.eos]
-        }
-        return Encoded(inputIds: ids, signature: model.signature(fitting: ids.count))
+    /// Steps 1-2 as edge_m3/runtime/pipeline.py: the text's ids truncated to the longest signature
+    /// (keeping `</s>`), and the smallest signature that holds them.
+    public func encode(_ text: String, tokenizer: XlmrTokenizer) throws -> Encoded {
+        try encode(ids: tokenizer.encode(text, maxLength: model.longest.seqLen))
+    }
+
+    /// The same for raw UTF-16 (an NSString's code units, which may hold lone surrogates; a Swift
+    /// String never does): a lone surrogate throws the Python pipeline's error.
+    public func encode(utf16 units: [UInt16], tokenizer: XlmrTokenizer) throws -> Encoded {
+        try encode(ids: tokenizer.encode(utf16: units, maxLength: model.longest.seqLen))
     }
 
     /// Steps 1-2 for ids that are already tokenized and truncated.
@@ -153,8 +149,8 @@ public struct Pipeline: Hashable, Sendable {
     }
 
     /// Steps 1-5 for one text (not thread-safe when `runner` is not: `EdgeM3Embedder` serialises).
-    public func embed(_ text: String, encoder: any PieceEncoder, runner: any ModelRunner) throws -> Embedding {
-        try run(encode(pieces: encoder.encodeAsIds(text)), on: runner)
+    public func embed(_ text: String, tokenizer: XlmrTokenizer, runner: any ModelRunner) throws -> Embedding {
+        try run(encode(text, tokenizer: tokenizer), on: runner)
     }
 }
 

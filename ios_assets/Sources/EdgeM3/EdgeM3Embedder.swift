@@ -14,13 +14,15 @@ public final class EdgeM3Embedder: @unchecked Sendable {  // mutable state only 
     public static let resourceFolder = EdgeM3Contract.resourceFolder
 
     public let pipeline: Pipeline
-    private let encoder: any PieceEncoder
+    /// The bundle's own tokenizer: the reference's ids (tests/test_kit_tokenizer.py), no binding.
+    public let tokenizer: XlmrTokenizer
     private let runner: any ModelRunner
     private let queue = DispatchQueue(label: "dev.edgem3.embedder", qos: .userInitiated)
 
-    public init(pipeline: Pipeline, encoder: any PieceEncoder, runner: any ModelRunner) {
+    /// `init(directory:)` (TFLiteRunner.swift) builds all three from a bundle folder.
+    public init(pipeline: Pipeline, tokenizer: XlmrTokenizer, runner: any ModelRunner) {
         self.pipeline = pipeline
-        self.encoder = encoder
+        self.tokenizer = tokenizer
         self.runner = runner
     }
 
@@ -35,13 +37,25 @@ public final class EdgeM3Embedder: @unchecked Sendable {  // mutable state only 
     }
 
     /// Steps 1-5 of docs/bundle-format.md for one text; blocks the calling thread (not the main one).
+    /// Text longer than the longest signature is truncated, keeping `</s>`, as in Python.
     public func embed(_ text: String) throws -> Embedding {
-        try queue.sync { try pipeline.embed(text, encoder: encoder, runner: runner) }
+        try queue.sync { try pipeline.embed(text, tokenizer: tokenizer, runner: runner) }
     }
 
     /// Steps 1-5 for one text, suspending while the model runs on the embedder's queue.
     public func embed(_ text: String) async throws -> Embedding {
-        try await onQueue { try $0.pipeline.embed(text, encoder: $0.encoder, runner: $0.runner) }
+        try await onQueue { try $0.pipeline.embed(text, tokenizer: $0.tokenizer, runner: $0.runner) }
+    }
+
+    /// Steps 1-5 for UTF-16 code units as an NSString or a web view holds them, lone surrogates
+    /// possible (a Swift String would have replaced them by U+FFFD): a lone surrogate throws the
+    /// Python pipeline's error, "text is not valid Unicode (lone surrogate at index N)".
+    public func embed(utf16 units: [UInt16]) throws -> Embedding {
+        try queue.sync { try pipeline.run(pipeline.encode(utf16: units, tokenizer: tokenizer), on: runner) }
+    }
+
+    public func embed(utf16 units: [UInt16]) async throws -> Embedding {
+        try await onQueue { try $0.pipeline.run($0.pipeline.encode(utf16: units, tokenizer: $0.tokenizer), on: $0.runner) }
     }
 
     /// Steps 3-5 for ids that are already tokenized and truncated (the golden test's entry point).

@@ -3,8 +3,9 @@ import Foundation
 // manifest.json and vocab_map.json as Codable values (docs/bundle-format.md).
 // Reference: edge_m3/contract.py (Manifest, TokenizerSpec), edge_m3/tokenizer/vocab.py (row_map).
 
-/// A bundle or input that breaks the contract; the message names the file or field.
-public struct EdgeM3Error: Error, CustomStringConvertible, Sendable {
+/// A bundle or input that breaks the contract; the message names the file or field, and for a
+/// text the kit refuses it is the Python pipeline's (e.g. a lone surrogate).
+public struct EdgeM3Error: Error, CustomStringConvertible, Equatable, Sendable {
     public let message: String
     public init(_ message: String) { self.message = message }
     public var description: String { message }
@@ -37,29 +38,36 @@ public struct SpecialIds: Codable, Hashable, Sendable {
     public var skippedInLexicalWeights: Set<Int> { Set(EdgeM3Contract.lexicalSkipKeys.compactMap { self[$0] }) }
 }
 
-/// How to turn SentencePiece ids into model ids (manifest.json `tokenizer`).
+/// The manifest's `tokenizer` entry: what XlmrTokenizer needs besides sentencepiece.bpe.model.
 public struct TokenizerSpec: Codable, Hashable, Sendable {
     public var file: String
     public var special: SpecialIds
+    /// The strings the reference turns into special ids wherever the text holds them, by key
+    /// (`bos` ... `mask`); a manifest without `special_tokens` gets XLM-R's (as edge_m3/contract.py).
+    public var specialTokens: [String: String]
     public var spUnkId: Int
     public var idOffset: Int
     public var vocabSize: Int
     /// `vocab_map.file`: the trimmed vocabulary's row map, nil for the full vocabulary.
     public var vocabMapFile: String?
 
-    public init(file: String, special: SpecialIds, spUnkId: Int, idOffset: Int, vocabSize: Int,
-                vocabMapFile: String? = nil) {
+    public init(file: String, special: SpecialIds, specialTokens: [String: String] = TokenizerSpec.xlmrSpecialTokens,
+                spUnkId: Int, idOffset: Int, vocabSize: Int, vocabMapFile: String? = nil) {
         self.file = file
         self.special = special
+        self.specialTokens = specialTokens
         self.spUnkId = spUnkId
         self.idOffset = idOffset
         self.vocabSize = vocabSize
         self.vocabMapFile = vocabMapFile
     }
 
+    /// XLM-R's special-token strings: `<s>`, `<pad>`, `</s>`, `<unk>`, `<mask>`.
+    public static let xlmrSpecialTokens = Dictionary(uniqueKeysWithValues: TokenizerTables.defaultSpecialTokens)
+
     enum CodingKeys: String, CodingKey {
-        case file, special = "special_ids", spUnkId = "sp_unk_id", idOffset = "id_offset",
-             vocabSize = "vocab_size", vocabMap = "vocab_map"
+        case file, special = "special_ids", specialTokens = "special_tokens", spUnkId = "sp_unk_id",
+             idOffset = "id_offset", vocabSize = "vocab_size", vocabMap = "vocab_map"
     }
 
     private struct VocabMapEntry: Codable { var file: String }
@@ -68,6 +76,13 @@ public struct TokenizerSpec: Codable, Hashable, Sendable {
         let c = try decoder.container(keyedBy: CodingKeys.self)
         file = try c.decode(String.self, forKey: .file)
         special = try c.decode(SpecialIds.self, forKey: .special)
+        // Absent or null: XLM-R's strings; present: every key required, as edge_m3/contract.py.
+        let tokens = try c.decodeIfPresent([String: String].self, forKey: .specialTokens) ?? TokenizerSpec.xlmrSpecialTokens
+        for key in EdgeM3Contract.specialKeys where tokens[key] == nil {
+            throw DecodingError.keyNotFound(SpecialKey(stringValue: key), DecodingError.Context(
+                codingPath: c.codingPath + [CodingKeys.specialTokens], debugDescription: "missing \(key)"))
+        }
+        specialTokens = tokens
         spUnkId = try c.decode(Int.self, forKey: .spUnkId)
         idOffset = try c.decode(Int.self, forKey: .idOffset)
         vocabSize = try c.decode(Int.self, forKey: .vocabSize)
@@ -78,15 +93,18 @@ public struct TokenizerSpec: Codable, Hashable, Sendable {
         var c = encoder.container(keyedBy: CodingKeys.self)
         try c.encode(file, forKey: .file)
         try c.encode(special, forKey: .special)
+        try c.encode(specialTokens, forKey: .specialTokens)
         try c.encode(spUnkId, forKey: .spUnkId)
         try c.encode(idOffset, forKey: .idOffset)
         try c.encode(vocabSize, forKey: .vocabSize)
         try c.encode(vocabMapFile.map { VocabMapEntry(file: $0) }, forKey: .vocabMap)  // null when full
     }
 
-    /// Step 1: SentencePiece ids -> `<s> pieces </s>` in model ids (`sp_unk_id` -> unk, else + offset).
-    public func modelIds(forPieces pieces: [Int]) -> [Int] {
-        [special.bos] + pieces.map { $0 == spUnkId ? special.unk : $0 + idOffset } + [special.eos]
+    private struct SpecialKey: CodingKey {
+        var stringValue: String
+        var intValue: Int? { nil }
+        init(stringValue: String) { self.stringValue = stringValue }
+        init?(intValue: Int) { nil }
     }
 }
 

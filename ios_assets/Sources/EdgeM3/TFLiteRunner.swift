@@ -52,12 +52,14 @@ public final class TFLiteRunner: ModelRunner {
 }
 
 extension EdgeM3Embedder {
-    /// Loads a bundle folder: manifest.json, vocab_map.json (trimmed bundles), the .tflite checked
-    /// against the manifest (size; SHA-256 on the first load, remembered in `checksumMemo`).
-    /// Blocking: call it off the main thread, or use `load(directory:encoder:)`.
-    public convenience init(directory: URL, encoder: any PieceEncoder, threads: Int = 2,
+    /// Loads a bundle folder: manifest.json, vocab_map.json (trimmed bundles), the tokenizer from
+    /// sentencepiece.bpe.model, the .tflite checked against the manifest (size; SHA-256 on the
+    /// first load, remembered in `checksumMemo`).
+    /// Blocking: call it off the main thread, or use `load(directory:)`.
+    public convenience init(directory: URL, threads: Int = 2,
                             checksumMemo: URL? = EdgeM3Embedder.defaultChecksumMemo) throws {
         let pipeline = try Pipeline(directory: directory, format: "tflite")
+        let tokenizer = try XlmrTokenizer(directory: directory, spec: pipeline.manifest.tokenizer)
         let file = directory.appendingPathComponent(pipeline.model.file)
         if let entry = pipeline.manifest.files[pipeline.model.file] {
             try FileCheck.verify(file, against: entry, memo: checksumMemo)
@@ -67,18 +69,18 @@ extension EdgeM3Embedder {
         for s in pipeline.model.signatures where !keys.contains(s.name) {
             throw EdgeM3Error("\(pipeline.model.file): no signature \(s.name) (has \(keys))")
         }
-        self.init(pipeline: pipeline, encoder: encoder, runner: runner)
+        self.init(pipeline: pipeline, tokenizer: tokenizer, runner: runner)
     }
 
     /// The bundle copied into the app: `<bundle>/EdgeM3Resources/`.
-    public convenience init(bundle: Bundle = .main, encoder: any PieceEncoder, threads: Int = 2) throws {
-        try self.init(directory: EdgeM3Embedder.bundledDirectory(in: bundle), encoder: encoder, threads: threads)
+    public convenience init(bundle: Bundle = .main, threads: Int = 2) throws {
+        try self.init(directory: EdgeM3Embedder.bundledDirectory(in: bundle), threads: threads)
     }
 
-    /// `init(directory:encoder:)` off the caller's thread (hashing and mapping a large model take time).
-    public static func load(directory: URL, encoder: any PieceEncoder & Sendable, threads: Int = 2) async throws -> EdgeM3Embedder {
+    /// `init(directory:)` off the caller's thread (hashing and mapping a large model take time).
+    public static func load(directory: URL, threads: Int = 2) async throws -> EdgeM3Embedder {
         try await Task.detached(priority: .userInitiated) {
-            try EdgeM3Embedder(directory: directory, encoder: encoder, threads: threads)
+            try EdgeM3Embedder(directory: directory, threads: threads)
         }.value
     }
 

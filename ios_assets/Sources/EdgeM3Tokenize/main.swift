@@ -20,40 +20,26 @@ func readFile(_ path: String) throws -> Data {
     return data
 }
 
+/// The manifest's tokenizer entry alone (the tests' vocabulary folders hold nothing else).
+struct TokenizerEntry: Decodable { let tokenizer: TokenizerSpec }
+
 func loadTokenizer(_ dir: String) throws -> XlmrTokenizer {
-    let manifestPath = (dir as NSString).appendingPathComponent(EdgeM3Contract.manifest)
+    let folder = URL(fileURLWithPath: dir, isDirectory: true)
+    let manifestPath = folder.appendingPathComponent(EdgeM3Contract.manifest).path
     guard FileManager.default.fileExists(atPath: manifestPath) else {
         throw UsageError(message: "\(dir): not a bundle (no manifest.json)")
     }
-    let where_ = "manifest.json: tokenizer"
-    guard let manifest = try? JSONSerialization.jsonObject(with: try readFile(manifestPath)) as? [String: Any],
-          let tok = manifest["tokenizer"] as? [String: Any] else {
-        throw UsageError(message: "\(manifestPath): no tokenizer entry")
+    let spec: TokenizerSpec
+    do {
+        spec = try JSONDecoder().decode(TokenizerEntry.self, from: try readFile(manifestPath)).tokenizer
+    } catch let error as DecodingError {
+        throw UsageError(message: "\(manifestPath): bad tokenizer entry (\(error))")
     }
-    func int(_ x: Any?, _ name: String) throws -> Int {
-        guard let n = x as? NSNumber else { throw UsageError(message: "\(where_).\(name): expected an integer") }
-        return n.intValue
+    // A trimmed bundle's map is checked as the app checks it; the ids printed stay the original ones.
+    if let name = spec.vocabMapFile {
+        _ = try VocabMap(contentsOf: folder.appendingPathComponent(name), tokenizer: spec)
     }
-    guard let file = tok["file"] as? String, let ids = tok["special_ids"] as? [String: Any] else {
-        throw UsageError(message: "\(where_): missing file or special_ids")
-    }
-    var specialIds: [String: Int] = [:]
-    for (k, v) in ids { specialIds[k] = try int(v, "special_ids.\(k)") }
-    let specialTokens = tok["special_tokens"] as? [String: String]
-    var kept: [Int]? = nil
-    if let vm = tok["vocab_map"] as? [String: Any], let name = vm["file"] as? String {
-        let path = (dir as NSString).appendingPathComponent(name)
-        guard let tree = try? JSONSerialization.jsonObject(with: try readFile(path)) as? [String: Any],
-              let list = tree["kept_ids"] as? [NSNumber] else {
-            throw UsageError(message: "\(path): unreadable vocabulary map")
-        }
-        kept = list.map { $0.intValue }
-    }
-    let model = try readFile((dir as NSString).appendingPathComponent(file))
-    return try XlmrTokenizer(model: [UInt8](model), specialIds: specialIds, specialTokens: specialTokens,
-                             spUnkId: try int(tok["sp_unk_id"], "sp_unk_id"),
-                             idOffset: try int(tok["id_offset"], "id_offset"),
-                             vocabSize: try int(tok["vocab_size"], "vocab_size"), keptIds: kept, file: file)
+    return try XlmrTokenizer(directory: folder, spec: spec)
 }
 
 /// The file's lines, split on "\n" only (a Swift Character would keep "\r\n" together).
@@ -139,7 +125,7 @@ func run(_ argv: [String]) throws {
             let (max, text) = try units(line, "\(rest[1]):\(i + 1)")
             do {
                 out += json(try tok.encode(utf16: text, maxLength: max)) + "\n"
-            } catch let exc as TokenizerError {
+            } catch let exc as EdgeM3Error {
                 out += "error: \(exc.message)\n"
             }
         }
@@ -147,7 +133,7 @@ func run(_ argv: [String]) throws {
         for line in lines {
             do {
                 out += json(try tok.encode(line, maxLength: maxLength)) + "\n"
-            } catch let exc as TokenizerError {
+            } catch let exc as EdgeM3Error {
                 throw UsageError(message: exc.message)
             }
         }
@@ -160,7 +146,7 @@ do {
 } catch let exc as UsageError {
     FileHandle.standardError.write("kit_tokenize: \(exc.message)\n".data(using: .utf8)!)
     exit(2)
-} catch let exc as TokenizerError {
-    FileHandle.standardError.write("kit_tokenize: \(exc.message)\n".data(using: .utf8)!)
+} catch {  // EdgeM3Error (its message), or a file Foundation could not read
+    FileHandle.standardError.write("kit_tokenize: \(error)\n".data(using: .utf8)!)
     exit(2)
 }

@@ -8,14 +8,15 @@ final class EdgeM3CoreTests: XCTestCase {
     static let special: [String: Int] = ["bos": 0, "pad": 1, "eos": 2, "unk": 3, "mask": 9]
 
     /// A minimal manifest.json: signatures of lengths 4 and 8, hidden size 2.
-    static func manifestJSON(special: [String: Int] = special, schema: Int = 1, vocabMap: Any = NSNull()) -> Data {
+    static func manifestJSON(special: [String: Int] = special, schema: Int = 1, vocabMap: Any = NSNull(),
+                             specialTokens: Any? = nil) -> Data {
         func signature(_ n: Int) -> [String: Any] {
             ["name": "embed_\(n)", "seq_len": n,
              "outputs": [["name": "dense_vecs", "shape": [1, 2], "dtype": "float32"],
                          ["name": "sparse_weights", "shape": [1, n], "dtype": "float32"],
                          ["name": "colbert_vecs", "shape": [1, n - 1, 2], "dtype": "float32"]]]
         }
-        let tree: [String: Any] = [
+        var tree: [String: Any] = [
             "schema_version": schema, "quant": "fp32", "hidden_size": 2, "max_length": 8,
             "heads": ["dense", "sparse", "colbert"], "source": ["id": "ignored"],
             "tokenizer": ["file": "sentencepiece.bpe.model", "special_ids": special, "sp_unk_id": 0,
@@ -24,10 +25,20 @@ final class EdgeM3CoreTests: XCTestCase {
                         "signatures": [signature(8), signature(4)]]],
             "files": ["model_fp32.tflite": ["sha256": String(repeating: "0", count: 64), "size": 3]],
         ]
+        if let specialTokens, var tokenizer = tree["tokenizer"] as? [String: Any] {
+            tokenizer["special_tokens"] = specialTokens
+            tree["tokenizer"] = tokenizer
+        }
         return try! JSONSerialization.data(withJSONObject: tree)
     }
 
     static func manifest() throws -> Manifest { try decodeJSON(Manifest.self, from: manifestJSON(), file: "manifest.json") }
+
+    /// The manifest's pipeline and TokenizerTests' hand-written model as its tokenizer.
+    static func pipeline() throws -> (Pipeline, XlmrTokenizer) {
+        let pipeline = try Pipeline(manifest: manifest())
+        return (pipeline, try XlmrTokenizer(model: TokenizerTests.model(TokenizerTests.pieces), spec: pipeline.manifest.tokenizer))
+    }
 
     func testManifestDecodesAndRoundTrips() throws {
         let m = try Self.manifest()
@@ -39,6 +50,20 @@ final class EdgeM3CoreTests: XCTestCase {
         let trimmed = try decodeJSON(Manifest.self, from: Self.manifestJSON(vocabMap: ["file": "vocab_map.json", "kept": 7]),
                                      file: "manifest.json")
         XCTAssertEqual(trimmed.tokenizer.vocabMapFile, "vocab_map.json")
+    }
+
+    func testSpecialTokenStringsAreOptionalAsInPython() throws {
+        let xlmr = ["bos": "<s>", "pad": "<pad>", "eos": "</s>", "unk": "<unk>", "mask": "<mask>"]
+        XCTAssertEqual(try Self.manifest().tokenizer.specialTokens, xlmr)  // absent
+        let null = try decodeJSON(Manifest.self, from: Self.manifestJSON(specialTokens: NSNull()), file: "manifest.json")
+        XCTAssertEqual(null.tokenizer.specialTokens, xlmr)
+        let own = xlmr.merging(["mask": "[MASK]"]) { $1 }
+        let custom = try decodeJSON(Manifest.self, from: Self.manifestJSON(specialTokens: own), file: "manifest.json")
+        XCTAssertEqual(custom.tokenizer.specialTokens, own)
+        XCTAssertThrowsError(try decodeJSON(Manifest.self, from: Self.manifestJSON(specialTokens: ["bos": "<s>"]),
+                                            file: "manifest.json")) {
+            XCTAssertEqual("\($0)", "manifest.json: missing \"pad\" in .tokenizer.special_tokens")
+        }
     }
 
     func testManifestRequiresAllFiveSpecialTokens() {
@@ -80,15 +105,38 @@ final class EdgeM3CoreTests: XCTestCase {
     }
 
     func testEncodeTruncatesToTheLongestSignatureKeepingEos() throws {
-        let pipeline = try Pipeline(manifest: Self.manifest())
-        let short = pipeline.encode(pieces: [4, 0])
-        XCTAssertEqual(short.inputIds, [0, 5, 3, 2])  // sp_unk_id 0 -> <unk> 3, others + 1
-        XCTAssertEqual(short.signature.name, "embed_4")
-        XCTAssertEqual(pipeline.encode(pieces: [4, 4, 4]).signature.name, "embed_8")
-        let long = pipeline.encode(pieces: Array(repeating: 5, count: 20))
-        XCTAssertEqual(long.inputIds, [0, 6, 6, 6, 6, 6, 6, 2])
+        let (pipeline, tokenizer) = try Self.pipeline()
+        let short = try pipeline.encode("a zz", tokenizer: tokenizer)
+        XCTAssertEqual(short.inputIds, [0, 4, 7, 3, 2])  // ▁a ▁ <unk>
+        XCTAssertEqual(short.signature.name, "embed_8")
+        XCTAssertEqual(try pipeline.encode("abb", tokenizer: tokenizer).signature.name, "embed_4")
+        let long = try pipeline.encode(Array(repeating: "a", count: 20).joined(separator: " "), tokenizer: tokenizer)
+        XCTAssertEqual(long.inputIds, [0, 4, 4, 4, 4, 4, 4, 2])
         XCTAssertEqual(long.signature.seqLen, 8)
+        XCTAssertEqual(try pipeline.encode(utf16: Array("a a".utf16), tokenizer: tokenizer).inputIds, [0, 4, 4, 2])
         XCTAssertThrowsError(try pipeline.encode(ids: Array(repeating: 4, count: 9)))
+    }
+
+    func testBadInputThroughTheEmbedderAsInPython() async throws {
+        // Python: "text is not valid Unicode (lone surrogate at index N)", N counted in code points;
+        // nothing runs. tests/test_swift_kit.py compares real bundles against the Python pipeline.
+        let (pipeline, tokenizer) = try Self.pipeline()
+        let runner = CountingRunner()
+        let embedder = EdgeM3Embedder(pipeline: pipeline, tokenizer: tokenizer, runner: runner)
+        let lone: [UInt16] = [0xD83D, 0xDE00, 0x61, 0xDC00, 0x61]  // 😀 a <lone low> a
+        let message = "text is not valid Unicode (lone surrogate at index 2)"
+        let blocking = { () throws -> Embedding in try embedder.embed(utf16: lone) }  // the blocking API
+        XCTAssertThrowsError(try blocking()) { XCTAssertEqual($0 as? EdgeM3Error, EdgeM3Error(message)) }
+        do {
+            _ = try await embedder.embed(utf16: lone)
+            XCTFail("a lone surrogate was embedded")
+        } catch {
+            XCTAssertEqual(error as? EdgeM3Error, EdgeM3Error(message))
+        }
+        XCTAssertEqual(runner.maxInFlight, 0)
+        let long = try await embedder.embed(utf16: Array(Array(repeating: "a", count: 20).joined(separator: " ").utf16))
+        XCTAssertEqual(long.inputIds, [0, 4, 4, 4, 4, 4, 4, 2])
+        XCTAssertEqual(long.seqLen, 8)
     }
 
     func testPostprocessFollowsFlagEmbedding() throws {
@@ -179,17 +227,17 @@ final class EdgeM3CoreTests: XCTestCase {
     // ---- the embedder: one model run at a time, whatever the callers do
 
     func testConcurrentAsyncCallsRunOneAtATime() async throws {
-        let pipeline = try Pipeline(manifest: Self.manifest())
+        let (pipeline, tokenizer) = try Self.pipeline()
         let runner = CountingRunner()
-        let embedder = EdgeM3Embedder(pipeline: pipeline, encoder: FixedIds(ids: [4, 5]), runner: runner)
+        let embedder = EdgeM3Embedder(pipeline: pipeline, tokenizer: tokenizer, runner: runner)
         let results = try await withThrowingTaskGroup(of: Embedding.self) { group in
-            for _ in 0..<8 { group.addTask { try await embedder.embed("text") } }
+            for _ in 0..<8 { group.addTask { try await embedder.embed("a b") } }
             return try await group.reduce(into: [Embedding]()) { $0.append($1) }
         }
         XCTAssertEqual(results.count, 8)
-        XCTAssertEqual(results[0].inputIds, [0, 5, 6, 2])
+        XCTAssertEqual(results[0].inputIds, [0, 4, 7, 6, 2])
         XCTAssertEqual(runner.maxInFlight, 1)
-        let blocking = { () throws -> Embedding in try embedder.embed("text") }  // a sync context picks the blocking API
+        let blocking = { () throws -> Embedding in try embedder.embed("a b") }  // a sync context picks the blocking API
         XCTAssertEqual(try blocking(), results[0])
     }
 }

@@ -4,26 +4,24 @@ import XCTest
 
 /// The kit against a real bundle's golden.json (the Swift twin of android_assets/jvm/GoldenCheck.kt).
 ///
-/// Exact: token ids from SentencePiece pieces (pieces.json, or `encoder` below), signature
-/// choice, post-processing of the recorded raw outputs, the embedder's whole path with the
-/// model replaced by the recording, the bundle files' SHA-256. Tolerant: live TFLite outputs
-/// (only where TensorFlowLite is linked).
+/// Exact: token ids from the kit's own XlmrTokenizer, signature choice, post-processing of the
+/// recorded raw outputs, the embedder's whole path with the model replaced by the recording, the
+/// bundle files' SHA-256, and bad input (lone surrogates, text past the longest signature) as the
+/// Python pipeline treats it. Tolerant: live TFLite outputs (only where TensorFlowLite is linked).
 ///
 /// Where the bundle comes from, first found wins:
 /// 1. `EDGE_M3_BUNDLE` (manifest.json, model, vocab_map.json; golden.json there or in
-///    `EDGE_M3_TEST_RESOURCES`), `EDGE_M3_PIECES` (pieces.json): what CI sets (tests/test_swift_kit.py);
+///    `EDGE_M3_TEST_RESOURCES`), `EDGE_M3_INPUT_CASES` (the Python pipeline's answers to bad
+///    input, input_cases.json): what CI sets (tests/test_swift_kit.py);
 /// 2. the app hosting the tests (`EdgeM3Resources` in the app, `EdgeM3TestResources` in the test bundle);
 /// 3. `make build`'s copies beside this package: ios_assets/EdgeM3Resources and
 ///    ios_assets/EdgeM3TestResources (`swift test` on a Mac, Xcode on the simulator).
 /// None of them: the tests skip.
 final class EdgeM3GoldenTests: XCTestCase {
-    /// Plug the app's tokenizer in here; nil: the token test uses pieces.json, or skips without it.
-    let encoder: (any PieceEncoder)? = nil
-
     struct Fixture {
         var bundle: URL
         var golden: URL
-        var pieces: URL?
+        var inputCases: URL?
     }
 
     static func locate() throws -> Fixture {
@@ -31,33 +29,34 @@ final class EdgeM3GoldenTests: XCTestCase {
         if let dir = env["EDGE_M3_BUNDLE"], !dir.isEmpty {
             let bundle = URL(fileURLWithPath: dir, isDirectory: true)
             let tests = env["EDGE_M3_TEST_RESOURCES"].map { URL(fileURLWithPath: $0, isDirectory: true) } ?? bundle
-            return Fixture(bundle: bundle, golden: tests.appendingPathComponent("golden.json"),
-                           pieces: env["EDGE_M3_PIECES"].map { URL(fileURLWithPath: $0) })
+            return Fixture(bundle: bundle, golden: tests.appendingPathComponent(EdgeM3Contract.golden),
+                           inputCases: env["EDGE_M3_INPUT_CASES"].map { URL(fileURLWithPath: $0) })
         }
         if let app = try? EdgeM3Embedder.bundledDirectory(),
            let tests = Bundle(for: EdgeM3GoldenTests.self).url(forResource: EdgeM3Contract.testResourceFolder, withExtension: nil) {
-            return Fixture(bundle: app, golden: tests.appendingPathComponent("golden.json"), pieces: nil)
+            return Fixture(bundle: app, golden: tests.appendingPathComponent(EdgeM3Contract.golden), inputCases: nil)
         }
         let kit = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
             .deletingLastPathComponent().deletingLastPathComponent()  // ios_assets/
         let golden = kit.appendingPathComponent(EdgeM3Contract.testResourceFolder).appendingPathComponent(EdgeM3Contract.golden)
         if FileManager.default.fileExists(atPath: golden.path) {
-            return Fixture(bundle: kit.appendingPathComponent(EdgeM3Embedder.resourceFolder), golden: golden, pieces: nil)
+            return Fixture(bundle: kit.appendingPathComponent(EdgeM3Embedder.resourceFolder), golden: golden, inputCases: nil)
         }
         throw XCTSkip("no bundle: set EDGE_M3_BUNDLE, or run `make build` to fill ios_assets/EdgeM3Resources")
     }
 
-    private func load() throws -> (Fixture, Pipeline, Golden) {
+    private func load() throws -> (Fixture, Pipeline, XlmrTokenizer, Golden) {
         let fixture = try Self.locate()
         let pipeline = try Pipeline(directory: fixture.bundle)
+        let tokenizer = try XlmrTokenizer(directory: fixture.bundle, spec: pipeline.manifest.tokenizer)
         let golden = try Golden(contentsOf: fixture.golden)
         XCTAssertEqual(golden.modelFile, pipeline.model.file, "golden.json model_file")
         XCTAssertFalse(golden.cases.isEmpty, "golden.json has no cases")
-        return (fixture, pipeline, golden)
+        return (fixture, pipeline, tokenizer, golden)
     }
 
     func testBundleFilesMatchManifest() throws {
-        let (fixture, pipeline, _) = try load()
+        let (fixture, pipeline, _, _) = try load()
         var checked = 0
         for (name, entry) in pipeline.manifest.files.sorted(by: { $0.key < $1.key }) {
             let url = name == "golden.json" ? fixture.golden : fixture.bundle.appendingPathComponent(name)
@@ -67,23 +66,10 @@ final class EdgeM3GoldenTests: XCTestCase {
         XCTAssertGreaterThanOrEqual(checked, 2, "manifest.json files")
     }
 
-    /// Each golden text's SentencePiece ids: from `encoder`, else pieces.json, else nil.
-    private func pieces(_ fixture: Fixture, _ golden: Golden) throws -> [[Int]]? {
-        if let encoder { return try golden.cases.map { try encoder.encodeAsIds($0.text) } }
-        guard let file = fixture.pieces else { return nil }
-        let side = try GoldenPieces(contentsOf: file)
-        XCTAssertEqual(side.texts, golden.cases.map(\.text), "pieces.json texts")
-        XCTAssertEqual(side.pieces.count, golden.cases.count, "pieces.json cases")
-        return side.pieces
-    }
-
     func testTokensAndSignatureMatchGolden() throws {
-        let (fixture, pipeline, golden) = try load()
-        guard let pieces = try pieces(fixture, golden) else {
-            throw XCTSkip("no tokenizer plugged into EdgeM3GoldenTests.encoder and no EDGE_M3_PIECES")
-        }
-        for (c, p) in zip(golden.cases, pieces) {
-            let e = pipeline.encode(pieces: p)
+        let (_, pipeline, tokenizer, golden) = try load()
+        for c in golden.cases {
+            let e = try pipeline.encode(c.text, tokenizer: tokenizer)
             XCTAssertEqual(e.inputIds, c.expected.inputIds, "input_ids of: \(c.text)")
             XCTAssertEqual(e.signature.name, c.expected.signature, "signature of: \(c.text)")
             XCTAssertEqual(e.signature.seqLen, c.expected.seqLen, "seq_len of: \(c.text)")
@@ -91,7 +77,7 @@ final class EdgeM3GoldenTests: XCTestCase {
     }
 
     func testPostprocessingOfRecordedOutputsIsExact() throws {
-        let (_, pipeline, golden) = try load()
+        let (_, pipeline, _, golden) = try load()
         for c in golden.cases {
             let signature = try pipeline.model.signature(named: c.expected.signature)
             XCTAssertEqual(Self.shapes(c.raw), Self.shapes(signature), "raw output shapes of: \(c.text)")
@@ -102,26 +88,44 @@ final class EdgeM3GoldenTests: XCTestCase {
     }
 
     func testEmbedderReplaysGolden() async throws {
-        let (fixture, pipeline, golden) = try load()
-        let pieces = try pieces(fixture, golden)
-        for (i, c) in golden.cases.enumerated() {
-            // The recorded outputs as the "model" (and the pieces, when known, as the tokenizer):
-            // the app's whole path (async API, serial queue, padding, trimmed-vocabulary rows)
-            // must give golden.json's values bit for bit.
+        let (_, pipeline, tokenizer, golden) = try load()
+        for c in golden.cases {
+            // The recorded outputs as the "model": the app's whole path (tokenizer, async API,
+            // serial queue, padding, trimmed-vocabulary rows) must give golden.json's values bit for bit.
             let replay = ReplayRunner(raw: c.raw, expectedRows: pipeline.rows(for: c.expected.inputIds),
                                       padRow: pipeline.rows(for: [pipeline.special.pad])[0])
-            let embedder = EdgeM3Embedder(pipeline: pipeline, encoder: FixedIds(ids: pieces?[i] ?? []), runner: replay)
-            let got = pieces == nil ? try await embedder.embed(ids: c.expected.inputIds) : try await embedder.embed(c.text)
+            let embedder = EdgeM3Embedder(pipeline: pipeline, tokenizer: tokenizer, runner: replay)
+            let got = try await embedder.embed(c.text)
             XCTAssertTrue(replay.problems.isEmpty, "\(c.text): \(replay.problems)")
             XCTAssertEqual(got.differences(from: c.expected), [], c.text)
             XCTAssertEqual(got.differences(from: c.expected, within: Tolerance(quant: pipeline.manifest.quant)), [], c.text)
         }
     }
 
+    /// Lone surrogates and text past the longest signature, as the Python pipeline answered them
+    /// (tests/conftest.py `input_cases`): the same error text, or the same truncated ids and signature.
+    func testBadInputAsThePythonPipeline() async throws {
+        let (fixture, pipeline, tokenizer, _) = try load()
+        guard let file = fixture.inputCases else { throw XCTSkip("no EDGE_M3_INPUT_CASES (written by tests/conftest.py)") }
+        let cases = try JSONDecoder().decode([InputCase].self, from: Data(contentsOf: file))
+        XCTAssertTrue(cases.contains { $0.error != nil } && cases.contains { $0.inputIds != nil }, "input cases")
+        let embedder = EdgeM3Embedder(pipeline: pipeline, tokenizer: tokenizer, runner: ZeroRunner())
+        for c in cases {
+            do {
+                let got = try await embedder.embed(utf16: c.utf16)
+                XCTAssertNil(c.error, "no error for \(c.utf16.prefix(8))...")
+                XCTAssertEqual(got.inputIds, c.inputIds, "input_ids")
+                XCTAssertEqual(got.signature, c.signature, "signature")
+            } catch let error as EdgeM3Error {
+                XCTAssertEqual(error.message, c.error, "error for \(c.utf16.prefix(8))...")
+            }
+        }
+    }
+
     func testLiveOutputsWithinTolerance() throws {
         #if canImport(TensorFlowLite)
-        let (fixture, pipeline, golden) = try load()
-        let embedder = try EdgeM3Embedder(directory: fixture.bundle, encoder: FixedIds(ids: []), checksumMemo: nil)
+        let (fixture, pipeline, _, golden) = try load()
+        let embedder = try EdgeM3Embedder(directory: fixture.bundle, checksumMemo: nil)
         let tolerance = Tolerance(quant: pipeline.manifest.quant)
         for c in golden.cases {
             let problems = try embedder.embed(ids: c.expected.inputIds).differences(from: c.expected, within: tolerance)
@@ -145,10 +149,27 @@ final class EdgeM3GoldenTests: XCTestCase {
     }
 }
 
-/// A "tokenizer" that returns ids already known (the replay needs none).
-struct FixedIds: PieceEncoder, Sendable {
-    var ids: [Int]
-    func encodeAsIds(_ text: String) throws -> [Int] { ids }
+/// One text of input_cases.json (UTF-16 code units, lone surrogates possible) and the Python
+/// pipeline's answer: its ids and signature, or its error message.
+struct InputCase: Decodable {
+    var utf16: [UInt16]
+    var inputIds: [Int]?
+    var signature: String?
+    var error: String?
+
+    enum CodingKeys: String, CodingKey { case utf16, inputIds = "input_ids", signature, error }
+}
+
+/// Zeros of the signature's output shapes: for checks of the steps around the model.
+struct ZeroRunner: ModelRunner, Sendable {
+    func run(_ signature: Signature, inputIds: [Int32], attentionMask: [Int32]) throws -> RawOutputs {
+        func shape(_ name: String) -> [Int]? { signature.output(named: name)?.shape }
+        return RawOutputs(denseVecs: shape(EdgeM3Contract.denseVecs).map { [Float](repeating: 0, count: $0[1]) },
+                          sparseWeights: shape(EdgeM3Contract.sparseWeights).map { [Float](repeating: 0, count: $0[1]) },
+                          colbertVecs: shape(EdgeM3Contract.colbertVecs).map {
+                              [[Float]](repeating: [Float](repeating: 0, count: $0[2]), count: $0[1])
+                          })
+    }
 }
 
 /// Replays one case's recorded outputs after checking what the pipeline feeds the model.

@@ -37,15 +37,6 @@ struct Golden {
     }
 }
 
-/// pieces.json: the plain SentencePiece ids of each golden text, written by Python's sentencepiece
-/// (tests/test_kits.py `_write_pieces`) until the kit has its own tokenizer.
-struct GoldenPieces: Decodable {
-    var texts: [String]
-    var pieces: [[Int]]
-
-    init(contentsOf url: URL) throws { self = try decodeJSON(GoldenPieces.self, from: Data(contentsOf: url), file: url.lastPathComponent) }
-}
-
 /// Typed access to a strict-JSON tree; errors name the path.
 struct Tree {
     let value: Any

@@ -27,9 +27,12 @@ final class TokenizerTests: XCTestCase {
 
     static let ids = ["bos": 0, "pad": 1, "eos": 2, "unk": 3, "mask": 9]
 
+    /// Pieces 3... of the hand-written model: ids 4... (id_offset 1).
+    static let pieces: [(String, Float)] = [("\u{2581}a", -1), ("a", -2), ("b", -3), ("\u{2581}", -4), ("bb", -5)]
+
     func tokenizer() throws -> XlmrTokenizer {
-        let m = TokenizerTests.model([("\u{2581}a", -1), ("a", -2), ("b", -3), ("\u{2581}", -4), ("bb", -5)])
-        return try XlmrTokenizer(model: m, specialIds: TokenizerTests.ids, spUnkId: 0, idOffset: 1, vocabSize: 10)
+        try XlmrTokenizer(model: TokenizerTests.model(TokenizerTests.pieces), specialIds: TokenizerTests.ids,
+                          spUnkId: 0, idOffset: 1, vocabSize: 10)
     }
 
     func testEncodeMapsPiecesAndSpecials() throws {
@@ -41,17 +44,16 @@ final class TokenizerTests: XCTestCase {
         XCTAssertEqual(try tok.encode("a zz a"), [0, 4, 7, 3, 4, 2])  // unknown run fused into one <unk>
         XCTAssertEqual(try tok.encode(" \t\n"), [0, 2])
         XCTAssertEqual(try tok.encode("a a a a", maxLength: 3), [0, 4, 2])
-        XCTAssertEqual(tok.modelRows([0, 4, 2]), [0, 4, 2])
     }
 
     func testInvalidInputGetsThePythonMessages() throws {
         let tok = try tokenizer()
         XCTAssertThrowsError(try tok.encode(utf16: [0x61, 0xD83D, 0xDE00, 0xDC00])) { error in
-            XCTAssertEqual((error as? TokenizerError)?.message, "text is not valid Unicode (lone surrogate at index 2)")
+            XCTAssertEqual((error as? EdgeM3Error)?.message, "text is not valid Unicode (lone surrogate at index 2)")
         }
         XCTAssertEqual(try tok.encode(utf16: Array("a b".utf16)), try tok.encode("a b"))
         XCTAssertThrowsError(try tok.encode("a", maxLength: 1)) { error in
-            XCTAssertEqual((error as? TokenizerError)?.message, "max_length 1: must be an integer of at least 2")
+            XCTAssertEqual((error as? EdgeM3Error)?.message, "max_length 1: must be an integer of at least 2")
         }
         XCTAssertThrowsError(try XlmrTokenizer(model: [0x0A, 0x05, 0x01], specialIds: TokenizerTests.ids,
                                                spUnkId: 0, idOffset: 1, vocabSize: 10)) { error in
@@ -61,12 +63,5 @@ final class TokenizerTests: XCTestCase {
                                                spUnkId: 0, idOffset: 1, vocabSize: 3)) { error in
             XCTAssertTrue("\(error)".contains("vocab_size 3"), "\(error)")
         }
-    }
-
-    func testTrimmedVocabularyRows() throws {
-        let m = TokenizerTests.model([("\u{2581}a", -1), ("a", -2), ("b", -3)])
-        let tok = try XlmrTokenizer(model: m, specialIds: TokenizerTests.ids, spUnkId: 0, idOffset: 1, vocabSize: 10,
-                                    keptIds: [0, 1, 2, 3, 4, 9])
-        XCTAssertEqual(tok.modelRows([0, 4, 6, 9, 2]), [0, 4, 3, 5, 2])  // 6 not kept -> the <unk> row
     }
 }

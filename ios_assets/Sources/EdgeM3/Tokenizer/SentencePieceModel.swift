@@ -5,13 +5,6 @@ import Foundation
 // normalizer_spec.precompiled_charsmap. Everything else in the file is skipped.
 // The same reader as android_assets/src/main/java/dev/edgem3/SentencePieceModel.kt.
 
-/// A tokenizer input or model file that breaks the contract; the message is the Python pipeline's.
-public struct TokenizerError: Error, CustomStringConvertible, Equatable {
-    public let message: String
-    public init(_ message: String) { self.message = message }
-    public var description: String { return message }
-}
-
 /// Pieces as code points (one pool), their float32 scores and types, and the charsmap bytes.
 struct SentencePieceModel {
     // sentencepiece_model.proto: SentencePiece.Type
@@ -36,13 +29,13 @@ struct SentencePieceModel {
         return String(s)
     }
 
-    /// Parses the model file; any malformed byte is a TokenizerError naming `file`.
+    /// Parses the model file; any malformed byte is a EdgeM3Error naming `file`.
     static func parse(_ bytes: [UInt8], file: String) throws -> SentencePieceModel {
         var p = ProtoParser(b: bytes)
         do {
             return try p.model()
         } catch let exc as ProtoError {
-            throw TokenizerError("\(file): not a SentencePiece model (\(exc.message))")
+            throw EdgeM3Error("\(file): not a SentencePiece model (\(exc.message))")
         }
     }
 }

@@ -15,12 +15,10 @@ import Foundation
 
 /// `encode(text, maxLength:)` -> XLM-R ids `<s> ... </s>`, exactly as the Python pipeline gives them.
 ///
-/// Built from the bundle's sentencepiece.bpe.model bytes and the values of the manifest's
-/// `tokenizer` entry; `keptIds` (vocab_map.json of a trimmed bundle) only feeds `modelRows`.
+/// Built from the bundle's sentencepiece.bpe.model and the manifest's `tokenizer` entry
+/// (`init(directory:spec:)`). It gives original-vocabulary ids only: a trimmed bundle's table
+/// rows are `Pipeline.rows(for:)` (vocab_map.json), not the tokenizer's business.
 public final class XlmrTokenizer: Sendable {
-    /// The manifest's keys of special ids and strings, in its order.
-    public static let specialKeys = ["bos", "pad", "eos", "unk", "mask"]
-
     public let bos: Int
     public let eos: Int
     public let pad: Int
@@ -31,26 +29,22 @@ public final class XlmrTokenizer: Sendable {
     private let idOf: [Int]
     private let specials: [([UInt32], Int)]
     private let charsmap: CharsMap?
-    private let keptIds: [Int]?
-    private let unkRow: Int
 
     /// - Parameters:
     ///   - model: the bytes of sentencepiece.bpe.model (`file` names it in messages).
     ///   - specialIds / specialTokens: the manifest's `special_ids` and `special_tokens` (keys bos, pad,
     ///     eos, unk, mask); `specialTokens` nil: XLM-R's strings, as for manifests without the key.
-    ///   - keptIds: vocab_map.json's `kept_ids` for a trimmed bundle, else nil.
     public init(model: [UInt8], specialIds: [String: Int], specialTokens: [String: String]? = nil,
-                spUnkId: Int, idOffset: Int, vocabSize: Int, keptIds: [Int]? = nil,
-                file: String = EdgeM3Contract.sentencepiece) throws {
+                spUnkId: Int, idOffset: Int, vocabSize: Int, file: String = EdgeM3Contract.sentencepiece) throws {
         let m = try SentencePieceModel.parse(model, file: file)
         let n = m.count
         var pairs: [(String, Int)] = []
-        for key in XlmrTokenizer.specialKeys {
-            guard let id = specialIds[key] else { throw TokenizerError("manifest.json: tokenizer.special_ids: missing \"\(key)\"") }
+        for key in EdgeM3Contract.specialKeys {
+            guard let id = specialIds[key] else { throw EdgeM3Error("manifest.json: tokenizer.special_ids: missing \"\(key)\"") }
             let string: String
             if let tokens = specialTokens {
                 guard let s = tokens[key] else {
-                    throw TokenizerError("manifest.json: tokenizer.special_tokens: missing \"\(key)\"")
+                    throw EdgeM3Error("manifest.json: tokenizer.special_tokens: missing \"\(key)\"")
                 }
                 string = s
             } else {
@@ -61,13 +55,13 @@ public final class XlmrTokenizer: Sendable {
         let notModel = "\(file): not a SentencePiece model"
         let unknown = (0..<n).filter { m.types[$0] == SentencePieceModel.unknown }
         if n < 3 || unknown != [0] {
-            throw TokenizerError("\(notModel) (not an XLM-R-style model: expected exactly one <unk> piece, at id 0)")
+            throw EdgeM3Error("\(notModel) (not an XLM-R-style model: expected exactly one <unk> piece, at id 0)")
         }
         // The reference's vocabulary: fairseq's specials (pieces 0..2 here) at score 0, the pieces, then
         // the special strings the model lacks, also at score 0 (edge_m3.unigram.UnigramModel).
         var t = PieceTable(pool: m.codePoints, starts: m.starts, capacity: n + pairs.count)
         for i in 0..<n where !t.add(i) {
-            throw TokenizerError("\(notModel) (piece '\(m.piece(i))' occurs twice in the model)")
+            throw EdgeM3Error("\(notModel) (piece '\(m.piece(i))' occurs twice in the model)")
         }
         var added: [[UInt32]] = []
         for (string, _) in pairs {
@@ -88,12 +82,12 @@ public final class XlmrTokenizer: Sendable {
         maxLen = longest
 
         if n - 1 + idOffset >= vocabSize {
-            throw TokenizerError("\(file): \(n) pieces map past the manifest's vocab_size \(vocabSize) " +
+            throw EdgeM3Error("\(file): \(n) pieces map past the manifest's vocab_size \(vocabSize) " +
                                  "(wrong SentencePiece model?)")
         }
         let odd = (3..<n).filter { m.types[$0] == SentencePieceModel.control || m.types[$0] == SentencePieceModel.userDefined }
         if !odd.isEmpty || spUnkId != 0 {
-            throw TokenizerError("\(file): not an XLM-R SentencePiece model (control or user-defined pieces " +
+            throw EdgeM3Error("\(file): not an XLM-R SentencePiece model (control or user-defined pieces " +
                                  "past </s>: \(Array(odd.prefix(3))), or <unk> not at id \(spUnkId))")
         }
         // SentencePiece id (then the added specials) -> model id; the specials' strings map to their
@@ -120,16 +114,23 @@ public final class XlmrTokenizer: Sendable {
         bos = specialIds["bos"]!
         eos = specialIds["eos"]!
         pad = specialIds["pad"]!
-        if let kept = keptIds {
-            for i in kept.indices where kept[i] < 0 || kept[i] >= vocabSize || (i > 0 && kept[i] <= kept[i - 1]) {
-                throw TokenizerError("vocab_map.json: kept ids must be sorted, unique and < \(vocabSize)")
-            }
-            for id in [bos, pad, eos, specialIds["unk"]!] where XlmrTokenizer.search(kept, id) < 0 {
-                throw TokenizerError("vocab_map.json: kept ids lack the special id \(id)")
-            }
+    }
+
+    /// The same from the manifest's `tokenizer` entry, already decoded.
+    public convenience init(model: [UInt8], spec: TokenizerSpec) throws {
+        var ids: [String: Int] = [:]
+        for key in EdgeM3Contract.specialKeys { ids[key] = spec.special[key] }
+        try self.init(model: model, specialIds: ids, specialTokens: spec.specialTokens, spUnkId: spec.spUnkId,
+                      idOffset: spec.idOffset, vocabSize: spec.vocabSize, file: spec.file)
+    }
+
+    /// A bundle folder's SentencePiece model (`spec.file`, next to manifest.json).
+    public convenience init(directory: URL, spec: TokenizerSpec) throws {
+        let url = directory.appendingPathComponent(spec.file)
+        guard let data = FileManager.default.contents(atPath: url.path) else {
+            throw EdgeM3Error("\(url.path): not found (named by \(EdgeM3Contract.manifest))")
         }
-        self.keptIds = keptIds
-        unkRow = keptIds.map { XlmrTokenizer.search($0, specialIds["unk"]!) } ?? 0
+        try self.init(model: [UInt8](data), spec: spec)
     }
 
     /// Original-vocabulary ids, `<s>`/`</s>` added; truncation to `maxLength` keeps `</s>`.
@@ -146,7 +147,7 @@ public final class XlmrTokenizer: Sendable {
     }
 
     private func encode(scalars cps: [UInt32], maxLength: Int?) throws -> [Int] {
-        if let m = maxLength, m < 2 { throw TokenizerError("max_length \(m): must be an integer of at least 2") }
+        if let m = maxLength, m < 2 { throw EdgeM3Error("max_length \(m): must be an integer of at least 2") }
         var out: [Int] = [bos]
         out.reserveCapacity(cps.count + 2)
         try segments(cps, &out)
@@ -156,25 +157,6 @@ public final class XlmrTokenizer: Sendable {
             out.append(eos)
         }
         return out
-    }
-
-    /// Rows of the (possibly trimmed) embedding table: ids not kept -> the `<unk>` row
-    /// (edge_m3.vocab.row_map); the ids themselves for a full vocabulary.
-    public func modelRows(_ ids: [Int]) -> [Int] {
-        guard let kept = keptIds else { return ids }
-        return ids.map { id in
-            let r = XlmrTokenizer.search(kept, id)
-            return r < 0 ? unkRow : r
-        }
-    }
-
-    private static func search(_ a: [Int], _ x: Int) -> Int {
-        var lo = 0, hi = a.count - 1
-        while lo <= hi {
-            let mid = (lo + hi) >> 1
-            if a[mid] < x { lo = mid + 1 } else if a[mid] > x { hi = mid - 1 } else { return mid }
-        }
-        return -1
     }
 
     /// Code points of UTF-16 units; the first lone surrogate is an error at its code-point index.
@@ -188,7 +170,7 @@ public final class XlmrTokenizer: Sendable {
                 out.append(0x10000 + ((UInt32(c) - 0xD800) << 10) + (UInt32(u[i + 1]) - 0xDC00))
                 i += 2
             } else if c >= 0xD800 && c <= 0xDFFF {
-                throw TokenizerError("text is not valid Unicode (lone surrogate at index \(out.count))")
+                throw EdgeM3Error("text is not valid Unicode (lone surrogate at index \(out.count))")
             } else {
                 out.append(UInt32(c))
                 i += 1
@@ -398,13 +380,13 @@ private struct CharsMap: Sendable {
     let normalized: [UInt8]
 
     init(_ blob: [UInt8], file: String) throws {
-        if blob.count < 4 { throw TokenizerError("\(file): not a SentencePiece model (charsmap too short)") }
+        if blob.count < 4 { throw EdgeM3Error("\(file): not a SentencePiece model (charsmap too short)") }
         let le32 = { (at: Int) -> UInt32 in
             UInt32(blob[at]) | UInt32(blob[at + 1]) << 8 | UInt32(blob[at + 2]) << 16 | UInt32(blob[at + 3]) << 24
         }
         let trieSize = Int(le32(0))
         if trieSize % 4 != 0 || 4 + trieSize > blob.count {
-            throw TokenizerError("\(file): not a SentencePiece model (charsmap trie size is corrupt)")
+            throw EdgeM3Error("\(file): not a SentencePiece model (charsmap trie size is corrupt)")
         }
         units = (0..<(trieSize / 4)).map { le32(4 + 4 * $0) }
         normalized = Array(blob[(4 + trieSize)...])
@@ -436,7 +418,7 @@ private struct CharsMap: Sendable {
         var end = start
         while end < normalized.count && normalized[end] != 0 { end += 1 }
         if !Utf8.decode(normalized, start, end, into: &out) {  // the reference fails too; valid models never
-            throw TokenizerError("charsmap: replacement at byte \(start) is not valid UTF-8")
+            throw EdgeM3Error("charsmap: replacement at byte \(start) is not valid UTF-8")
         }
         return true
     }
