@@ -43,14 +43,16 @@ def ckpt_copy(tiny_ckpt: Path, tmp_path: Path) -> Path:
 
 @pytest.fixture(scope="session")
 def tiny_bundles(tiny_ckpt: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """fp32 and int8 TFLite bundles of the tiny checkpoint at lengths 8 and 16 (what `check`
-    replays, here and on the emulated aarch64 rig). Treat as read-only."""
+    """fp32, int8 (per-channel: LiteRT) and int8-tflite214 (per-tensor: tflite-runtime 2.14 too)
+    TFLite bundles of the tiny checkpoint at lengths 8 and 16 (what `check` replays, here and on
+    the emulated aarch64 rig). Treat as read-only."""
     from edge_m3.cli import main
 
     out = tmp_path_factory.mktemp("tiny_bundles")
-    assert main(["build", "--checkpoint", str(tiny_ckpt), "--quant", "fp32,int8", "--seq-lens", "8,16",
+    quants = ("fp32", "int8", "int8-tflite214")
+    assert main(["build", "--checkpoint", str(tiny_ckpt), "--quant", ",".join(quants), "--seq-lens", "8,16",
                  "--out", str(out / "b-{quant}"), "--kits", "none", "--no-self-check", "-q"]) == 0
-    return {q: out / f"b-{q}" for q in ("fp32", "int8")}
+    return {q: out / f"b-{q}" for q in quants}
 
 
 ROOT = Path(__file__).resolve().parents[1]

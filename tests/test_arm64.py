@@ -53,7 +53,7 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.mark.parametrize(("suite", "extras", "quant", "runtimes"), [
     ("bookworm", ["tflite-runtime"], "fp32", ["tflite-runtime", "litert"]),
-    ("bookworm", ["tflite-runtime"], "int8", ["tflite-runtime", "litert"]),
+    ("bookworm", ["tflite-runtime"], "int8-tflite214", ["tflite-runtime", "litert"]),
     ("trixie", [], "int8", ["litert"]),
 ])
 def test_check_on_emulated_aarch64(wheel: Path, tiny_bundles: dict[str, Path], tmp_path: Path,
