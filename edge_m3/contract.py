@@ -143,11 +143,14 @@ RECIPES: dict[str, QuantRecipe] = {r.name: r for r in (
                 note="int8-tflite214 misses the default int8 gate on real weights (e5-small: "
                      "lexical err 0.23, retrieval agreement 0.86); build it only for "
                      "tflite-runtime 2.14, use int8 on LiteRT"),
-    # ai-edge-quantizer: 4-bit per-channel weights where tools/quant_sensitivity.py allows,
-    # 8-bit elsewhere (edge_m3.export.aeq.AEQ_RECIPES); int4 kernels: LiteRT only.
-    QuantRecipe("int4", "mixed 4/8-bit weights (int4 per channel, int8 where 4 bits lose "
+    # ai-edge-quantizer: 4-bit blockwise weights where tools/quant_sensitivity.py allows, 8-bit
+    # elsewhere (edge_m3.export.aeq.AEQ_RECIPES); int4 EMBEDDING_LOOKUP needs TF Lite 2.18.
+    # Gate: int8's dense cosine and retrieval bounds; 4-bit weights move single lexical
+    # weights by up to ~0.13 and ColBERT scores by ~0.07 on real weights (int8: 0.04 / 0.015),
+    # so those two bounds are wider: apps that rank by sparse weights alone should ship int8.
+    QuantRecipe("int4", "mixed 4/8-bit weights (int4 in blocks, int8 where 4 bits lose "
                 "accuracy), dynamic-range activations", 0.5, "aeq-int4-mixed", "", "2.18.0",
-                _limits(0.99, 0.8, 0.05, 0.05), _INT8_TOLERANCE),
+                _limits(0.99, 0.8, 0.15, 0.08), _INT8_TOLERANCE),
 )}
 QUANTS = tuple(RECIPES)
 # Names that were variants once: a one-line pointer instead of "unknown".

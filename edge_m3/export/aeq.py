@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 FC, LOOKUP = "FULLY_CONNECTED", "EMBEDDING_LOOKUP"
-CHANNELWISE, BLOCK32 = "CHANNELWISE", "BLOCKWISE_32"
+CHANNELWISE = "CHANNELWISE"  # or BLOCKWISE_32/64/128/256: one scale per block of inputs
 
 
 def _layer(name: str) -> str:
@@ -85,12 +85,16 @@ def parse_rules(text: str) -> list[Rule]:
         rules.append((parts[0], int(parts[1]), *(parts[2:] or [CHANNELWISE])))
     return rules
 
-# The registry's `tflite` recipe names that AEQ implements. int4: every FULLY_CONNECTED and
-# both tables 4-bit per channel, except what tools/quant_sensitivity.py showed 4 bits cannot
-# hold on real weights (docs/benchmarks.md, issue 13).
+# The registry's `tflite` recipe names that AEQ implements, chosen by tools/quant_sensitivity.py
+# on real weights (multilingual-e5-small; docs/benchmarks.md, issue 13). int4: FULLY_CONNECTED
+# 4-bit in blocks of 64 (per channel loses too much: dense cosine 0.967 with everything 4-bit;
+# blocks of 32 are 20% slower than int8 under XNNPACK), the tables 4-bit in blocks of 128
+# (their error hardly depends on the block), and 8-bit where 4 bits cost the most: the heads
+# (the sparse head is one [H] vector, one scale) and the last five encoder layers.
 AEQ_RECIPES: dict[str, list[Rule]] = {
-    "aeq-int4-mixed": [("all_fc", 4, CHANNELWISE), ("embeddings", 4, CHANNELWISE),
-                       ("heads", 8, CHANNELWISE)],
+    "aeq-int4-mixed": [("all_fc", 4, "BLOCKWISE_64"), ("embeddings", 4, "BLOCKWISE_128"),
+                       ("heads", 8, CHANNELWISE),
+                       *((f"layer_-{i}", 8, CHANNELWISE) for i in range(1, 6))],
 }
 
 
