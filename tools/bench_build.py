@@ -22,7 +22,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from edge_m3.bundle import model_bytes
+from edge_m3.contract import Manifest
 
 
 def run_build(checkpoint: Path, quant: str, out: Path, extra: list[str]) -> dict[str, float]:
@@ -48,11 +48,12 @@ def manifest_rows(out: Path, label: str, res: dict[str, float],
                   rows_total: int) -> list[tuple[str, ...]]:
     """One table row per model file of the bundle at `out`; rows_total: the untrimmed rows."""
     manifest = json.loads((out / "manifest.json").read_text())
+    typed = Manifest.read(out / "manifest.json")
     tok = manifest["tokenizer"]
     vocab = tok.get("vocab_map") or {}
     rows = []
-    for m in manifest["models"]:
-        size = model_bytes(manifest, m)
+    for m, entry in zip(manifest["models"], typed.models, strict=True):
+        size = typed.model_bytes(entry)
         kept = vocab.get("kept", rows_total)
         rows.append((f"{m['format']} {label}", f"{size / 1e6:,.1f} MB",
                      f"{kept:,}" if isinstance(kept, int) else str(kept),

@@ -38,10 +38,10 @@ def default_runtimes(bundle: Path, exclude: list[str]) -> list[str]:
 
 
 def model_size(bundle: Path, fmt: str) -> int:
-    from edge_m3.bundle import load_bundle, model_bytes
+    from edge_m3.bundle import load_bundle
 
     b = load_bundle(bundle, verify=False)
-    return model_bytes(b.manifest, b.model_entry(fmt))
+    return b.manifest.model_bytes(b.model_entry(fmt))
 
 
 def measure(bundle: Path, a: argparse.Namespace, tmp: Path) -> dict[str, Any]:
