@@ -23,6 +23,8 @@ ROW = "per row"
 RECIPES = {  # name -> substrings of the MatMul node names left in float (ROW: see below)
     "all int8 (per-tensor activations)": (),
     "all int8, one activation scale per row (MatMulInteger)": ROW,
+    "per row, tables one scale per row too (standard ops only)": ROW + " tables",
+    "per row, tables in float": ROW + " float tables",
     "heads in float": ("sparse_linear", "colbert_linear"),
     "attention (q, k, v, out) in float": ("query", "key", "value", "attn_out"),
     "FFN output in float": ("ffn_out",),
@@ -85,14 +87,23 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         for name, keys in RECIPES.items():
             dst = Path(tmp) / "q.onnx"
-            if keys == ROW:  # edge_m3.export.onnx's recipe for `int8`
-                from edge_m3.export.onnx import per_row_int8_matmuls, quantize_int8
+            if isinstance(keys, str) and keys.startswith(ROW):  # edge_m3.export.onnx's
+                from edge_m3.export.onnx import (
+                    per_row_int8_matmuls,
+                    per_row_int8_tables,
+                    quantize_int8,
+                )
 
                 rows = onnx.load(str(src))
                 per_row_int8_matmuls(rows)
-                onnx.save_model(rows, str(Path(tmp) / "rows.onnx"))
-                onnx.save_model(quantize_int8(Path(tmp) / "rows.onnx", Path(tmp), ["Gather"]),
-                                str(dst))
+                if keys.endswith(" tables"):
+                    if not keys.endswith("float tables"):
+                        per_row_int8_tables(rows)
+                    onnx.save_model(rows, str(dst))
+                else:
+                    onnx.save_model(rows, str(Path(tmp) / "rows.onnx"))
+                    onnx.save_model(quantize_int8(Path(tmp) / "rows.onnx", Path(tmp), ["Gather"]),
+                                    str(dst))
                 exclude: list[str] = []
             else:
                 exclude = [n for n in matmuls if any(k in n for k in keys)]

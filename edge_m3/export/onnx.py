@@ -276,6 +276,45 @@ def per_row_int8_matmuls(model: Any) -> int:
     return count
 
 
+def per_row_int8_tables(model: Any) -> int:
+    """Each Gather from a float table becomes a Gather of int8 rows (one scale per row,
+    symmetric) times the gathered rows' scales: standard ops, 1 byte a weight, and every row
+    at its own resolution (onnxruntime's quantizer gives a table one scale). Returns how many
+    tables it rewrote."""
+    import numpy as np
+    import onnx
+    from onnx import helper, numpy_helper
+
+    graph = model.graph
+    inits = {t.name: t for t in graph.initializer}
+    axis_name = "edge_m3_row_axis_last"
+    graph.initializer.append(numpy_helper.from_array(np.array([-1], np.int64), axis_name))
+    nodes, count = [], 0
+    for node in graph.node:
+        t = inits.get(node.input[0]) if node.op_type == "Gather" else None
+        axis = next((a.i for a in node.attribute if a.name == "axis"), 0)
+        if t is None or len(t.dims) != 2 or t.data_type != onnx.TensorProto.FLOAT or axis != 0:
+            nodes.append(node)
+            continue
+        name = t.name
+        table = numpy_helper.to_array(t)
+        scale = (np.maximum(np.abs(table).max(axis=1), 1e-30) / 127.0).astype(np.float32)
+        t.CopyFrom(numpy_helper.from_array(
+            np.clip(np.round(table / scale[:, None]), -127, 127).astype(np.int8), name + "_int8"))
+        graph.initializer.append(numpy_helper.from_array(scale, name + "_row_scale"))
+        ids, y, p = node.input[1], node.output[0], (node.name or node.output[0]) + "/row_int8"
+        nodes += [helper.make_node("Gather", [name + "_int8", ids], [p + "/q"], name=p + "/q"),
+                  helper.make_node("Cast", [p + "/q"], [p + "/f"], name=p + "/f",
+                                   to=onnx.TensorProto.FLOAT),
+                  helper.make_node("Gather", [name + "_row_scale", ids], [p + "/s"], name=p + "/s"),
+                  helper.make_node("Unsqueeze", [p + "/s", axis_name], [p + "/s1"], name=p + "/s1"),
+                  helper.make_node("Mul", [p + "/f", p + "/s1"], [y], name=p + "/mul")]
+        count += 1
+    del graph.node[:]
+    graph.node.extend(nodes)
+    return count
+
+
 def signatures(seq_lens: Sequence[int], heads: Sequence[str],
                widths: dict[str, int]) -> list[dict[str, Any]]:
     """One manifest signature per declared length, shaped like the TFLite entries."""
@@ -393,11 +432,7 @@ def export(saved: Path, out_dir: Path, quant: str, seq_lens: Sequence[int],
             model = quantize_int8(src, work)
         elif r.onnx == "dynamic-int8-per-row":
             per_row_int8_matmuls(model)
-            src = work / "rows.onnx"
-            save(model, src, threshold=0)
-            del model
-            gc.collect()
-            model = quantize_int8(src, work, ["Gather"])  # the tables: onnxruntime's 8-bit
+            per_row_int8_tables(model)
         elif r.onnx != "float32":
             raise ValueError(f"{quant}: unknown ONNX recipe {r.onnx}")
         finish(model, quant, seq_lens, heads)
