@@ -15,7 +15,6 @@ and describes the file for the manifest.
 
 from __future__ import annotations
 
-import gc
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
@@ -192,8 +191,9 @@ def save(model: Any, path: Path, threshold: int) -> list[str]:
 
 
 def quantize_int8(src: Path, work: Path, op_types: Sequence[str] = INT8_OP_TYPES) -> Any:
-    """Dynamic-range int8 of the fp32 model saved at src: int8 per-channel MatMul weights,
-    int8 (uint8) embedding Gathers (onnxruntime's quantizer, `op_types` of them).
+    """onnxruntime's dynamic-range int8 of the fp32 model saved at src: int8 per-channel
+    MatMul weights, 8-bit embedding Gathers (`op_types` of them). The `int8` recipe before
+    issue 13; tools/onnx_int8_recipes.py still compares against it.
 
     Activations stay float and are quantized per call (DynamicQuantizeLinear: one scale per
     tensor), so no calibration data is needed; every op stays in the standard ONNX domain.
@@ -424,12 +424,6 @@ def export(saved: Path, out_dir: Path, quant: str, seq_lens: Sequence[int],
         widths = fix_io(model, heads)
         if r.onnx == "float16-weights":
             fp16_weights(model)
-        elif r.onnx == "dynamic-int8-per-channel":
-            src = work / "fp32.onnx"
-            save(model, src, threshold=0)  # external data: the fp32 model may be past 2 GB
-            del model
-            gc.collect()
-            model = quantize_int8(src, work)
         elif r.onnx == "dynamic-int8-per-row":
             per_row_int8_matmuls(model)
             per_row_int8_tables(model)
