@@ -12,6 +12,7 @@ p50 latency (1 thread). Which group matters says where int8 loses accuracy on re
 from __future__ import annotations
 
 import argparse
+import re
 import tempfile
 import time
 from pathlib import Path
@@ -25,6 +26,9 @@ RECIPES = {  # name -> substrings of the MatMul node names left in float (ROW: s
     "all int8, one activation scale per row (MatMulInteger)": ROW,
     "per row, tables one scale per row too (standard ops only)": ROW + " tables",
     "per row, tables in float": ROW + " float tables",
+    "per row + tables, last layer in float": ROW + " last1 tables",
+    "per row + tables, last 2 layers' FFN in float": ROW + " last2ffn tables",
+    "per row + tables, last 2 layers in float": ROW + " last2 tables",
     "heads in float": ("sparse_linear", "colbert_linear"),
     "attention (q, k, v, out) in float": ("query", "key", "value", "attn_out"),
     "FFN output in float": ("ffn_out",),
@@ -95,7 +99,14 @@ def main() -> None:
                 )
 
                 rows = onnx.load(str(src))
-                per_row_int8_matmuls(rows)
+                last = max(int(m.group(1)) for n in rows.graph.node
+                           for m in [re.search(r"/layer_(\d+)_", n.name)] if m)
+                keep: list[str] = []
+                if " last" in keys:
+                    k = 2 if " last2" in keys else 1
+                    parts = ("ffn_in", "ffn_out") if "ffn" in keys else ("",)
+                    keep = [f"/layer_{last - i}_1/{p}" for i in range(k) for p in parts]
+                per_row_int8_matmuls(rows, keep)
                 if keys.endswith(" tables"):
                     if not keys.endswith("float tables"):
                         per_row_int8_tables(rows)

@@ -209,7 +209,7 @@ def quantize_int8(src: Path, work: Path, op_types: Sequence[str] = INT8_OP_TYPES
     return onnx.load(str(dst))
 
 
-def per_row_int8_matmuls(model: Any) -> int:
+def per_row_int8_matmuls(model: Any, keep_float: Sequence[str] = ()) -> int:
     """Every MatMul by a float weight matrix becomes a uint8 x int8 MatMulInteger with one
     weight scale per output column and one activation scale and zero point per row (token),
     computed per call: TFLite's hybrid arithmetic, in standard ops.
@@ -222,7 +222,8 @@ def per_row_int8_matmuls(model: Any) -> int:
     term folded into a constant column sum (MatMulInteger takes only a scalar zero point).
     uint8 x int8 is onnxruntime's fast integer path. Weights under ROW_INT8_MIN_ELEMENTS
     values (the sparse head's [H, 1]) stay float, as the TFLite converter keeps them: the
-    lexical weights come straight out of that product. Returns how many MatMuls it rewrote.
+    lexical weights come straight out of that product; so do MatMuls whose node name holds
+    one of `keep_float`. Returns how many MatMuls it rewrote.
     """
     import numpy as np
     import onnx
@@ -239,7 +240,8 @@ def per_row_int8_matmuls(model: Any) -> int:
     for node in graph.node:
         w = inits.get(node.input[1]) if node.op_type == "MatMul" and len(node.input) == 2 else None
         if (w is None or len(w.dims) != 2 or w.data_type != onnx.TensorProto.FLOAT
-                or int(np.prod(w.dims)) < ROW_INT8_MIN_ELEMENTS):
+                or int(np.prod(w.dims)) < ROW_INT8_MIN_ELEMENTS
+                or any(k in node.name for k in keep_float)):
             nodes.append(node)
             continue
         name = node.input[1]
