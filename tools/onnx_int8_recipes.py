@@ -12,7 +12,6 @@ p50 latency (1 thread). Which group matters says where int8 loses accuracy on re
 from __future__ import annotations
 
 import argparse
-import re
 import tempfile
 import time
 from pathlib import Path
@@ -24,11 +23,11 @@ ROW = "per row"
 RECIPES = {  # name -> substrings of the MatMul node names left in float (ROW: see below)
     "all int8 (per-tensor activations)": (),
     "all int8, one activation scale per row (MatMulInteger)": ROW,
-    "per row, tables one scale per row too (standard ops only)": ROW + " tables",
+    "per row, tables one scale per row too": ROW + " tables",
     "per row, tables in float": ROW + " float tables",
     "per row + tables, last layer in float": ROW + " last1 tables",
     "per row + tables, last 2 layers' FFN in float": ROW + " last2ffn tables",
-    "per row + tables, last 2 layers in float": ROW + " last2 tables",
+    "per row + tables, last 2 layers in float (the build's `int8`)": ROW + " last2 tables",
     "heads in float": ("sparse_linear", "colbert_linear"),
     "attention (q, k, v, out) in float": ("query", "key", "value", "attn_out"),
     "FFN output in float": ("ffn_out",),
@@ -93,19 +92,18 @@ def main() -> None:
             dst = Path(tmp) / "q.onnx"
             if isinstance(keys, str) and keys.startswith(ROW):  # edge_m3.export.onnx's
                 from edge_m3.export.onnx import (
+                    last_layers,
                     per_row_int8_matmuls,
                     per_row_int8_tables,
                     quantize_int8,
                 )
 
                 rows = onnx.load(str(src))
-                last = max(int(m.group(1)) for n in rows.graph.node
-                           for m in [re.search(r"/layer_(\d+)_", n.name)] if m)
                 keep: list[str] = []
                 if " last" in keys:
-                    k = 2 if " last2" in keys else 1
                     parts = ("ffn_in", "ffn_out") if "ffn" in keys else ("",)
-                    keep = [f"/layer_{last - i}_1/{p}" for i in range(k) for p in parts]
+                    keep = [f"{layer}1/{p}" for layer in last_layers(
+                        rows, 2 if " last2" in keys else 1) for p in parts]
                 per_row_int8_matmuls(rows, keep)
                 if keys.endswith(" tables"):
                     if not keys.endswith("float tables"):

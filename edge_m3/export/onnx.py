@@ -47,6 +47,9 @@ EXTERNAL_DATA_THRESHOLD = 2_000_000_000
 EXTERNAL_MIN_TENSOR = 1024
 INT8_OP_TYPES = ["MatMul", "Gather"]
 ROW_INT8_MIN_ELEMENTS = 1024  # the TFLite converter's floor for quantizing a weight
+# Encoder layers at the end that int8 ONNX keeps in float: on real weights (e5-small) the
+# lexical error is 0.050 with none, 0.046 with one, 0.041 with two (gate 0.05; +9% size).
+ROW_INT8_FLOAT_LAST_LAYERS = 2
 
 
 def _rename_value(graph: Any, old: str, new: str) -> None:
@@ -278,6 +281,15 @@ def per_row_int8_matmuls(model: Any, keep_float: Sequence[str] = ()) -> int:
     return count
 
 
+def last_layers(model: Any, n: int) -> list[str]:
+    """Name fragments of the last `n` encoder layers' nodes (`/layer_<i>_`, Keras's scopes)."""
+    import re
+
+    found = {int(m.group(1)) for node in model.graph.node
+             for m in [re.search(r"/layer_(\d+)_", node.name)] if m}
+    return [f"/layer_{i}_" for i in sorted(found)[-n:]] if found and n else []
+
+
 def per_row_int8_tables(model: Any) -> int:
     """Each Gather from a float table becomes a Gather of int8 rows (one scale per row,
     symmetric) times the gathered rows' scales: standard ops, 1 byte a weight, and every row
@@ -427,7 +439,7 @@ def export(saved: Path, out_dir: Path, quant: str, seq_lens: Sequence[int],
         if r.onnx == "float16-weights":
             fp16_weights(model)
         elif r.onnx == "dynamic-int8-per-row":
-            per_row_int8_matmuls(model)
+            per_row_int8_matmuls(model, last_layers(model, ROW_INT8_FLOAT_LAST_LAYERS))
             per_row_int8_tables(model)
         elif r.onnx != "float32":
             raise ValueError(f"{quant}: unknown ONNX recipe {r.onnx}")
