@@ -105,6 +105,7 @@ def main() -> None:
                     keep = [f"{layer}1/{p}" for layer in last_layers(
                         rows, 2 if " last2" in keys else 1) for p in parts]
                 per_row_int8_matmuls(rows, keep)
+                kept = [n for n in matmuls if any(k in n for k in keep)]
                 if keys.endswith(" tables"):
                     if not keys.endswith("float tables"):
                         per_row_int8_tables(rows)
@@ -113,7 +114,7 @@ def main() -> None:
                     onnx.save_model(rows, str(Path(tmp) / "rows.onnx"))
                     onnx.save_model(quantize_int8(Path(tmp) / "rows.onnx", Path(tmp), ["Gather"]),
                                     str(dst))
-                exclude: list[str] = []
+                exclude: list[str] = kept
             else:
                 exclude = [n for n in matmuls if any(k in n for k in keys)]
                 quantize_dynamic(str(src), str(dst), op_types_to_quantize=["MatMul", "Gather"],
