@@ -103,10 +103,13 @@ class QuantRecipe:
     bytes_per_param: float
     tflite: str  # TFLite recipe (edge_m3.export.tflite.convert, or edge_m3.export.aeq)
     onnx: str  # ONNX recipe (edge_m3.export.onnx.export); "" when the variant has no ONNX file
-    oldest_tflite: str  # oldest TF Lite runtime whose kernels run the file
+    oldest_tflite: str  # oldest TF Lite runtime whose kernels run the file correctly
     thresholds: Mapping[str, float]
     device_tolerance: Tolerance
     note: str = ""  # one line every build of the variant prints (what it is not for)
+    # Oldest LiteRT (ai-edge-litert) seen to compute the file correctly (docs/benchmarks.md,
+    # issue 13): older ones may load a file and still compute it wrongly.
+    oldest_litert: str = "1.0.1"
 
     def estimated_size(self, param_count: int) -> int:
         """What the variant's file will roughly weigh (for the 2 GB checks before converting)."""
@@ -152,13 +155,15 @@ RECIPES: dict[str, QuantRecipe] = {r.name: r for r in (
                      "lexical err 0.23, retrieval agreement 0.86); build it only for "
                      "tflite-runtime 2.14, use int8 on LiteRT"),
     # ai-edge-quantizer: 4-bit blockwise weights where tools/quant_sensitivity.py allows, 8-bit
-    # elsewhere (edge_m3.export.aeq.AEQ_RECIPES); int4 EMBEDDING_LOOKUP needs TF Lite 2.18.
+    # elsewhere (edge_m3.export.aeq.AEQ_RECIPES). Blockwise int4 kernels: TF Lite 2.17 refuses
+    # the file, TF Lite 2.18 and LiteRT <= 2.0.3 run it with wrong results (dense cosine
+    # 0.73-0.82 to fp32); TF 2.21 and LiteRT 2.1.6 compute it right.
     # Gate: int8's dense cosine and retrieval bounds; 4-bit weights move single lexical
     # weights by up to ~0.13 and ColBERT scores by ~0.07 on real weights (int8: 0.04 / 0.015),
     # so those two bounds are wider: apps that rank by sparse weights alone should ship int8.
     QuantRecipe("int4", "mixed 4/8-bit weights (int4 in blocks, int8 where 4 bits lose "
-                "accuracy), dynamic-range activations", 0.5, "aeq-int4-mixed", "", "2.18.0",
-                _limits(0.99, 0.8, 0.15, 0.08), _INT8_TOLERANCE),
+                "accuracy), dynamic-range activations", 0.5, "aeq-int4-mixed", "", "2.21.0",
+                _limits(0.99, 0.8, 0.15, 0.08), _INT8_TOLERANCE, oldest_litert="2.1.6"),
 )}
 QUANTS = tuple(RECIPES)
 # Names that were variants once: a one-line pointer instead of "unknown".

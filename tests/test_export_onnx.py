@@ -143,8 +143,13 @@ def test_graph_passes_checker_with_contract_io(
     if quant == "int8":  # per-row activations, per-column weights: standard ops only
         assert {"MatMulInteger", "ReduceMax", "ReduceMin", "Round"} <= ops
         assert "DynamicQuantizeLinear" not in ops and all(":" not in o for o in ops)
-        big = {t.data_type for t in weights if np.prod(t.dims) >= ROW_INT8_MIN_ELEMENTS}
-        assert onnx.TensorProto.INT8 in big <= {onnx.TensorProto.INT8, onnx.TensorProto.UINT8}
+        inits = {t.name: t for t in model.graph.initializer}
+        tables = [inits[n.input[0]] for n in model.graph.node
+                  if n.op_type == "Gather" and n.input[0] in inits and len(inits[n.input[0]].dims) == 2]
+        assert len(tables) == 2 and {t.data_type for t in tables} == {onnx.TensorProto.INT8}
+        int8 = [t for t in weights if t.data_type == onnx.TensorProto.INT8
+                and np.prod(t.dims) >= ROW_INT8_MIN_ELEMENTS]
+        assert len(int8) > len(tables)  # and MatMul weights (the last layers stay float)
 
 
 @pytest.mark.parametrize("quant", QUANTS)

@@ -58,6 +58,10 @@ def kotlin() -> str:
               "    val OLDEST_TFLITE: Map<String, String> = mapOf("]
     lines += [f"        {_q(r.name)} to {_q(r.oldest_tflite)}," for r in c.RECIPES.values()]
     lines[-1] = lines[-1].rstrip(",")
+    lines += ["    )", "", "    /** Per quant variant: the oldest LiteRT seen to compute it right. */",
+              "    val OLDEST_LITERT: Map<String, String> = mapOf("]
+    lines += [f"        {_q(r.name)} to {_q(r.oldest_litert)}," for r in c.RECIPES.values()]
+    lines[-1] = lines[-1].rstrip(",")
     lines += ["    )", "}", ""]
     return "\n".join(lines)
 
@@ -75,6 +79,9 @@ def swift() -> str:
     lines += ["    ]", "", "    /// Per quant variant: the oldest TF Lite runtime whose kernels run it.",
               "    public static let oldestTFLite: [String: String] = ["]
     lines += [f"        {_q(r.name)}: {_q(r.oldest_tflite)}," for r in c.RECIPES.values()]
+    lines += ["    ]", "", "    /// Per quant variant: the oldest LiteRT seen to compute it right.",
+              "    public static let oldestLiteRT: [String: String] = ["]
+    lines += [f"        {_q(r.name)}: {_q(r.oldest_litert)}," for r in c.RECIPES.values()]
     lines += ["    ]", "}", "",
               "/// Live outputs vs golden.json on a device: the same file on another CPU differs by kernel",
               "/// rounding only (ids, signature and post-processing always compare exactly).",

@@ -23,6 +23,11 @@ ROW = "per row"
 RECIPES = {  # name -> substrings of the MatMul node names left in float (ROW: see below)
     "all int8 (per-tensor activations)": (),
     "all int8, one activation scale per row (MatMulInteger)": ROW,
+    "per row, tables one scale per row too": ROW + " tables",
+    "per row, tables in float": ROW + " float tables",
+    "per row + tables, last layer in float": ROW + " last1 tables",
+    "per row + tables, last 2 layers' FFN in float": ROW + " last2ffn tables",
+    "per row + tables, last 2 layers in float (the build's `int8`)": ROW + " last2 tables",
     "heads in float": ("sparse_linear", "colbert_linear"),
     "attention (q, k, v, out) in float": ("query", "key", "value", "attn_out"),
     "FFN output in float": ("ffn_out",),
@@ -85,15 +90,31 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         for name, keys in RECIPES.items():
             dst = Path(tmp) / "q.onnx"
-            if keys == ROW:  # edge_m3.export.onnx's recipe for `int8`
-                from edge_m3.export.onnx import per_row_int8_matmuls, quantize_int8
+            if isinstance(keys, str) and keys.startswith(ROW):  # edge_m3.export.onnx's
+                from edge_m3.export.onnx import (
+                    last_layers,
+                    per_row_int8_matmuls,
+                    per_row_int8_tables,
+                    quantize_int8,
+                )
 
                 rows = onnx.load(str(src))
-                per_row_int8_matmuls(rows)
-                onnx.save_model(rows, str(Path(tmp) / "rows.onnx"))
-                onnx.save_model(quantize_int8(Path(tmp) / "rows.onnx", Path(tmp), ["Gather"]),
-                                str(dst))
-                exclude: list[str] = []
+                keep: list[str] = []
+                if " last" in keys:
+                    parts = ("ffn_in", "ffn_out") if "ffn" in keys else ("",)
+                    keep = [f"{layer}1/{p}" for layer in last_layers(
+                        rows, 2 if " last2" in keys else 1) for p in parts]
+                per_row_int8_matmuls(rows, keep)
+                kept = [n for n in matmuls if any(k in n for k in keep)]
+                if keys.endswith(" tables"):
+                    if not keys.endswith("float tables"):
+                        per_row_int8_tables(rows)
+                    onnx.save_model(rows, str(dst))
+                else:
+                    onnx.save_model(rows, str(Path(tmp) / "rows.onnx"))
+                    onnx.save_model(quantize_int8(Path(tmp) / "rows.onnx", Path(tmp), ["Gather"]),
+                                    str(dst))
+                exclude: list[str] = kept
             else:
                 exclude = [n for n in matmuls if any(k in n for k in keys)]
                 quantize_dynamic(str(src), str(dst), op_types_to_quantize=["MatMul", "Gather"],

@@ -13,6 +13,7 @@ from typing import Any
 from edge_m3.common.options import parse_ints
 from edge_m3.contract import FORMATS, HEADS, recipe
 from edge_m3.errors import EdgeM3Error
+from edge_m3.export.aeq import AEQ_RECIPES, check_blocks
 from edge_m3.export.tflite import uses_aeq
 
 DEFAULT_CHECKPOINT = "BAAI/bge-m3"
@@ -70,6 +71,10 @@ def validate_against_config(opts: BuildOptions, config: Any, param_count: int) -
                     "over the format's 2 GB limit; use --quant fp16 or int8 with --ort")
     if "tflite" in opts.formats:
         for q in opts.quants:
+            rules = AEQ_RECIPES.get(recipe(q).tflite)
+            why = rules and check_blocks(rules, config.hidden_size, config.intermediate_size)
+            if why:
+                raise EdgeM3Error(f"--quant {q}: not for this model: {why}")
             size = recipe(q).estimated_size(param_count)
             if size > FLATBUFFER_LIMIT:
                 raise EdgeM3Error(

@@ -49,9 +49,10 @@ def should_run(runtime: str, quant: str) -> bool:
     version = runtime_version(runtime)
     if version is None:
         return False
-    if runtime == "tflite-runtime":  # versioned like TF Lite itself
-        return version_tuple(version) >= version_tuple(recipe(quant).oldest_tflite)
-    return True  # LiteRT (any ai-edge-litert) and TF 2.21 postdate every recipe's kernels
+    r = recipe(quant)
+    if runtime == "litert":
+        return version_tuple(version) >= version_tuple(r.oldest_litert)
+    return version_tuple(version) >= version_tuple(r.oldest_tflite)  # tflite-runtime, TF
 
 
 def refuse_unloadable(name: str, quant: str, checks: dict[str, str]) -> None:
@@ -63,16 +64,17 @@ def refuse_unloadable(name: str, quant: str, checks: dict[str, str]) -> None:
 
 
 def oldest_runtime(audit: dict[str, Any], checks: dict[str, str], quant: str) -> dict[str, str]:
-    """The oldest runtime that runs the file: tflite-runtime 2.14 if it loaded there, else
-    LiteRT (the version that ran it) with the TF Lite version the variant's kernels need."""
+    """The oldest runtime that runs the file: tflite-runtime 2.14 if it loaded there, else the
+    oldest LiteRT and TF Lite the variant's kernels compute right (edge_m3.contract)."""
     need = audit.get("min_runtime_version") or "0"
+    r = recipe(quant)
     if checks.get("tflite-runtime", "").startswith("ok") or (
         "tflite-runtime" not in checks
-        and version_tuple(recipe(quant).oldest_tflite) <= version_tuple(OLDEST_TFLITE_RUNTIME)
+        and version_tuple(r.oldest_tflite) <= version_tuple(OLDEST_TFLITE_RUNTIME)
     ):
         return {"tflite-runtime": OLDEST_TFLITE_RUNTIME, "converter_min_runtime_version": need}
-    return {"ai-edge-litert": runtime_version("litert") or "?",
-            "tflite": recipe(quant).oldest_tflite, "converter_min_runtime_version": need}
+    return {"ai-edge-litert": r.oldest_litert, "tflite": r.oldest_tflite,
+            "converter_min_runtime_version": need}
 
 
 def xnnpack_fully_connected(interpreter: Any) -> tuple[int, int]:

@@ -98,6 +98,21 @@ AEQ_RECIPES: dict[str, list[Rule]] = {
 }
 
 
+def check_blocks(rules: Sequence[Rule], hidden: int, intermediate: int) -> str | None:
+    """Why `rules` cannot apply to a model of these widths (a block must divide every input
+    width it cuts: hidden for the tables and most layers, intermediate for FFN out), or None."""
+    for name, _bits, granularity, *_ in rules:
+        m = re.fullmatch(r"BLOCKWISE_(\d+)", str(granularity))
+        if not m:
+            continue
+        block = int(m.group(1))
+        widths = [hidden] if group(name, 0)[0] == LOOKUP else [hidden, intermediate]
+        bad = [w for w in widths if w % block]
+        if bad:
+            return f"{name} is quantized in blocks of {block}, which do not divide width {bad[0]}"
+    return None
+
+
 def aeq_recipe(rules: Sequence[Rule], layers: int | None = None) -> list[dict[str, Any]]:
     """AEQ's JSON recipe for the rules: dynamic range, symmetric integer weights."""
     out = []

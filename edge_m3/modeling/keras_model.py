@@ -234,15 +234,22 @@ def build_model(checkpoint: Any) -> BGEM3Encoder:
 
 
 class _TrimmedTensors(Mapping[str, np.ndarray]):
-    """The checkpoint's tensors with the word-embedding table cut to the kept rows."""
+    """The checkpoint's tensors with the word-embedding table cut to the kept rows (None: all)
+    and the position table to its first `positions` rows (None: all)."""
 
-    def __init__(self, tensors: Mapping[str, np.ndarray], kept_ids: Sequence[int]) -> None:
-        self._tensors, self._kept = tensors, np.asarray(kept_ids, dtype=np.int64)
-        self.kept_ids = [int(i) for i in kept_ids]
+    def __init__(self, tensors: Mapping[str, np.ndarray], kept_ids: Sequence[int] | None,
+                 positions: int | None = None) -> None:
+        self._tensors, self._positions = tensors, positions
+        self._kept = None if kept_ids is None else np.asarray(kept_ids, dtype=np.int64)
+        self.kept_ids = None if kept_ids is None else [int(i) for i in kept_ids]
 
     def __getitem__(self, name: str) -> np.ndarray:
         value = self._tensors[name]
-        return value[self._kept] if name == "embeddings.word_embeddings.weight" else value
+        if name == "embeddings.word_embeddings.weight" and self._kept is not None:
+            return value[self._kept]
+        if name == "embeddings.position_embeddings.weight" and self._positions is not None:
+            return value[:self._positions]
+        return value
 
     def __iter__(self) -> Any:
         return iter(self._tensors)
@@ -251,10 +258,22 @@ class _TrimmedTensors(Mapping[str, np.ndarray]):
         return len(self._tensors)
 
 
-def trimmed_checkpoint(checkpoint: Any, kept_ids: Sequence[int]) -> Any:
-    """A view of `checkpoint` whose vocabulary is `kept_ids` (row i = original id kept_ids[i])."""
+def trimmed_checkpoint(checkpoint: Any, kept_ids: Sequence[int] | None,
+                       positions: int | None = None) -> Any:
+    """A view of `checkpoint` whose vocabulary is `kept_ids` (row i = original id kept_ids[i];
+    None keeps every row) and whose position table keeps its first `positions` rows."""
     import dataclasses
 
-    config = dataclasses.replace(checkpoint.config, vocab_size=len(kept_ids))
+    config = checkpoint.config
+    if kept_ids is not None:
+        config = dataclasses.replace(config, vocab_size=len(kept_ids))
+    if positions is not None:
+        config = dataclasses.replace(config, max_position_embeddings=int(positions))
     return dataclasses.replace(checkpoint, config=config,
-                               tensors=_TrimmedTensors(checkpoint.tensors, kept_ids))
+                               tensors=_TrimmedTensors(checkpoint.tensors, kept_ids, positions))
+
+
+def position_rows(config: Any, seq_lens: Sequence[int]) -> int:
+    """Position rows the fixed lengths can reach: XLM-R counts positions from pad_token_id + 1,
+    so a length L uses rows up to L + pad_token_id (BGE-M3 at 512: 514 of its 8,194 rows)."""
+    return min(int(config.max_position_embeddings), max(seq_lens) + int(config.pad_token_id) + 1)

@@ -35,7 +35,16 @@ public enum EdgeM3Contract {
         "fp16": "2.14.0",
         "int8": "2.17.0",
         "int8-tflite214": "2.14.0",
-        "int4": "2.18.0",
+        "int4": "2.21.0",
+    ]
+
+    /// Per quant variant: the oldest LiteRT seen to compute it right.
+    public static let oldestLiteRT: [String: String] = [
+        "fp32": "1.0.1",
+        "fp16": "1.0.1",
+        "int8": "1.0.1",
+        "int8-tflite214": "1.0.1",
+        "int4": "2.1.6",
     ]
 }
 

@@ -39,6 +39,15 @@ object EdgeM3Contract {
         "fp16" to "2.14.0",
         "int8" to "2.17.0",
         "int8-tflite214" to "2.14.0",
-        "int4" to "2.18.0"
+        "int4" to "2.21.0"
+    )
+
+    /** Per quant variant: the oldest LiteRT seen to compute it right. */
+    val OLDEST_LITERT: Map<String, String> = mapOf(
+        "fp32" to "1.0.1",
+        "fp16" to "1.0.1",
+        "int8" to "1.0.1",
+        "int8-tflite214" to "1.0.1",
+        "int4" to "2.1.6"
     )
 }
