@@ -47,6 +47,23 @@ LEXICAL_SKIP_KEYS = ("bos", "eos", "pad", "unk")
 DYNAMIC_SIGNATURE = "embed_dynamic"
 FORMATS = ("tflite", "onnx")
 
+# How a device runs the model on the CPU (the harness and both kits). XNNPACK packs the weights
+# for its kernels; a weight cache keeps one packed copy per model instead of one per signature,
+# in memory or in a file that a later start maps instead of packing again (issue 17).
+DEVICE_THREADS = 2  # intra-op threads: 2 suits big.LITTLE phones and a Raspberry Pi alike
+IN_MEMORY_WEIGHT_CACHE = ":memory"  # XNNPACK's kInMemoryCachePath (delegates/xnnpack/weight_cache.h)
+WEIGHT_CACHE_SUFFIX = ".xnnpack_cache"
+# A cache file is named by the model's SHA-256 (its first WEIGHT_CACHE_KEY_CHARS hex digits) and
+# the runtime build: XNNPACK finds packed weights by buffer index, not by content, and would
+# reuse a stale file for a changed model or a runtime that packs differently.
+WEIGHT_CACHE_KEY_CHARS = 16
+
+
+def weight_cache_name(model_sha256: str, runtime_key: str) -> str:
+    """`<sha256[:16]>-<runtime key>.xnnpack_cache`: one file per model content and runtime build."""
+    key = "".join(c if (c.isascii() and c.isalnum()) or c in "._" else "_" for c in runtime_key)
+    return f"{model_sha256[:WEIGHT_CACHE_KEY_CHARS]}-{key}{WEIGHT_CACHE_SUFFIX}"
+
 
 def model_file(quant: str, fmt: str) -> str:
     """`model_<quant>.tflite` / `model_<quant>.onnx`: one file per variant and format."""

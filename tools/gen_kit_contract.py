@@ -28,8 +28,23 @@ STRINGS = {
     "DENSE_VECS": c.DENSE_VECS, "SPARSE_WEIGHTS": c.SPARSE_WEIGHTS, "COLBERT_VECS": c.COLBERT_VECS,
     "LEXICAL_WEIGHTS": c.LEXICAL_WEIGHTS, "ASSET_DIR": ANDROID_ASSETS.name,
     "RESOURCE_FOLDER": str(IOS_RESOURCES), "TEST_RESOURCE_FOLDER": str(IOS_TEST_RESOURCES),
+    "IN_MEMORY_WEIGHT_CACHE": c.IN_MEMORY_WEIGHT_CACHE, "WEIGHT_CACHE_SUFFIX": c.WEIGHT_CACHE_SUFFIX,
 }
+INTS = {"DEVICE_THREADS": c.DEVICE_THREADS, "WEIGHT_CACHE_KEY_CHARS": c.WEIGHT_CACHE_KEY_CHARS}
 LISTS = {"SPECIAL_KEYS": c.SPECIAL_KEYS, "LEXICAL_SKIP_KEYS": c.LEXICAL_SKIP_KEYS, "QUANTS": c.QUANTS}
+
+
+# contract.weight_cache_name in each kit's language (ASCII letters, digits, '.' and '_' kept).
+KOTLIN_CACHE_NAME = """\
+    fun weightCacheName(modelSha256: String, runtimeKey: String): String {
+        val key = runtimeKey.map { if (it in 'a'..'z' || it in 'A'..'Z' || it in '0'..'9' || it == '.' ||
+            it == '_') it else '_' }.joinToString("")
+        return modelSha256.take(WEIGHT_CACHE_KEY_CHARS) + "-" + key + WEIGHT_CACHE_SUFFIX"""
+SWIFT_CACHE_NAME = """\
+    public static func weightCacheName(modelSha256: String, runtimeKey: String) -> String {
+        let key = String(runtimeKey.map { ($0.isASCII && ($0.isLetter || $0.isNumber)) || $0 == "." ||
+            $0 == "_" ? $0 : "_" })
+        return String(modelSha256.prefix(weightCacheKeyChars)) + "-" + key + weightCacheSuffix"""
 
 
 def _camel(name: str) -> str:
@@ -41,11 +56,17 @@ def _q(s: str) -> str:
     return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
+def _doc(fn: object) -> str:
+    """A Python docstring's first line, for the generated function's comment."""
+    return (getattr(fn, "__doc__", "") or "").strip().splitlines()[0]
+
+
 def kotlin() -> str:
     lines = [f"// {HEADER}", "package dev.edgem3", "",
              "/** The bundle contract shared with the Python builder and the Swift kit. */",
              "object EdgeM3Contract {", f"    const val SCHEMA_VERSION = {c.SCHEMA_VERSION}"]
     lines += [f"    const val {k} = {_q(v)}" for k, v in STRINGS.items()]
+    lines += [f"    const val {k} = {v}" for k, v in INTS.items()]
     lines += [f"    val {k}: List<String> = listOf({', '.join(map(_q, v))})" for k, v in LISTS.items()]
     lines += ["", "    /** Live outputs vs golden.json on a device: kernel rounding only. */",
               "    class Tolerance(val denseCosineMin: Double, val maxAbs: Float)", "",
@@ -62,7 +83,9 @@ def kotlin() -> str:
               "    val OLDEST_LITERT: Map<String, String> = mapOf("]
     lines += [f"        {_q(r.name)} to {_q(r.oldest_litert)}," for r in c.RECIPES.values()]
     lines[-1] = lines[-1].rstrip(",")
-    lines += ["    )", "}", ""]
+    lines += ["    )", "", f"    /** {_doc(c.weight_cache_name)} */",
+              *KOTLIN_CACHE_NAME.splitlines(),
+              "    }", "}", ""]
     return "\n".join(lines)
 
 
@@ -70,6 +93,7 @@ def swift() -> str:
     lines = [f"// {HEADER}", "", "/// The bundle contract shared with the Python builder and the Kotlin kit.",
              "public enum EdgeM3Contract {", f"    public static let schemaVersion = {c.SCHEMA_VERSION}"]
     lines += [f"    public static let {_camel(k)} = {_q(v)}" for k, v in STRINGS.items()]
+    lines += [f"    public static let {_camel(k)} = {v}" for k, v in INTS.items()]
     lines += [f"    public static let {_camel(k)}: [String] = [{', '.join(map(_q, v))}]"
               for k, v in LISTS.items()]
     lines += ["", "    /// Per quant variant: the device tolerance.",
@@ -82,7 +106,9 @@ def swift() -> str:
     lines += ["    ]", "", "    /// Per quant variant: the oldest LiteRT seen to compute it right.",
               "    public static let oldestLiteRT: [String: String] = ["]
     lines += [f"        {_q(r.name)}: {_q(r.oldest_litert)}," for r in c.RECIPES.values()]
-    lines += ["    ]", "}", "",
+    lines += ["    ]", "", f"    /// {_doc(c.weight_cache_name)}",
+              *SWIFT_CACHE_NAME.splitlines(),
+              "    }", "}", "",
               "/// Live outputs vs golden.json on a device: the same file on another CPU differs by kernel",
               "/// rounding only (ids, signature and post-processing always compare exactly).",
               "public struct Tolerance: Hashable, Sendable {", "    public var denseCosineMin: Double",

@@ -13,7 +13,14 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from edge_m3.contract import ATTENTION_MASK, INPUT_IDS, Signature
+from edge_m3.contract import (
+    ATTENTION_MASK,
+    IN_MEMORY_WEIGHT_CACHE,
+    INPUT_IDS,
+    WEIGHT_CACHE_SUFFIX,
+    Signature,
+    weight_cache_name,
+)
 from edge_m3.errors import EdgeM3Error
 
 TFLITE_RUNTIMES = ("tflite-runtime", "litert", "tf")
@@ -33,7 +40,7 @@ RUNTIME_PACKAGES = {"tflite-runtime": "tflite-runtime", "litert": "ai-edge-liter
 # model's weights for its kernels; without a cache each signature's subgraph packs its own
 # copy. With one, the packed weights are keyed by the model's buffer, so every signature
 # shares one copy, and a cache file lets a second start map them instead of packing again.
-IN_MEMORY_CACHE = ":memory"  # XNNPACK's kInMemoryCachePath (tflite/delegates/xnnpack/weight_cache.h)
+IN_MEMORY_CACHE = IN_MEMORY_WEIGHT_CACHE
 NO_CACHE = "off"  # LiteRT's Interpreter as before: one packed copy per signature
 # Only LiteRT's CompiledModel API takes a cache (CpuOptions.xnnpack_weight_cache_path); the
 # Interpreter APIs (LiteRT's, TF's, tflite-runtime's) create XNNPACK with default options.
@@ -42,7 +49,7 @@ WEIGHT_CACHE_RUNTIMES = ("litert",)
 # ship, both running the memory-mapped file. TF's interpreter is no device runtime; onnxruntime
 # reads the file into its own memory and pre-packs (reported, not gated).
 MEMORY_GATED_RUNTIMES = ("litert", "tflite-runtime")
-CACHE_SUFFIX = ".xnnpack_cache"
+CACHE_SUFFIX = WEIGHT_CACHE_SUFFIX
 
 
 def format_of(runtime: str) -> str:
@@ -79,8 +86,8 @@ def weight_cache_file(cache_dir: Path, model_sha256: str, runtime: str) -> Path:
     """Where a model's packed weights are kept between runs: one file per model content and
     runtime version, because XNNPACK finds packed weights by buffer index, not by content,
     and would reuse a stale file for a changed model."""
-    version = (runtime_version(runtime) or "unknown").replace("/", "_")
-    return Path(cache_dir) / f"{model_sha256[:16]}-{runtime}-{version}{CACHE_SUFFIX}"
+    version = runtime_version(runtime) or "unknown"
+    return Path(cache_dir) / weight_cache_name(model_sha256, f"{runtime}-{version}")
 
 
 class Runner(Protocol):

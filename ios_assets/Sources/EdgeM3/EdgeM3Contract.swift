@@ -16,6 +16,10 @@ public enum EdgeM3Contract {
     public static let assetDir = "edge_m3"
     public static let resourceFolder = "EdgeM3Resources"
     public static let testResourceFolder = "EdgeM3TestResources"
+    public static let inMemoryWeightCache = ":memory"
+    public static let weightCacheSuffix = ".xnnpack_cache"
+    public static let deviceThreads = 2
+    public static let weightCacheKeyChars = 16
     public static let specialKeys: [String] = ["bos", "pad", "eos", "unk", "mask"]
     public static let lexicalSkipKeys: [String] = ["bos", "eos", "pad", "unk"]
     public static let quants: [String] = ["fp32", "fp16", "int8", "int8-tflite214", "int4"]
@@ -46,6 +50,13 @@ public enum EdgeM3Contract {
         "int8-tflite214": "1.0.1",
         "int4": "2.1.6",
     ]
+
+    /// `<sha256[:16]>-<runtime key>.xnnpack_cache`: one file per model content and runtime build.
+    public static func weightCacheName(modelSha256: String, runtimeKey: String) -> String {
+        let key = String(runtimeKey.map { ($0.isASCII && ($0.isLetter || $0.isNumber)) || $0 == "." ||
+            $0 == "_" ? $0 : "_" })
+        return String(modelSha256.prefix(weightCacheKeyChars)) + "-" + key + weightCacheSuffix
+    }
 }
 
 /// Live outputs vs golden.json on a device: the same file on another CPU differs by kernel

@@ -17,6 +17,10 @@ object EdgeM3Contract {
     const val ASSET_DIR = "edge_m3"
     const val RESOURCE_FOLDER = "EdgeM3Resources"
     const val TEST_RESOURCE_FOLDER = "EdgeM3TestResources"
+    const val IN_MEMORY_WEIGHT_CACHE = ":memory"
+    const val WEIGHT_CACHE_SUFFIX = ".xnnpack_cache"
+    const val DEVICE_THREADS = 2
+    const val WEIGHT_CACHE_KEY_CHARS = 16
     val SPECIAL_KEYS: List<String> = listOf("bos", "pad", "eos", "unk", "mask")
     val LEXICAL_SKIP_KEYS: List<String> = listOf("bos", "eos", "pad", "unk")
     val QUANTS: List<String> = listOf("fp32", "fp16", "int8", "int8-tflite214", "int4")
@@ -50,4 +54,11 @@ object EdgeM3Contract {
         "int8-tflite214" to "1.0.1",
         "int4" to "2.1.6"
     )
+
+    /** `<sha256[:16]>-<runtime key>.xnnpack_cache`: one file per model content and runtime build. */
+    fun weightCacheName(modelSha256: String, runtimeKey: String): String {
+        val key = runtimeKey.map { if (it in 'a'..'z' || it in 'A'..'Z' || it in '0'..'9' || it == '.' ||
+            it == '_') it else '_' }.joinToString("")
+        return modelSha256.take(WEIGHT_CACHE_KEY_CHARS) + "-" + key + WEIGHT_CACHE_SUFFIX
+    }
 }
