@@ -36,12 +36,11 @@ kotlin {
 }
 
 dependencies {
-    // ONE TFLite runtime; both expose org.tensorflow.lite.Interpreter (what EdgeM3Embedder uses).
-    // `api`: the embedder's public API takes Interpreter.Options.
-    // LiteRT: runs every variant, including int8pc (FULLY_CONNECTED v12 needs TF Lite >= 2.17).
-    api("com.google.ai.edge.litert:litert:1.4.1")
-    // TensorFlow Lite 2.14 (the manifest's oldest_runtime for fp32 / fp16 / int8; not int8pc):
-    // api("org.tensorflow:tensorflow-lite:2.14.0")
+    // LiteRT 2.x: CompiledModel with the XNNPACK weight cache (ModelRunners.kt), and the
+    // org.tensorflow.lite.Interpreter API for WeightCache.Off. Runs every variant: int8's
+    // per-channel FULLY_CONNECTED v12 needs TF Lite >= 2.17 kernels, int4's blockwise weights
+    // LiteRT >= 2.1.6 (EdgeM3Contract.OLDEST_LITERT). `api`: WeightCache and the runners are public.
+    api("com.google.ai.edge.litert:litert:2.3.0")
 
     // The suspending API (EdgeM3Embedder.embed / load): withContext, Dispatchers, Mutex.
     implementation("org.jetbrains.kotlinx:kotlinx-coroutines-android:1.8.1")

@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from edge_m3.bundle import load_bundle
+from edge_m3.contract import weight_cache_name
 from edge_m3.tokenizer import Tokenizer
 
 pytestmark = pytest.mark.models  # builds Keras models, bundles or references
@@ -73,6 +74,12 @@ def test_kotlin_core_reproduces_golden(kit_jar: Path, tiny_bundle: Path) -> None
     assert n_cases >= 10
     n_files = len(json.loads((tiny_bundle / "manifest.json").read_text(encoding="utf-8"))["files"])
     assert f"golden: {n_files} files match manifest.json (size, sha256)" in proc.stdout
+    # The kit names its XNNPACK weight cache file as the contract does (Kotlin is generated).
+    manifest = json.loads((tiny_bundle / "manifest.json").read_text(encoding="utf-8"))
+    sha = manifest["files"][manifest["models"][0]["file"]]["sha256"]
+    probe = re.search(r'WEIGHT_CACHE_KEY_PROBE = "(.*)"', (ROOT / "android_assets/jvm/GoldenCheck.kt")
+                      .read_text(encoding="utf-8")).group(1)
+    assert f"golden: weight cache file {weight_cache_name(sha, probe)}\n" in proc.stdout
     # The golden set must reach every signature and the truncation path.
     model = json.loads((tiny_bundle / "manifest.json").read_text(encoding="utf-8"))["models"][0]
     lengths = [s["seq_len"] for s in model["signatures"]]
@@ -177,7 +184,7 @@ def _gradle_deps(text: str) -> dict[str, str]:
     return dict(re.findall(r'"([\w.\-]+:[\w.\-]+):([\w.\-]+)"', text))
 
 
-def test_android_library_module(tiny_bundle: Path) -> None:
+def test_android_library_module() -> None:
     """What Gradle would read (it cannot run here: no Android SDK): a library module an app includes."""
     gradle = (ANDROID / "build.gradle.kts").read_text(encoding="utf-8")
     assert 'id("com.android.library")' in gradle and 'id("org.jetbrains.kotlin.android")' in gradle
@@ -193,13 +200,17 @@ def test_android_library_module(tiny_bundle: Path) -> None:
     assert re.search(r'^\s*api\("com\.google\.ai\.edge\.litert:litert:', gradle, re.M)
     assert "org.jetbrains.kotlinx:kotlinx-coroutines-android" in deps
     assert {"androidx.test.ext:junit", "androidx.test:runner"} <= deps.keys()
-    # The old-runtime alternative is the manifest's oldest_runtime, and the README says the same.
-    manifest = json.loads((tiny_bundle / "manifest.json").read_text(encoding="utf-8"))
-    oldest = manifest["models"][0]["oldest_runtime"]
-    assert deps["org.tensorflow:tensorflow-lite"] == oldest["tflite-runtime"]
+    # One runtime, LiteRT with CompiledModel (the weight cache), new enough for every variant.
+    from edge_m3.common.options import version_tuple
+    from edge_m3.contract import RECIPES
+
+    litert = deps["com.google.ai.edge.litert:litert"]
+    assert "org.tensorflow:tensorflow-lite" not in deps
+    assert version_tuple(litert) >= (2, 0) and all(
+        version_tuple(litert) >= version_tuple(r.oldest_litert) for r in RECIPES.values())
     readme = (ANDROID / "README.md").read_text(encoding="utf-8")
     for artifact, version in deps.items():
         if artifact in readme:
             assert f"{artifact}:{version}" in readme, f"README quotes another {artifact} version"
-    assert "com.google.ai.edge.litert:litert" in readme and "org.tensorflow:tensorflow-lite" in readme
+    assert f"com.google.ai.edge.litert:litert:{litert}" in readme
     assert 'include(":edgem3")' in readme and "build.gradle.kts.snippet" not in readme

@@ -23,6 +23,9 @@ private fun readJson(f: File): Any? {
     return MiniJson.parse(f.readText(Charsets.UTF_8))
 }
 
+/** A runtime key with every kind of character weightCacheName must treat as Python does. */
+const val WEIGHT_CACHE_KEY_PROBE = "apk-1700000000000 v2.3.0/é_x"
+
 /** Replays one case's recorded outputs, after checking what the pipeline feeds the model. */
 private class ReplayRunner(
     val raw: RawOutputs,
@@ -43,8 +46,16 @@ private class ReplayRunner(
                 break
             }
         }
-        return raw
+        // As LiteRT's CompiledModel hands them over: flat float32 per output, shaped by the kit.
+        return EdgeM3Core.rawFromFlat(signature) { name -> flatten(name) }
     }
+
+    private fun flatten(name: String): FloatArray = when (name) {
+        EdgeM3Contract.DENSE_VECS -> raw.denseVecs?.flatMap { it.asList() }
+        EdgeM3Contract.SPARSE_WEIGHTS -> raw.sparseWeights?.flatMap { it.asList() }
+        EdgeM3Contract.COLBERT_VECS -> raw.colbertVecs?.flatMap { m -> m.flatMap { it.asList() } }
+        else -> null
+    }?.toFloatArray() ?: throw EdgeM3Exception("no recorded $name")
 }
 
 /** Zeros of the signature's output shapes: for checks of the steps around the model. */
@@ -139,6 +150,8 @@ private fun check(bundle: File, inputs: File?): Int {
         ModelCheck.verify(f.path, entry, f.length(), f.lastModified(), null) { f.inputStream() }
     }
     println("golden: ${manifest.files.size} files match manifest.json (size, sha256)")
+    val sha = manifest.files[model.file]?.sha256 ?: throw EdgeM3Exception("manifest.json: no files entry for ${model.file}")
+    println("golden: weight cache file ${EdgeM3Contract.weightCacheName(sha, WEIGHT_CACHE_KEY_PROBE)}")
     val special = manifest.tokenizer.special
     var passed = 0
     var failed = 0

@@ -332,6 +332,23 @@ object EdgeM3Core {
         return Array(keep) { colbert[it].copyOf() }
     }
 
+    /**
+     * Raw outputs from flat float32 tensors (what LiteRT's `TensorBuffer.readFloat` gives), shaped
+     * as the manifest says: [1, H], [1, L], [1, L-1, H]; heads the signature lacks stay null.
+     */
+    fun rawFromFlat(signature: Signature, flat: (String) -> FloatArray): RawOutputs {
+        fun rows(name: String): Array<FloatArray>? {
+            val t = signature.output(name) ?: return null
+            val values = flat(name)
+            val width = t.shape[t.shape.size - 1]
+            val n = t.shape.fold(1) { a, b -> a * b }
+            if (values.size != n) throw EdgeM3Exception("$name: ${values.size} values, manifest shape ${t.shape.toList()}")
+            return Array(n / width) { r -> values.copyOfRange(r * width, (r + 1) * width) }
+        }
+        return RawOutputs(rows(EdgeM3Contract.DENSE_VECS), rows(EdgeM3Contract.SPARSE_WEIGHTS),
+            rows(EdgeM3Contract.COLBERT_VECS)?.let { arrayOf(it) })
+    }
+
     /** Step 5 over a signature's raw outputs; `vocab` maps a trimmed table's rows (keys stay original). */
     fun postprocess(raw: RawOutputs, enc: Encoded, special: SpecialIds, vocab: VocabMap?): Embedding {
         val ids = enc.inputIds

@@ -6,44 +6,39 @@ import kotlinx.coroutines.Dispatchers
 import kotlinx.coroutines.sync.Mutex
 import kotlinx.coroutines.sync.withLock
 import kotlinx.coroutines.withContext
-import org.tensorflow.lite.Interpreter
 import java.io.Closeable
 import java.io.File
 import java.io.FileInputStream
 import java.io.FileNotFoundException
+import java.io.FileOutputStream
 import java.nio.MappedByteBuffer
 import java.nio.channels.FileChannel
+import java.security.DigestInputStream
+import java.security.MessageDigest
 
-// Android side of the kit: the bundle from assets/edge_m3/, the .tflite memory-mapped, one
-// Interpreter, the kit's own XlmrTokenizer (the reference's ids, no NDK). The pipeline itself is
-// EdgeM3Core; names and tolerances come from EdgeM3Contract (generated from edge_m3/contract.py).
+// Android side of the kit: the bundle from assets/edge_m3/ or a folder, the .tflite on LiteRT
+// (ModelRunners.kt: CompiledModel with an XNNPACK weight cache), the kit's own XlmrTokenizer (the
+// reference's ids, no NDK). The pipeline itself is EdgeM3Core; names and tolerances come from
+// EdgeM3Contract (generated from edge_m3/contract.py).
 
 /**
  * BGE-M3 embeddings on Android: `embed(text)` gives FlagEmbedding's dense_vecs, lexical_weights
  * and colbert_vecs (whichever heads the bundle exports).
  *
- * One instance holds one Interpreter (a few hundred MB of mapped weights plus per-signature
- * arenas). Interpreters are not thread-safe: the suspending `embed` takes turns on a [Mutex]
- * (waiting callers suspend) and runs on [Dispatchers.Default]; the blocking `embedBlocking` is
- * `@Synchronized` (waiting callers block). For parallel throughput create one embedder per
- * worker; they share the mapped model pages, only the arenas are per instance.
+ * One instance holds one opened model (the mapped file, its packed weights once with a weight
+ * cache, per-signature arenas). Runtimes are not thread-safe: the suspending `embed` takes turns
+ * on a [Mutex] (waiting callers suspend) and runs on [Dispatchers.Default]; the blocking
+ * `embedBlocking` is `@Synchronized` (waiting callers block). For parallel throughput create one
+ * embedder per worker; with a weight cache file they share the mapped packed weights.
  */
 class EdgeM3Embedder(
     val manifest: Manifest,
     val model: ModelEntry,
-    private val interpreter: Interpreter,
+    private val runner: LoadedModel,
     val tokenizer: XlmrTokenizer
 ) : Closeable {
-    private val runner = TfliteRunner(interpreter)
     private val turns = Mutex()
     private var closed = false
-
-    init {
-        val keys = interpreter.signatureKeys.toSet()
-        for (s in model.signatures) {
-            if (!keys.contains(s.name)) throw EdgeM3Exception("${model.file}: no signature ${s.name} (has $keys)")
-        }
-    }
 
     /** Steps 1-5 of docs/bundle-format.md for one text; main-safe (the model runs on Dispatchers.Default). */
     suspend fun embed(text: String): Embedding =
@@ -70,7 +65,7 @@ class EdgeM3Embedder(
 
     @Synchronized
     override fun close() {
-        if (!closed) interpreter.close()
+        if (!closed) runner.close()
         closed = true
     }
 
@@ -78,19 +73,19 @@ class EdgeM3Embedder(
         /** Where `make build` (edge_m3.bundle.copy_to_kits) puts the bundle: src/main/assets/edge_m3/. */
         const val ASSET_DIR = EdgeM3Contract.ASSET_DIR
 
-        /** CPU options: XNNPACK on, `threads` intra-op threads (2-4 suits big.LITTLE phones). */
-        fun defaultOptions(threads: Int): Interpreter.Options =
-            Interpreter.Options().setNumThreads(threads).setUseXNNPACK(true)
-
         /**
-         * Loads manifest.json from assets/`dir`, maps the .tflite (no copy: the OS pages weights in
-         * on demand), checks it against the manifest (size; SHA-256 on the first load of this APK,
-         * remembered in noBackupFilesDir), loads the tokenizer from sentencepiece.bpe.model (and
-         * vocab_map.json for trimmed bundles). Blocking: call it off the main thread, or use [load].
+         * Loads manifest.json from assets/`dir`, the tokenizer from sentencepiece.bpe.model (and
+         * vocab_map.json for trimmed bundles), and the .tflite with `threads` XNNPACK threads and
+         * `weightCache` (default: a file in the app's cache folder). LiteRT's CompiledModel opens
+         * files only (from an asset it would copy the whole model onto the heap), so with a weight
+         * cache the model is copied out of the APK once, into noBackupFilesDir, and its SHA-256
+         * checked on the way; with [WeightCache.Off] the asset is mapped in place (Interpreter API)
+         * and hashed once per APK. Blocking: call it off the main thread, or use [load].
          */
         fun fromAssets(
             context: Context,
-            options: Interpreter.Options = defaultOptions(2),
+            threads: Int = EdgeM3Contract.DEVICE_THREADS,
+            weightCache: WeightCache = WeightCache.inCacheDir(context),
             dir: String = ASSET_DIR
         ): EdgeM3Embedder {
             val assets = context.assets
@@ -102,33 +97,43 @@ class EdgeM3Embedder(
             val spBytes = assets.open("$dir/${manifest.tokenizer.file}").use { it.readBytes() }
             val tokenizer = XlmrTokenizer(spBytes, manifest.tokenizer, vocab)
             val path = "$dir/${model.file}"
-            val buffer = mapAsset(assets, path)
             val expected = manifest.files[model.file]
-            if (expected != null) {
+                ?: throw EdgeM3Exception("assets/$dir/${EdgeM3Contract.MANIFEST}: no files entry for ${model.file}")
+            val apkStamp = File(context.packageCodePath).lastModified()
+            val memo = File(context.noBackupFilesDir, ASSET_DIR)
+            val runner = if (weightCache is WeightCache.Off) {
+                val buffer = mapAsset(assets, path)
                 // An app update replaces the APK (new mtime): its model is hashed again once.
-                ModelCheck.verify("assets/$path", expected, buffer.capacity().toLong(),
-                    File(context.packageCodePath).lastModified(), File(context.noBackupFilesDir, ASSET_DIR)) {
+                ModelCheck.verify("assets/$path", expected, buffer.capacity().toLong(), apkStamp, memo) {
                     assets.open(path)
                 }
+                TfliteRunner.open(buffer, model.signatures, model.file, threads)
+            } else {
+                val file = extractAsset(assets, path, expected, File(memo, "models"))
+                ModelRunners.open(file, model.signatures, expected.sha256, threads, weightCache)
             }
-            return EdgeM3Embedder(manifest, model, Interpreter(buffer, options), tokenizer)
+            return EdgeM3Embedder(manifest, model, runner, tokenizer)
         }
 
-        /** [fromAssets] on Dispatchers.IO: main-safe (hashing a 568 MB model takes about a second). */
+        /** [fromAssets] on Dispatchers.IO: main-safe (the first load copies and hashes the model). */
         suspend fun load(
             context: Context,
-            options: Interpreter.Options = defaultOptions(2),
+            threads: Int = EdgeM3Contract.DEVICE_THREADS,
+            weightCache: WeightCache = WeightCache.inCacheDir(context),
             dir: String = ASSET_DIR
-        ): EdgeM3Embedder = withContext(Dispatchers.IO) { fromAssets(context, options, dir) }
+        ): EdgeM3Embedder = withContext(Dispatchers.IO) { fromAssets(context, threads, weightCache, dir) }
 
         /**
          * The same from a directory on disk: a fast-follow / on-demand Play Asset Delivery pack
          * (`AssetPackManager.getPackLocation(pack)!!.assetsPath()` + "/edge_m3"), or a download.
-         * The first load's checksum success is remembered in `checksumMemo` (null: hash every load).
+         * No copy: the runtime maps the file. Pass `WeightCache.inCacheDir(context)` to keep the
+         * packed weights between starts (the default packs them in memory at every start). The
+         * first load's checksum success is remembered in `checksumMemo` (null: hash every load).
          */
         fun fromDirectory(
             dir: File,
-            options: Interpreter.Options = defaultOptions(2),
+            threads: Int = EdgeM3Contract.DEVICE_THREADS,
+            weightCache: WeightCache = WeightCache.InMemory,
             checksumMemo: File? = dir
         ): EdgeM3Embedder {
             val manifest = Manifest.fromJson(readJsonFile(File(dir, EdgeM3Contract.MANIFEST)))
@@ -140,24 +145,49 @@ class EdgeM3Embedder(
             if (!spFile.isFile) throw EdgeM3Exception("$spFile: not found")
             val tokenizer = XlmrTokenizer(spFile.readBytes(), manifest.tokenizer, vocab)
             val file = File(dir, model.file)
+            if (!file.isFile) throw EdgeM3Exception("$file: not found")
             val expected = manifest.files[model.file]
-            if (expected != null) {
-                ModelCheck.verify(file.path, expected, file.length(), file.lastModified(), checksumMemo) {
-                    FileInputStream(file)
-                }
+                ?: throw EdgeM3Exception("${File(dir, EdgeM3Contract.MANIFEST)}: no files entry for ${model.file}")
+            ModelCheck.verify(file.path, expected, file.length(), file.lastModified(), checksumMemo) {
+                FileInputStream(file)
             }
-            val buffer = FileInputStream(file).use { stream ->
-                stream.channel.map(FileChannel.MapMode.READ_ONLY, 0, stream.channel.size())
-            }
-            return EdgeM3Embedder(manifest, model, Interpreter(buffer, options), tokenizer)
+            val runner = ModelRunners.open(file, model.signatures, expected.sha256, threads, weightCache)
+            return EdgeM3Embedder(manifest, model, runner, tokenizer)
         }
 
         /** [fromDirectory] on Dispatchers.IO: main-safe. */
         suspend fun load(
             dir: File,
-            options: Interpreter.Options = defaultOptions(2),
+            threads: Int = EdgeM3Contract.DEVICE_THREADS,
+            weightCache: WeightCache = WeightCache.InMemory,
             checksumMemo: File? = dir
-        ): EdgeM3Embedder = withContext(Dispatchers.IO) { fromDirectory(dir, options, checksumMemo) }
+        ): EdgeM3Embedder = withContext(Dispatchers.IO) { fromDirectory(dir, threads, weightCache, checksumMemo) }
+
+        /**
+         * The asset as a file in `into`, named by its SHA-256: copied once (hashed on the way, written
+         * to a temporary name and renamed, so a crash leaves no half model), then reused while the
+         * size matches. Copies of other models in `into` go (an app update's old bundle).
+         */
+        fun extractAsset(assets: AssetManager, path: String, expected: FileEntry, into: File): File {
+            val name = expected.sha256.take(EdgeM3Contract.WEIGHT_CACHE_KEY_CHARS) + "-" + File(path).name
+            val target = File(into, name)
+            if (target.isFile && target.length() == expected.size) return target
+            into.mkdirs()
+            into.listFiles()?.forEach { if (it.name != name) it.delete() }
+            val tmp = File(into, "$name.part")
+            val digest = MessageDigest.getInstance("SHA-256")
+            DigestInputStream(assets.open(path), digest).use { input ->
+                FileOutputStream(tmp).use { out -> input.copyTo(out, 1 shl 20) }
+            }
+            val actual = digest.digest().joinToString("") { "%02x".format(it) }
+            if (tmp.length() != expected.size || actual != expected.sha256) {
+                tmp.delete()
+                throw EdgeM3Exception("assets/$path: ${tmp.length()} bytes, sha256 $actual; manifest.json says " +
+                    "${expected.size} bytes, ${expected.sha256}; copy the bundle again (make build)")
+            }
+            if (!tmp.renameTo(target)) throw EdgeM3Exception("$target: cannot write (disk full?)")
+            return target
+        }
 
         fun readJsonFile(file: File): Any? {
             if (!file.isFile) throw EdgeM3Exception("$file: not found")
@@ -182,26 +212,5 @@ class EdgeM3Embedder(
                 }
             }
         }
-    }
-}
-
-/** A TFLite / LiteRT Interpreter as a ModelRunner: int32 `[1, L]` in, float32 arrays out. */
-class TfliteRunner(private val interpreter: Interpreter) : ModelRunner {
-    override fun run(signature: Signature, inputIds: IntArray, attentionMask: IntArray): RawOutputs {
-        val inputs = HashMap<String, Any>()
-        inputs[EdgeM3Contract.INPUT_IDS] = arrayOf(inputIds)
-        inputs[EdgeM3Contract.ATTENTION_MASK] = arrayOf(attentionMask)
-        val outputs = HashMap<String, Any>()
-        // Shapes come from the manifest: [1, H], [1, L], [1, L-1, H]; absent heads stay null.
-        val dense = signature.output(EdgeM3Contract.DENSE_VECS)?.let { t -> Array(t.shape[0]) { FloatArray(t.shape[1]) } }
-        val sparse = signature.output(EdgeM3Contract.SPARSE_WEIGHTS)?.let { t -> Array(t.shape[0]) { FloatArray(t.shape[1]) } }
-        val colbert = signature.output(EdgeM3Contract.COLBERT_VECS)?.let { t ->
-            Array(t.shape[0]) { Array(t.shape[1]) { FloatArray(t.shape[2]) } }
-        }
-        if (dense != null) outputs[EdgeM3Contract.DENSE_VECS] = dense
-        if (sparse != null) outputs[EdgeM3Contract.SPARSE_WEIGHTS] = sparse
-        if (colbert != null) outputs[EdgeM3Contract.COLBERT_VECS] = colbert
-        interpreter.runSignature(inputs, outputs, signature.name)
-        return RawOutputs(dense, sparse, colbert)
     }
 }
