@@ -99,20 +99,21 @@ def test_tflite_runner_typechecks(swift: Path, tmp_path: Path) -> None:
     swiftc = str(swift.with_name("swiftc"))
     sources = sorted(map(str, SOURCES.rglob("*.swift")))
     stub = tmp_path / "stub"
+    c_api = ["-I", str(IOS / "ci/stubs/TensorFlowLiteC")]  # the TensorFlowLiteC module map
     package = tmp_path / "package"
     flags = ["-warnings-as-errors", "-swift-version", "5", "-enable-upcoming-feature", "StrictConcurrency"]
     steps = [
-        [swiftc, "-emit-module", "-parse-as-library", "-module-name", "TensorFlowLite",
+        [swiftc, "-emit-module", "-parse-as-library", "-module-name", "TensorFlowLite", *c_api,
          "-emit-module-path", str(stub / "TensorFlowLite.swiftmodule"),
          str(IOS / "ci/stubs/TensorFlowLite.swift")],
         # The sources in the app target: TensorFlowLite visible, no EdgeM3 module.
-        [swiftc, "-typecheck", *flags, "-module-name", "YourApp", "-I", str(stub), *sources],
+        [swiftc, "-typecheck", *flags, "-module-name", "YourApp", "-I", str(stub), *c_api, *sources],
         # The package without TensorFlowLite (TFLiteRunner.swift compiles to nothing) ...
         [swiftc, "-emit-module", *flags, "-module-name", "EdgeM3",
          "-emit-module-path", str(package / "EdgeM3.swiftmodule"), *sources],
         # ... and TFLiteRunner.swift in the app target beside it: public API only.
         [swiftc, "-typecheck", *flags, "-module-name", "YourApp", "-I", str(package), "-I", str(stub),
-         str(SOURCES / "TFLiteRunner.swift")],
+         *c_api, str(SOURCES / "TFLiteRunner.swift")],
     ]
     stub.mkdir()
     package.mkdir()
@@ -130,9 +131,12 @@ def test_package_layout(tiny_bundle: Path) -> None:
     assert ".package(" not in package, "the kit may not depend on an outside package"
     assert ".iOS(.v15)" in package and ".macOS(.v12)" in package
     assert "ios_assets/.build/" in (ROOT / ".gitignore").read_text(encoding="utf-8").split()
-    imports = {m for p in SOURCES.rglob("*.swift") for m in re.findall(r"^\s*import (\w+)",
-                                                                       p.read_text(encoding="utf-8"), re.M)}
-    assert imports <= {"Foundation", "Dispatch", "CryptoKit", "TensorFlowLite", "EdgeM3"}, imports
+    imports = {(p.name, m) for p in SOURCES.rglob("*.swift")
+               for m in re.findall(r"^\s*import (\w+)", p.read_text(encoding="utf-8"), re.M)}
+    assert {m for _, m in imports} <= {"Foundation", "Dispatch", "CryptoKit", "TensorFlowLite",
+                                       "TensorFlowLiteC", "EdgeM3"}, imports
+    # The TFLite modules only where canImport guards them.
+    assert {p for p, m in imports if m.startswith("TensorFlowLite")} == {"TFLiteRunner.swift"}, imports
     lines = (SOURCES / "TFLiteRunner.swift").read_text(encoding="utf-8").splitlines()
     code = [line for line in lines if line.strip() and not line.lstrip().startswith("//")]
     assert code[0] == "#if canImport(TensorFlowLite)" and code[-1] == "#endif", "all of it behind canImport"

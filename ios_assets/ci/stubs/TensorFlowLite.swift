@@ -1,8 +1,15 @@
 // Compile-only stand-in for TensorFlowLiteSwift (module `TensorFlowLite`), so CI can type-check
 // Sources/EdgeM3/TFLiteRunner.swift with swiftc on Linux (tests/test_swift_kit.py). Not part of
 // the package. Same names and call shapes as the real API (tensorflow/lite/swift/Sources:
-// Interpreter.swift, SignatureRunner.swift, Tensor.swift); never executed: every body traps.
+// Interpreter.swift, SignatureRunner.swift, Tensor.swift, Delegate.swift); never executed: every
+// body traps. TensorFlowLiteC/ stands in for the C module the pod builds on.
 import Foundation
+import TensorFlowLiteC
+
+public protocol Delegate: AnyObject {
+    typealias CDelegate = UnsafeMutablePointer<TfLiteDelegate>
+    var cDelegate: CDelegate { get }
+}
 
 public final class Interpreter {
     public struct Options: Equatable, Hashable {
@@ -11,7 +18,9 @@ public final class Interpreter {
         public init() {}
     }
 
-    public init(modelPath: String, options: Options? = nil) throws { fatalError("stub") }
+    public init(modelPath: String, options: Options? = nil, delegates: [Delegate]? = nil) throws {
+        fatalError("stub")
+    }
 
     public var signatureKeys: [String] { fatalError("stub") }
 
