@@ -4,6 +4,7 @@
 #if canImport(TensorFlowLite)
 import Foundation
 import TensorFlowLite
+import TensorFlowLiteC  // the pod's C API: the XNNPACK delegate with a weight cache
 #if canImport(EdgeM3)
 import EdgeM3  // this file added to an app target beside the EdgeM3 package (README)
 #endif
@@ -11,15 +12,103 @@ import EdgeM3  // this file added to an app target beside the EdgeM3 package (RE
 /// A TensorFlowLiteSwift `Interpreter` as a `ModelRunner`: int32 `[1, L]` in, float32 out.
 /// Not thread-safe (neither is the interpreter): `EdgeM3Embedder` serialises calls.
 public final class TFLiteRunner: ModelRunner {
+    /// Where XNNPACK keeps the weights it packs for its kernels. The model's signatures
+    /// (embed_16 ... embed_512) share one set of weights; without a cache each packs its own copy.
+    public enum WeightCache: Hashable, Sendable {
+        /// A file named by the model's SHA-256 and the app build: the first start packs into it,
+        /// later starts map it instead of packing again.
+        case file(directory: URL)
+        /// Packed once, kept for this runner only (on Apple platforms in a temporary file:
+        /// XNNPACK's in-memory cache needs Linux's memfd_create).
+        case memory
+        /// The pod's own XNNPACK (`isXNNPackEnabled`): one packed copy per signature.
+        case off
+
+        /// `.file` in Caches/edge_m3 (the OS may purge it: the next start packs again).
+        public static var caches: WeightCache {
+            EdgeM3Embedder.cachesDirectory.map { .file(directory: $0) } ?? .memory
+        }
+    }
+
     public let interpreter: Interpreter
+    /// The delegate holding the cache; the interpreter holds it too, so it goes after the interpreter.
+    private let delegate: XNNPackDelegate?
     private var runners = [String: SignatureRunner]()  // one per signature, created on first use
 
-    /// Opens the model (TFLite memory-maps it) on the CPU: XNNPACK on, `threads` intra-op threads.
-    public init(modelPath: String, threads: Int = 2) throws {
+    /// Opens the model (TFLite memory-maps it) on the CPU: XNNPACK, `threads` intra-op threads.
+    /// `.file` needs `modelSha256` (the manifest's) to name the file; without it, `.memory`.
+    public init(modelPath: String, threads: Int = EdgeM3Contract.deviceThreads,
+                weightCache: WeightCache = .caches, modelSha256: String? = nil) throws {
+        let opened = try TFLiteRunner.open(modelPath, threads: threads, weightCache: weightCache,
+                                           modelSha256: modelSha256)
+        interpreter = opened.interpreter
+        delegate = opened.delegate
+    }
+
+    /// One open at a time in the process: XNNPACK truncates a cache file it cannot load, so a
+    /// second runner must not start on the file while the first is still writing it.
+    private static let openLock = NSLock()
+
+    private static func open(_ modelPath: String, threads: Int, weightCache: WeightCache,
+                             modelSha256: String?) throws -> (interpreter: Interpreter, delegate: XNNPackDelegate?) {
         var options = Interpreter.Options()
         options.threadCount = threads
-        options.isXNNPackEnabled = true
-        interpreter = try Interpreter(modelPath: modelPath, options: options)
+        options.isXNNPackEnabled = weightCache == .off  // otherwise our own delegate, with the cache
+        func withDelegate(_ cachePath: String, scratch: URL? = nil) throws -> (Interpreter, XNNPackDelegate?) {
+            let delegate = try XNNPackDelegate(threads: threads, cachePath: cachePath, scratch: scratch)
+            return (try Interpreter(modelPath: modelPath, options: options, delegates: [delegate]), delegate)
+        }
+        switch (weightCache, modelSha256) {
+        case (.off, _):
+            return (try Interpreter(modelPath: modelPath, options: options), nil)
+        case (.file(let directory), let sha?):
+            let file = try cacheFile(in: directory, modelSha256: sha)
+            openLock.lock()
+            defer { openLock.unlock() }
+            do {
+                return try withDelegate(file.path)
+            } catch {  // e.g. a cache file cut short by a crash: start it again, once
+                try? FileManager.default.removeItem(at: file)
+                return try withDelegate(file.path)
+            }
+        case (.file, nil), (.memory, _):
+            #if os(Linux) || os(Android)
+            return try withDelegate(EdgeM3Contract.inMemoryWeightCache)
+            #else
+            // XNNPACK's in-memory cache needs memfd_create (Linux, Android): elsewhere a
+            // temporary file, deleted with the delegate.
+            let scratch = FileManager.default.temporaryDirectory.appendingPathComponent(
+                EdgeM3Contract.assetDir + "-" + UUID().uuidString + EdgeM3Contract.weightCacheSuffix)
+            return try withDelegate(scratch.path, scratch: scratch)
+            #endif
+        }
+    }
+
+    /// The cache file for this model and app build, in `directory` (created). Files of other
+    /// builds for the same model are deleted: packed weights are found by buffer index, so a
+    /// file is valid only for the runtime that wrote it.
+    static func cacheFile(in directory: URL, modelSha256: String) throws -> URL {
+        let fm = FileManager.default
+        try fm.createDirectory(at: directory, withIntermediateDirectories: true)
+        let name = EdgeM3Contract.weightCacheName(modelSha256: modelSha256, runtimeKey: appBuildKey)
+        let sameModel = String(name.prefix(EdgeM3Contract.weightCacheKeyChars + 1))  // "<sha>-"
+        for old in (try? fm.contentsOfDirectory(atPath: directory.path)) ?? []
+        where old != name && old.hasPrefix(sameModel) && old.hasSuffix(EdgeM3Contract.weightCacheSuffix) {
+            try? fm.removeItem(at: directory.appendingPathComponent(old))
+        }
+        return directory.appendingPathComponent(name)
+    }
+
+    /// Changes with every app build, and so with the TF Lite runtime linked into it: version,
+    /// build number and the executable's modification time.
+    static var appBuildKey: String {
+        let info = Bundle.main.infoDictionary ?? [:]
+        let version = info["CFBundleShortVersionString"] as? String ?? "0"
+        let build = info["CFBundleVersion"] as? String ?? "0"
+        let built = Bundle.main.executableURL.flatMap {
+            (try? FileManager.default.attributesOfItem(atPath: $0.path))?[.modificationDate] as? Date
+        }
+        return "\(version)-\(build)-\(Int(built?.timeIntervalSince1970 ?? 0))"
     }
 
     public func run(_ signature: Signature, inputIds: [Int32], attentionMask: [Int32]) throws -> RawOutputs {
@@ -51,20 +140,52 @@ public final class TFLiteRunner: ModelRunner {
     }
 }
 
+/// XNNPACK as an explicit delegate: TensorFlowLiteSwift's own (`isXNNPackEnabled`) takes no
+/// weight cache. Deleted when the last holder (the runner, the interpreter) lets go, which is
+/// after the interpreter: `Interpreter` deletes its C interpreter before releasing `delegates`.
+final class XNNPackDelegate: Delegate {
+    let cDelegate: CDelegate
+    private let cachePath: UnsafeMutablePointer<CChar>  // XNNPACK keeps the pointer, not a copy
+    private let scratch: URL?  // a temporary cache file of ours, deleted with the delegate
+
+    init(threads: Int, cachePath: String, scratch: URL? = nil) throws {
+        guard let path = strdup(cachePath) else { throw EdgeM3Error("XNNPACK: out of memory") }
+        var options = TfLiteXNNPackDelegateOptionsDefault()
+        options.num_threads = Int32(threads)
+        options.weight_cache_file_path = UnsafePointer(path)
+        guard let delegate = TfLiteXNNPackDelegateCreate(&options) else {
+            free(path)
+            throw EdgeM3Error("XNNPACK: could not create the delegate")
+        }
+        cDelegate = delegate
+        self.cachePath = path
+        self.scratch = scratch
+    }
+
+    deinit {
+        TfLiteXNNPackDelegateDelete(cDelegate)
+        free(cachePath)
+        if let scratch { try? FileManager.default.removeItem(at: scratch) }
+    }
+}
+
 extension EdgeM3Embedder {
     /// Loads a bundle folder: manifest.json, vocab_map.json (trimmed bundles), the tokenizer from
     /// sentencepiece.bpe.model, the .tflite checked against the manifest (size; SHA-256 on the
-    /// first load, remembered in `checksumMemo`).
+    /// first load, remembered in `checksumMemo`), run with `threads` and `weightCache` (README "Memory").
     /// Blocking: call it off the main thread, or use `load(directory:)`.
-    public convenience init(directory: URL, threads: Int = 2,
+    public convenience init(directory: URL, threads: Int = EdgeM3Contract.deviceThreads,
+                            weightCache: TFLiteRunner.WeightCache = .caches,
                             checksumMemo: URL? = EdgeM3Embedder.defaultChecksumMemo) throws {
         let pipeline = try Pipeline(directory: directory, format: "tflite")
         let tokenizer = try XlmrTokenizer(directory: directory, spec: pipeline.manifest.tokenizer)
         let file = directory.appendingPathComponent(pipeline.model.file)
-        if let entry = pipeline.manifest.files[pipeline.model.file] {
+        let entry = pipeline.manifest.files[pipeline.model.file]
+        if let entry {
             try FileCheck.verify(file, against: entry, memo: checksumMemo)
         }
-        let runner = try TFLiteRunner(modelPath: file.path, threads: threads)
+        let runner = try TFLiteRunner(modelPath: file.path, threads: threads, weightCache: weightCache,
+                                      modelSha256: entry?.sha256)
         let keys = runner.interpreter.signatureKeys
         for s in pipeline.model.signatures where !keys.contains(s.name) {
             throw EdgeM3Error("\(pipeline.model.file): no signature \(s.name) (has \(keys))")
@@ -73,21 +194,27 @@ extension EdgeM3Embedder {
     }
 
     /// The bundle copied into the app: `<bundle>/EdgeM3Resources/`.
-    public convenience init(bundle: Bundle = .main, threads: Int = 2) throws {
-        try self.init(directory: EdgeM3Embedder.bundledDirectory(in: bundle), threads: threads)
+    public convenience init(bundle: Bundle = .main, threads: Int = EdgeM3Contract.deviceThreads,
+                            weightCache: TFLiteRunner.WeightCache = .caches) throws {
+        try self.init(directory: EdgeM3Embedder.bundledDirectory(in: bundle), threads: threads,
+                      weightCache: weightCache)
     }
 
-    /// `init(directory:)` off the caller's thread (hashing and mapping a large model take time).
-    public static func load(directory: URL, threads: Int = 2) async throws -> EdgeM3Embedder {
+    /// `init(directory:)` off the caller's thread (hashing, mapping and packing a large model take time).
+    public static func load(directory: URL, threads: Int = EdgeM3Contract.deviceThreads,
+                            weightCache: TFLiteRunner.WeightCache = .caches) async throws -> EdgeM3Embedder {
         try await Task.detached(priority: .userInitiated) {
-            try EdgeM3Embedder(directory: directory, threads: threads)
+            try EdgeM3Embedder(directory: directory, threads: threads, weightCache: weightCache)
         }.value
     }
 
-    /// Where the first load's checksum success is remembered: Caches/edge_m3 (the OS may purge it:
-    /// then the next load hashes again).
-    public static var defaultChecksumMemo: URL? {
+    /// Caches/edge_m3: the weight cache files and the checksum memo (the OS may purge it).
+    public static var cachesDirectory: URL? {
         FileManager.default.urls(for: .cachesDirectory, in: .userDomainMask).first?.appendingPathComponent(EdgeM3Contract.assetDir)
     }
+
+    /// Where the first load's checksum success is remembered: Caches/edge_m3 (purged: the next
+    /// load hashes again).
+    public static var defaultChecksumMemo: URL? { cachesDirectory }
 }
 #endif
