@@ -128,5 +128,5 @@ def test_weight_cache_file_names_the_model_and_runtime(tmp_path: Path) -> None:
     from edge_m3.runtime.runners import CACHE_SUFFIX, runtime_version, weight_cache_file
 
     path = weight_cache_file(tmp_path, "ab" * 32, "litert")
-    assert path.parent == tmp_path and path.name.startswith("ab" * 8 + "-litert-")
+    assert path.parent == tmp_path and path.name.startswith("ab" * 8 + "-litert_")
     assert path.name.endswith(CACHE_SUFFIX) and str(runtime_version("litert")) in path.name

@@ -94,32 +94,49 @@ def test_swift_core_trimmed_vocabulary(swift_test: SwiftTest, trimmed_bundle: Pa
 
 
 def test_tflite_runner_typechecks(swift: Path, tmp_path: Path) -> None:
-    """TFLiteRunner.swift against a stand-in TensorFlowLite module, in both ways an app builds it:
-    the kit's sources inside the app target, and the file beside the EdgeM3 package."""
+    """TFLiteRunner.swift against stand-in TensorFlowLite and TensorFlowLiteC modules, in both ways
+    an app builds it: the kit's sources inside the app target, and the file beside the EdgeM3 package."""
     swiftc = str(swift.with_name("swiftc"))
     sources = sorted(map(str, SOURCES.rglob("*.swift")))
     stub = tmp_path / "stub"
-    c_api = ["-I", str(IOS / "ci/stubs/TensorFlowLiteC")]  # the TensorFlowLiteC module map
     package = tmp_path / "package"
+    c_module = ["-I", str(IOS / "ci/stubs/TensorFlowLiteC")]  # module.modulemap + header
     flags = ["-warnings-as-errors", "-swift-version", "5", "-enable-upcoming-feature", "StrictConcurrency"]
     steps = [
-        [swiftc, "-emit-module", "-parse-as-library", "-module-name", "TensorFlowLite", *c_api,
+        [swiftc, "-emit-module", "-parse-as-library", "-module-name", "TensorFlowLite", *c_module,
          "-emit-module-path", str(stub / "TensorFlowLite.swiftmodule"),
          str(IOS / "ci/stubs/TensorFlowLite.swift")],
-        # The sources in the app target: TensorFlowLite visible, no EdgeM3 module.
-        [swiftc, "-typecheck", *flags, "-module-name", "YourApp", "-I", str(stub), *c_api, *sources],
+        # The sources in the app target: TensorFlowLite(C) visible, no EdgeM3 module.
+        [swiftc, "-typecheck", *flags, "-module-name", "YourApp", "-I", str(stub), *c_module, *sources],
         # The package without TensorFlowLite (TFLiteRunner.swift compiles to nothing) ...
         [swiftc, "-emit-module", *flags, "-module-name", "EdgeM3",
          "-emit-module-path", str(package / "EdgeM3.swiftmodule"), *sources],
         # ... and TFLiteRunner.swift in the app target beside it: public API only.
         [swiftc, "-typecheck", *flags, "-module-name", "YourApp", "-I", str(package), "-I", str(stub),
-         *c_api, str(SOURCES / "TFLiteRunner.swift")],
+         *c_module, str(SOURCES / "TFLiteRunner.swift")],
     ]
     stub.mkdir()
     package.mkdir()
     for cmd in steps:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=tmp_path)
         assert proc.returncode == 0, f"{' '.join(cmd[:6])} ...:\n{proc.stdout}\n{proc.stderr}"
+
+
+def test_tflite_runner_weight_cache() -> None:
+    """The runner packs weights once per model (README "Memory"): its own XNNPACK delegate with a
+    cache file named by the contract, the pod's XNNPACK only for `.off`, device threads by default."""
+    runner = (SOURCES / "TFLiteRunner.swift").read_text(encoding="utf-8")
+    for needed in ("TfLiteXNNPackDelegateCreate(", "TfLiteXNNPackDelegateDelete(", "weight_cache_file_path",
+                   "EdgeM3Contract.weightCacheName(", "EdgeM3Contract.inMemoryWeightCache",
+                   "options.isXNNPackEnabled = weightCache == .off", "delegates: [delegate]"):
+        assert needed in runner, needed
+    assert not re.search(r"threads: Int = \d", runner), "default threads: EdgeM3Contract.deviceThreads"
+    assert runner.count("threads: Int = EdgeM3Contract.deviceThreads") == 4  # runner, 2 inits, load
+    assert runner.count("weightCache: TFLiteRunner.WeightCache = .caches") == 3
+    readme = (IOS / "README.md").read_text(encoding="utf-8")
+    memory = readme[readme.index("## Memory"):]
+    assert all(f"`{case}" in memory for case in (".caches", ".memory", ".off"))
+    assert "not on an\niPhone" in memory
 
 
 def test_package_layout(tiny_bundle: Path) -> None:
@@ -131,12 +148,12 @@ def test_package_layout(tiny_bundle: Path) -> None:
     assert ".package(" not in package, "the kit may not depend on an outside package"
     assert ".iOS(.v15)" in package and ".macOS(.v12)" in package
     assert "ios_assets/.build/" in (ROOT / ".gitignore").read_text(encoding="utf-8").split()
-    imports = {(p.name, m) for p in SOURCES.rglob("*.swift")
-               for m in re.findall(r"^\s*import (\w+)", p.read_text(encoding="utf-8"), re.M)}
-    assert {m for _, m in imports} <= {"Foundation", "Dispatch", "CryptoKit", "TensorFlowLite",
-                                       "TensorFlowLiteC", "EdgeM3"}, imports
-    # The TFLite modules only where canImport guards them.
-    assert {p for p, m in imports if m.startswith("TensorFlowLite")} == {"TFLiteRunner.swift"}, imports
+    allowed = {"Foundation", "Dispatch", "CryptoKit", "TensorFlowLite", "EdgeM3"}
+    for p in SOURCES.rglob("*.swift"):
+        imports = set(re.findall(r"^\s*import (\w+)", p.read_text(encoding="utf-8"), re.M))
+        # The pod's C API (the XNNPACK delegate) in the runner alone, behind canImport(TensorFlowLite).
+        c_api = {"TensorFlowLiteC"} if p.name == "TFLiteRunner.swift" else set()
+        assert imports <= allowed | c_api, (p, imports)
     lines = (SOURCES / "TFLiteRunner.swift").read_text(encoding="utf-8").splitlines()
     code = [line for line in lines if line.strip() and not line.lstrip().startswith("//")]
     assert code[0] == "#if canImport(TensorFlowLite)" and code[-1] == "#endif", "all of it behind canImport"

@@ -4,112 +4,111 @@
 #if canImport(TensorFlowLite)
 import Foundation
 import TensorFlowLite
-import TensorFlowLiteC  // the C API under TensorFlowLiteSwift (same pod): the XNNPACK delegate's options
+import TensorFlowLiteC  // the pod's C API: the XNNPACK delegate with a weight cache
 #if canImport(EdgeM3)
 import EdgeM3  // this file added to an app target beside the EdgeM3 package (README)
 #endif
 
-/// Where XNNPACK keeps the weights it packs for its kernels. Without a cache every signature
-/// packs its own copy (full-size int8, six signatures: 3.8x the file in RAM on desktop LiteRT;
-/// with one 1.07x, docs/benchmarks.md "Memory on the device").
-public enum WeightCache: Sendable {
-    /// A file in `directory`, named by the model's SHA-256 and the app build: the first start
-    /// packs and writes it, later starts map it (desktop: 78 ms instead of 427 ms to the first result).
-    case file(directory: URL)
-    /// Packed once per model, in memory, at every start.
-    case memory
-    /// TensorFlowLiteSwift's own XNNPACK (`isXNNPackEnabled`): one packed copy per signature.
-    case off
+/// A TensorFlowLiteSwift `Interpreter` as a `ModelRunner`: int32 `[1, L]` in, float32 out.
+/// Not thread-safe (neither is the interpreter): `EdgeM3Embedder` serialises calls.
+public final class TFLiteRunner: ModelRunner {
+    /// Where XNNPACK keeps the weights it packs for its kernels. The model's signatures
+    /// (embed_16 ... embed_512) share one set of weights; without a cache each packs its own copy.
+    public enum WeightCache: Hashable, Sendable {
+        /// A file named by the model's SHA-256 and the app build: the first start packs into it,
+        /// later starts map it instead of packing again.
+        case file(directory: URL)
+        /// Packed once, kept for this runner only (on Apple platforms in a temporary file:
+        /// XNNPACK's in-memory cache needs Linux's memfd_create).
+        case memory
+        /// The pod's own XNNPACK (`isXNNPackEnabled`): one packed copy per signature.
+        case off
 
-    /// Caches/edge_m3: the OS may purge it, then the next start packs again.
-    public static var inCaches: WeightCache {
-        let caches = FileManager.default.urls(for: .cachesDirectory, in: .userDomainMask).first
-            ?? FileManager.default.temporaryDirectory
-        return .file(directory: caches.appendingPathComponent(EdgeM3Contract.assetDir))
-    }
-
-    /// Changes whenever the linked TF Lite runtime may (an app update): version, build, binary date.
-    public static var appBuildKey: String {
-        let info = Bundle.main.infoDictionary ?? [:]
-        let version = "\(info["CFBundleShortVersionString"] ?? "0")-\(info["CFBundleVersion"] ?? "0")"
-        let binary = Bundle.main.executableURL.flatMap {
-            try? FileManager.default.attributesOfItem(atPath: $0.path)[.modificationDate] as? Date
+        /// `.file` in Caches/edge_m3 (the OS may purge it: the next start packs again).
+        public static var caches: WeightCache {
+            EdgeM3Embedder.cachesDirectory.map { .file(directory: $0) } ?? .memory
         }
-        return "\(version)-\(Int(binary?.timeIntervalSince1970 ?? 0))"
     }
 
-    /// This model's cache file in `directory`; other app builds' files there are stale and go.
-    static func file(in directory: URL, modelSha256: String) throws -> URL {
-        let name = EdgeM3Contract.weightCacheName(modelSha256: modelSha256, runtimeKey: appBuildKey)
-        let current = String(name.dropFirst(EdgeM3Contract.weightCacheKeyChars))  // "-<key>.xnnpack_cache"
+    public let interpreter: Interpreter
+    /// The delegate holding the cache; the interpreter holds it too, so it goes after the interpreter.
+    private let delegate: XNNPackDelegate?
+    private var runners = [String: SignatureRunner]()  // one per signature, created on first use
+
+    /// Opens the model (TFLite memory-maps it) on the CPU: XNNPACK, `threads` intra-op threads.
+    /// `.file` needs `modelSha256` (the manifest's) to name the file; without it, `.memory`.
+    public init(modelPath: String, threads: Int = EdgeM3Contract.deviceThreads,
+                weightCache: WeightCache = .caches, modelSha256: String? = nil) throws {
+        let opened = try TFLiteRunner.open(modelPath, threads: threads, weightCache: weightCache,
+                                           modelSha256: modelSha256)
+        interpreter = opened.interpreter
+        delegate = opened.delegate
+    }
+
+    /// One open at a time in the process: XNNPACK truncates a cache file it cannot load, so a
+    /// second runner must not start on the file while the first is still writing it.
+    private static let openLock = NSLock()
+
+    private static func open(_ modelPath: String, threads: Int, weightCache: WeightCache,
+                             modelSha256: String?) throws -> (interpreter: Interpreter, delegate: XNNPackDelegate?) {
+        var options = Interpreter.Options()
+        options.threadCount = threads
+        options.isXNNPackEnabled = weightCache == .off  // otherwise our own delegate, with the cache
+        func withDelegate(_ cachePath: String, scratch: URL? = nil) throws -> (Interpreter, XNNPackDelegate?) {
+            let delegate = try XNNPackDelegate(threads: threads, cachePath: cachePath, scratch: scratch)
+            return (try Interpreter(modelPath: modelPath, options: options, delegates: [delegate]), delegate)
+        }
+        switch (weightCache, modelSha256) {
+        case (.off, _):
+            return (try Interpreter(modelPath: modelPath, options: options), nil)
+        case (.file(let directory), let sha?):
+            let file = try cacheFile(in: directory, modelSha256: sha)
+            openLock.lock()
+            defer { openLock.unlock() }
+            do {
+                return try withDelegate(file.path)
+            } catch {  // e.g. a cache file cut short by a crash: start it again, once
+                try? FileManager.default.removeItem(at: file)
+                return try withDelegate(file.path)
+            }
+        case (.file, nil), (.memory, _):
+            #if os(Linux) || os(Android)
+            return try withDelegate(EdgeM3Contract.inMemoryWeightCache)
+            #else
+            // XNNPACK's in-memory cache needs memfd_create (Linux, Android): elsewhere a
+            // temporary file, deleted with the delegate.
+            let scratch = FileManager.default.temporaryDirectory.appendingPathComponent(
+                EdgeM3Contract.assetDir + "-" + UUID().uuidString + EdgeM3Contract.weightCacheSuffix)
+            return try withDelegate(scratch.path, scratch: scratch)
+            #endif
+        }
+    }
+
+    /// The cache file for this model and app build, in `directory` (created). Files of other
+    /// builds for the same model are deleted: packed weights are found by buffer index, so a
+    /// file is valid only for the runtime that wrote it.
+    static func cacheFile(in directory: URL, modelSha256: String) throws -> URL {
         let fm = FileManager.default
         try fm.createDirectory(at: directory, withIntermediateDirectories: true)
+        let name = EdgeM3Contract.weightCacheName(modelSha256: modelSha256, runtimeKey: appBuildKey)
+        let sameModel = String(name.prefix(EdgeM3Contract.weightCacheKeyChars + 1))  // "<sha>-"
         for old in (try? fm.contentsOfDirectory(atPath: directory.path)) ?? []
-        where old.hasSuffix(EdgeM3Contract.weightCacheSuffix) && !old.hasSuffix(current) {
+        where old != name && old.hasPrefix(sameModel) && old.hasSuffix(EdgeM3Contract.weightCacheSuffix) {
             try? fm.removeItem(at: directory.appendingPathComponent(old))
         }
         return directory.appendingPathComponent(name)
     }
-}
 
-/// XNNPACK as an explicit delegate: TensorFlowLiteSwift's built-in one takes a thread count only,
-/// this one also the weight cache path. Must outlive the interpreter (the interpreter holds it).
-final class XNNPackDelegate: Delegate {
-    let cDelegate: CDelegate
-    private let path: UnsafeMutablePointer<CChar>
-
-    init(threads: Int, weightCachePath: String) throws {
-        guard let path = strdup(weightCachePath) else { throw EdgeM3Error("out of memory") }
-        var options = TfLiteXNNPackDelegateOptionsDefault()
-        options.num_threads = Int32(threads)
-        options.weight_cache_file_path = UnsafePointer(path)
-        guard let delegate = TfLiteXNNPackDelegateCreate(&options) else {
-            free(path)
-            throw EdgeM3Error("the XNNPACK delegate could not be created")
+    /// Changes with every app build, and so with the TF Lite runtime linked into it: version,
+    /// build number and the executable's modification time.
+    static var appBuildKey: String {
+        let info = Bundle.main.infoDictionary ?? [:]
+        let version = info["CFBundleShortVersionString"] as? String ?? "0"
+        let build = info["CFBundleVersion"] as? String ?? "0"
+        let built = Bundle.main.executableURL.flatMap {
+            (try? FileManager.default.attributesOfItem(atPath: $0.path))?[.modificationDate] as? Date
         }
-        self.path = path
-        cDelegate = delegate
-    }
-
-    deinit {
-        TfLiteXNNPackDelegateDelete(cDelegate)
-        free(path)
-    }
-}
-
-/// A TensorFlowLiteSwift `Interpreter` as a `ModelRunner`: int32 `[1, L]` in, float32 out.
-/// Not thread-safe (neither is the interpreter): `EdgeM3Embedder` serialises calls.
-public final class TFLiteRunner: ModelRunner {
-    public let interpreter: Interpreter
-    private var runners = [String: SignatureRunner]()  // one per signature, created on first use
-
-    /// Opens the model (TFLite memory-maps it) on the CPU with XNNPACK, `threads` intra-op threads
-    /// and `weightCache`; `modelSha256` (the manifest's) names the cache file. A cache file that
-    /// fails to open (a crash mid-write) is deleted and packed again.
-    public init(modelPath: String, modelSha256: String, threads: Int = EdgeM3Contract.deviceThreads,
-                weightCache: WeightCache = .inCaches) throws {
-        var options = Interpreter.Options()
-        options.threadCount = threads
-        switch weightCache {
-        case .off:
-            options.isXNNPackEnabled = true
-            interpreter = try Interpreter(modelPath: modelPath, options: options)
-        case .memory:
-            let xnnpack = try XNNPackDelegate(threads: threads, weightCachePath: EdgeM3Contract.inMemoryWeightCache)
-            interpreter = try Interpreter(modelPath: modelPath, options: options, delegates: [xnnpack])
-        case .file(let directory):
-            let file = try WeightCache.file(in: directory, modelSha256: modelSha256)
-            func open() throws -> Interpreter {
-                let xnnpack = try XNNPackDelegate(threads: threads, weightCachePath: file.path)
-                return try Interpreter(modelPath: modelPath, options: options, delegates: [xnnpack])
-            }
-            do {
-                interpreter = try open()
-            } catch where FileManager.default.fileExists(atPath: file.path) {
-                try? FileManager.default.removeItem(at: file)
-                interpreter = try open()
-            }
-        }
+        return "\(version)-\(build)-\(Int(built?.timeIntervalSince1970 ?? 0))"
     }
 
     public func run(_ signature: Signature, inputIds: [Int32], attentionMask: [Int32]) throws -> RawOutputs {
@@ -141,23 +140,52 @@ public final class TFLiteRunner: ModelRunner {
     }
 }
 
+/// XNNPACK as an explicit delegate: TensorFlowLiteSwift's own (`isXNNPackEnabled`) takes no
+/// weight cache. Deleted when the last holder (the runner, the interpreter) lets go, which is
+/// after the interpreter: `Interpreter` deletes its C interpreter before releasing `delegates`.
+final class XNNPackDelegate: Delegate {
+    let cDelegate: CDelegate
+    private let cachePath: UnsafeMutablePointer<CChar>  // XNNPACK keeps the pointer, not a copy
+    private let scratch: URL?  // a temporary cache file of ours, deleted with the delegate
+
+    init(threads: Int, cachePath: String, scratch: URL? = nil) throws {
+        guard let path = strdup(cachePath) else { throw EdgeM3Error("XNNPACK: out of memory") }
+        var options = TfLiteXNNPackDelegateOptionsDefault()
+        options.num_threads = Int32(threads)
+        options.weight_cache_file_path = UnsafePointer(path)
+        guard let delegate = TfLiteXNNPackDelegateCreate(&options) else {
+            free(path)
+            throw EdgeM3Error("XNNPACK: could not create the delegate")
+        }
+        cDelegate = delegate
+        self.cachePath = path
+        self.scratch = scratch
+    }
+
+    deinit {
+        TfLiteXNNPackDelegateDelete(cDelegate)
+        free(cachePath)
+        if let scratch { try? FileManager.default.removeItem(at: scratch) }
+    }
+}
+
 extension EdgeM3Embedder {
     /// Loads a bundle folder: manifest.json, vocab_map.json (trimmed bundles), the tokenizer from
     /// sentencepiece.bpe.model, the .tflite checked against the manifest (size; SHA-256 on the
-    /// first load, remembered in `checksumMemo`).
+    /// first load, remembered in `checksumMemo`), run with `threads` and `weightCache` (README "Memory").
     /// Blocking: call it off the main thread, or use `load(directory:)`.
     public convenience init(directory: URL, threads: Int = EdgeM3Contract.deviceThreads,
-                            weightCache: WeightCache = .inCaches,
+                            weightCache: TFLiteRunner.WeightCache = .caches,
                             checksumMemo: URL? = EdgeM3Embedder.defaultChecksumMemo) throws {
         let pipeline = try Pipeline(directory: directory, format: "tflite")
         let tokenizer = try XlmrTokenizer(directory: directory, spec: pipeline.manifest.tokenizer)
         let file = directory.appendingPathComponent(pipeline.model.file)
-        guard let entry = pipeline.manifest.files[pipeline.model.file] else {
-            throw EdgeM3Error("\(EdgeM3Contract.manifest): no files entry for \(pipeline.model.file)")
+        let entry = pipeline.manifest.files[pipeline.model.file]
+        if let entry {
+            try FileCheck.verify(file, against: entry, memo: checksumMemo)
         }
-        try FileCheck.verify(file, against: entry, memo: checksumMemo)
-        let runner = try TFLiteRunner(modelPath: file.path, modelSha256: entry.sha256, threads: threads,
-                                      weightCache: weightCache)
+        let runner = try TFLiteRunner(modelPath: file.path, threads: threads, weightCache: weightCache,
+                                      modelSha256: entry?.sha256)
         let keys = runner.interpreter.signatureKeys
         for s in pipeline.model.signatures where !keys.contains(s.name) {
             throw EdgeM3Error("\(pipeline.model.file): no signature \(s.name) (has \(keys))")
@@ -167,23 +195,26 @@ extension EdgeM3Embedder {
 
     /// The bundle copied into the app: `<bundle>/EdgeM3Resources/`.
     public convenience init(bundle: Bundle = .main, threads: Int = EdgeM3Contract.deviceThreads,
-                            weightCache: WeightCache = .inCaches) throws {
+                            weightCache: TFLiteRunner.WeightCache = .caches) throws {
         try self.init(directory: EdgeM3Embedder.bundledDirectory(in: bundle), threads: threads,
                       weightCache: weightCache)
     }
 
-    /// `init(directory:)` off the caller's thread (hashing and mapping a large model take time).
+    /// `init(directory:)` off the caller's thread (hashing, mapping and packing a large model take time).
     public static func load(directory: URL, threads: Int = EdgeM3Contract.deviceThreads,
-                            weightCache: WeightCache = .inCaches) async throws -> EdgeM3Embedder {
+                            weightCache: TFLiteRunner.WeightCache = .caches) async throws -> EdgeM3Embedder {
         try await Task.detached(priority: .userInitiated) {
             try EdgeM3Embedder(directory: directory, threads: threads, weightCache: weightCache)
         }.value
     }
 
-    /// Where the first load's checksum success is remembered: Caches/edge_m3 (the OS may purge it:
-    /// then the next load hashes again).
-    public static var defaultChecksumMemo: URL? {
+    /// Caches/edge_m3: the weight cache files and the checksum memo (the OS may purge it).
+    public static var cachesDirectory: URL? {
         FileManager.default.urls(for: .cachesDirectory, in: .userDomainMask).first?.appendingPathComponent(EdgeM3Contract.assetDir)
     }
+
+    /// Where the first load's checksum success is remembered: Caches/edge_m3 (purged: the next
+    /// load hashes again).
+    public static var defaultChecksumMemo: URL? { cachesDirectory }
 }
 #endif

@@ -1,15 +1,10 @@
 // Compile-only stand-in for TensorFlowLiteSwift (module `TensorFlowLite`), so CI can type-check
 // Sources/EdgeM3/TFLiteRunner.swift with swiftc on Linux (tests/test_swift_kit.py). Not part of
 // the package. Same names and call shapes as the real API (tensorflow/lite/swift/Sources:
-// Interpreter.swift, SignatureRunner.swift, Tensor.swift, Delegate.swift); never executed: every
-// body traps. TensorFlowLiteC/ stands in for the C module the pod builds on.
+// Interpreter.swift, Delegate.swift, SignatureRunner.swift, Tensor.swift); never executed: every
+// body traps. The C module it imports is the stand-in in TensorFlowLiteC/.
 import Foundation
 import TensorFlowLiteC
-
-public protocol Delegate: AnyObject {
-    typealias CDelegate = UnsafeMutablePointer<TfLiteDelegate>
-    var cDelegate: CDelegate { get }
-}
 
 public final class Interpreter {
     public struct Options: Equatable, Hashable {
@@ -18,6 +13,8 @@ public final class Interpreter {
         public init() {}
     }
 
+    public let delegates: [Delegate]?
+
     public init(modelPath: String, options: Options? = nil, delegates: [Delegate]? = nil) throws {
         fatalError("stub")
     }
@@ -25,6 +22,12 @@ public final class Interpreter {
     public var signatureKeys: [String] { fatalError("stub") }
 
     public func signatureRunner(with key: String) throws -> SignatureRunner { fatalError("stub") }
+}
+
+/// A delegate that the `Interpreter` uses to perform TensorFlow Lite model computations.
+public protocol Delegate: AnyObject {
+    typealias CDelegate = UnsafeMutablePointer<TfLiteDelegate>
+    var cDelegate: CDelegate { get }
 }
 
 public final class SignatureRunner {
