@@ -56,12 +56,16 @@ object ModelRunners {
             return TfliteRunner.open(buffer, signatures, modelFile.name, threads)
         }
         val path = if (cache is WeightCache.InFile) cacheFile(cache, sha256) else null
-        return try {
-            CompiledModelRunner.open(modelFile, signatures, threads, path?.path ?: EdgeM3Contract.IN_MEMORY_WEIGHT_CACHE)
-        } catch (exc: LiteRtException) {
-            if (path == null || !path.isFile) throw EdgeM3Exception("${modelFile.name}: ${exc.message}")
-            path.delete()
-            CompiledModelRunner.open(modelFile, signatures, threads, path.path)
+        // One open at a time in the process: XNNPACK truncates a cache file it cannot load, so a
+        // second embedder must not start on the file while the first is still writing it.
+        synchronized(this) {
+            return try {
+                CompiledModelRunner.open(modelFile, signatures, threads, path?.path ?: EdgeM3Contract.IN_MEMORY_WEIGHT_CACHE)
+            } catch (exc: LiteRtException) {
+                if (path == null || !path.isFile) throw EdgeM3Exception("${modelFile.name}: ${exc.message}")
+                path.delete()
+                CompiledModelRunner.open(modelFile, signatures, threads, path.path)
+            }
         }
     }
 
