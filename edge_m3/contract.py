@@ -100,6 +100,9 @@ def choose_length(n_tokens: int, lengths: Sequence[int]) -> int:
 # What a TFLite runtime holds whatever the model (environment, XNNPACK, thread pool, about 3 to
 # 9 MiB measured): left out of model_rss_ratio, so that the ratio of a tiny model means something.
 RSS_ALLOWANCE = 16 * 2**20
+# Below this model file size the gate reports model_rss_ratio but does not bound it: the
+# runtime's own memory (3 to 18 MiB measured from run to run) would decide a tiny model's ratio.
+RSS_GATE_MIN_BYTES = 64 * 2**20
 
 
 @dataclass(frozen=True)

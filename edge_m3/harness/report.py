@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from edge_m3.common.files import write_atomic
-from edge_m3.contract import RSS_ALLOWANCE
+from edge_m3.contract import RSS_ALLOWANCE, RSS_GATE_MIN_BYTES
 
 
 def _v(f: Mapping[str, Any] | None, path: str, spec: str) -> str:
@@ -81,7 +81,8 @@ def markdown(r: Mapping[str, Any]) -> str:
         for f in ok.values():
             value = gate_value(f, key.rpartition("_")[0])
             mark = "✗" if any(x.startswith(key + ":") for x in f["failed"]) else "✓"
-            why = "not gated on this runtime" if key.startswith("model_rss") else "head not exported"
+            why = ("not gated: runtime or model size" if key.startswith("model_rss")
+                   else "head not exported")
             cells.append(f"n/a ({why})" if value is None else f"{_fmt(key, value)} {mark}")
         lines.append(f"| {key} | {limit:g} | " + " | ".join(cells) + " |")
     for rt, f in r["runtimes"].items():
@@ -130,7 +131,8 @@ def markdown(r: Mapping[str, Any]) -> str:
     lines += ["", "Model peak RSS: the process's peak from just before the model is opened "
               "(tokenizer and imports already loaded) over its RSS then, with every signature "
               f"run; x file: that, less the runtime's fixed {RSS_ALLOWANCE >> 20} MiB, over the "
-              "model file's size (`model_rss_ratio`)."]
+              "model file's size (`model_rss_ratio`); gated on LiteRT and tflite-runtime for "
+              f"model files of {RSS_GATE_MIN_BYTES >> 20} MiB and more."]
     lines += ["", "## Latency of the device step (tokenize + run + post-process), per signature", "",
               "| runtime | length | texts | p50 ms | p95 ms |", "| --- | --- | --- | --- | --- |"]
     for rt, f in ok.items():
