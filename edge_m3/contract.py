@@ -97,8 +97,8 @@ def choose_length(n_tokens: int, lengths: Sequence[int]) -> int:
 # model is opened subtracted, and the runtime's own fixed RSS_ALLOWANCE) over the model file's
 # size, on the TFLite runtimes apps ship (LiteRT, tflite-runtime). A figure past a limit fails
 # the bundle (exit 1).
-# What a TFLite runtime holds whatever the model (environment, XNNPACK, thread pool, about 3 to
-# 9 MiB measured): left out of model_rss_ratio, so that the ratio of a tiny model means something.
+# What a TFLite runtime holds whatever the model (environment, XNNPACK, thread pool, 3 to 18
+# MiB measured): left out of model_rss_ratio, so that the ratio of a small model means something.
 RSS_ALLOWANCE = 16 * 2**20
 # Below this model file size the gate reports model_rss_ratio but does not bound it: the
 # runtime's own memory (3 to 18 MiB measured from run to run) would decide a tiny model's ratio.
