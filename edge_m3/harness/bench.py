@@ -43,7 +43,8 @@ def cmd_bench(a: argparse.Namespace) -> int:
     """Latency, first-run cost and memory: runtimes x threads x weight-cache modes x lengths,
     each latency also as a ratio to torch."""
     from edge_m3.bundle import load_bundle
-    from edge_m3.runtime.runners import IN_MEMORY_CACHE, NO_CACHE, WEIGHT_CACHE_RUNTIMES
+    from edge_m3.contract import IN_MEMORY_WEIGHT_CACHE
+    from edge_m3.runtime.runners import NO_CACHE, WEIGHT_CACHE_RUNTIMES
 
     bundle = load_bundle(a.bundle)
     runtimes = select_runtimes(bundle, a.runtimes, "--runtimes")
@@ -78,7 +79,7 @@ def cmd_bench(a: argparse.Namespace) -> int:
                 rows.append(bench_row("torch fp32 (FlagEmbedding)", th, ref, None, lengths))
             for rt in runtimes:
                 cache_file = tmp / f"{rt}-{th}.xnnpack_cache"
-                cells = {"off": NO_CACHE, "memory": IN_MEMORY_CACHE, "cold": str(cache_file),
+                cells = {"off": NO_CACHE, "memory": IN_MEMORY_WEIGHT_CACHE, "cold": str(cache_file),
                          "warm": str(cache_file)} if rt in WEIGHT_CACHE_RUNTIMES else {"none": ""}
                 for mode, cache in cells.items():
                     if rt in WEIGHT_CACHE_RUNTIMES and mode not in modes:

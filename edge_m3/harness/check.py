@@ -29,6 +29,7 @@ from edge_m3.contract import (
     COLBERT_VECS,
     DENSE_VECS,
     GOLDEN,
+    IN_MEMORY_WEIGHT_CACHE,
     LEXICAL_WEIGHTS,
     ModelEntry,
     Tolerance,
@@ -36,7 +37,7 @@ from edge_m3.contract import (
 from edge_m3.errors import EdgeM3Error
 from edge_m3.harness.bench import bench_row
 from edge_m3.harness.workers import load_outputs, run_workers
-from edge_m3.runtime.runners import IN_MEMORY_CACHE, NO_CACHE
+from edge_m3.runtime.runners import NO_CACHE
 
 # TensorFlow's interpreter is the builder's, not a device runtime: only on request.
 NOT_BY_DEFAULT = ("tf",)
@@ -226,7 +227,7 @@ def cmd_check(a: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory(prefix="edge-m3-check-") as tmp_s:
         tmp = Path(tmp_s)
         for rt in runtimes:  # one after another, so timings are not disturbed
-            cache = NO_CACHE if a.weight_cache == "off" else IN_MEMORY_CACHE
+            cache = NO_CACHE if a.weight_cache == "off" else IN_MEMORY_WEIGHT_CACHE
             error = run_workers([(["check", str(bundle.path), rt, str(a.threads), str(a.warmup),
                                    str(a.repeats), str(tmp / rt), cache], f"runtime {rt}")])[0]
             if error:

@@ -17,7 +17,6 @@ from edge_m3.contract import (
     ATTENTION_MASK,
     IN_MEMORY_WEIGHT_CACHE,
     INPUT_IDS,
-    WEIGHT_CACHE_SUFFIX,
     Signature,
     weight_cache_name,
 )
@@ -40,7 +39,6 @@ RUNTIME_PACKAGES = {"tflite-runtime": "tflite-runtime", "litert": "ai-edge-liter
 # model's weights for its kernels; without a cache each signature's subgraph packs its own
 # copy. With one, the packed weights are keyed by the model's buffer, so every signature
 # shares one copy, and a cache file lets a second start map them instead of packing again.
-IN_MEMORY_CACHE = IN_MEMORY_WEIGHT_CACHE
 NO_CACHE = "off"  # LiteRT's Interpreter as before: one packed copy per signature
 # Only LiteRT's CompiledModel API takes a cache (CpuOptions.xnnpack_weight_cache_path); the
 # Interpreter APIs (LiteRT's, TF's, tflite-runtime's) create XNNPACK with default options.
@@ -49,7 +47,6 @@ WEIGHT_CACHE_RUNTIMES = ("litert",)
 # ship, both running the memory-mapped file. TF's interpreter is no device runtime; onnxruntime
 # reads the file into its own memory and pre-packs (reported, not gated).
 MEMORY_GATED_RUNTIMES = ("litert", "tflite-runtime")
-CACHE_SUFFIX = WEIGHT_CACHE_SUFFIX
 
 
 def format_of(runtime: str) -> str:
@@ -167,14 +164,14 @@ class LiteRTRunner:
     runtime = "litert"
 
     def __init__(self, model_path: Path, signatures: Sequence[Signature],
-                 threads: int | None = None, weight_cache: str | Path = IN_MEMORY_CACHE) -> None:
+                 threads: int | None = None, weight_cache: str | Path = IN_MEMORY_WEIGHT_CACHE) -> None:
         from ai_edge_litert.compiled_model import CompiledModel
         from ai_edge_litert.environment import Environment, EnvironmentOptions
         from ai_edge_litert.hardware_accelerator import HardwareAccelerator
         from ai_edge_litert.options import CpuOptions, Options
 
         cache = str(weight_cache)
-        if cache != IN_MEMORY_CACHE:
+        if cache != IN_MEMORY_WEIGHT_CACHE:
             Path(cache).parent.mkdir(parents=True, exist_ok=True)
         # CPU only: pointing the plugin folders at the model's own folder (no vendor libraries
         # there) keeps LiteRT from trying the NPU compiler plugins its wheel bundles.
@@ -185,7 +182,7 @@ class LiteRTRunner:
                        cpu_options=CpuOptions(num_threads=int(threads or 1),
                                               xnnpack_weight_cache_path=cache))
         self.model = CompiledModel.from_file(str(model_path), environment=env, options=opts)
-        self.weight_cache = "memory" if cache == IN_MEMORY_CACHE else cache
+        self.weight_cache = "memory" if cache == IN_MEMORY_WEIGHT_CACHE else cache
         self._names = {s.seq_len: s.name for s in signatures}
         self.seq_lens = sorted(self._names)
         self._io: dict[int, tuple[dict[str, Any], dict[str, Any], dict[str, Any]]] = {}
@@ -251,13 +248,13 @@ def open_runner(model_path: Path, signatures: Sequence[Signature], runtime: str,
     """The runner for `runtime` over one model file of a bundle.
 
     `weight_cache` (LiteRT only; others have no such option and ignore it): None or
-    IN_MEMORY_CACHE packs the weights once per process, a path also keeps them in that file
+    IN_MEMORY_WEIGHT_CACHE packs the weights once per process, a path also keeps them in that file
     for the next start, NO_CACHE is LiteRT's Interpreter (one packed copy per signature).
     """
     if runtime == "onnxruntime":
         return OnnxRunner(model_path, signatures, threads)
     if runtime == "litert" and str(weight_cache) != NO_CACHE and has_compiled_model():
-        return LiteRTRunner(model_path, signatures, threads, weight_cache or IN_MEMORY_CACHE)
+        return LiteRTRunner(model_path, signatures, threads, weight_cache or IN_MEMORY_WEIGHT_CACHE)
     if runtime in TFLITE_RUNTIMES:
         return TFLiteRunner(model_path, signatures, runtime, threads)
     raise EdgeM3Error(f"--runtime {runtime}: unknown (choose from {', '.join(RUNTIMES)})")

@@ -85,15 +85,15 @@ public final class TFLiteRunner: ModelRunner {
     }
 
     /// The cache file for this model and app build, in `directory` (created). Files of other
-    /// builds for the same model are deleted: packed weights are found by buffer index, so a
-    /// file is valid only for the runtime that wrote it.
+    /// app builds are deleted (as the Android kit does): packed weights are found by buffer
+    /// index, so a file is valid only for the runtime that wrote it.
     static func cacheFile(in directory: URL, modelSha256: String) throws -> URL {
         let fm = FileManager.default
         try fm.createDirectory(at: directory, withIntermediateDirectories: true)
         let name = EdgeM3Contract.weightCacheName(modelSha256: modelSha256, runtimeKey: appBuildKey)
-        let sameModel = String(name.prefix(EdgeM3Contract.weightCacheKeyChars + 1))  // "<sha>-"
+        let thisBuild = String(name.dropFirst(EdgeM3Contract.weightCacheKeyChars))  // "-<key>.xnnpack_cache"
         for old in (try? fm.contentsOfDirectory(atPath: directory.path)) ?? []
-        where old != name && old.hasPrefix(sameModel) && old.hasSuffix(EdgeM3Contract.weightCacheSuffix) {
+        where old.hasSuffix(EdgeM3Contract.weightCacheSuffix) && !old.hasSuffix(thisBuild) {
             try? fm.removeItem(at: directory.appendingPathComponent(old))
         }
         return directory.appendingPathComponent(name)

@@ -179,7 +179,7 @@ class EdgeM3Embedder(
             DigestInputStream(assets.open(path), digest).use { input ->
                 FileOutputStream(tmp).use { out -> input.copyTo(out, 1 shl 20) }
             }
-            val actual = digest.digest().joinToString("") { "%02x".format(it) }
+            val actual = ModelCheck.hex(digest)
             if (tmp.length() != expected.size || actual != expected.sha256) {
                 tmp.delete()
                 throw EdgeM3Exception("assets/$path: ${tmp.length()} bytes, sha256 $actual; manifest.json says " +

@@ -22,8 +22,11 @@ object ModelCheck {
             if (n < 0) break
             digest.update(buffer, 0, n)
         }
-        return digest.digest().joinToString("") { "%02x".format(it) }
+        return hex(digest)
     }
+
+    /** A finished digest as lowercase hex, as hashlib writes it in manifest.json. */
+    fun hex(digest: MessageDigest): String = digest.digest().joinToString("") { "%02x".format(it) }
 
     /**
      * Throws when `size` or the stream's SHA-256 differ from `expected`; with a `memo` folder the

@@ -117,8 +117,7 @@ class CompiledModelRunner private constructor(private val model: CompiledModel) 
                 for (s in signatures) {
                     val names = s.outputs.map { it.name }
                     runner.io[s.name] = try {
-                        Io(listOf(EdgeM3Contract.INPUT_IDS, EdgeM3Contract.ATTENTION_MASK)
-                            .associateWith { runner.model.createInputBuffer(it, s.name) },
+                        Io(s.inputs.map { it.name }.associateWith { runner.model.createInputBuffer(it, s.name) },
                             names.associateWith { runner.model.createOutputBuffer(it, s.name) })
                     } catch (exc: LiteRtException) {
                         throw EdgeM3Exception("${modelFile.name}: no signature ${s.name} with outputs $names (${exc.message})")
