@@ -5,21 +5,37 @@ BIN := $(VENV)/bin
 CHECKPOINT ?= BAAI/bge-m3
 QUANT ?= int8
 
-.PHONY: build test test-quick demo lint clean
+# The lock: the exact packages CI passed with, one file per install set, for CPython 3.11 on
+# Linux x86-64 (the machines CI and the developers run on). Every target below installs from it;
+# `make lock` refreshes it on purpose (see README, "The lock").
+LOCK := requirements
+UV_VERSION := 0.13.9
+# torch's CPU build is a wheel on local disk (pip's find-links here; PyPI's torch is the CUDA
+# build, several GB): the lock pins torch==X+cpu, so a machine without that wheel fails at once.
+WHEELS ?= /opt/wheels
+PIP_INSTALL = $(BIN)/pip install -q $(if $(wildcard $(WHEELS)),--find-links $(WHEELS))
+LOCK_TARGET := --python-version 3.11 --python-platform x86_64-manylinux_2_28 --find-links $(WHEELS) \
+	--quiet --custom-compile-command "make lock"
+
+.PHONY: build test test-quick demo lint lock clean
 
 $(BIN)/python:
 	@command -v $(PY) >/dev/null 2>&1 || { echo "need $(PY) (Python 3.11) on PATH"; exit 2; }
 	$(PY) -m venv $(VENV)
-	$(BIN)/pip install -q --upgrade pip setuptools
+	$(PIP_INSTALL) -r $(LOCK)/bootstrap.txt
 
 # `pip install edge-m3` alone is the device side (embed, bench, check); the builder is the
 # [build] extra, the tests and references the [dev] extra (which includes [build]).
-$(VENV)/.build: pyproject.toml | $(BIN)/python
-	$(BIN)/pip install -q -e ".[build]"
+# Each installs its lock file, then edge-m3 itself without resolving anything again.
+$(VENV)/.build: $(LOCK)/build.txt pyproject.toml | $(BIN)/python
+	$(PIP_INSTALL) -r $(LOCK)/build.txt
+	$(PIP_INSTALL) --no-deps --no-build-isolation -e .
 	touch $@
 
-$(VENV)/.dev: pyproject.toml | $(BIN)/python
-	$(BIN)/pip install -q -e ".[dev]"
+$(VENV)/.dev: $(LOCK)/dev.txt pyproject.toml | $(BIN)/python
+	$(PIP_INSTALL) -r $(LOCK)/dev.txt
+	$(PIP_INSTALL) --no-deps --no-build-isolation -e .
+	$(BIN)/pip check
 	touch $(VENV)/.build $@
 
 ## The main job: BGE-M3 int8 bundle into dist/ and the platform kits.
@@ -41,6 +57,18 @@ demo: $(VENV)/.dev
 lint: $(VENV)/.dev
 	$(BIN)/ruff check edge_m3 tests tools
 	$(BIN)/python tools/gen_kit_contract.py --check
+
+## Refresh the lock: newest versions the ranges in pyproject.toml allow. Run it on purpose
+## (a new dependency, a wanted upgrade), then `make test` and commit requirements/ with the change.
+## dev is resolved first; every other set is held to dev's versions, so they never disagree.
+lock: | $(BIN)/python
+	$(BIN)/pip install -q "uv==$(UV_VERSION)"
+	$(BIN)/uv pip compile pyproject.toml --extra dev --upgrade -c $(LOCK)/constraints.in $(LOCK_TARGET) -o $(LOCK)/dev.txt
+	$(BIN)/uv pip compile pyproject.toml --extra build -c $(LOCK)/dev.txt $(LOCK_TARGET) -o $(LOCK)/build.txt
+	$(BIN)/uv pip compile pyproject.toml --extra onnx -c $(LOCK)/dev.txt $(LOCK_TARGET) -o $(LOCK)/onnx.txt
+	$(BIN)/uv pip compile pyproject.toml --extra tflite-runtime -c $(LOCK)/dev.txt $(LOCK_TARGET) -o $(LOCK)/tflite-runtime.txt
+	$(BIN)/uv pip compile pyproject.toml -c $(LOCK)/dev.txt $(LOCK_TARGET) -o $(LOCK)/runtime.txt
+	$(BIN)/uv pip compile $(LOCK)/bootstrap.in -c $(LOCK)/dev.txt $(LOCK_TARGET) -o $(LOCK)/bootstrap.txt
 
 clean:
 	rm -rf build dist .pytest_cache

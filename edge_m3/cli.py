@@ -44,8 +44,8 @@ def _build_parser() -> argparse.ArgumentParser:
     b.add_argument("--heads", default=",".join(HEADS), help="outputs to export")
     b.add_argument("--formats", default="tflite", help=f"{', '.join(FORMATS)} (comma list)")
     b.add_argument("--out", default=DEFAULT_OUT, help="bundle dir ({quant} is substituted)")
-    b.add_argument("--kits", default=".", help="dir holding android_assets/ and ios_assets/ "
-                   "to copy the first bundle into ('none' to skip)")
+    b.add_argument("--kits", default=None, help="dir holding android_assets/ and ios_assets/ "
+                   "to copy the first bundle into (default: . when it has them; 'none' to skip)")
     b.add_argument("--vocab-corpus", action="append", default=[], type=Path,
                    help="trim the vocabulary to the tokens of this UTF-8 corpus (repeatable)")
     b.add_argument("--vocab-min-count", type=int, default=1)
@@ -121,7 +121,11 @@ def _cmd_build(a: argparse.Namespace) -> int:
     from edge_m3.common.options import parse_choices, split_list
     from edge_m3.contract import FORMATS, HEADS, recipe
 
-    kits = None if a.kits == "none" else Path(a.kits)
+    kits = None if a.kits == "none" else Path(a.kits or ".")
+    if kits is not None and a.kits and not all((kits / k).is_dir() for k in ("android_assets", "ios_assets")):
+        # named on purpose: a mistyped --kits must not silently leave the apps' bundles stale
+        raise EdgeM3Error(f"--kits {a.kits}: has no android_assets/ and ios_assets/ to copy the bundle "
+                          "into ('none' to skip the copy)")
     quants = [recipe(q).name for q in split_list(a.quant, "--quant")]
     if len(quants) > 1 and "{quant}" not in a.out:
         raise EdgeM3Error(f"--out {a.out}: needs {{quant}} when building several quants")

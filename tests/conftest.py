@@ -66,6 +66,23 @@ def _tool_missing(reason: str, require_env: str) -> None:
 
 
 @pytest.fixture(scope="session")
+def flag_model_class() -> type:
+    """FlagEmbedding's BGEM3FlagModel, the primary reference. When it is not installed: a skip on
+    a developer machine, a failure in CI; when it is installed but cannot be imported (a new
+    transformers): every test that needs it fails with the one line naming what broke it."""
+    from edge_m3.errors import EdgeM3Error
+    from edge_m3.harness.flagref import import_flag_model
+    from edge_m3.harness.references import flagembedding_installed
+
+    if not flagembedding_installed():
+        _tool_missing("FlagEmbedding not installed (pip install 'edge-m3[dev]')", "CI")
+    try:
+        return import_flag_model()
+    except EdgeM3Error as exc:
+        pytest.fail(str(exc), pytrace=False)
+
+
+@pytest.fixture(scope="session")
 def kit_jar() -> Path:
     """The Android kit's Kotlin (app sources against stubs, instrumented test, JVM tools) in one jar,
     compiled with -Werror by tools/kit_jar.sh (once per content: kotlinc takes ~20 s)."""

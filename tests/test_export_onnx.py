@@ -32,6 +32,7 @@ from edge_m3.export.trace import write_saved_model
 from edge_m3.export.worker import export_onnx
 from edge_m3.modeling import build_model
 from edge_m3.runtime import OnnxRunner, open_runner
+from tests.support.spread import OUTPUTS, TOLERANCES, onnx_inputs, onnx_vs_keras
 
 pytestmark = pytest.mark.models  # builds Keras models, bundles or references
 
@@ -41,17 +42,9 @@ LENS = [8, 16, 32]
 def _sigs(entry: dict[str, Any]) -> list[Signature]:
     """The typed signatures of an exported entry (what the runners take)."""
     return ModelEntry.from_json(entry, "entry").signatures
-OUTPUTS = ["dense_vecs", "sparse_weights", "colbert_vecs"]
-# Max abs difference to the Keras fp32 model. fp16 stores weights in half precision (compute
-# stays fp32); int8 is dynamic-range quantization, so its bound is looser and its dense vector
-# must also keep its direction (cosine).
-BOUNDS = {
-    "fp32": {"dense_vecs": 1e-5, "sparse_weights": 1e-5, "colbert_vecs": 1e-5},
-    "fp16": {"dense_vecs": 2e-3, "sparse_weights": 5e-3, "colbert_vecs": 2e-3},
-    "int8": {"dense_vecs": 4e-2, "sparse_weights": 1.5e-1, "colbert_vecs": 6e-2},
-}
 QUANTS = ("fp32", "fp16", "int8")
-MIN_DENSE_COSINE = {"fp32": 1 - 1e-6, "fp16": 1 - 1e-5, "int8": 0.998}
+BOUNDS = TOLERANCES["onnx_vs_keras"]  # set from measured spread (tests/support/spread.py)
+MIN_DENSE_COSINE = TOLERANCES["onnx_dense_cosine_min"]
 
 
 @pytest.fixture(scope="module")
@@ -79,14 +72,6 @@ def variants(keras_model: Any, saved_model: Path, tmp_path_factory: pytest.TempP
                                     keras_model.parameter_count(), external_threshold=threshold)
         out[quant] = (folder, entry)
     return out
-
-
-def _inputs(n_real: int, length: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    rng = np.random.default_rng(seed)
-    ids = np.ones((1, length), np.int32)
-    ids[0, :n_real] = [0, *rng.integers(4, 200, n_real - 2), 2]
-    mask = (np.arange(length) < n_real).astype(np.int32)[None]
-    return ids, mask
 
 
 @pytest.mark.parametrize("quant", QUANTS)
@@ -158,21 +143,16 @@ def test_every_length_matches_keras(variants: dict[str, tuple[Path, dict[str, An
     folder, entry = variants[quant]
     runner = open_runner(folder / entry["file"], _sigs(entry), "onnxruntime", 1)
     assert isinstance(runner, OnnxRunner) and runner.seq_lens == LENS
-    for sig in entry["signatures"]:
+    for sig in entry["signatures"]:  # the declared output shapes
         n = sig["seq_len"]
-        for real in (2, n // 2, n):
-            ids, mask = _inputs(real, n, seed=n + real)
-            want = {k: v.numpy() for k, v in keras_model(ids, mask, hidden=False).items()}
-            got = runner.run(ids, mask)
-            assert list(got) == OUTPUTS
-            for key in OUTPUTS:
-                assert got[key].shape == want[key].shape == tuple(
-                    next(o["shape"] for o in sig["outputs"] if o["name"] == key))
-                err = float(np.abs(got[key] - want[key]).max())
-                assert err <= BOUNDS[quant][key], (quant, n, real, key, err)
-            assert np.all(got["sparse_weights"][0, real:] == 0)  # padding stays zero
-            cosine = float((got["dense_vecs"] * want["dense_vecs"]).sum())
-            assert cosine >= MIN_DENSE_COSINE[quant], (quant, n, real, cosine)
+        ids, mask = onnx_inputs(n, n, seed=n)
+        got = runner.run(ids, mask)
+        assert [(k, list(v.shape)) for k, v in got.items()] == [
+            (o["name"], o["shape"]) for o in sig["outputs"]]
+    figures = onnx_vs_keras(runner, keras_model, LENS)
+    for key in OUTPUTS:
+        assert figures[key] <= BOUNDS[quant][key], (quant, key, figures)
+    assert figures["dense_cosine"] >= MIN_DENSE_COSINE[quant], (quant, figures)
 
 
 def test_external_data_travels_with_the_model(
@@ -188,7 +168,7 @@ def test_external_data_travels_with_the_model(
     moved.mkdir()
     for name in [entry["file"], *entry["extra_files"]]:
         shutil.copy(folder / name, moved / name)
-    ids, mask = _inputs(5, 8, seed=1)
+    ids, mask = onnx_inputs(5, 8, seed=1)
     sigs = _sigs(entry)
     a = OnnxRunner(folder / entry["file"], sigs).run(ids, mask)
     b = OnnxRunner(moved / entry["file"], sigs).run(ids, mask)
@@ -239,10 +219,10 @@ def test_onnx_runner_rejects_undeclared_length(
     folder, entry = variants["int8"]
     runner = OnnxRunner(folder / entry["file"], _sigs(entry), threads=1)
     assert runner.runtime == "onnxruntime" and runner.seq_lens == LENS
-    ids, mask = _inputs(4, 12, seed=2)  # the graph would run it; the bundle does not declare it
+    ids, mask = onnx_inputs(4, 12, seed=2)  # the graph would run it; the bundle does not declare it
     with pytest.raises(EdgeM3Error, match="no signature for length 12"):
         runner.run(ids, mask)
-    out = runner.run(*_inputs(4, 16, seed=3))
+    out = runner.run(*onnx_inputs(4, 16, seed=3))
     assert {k: v.shape for k, v in out.items()} == {
         "dense_vecs": (1, 32), "sparse_weights": (1, 16), "colbert_vecs": (1, 15, 32)}
 
@@ -336,7 +316,7 @@ def test_ort_copy_runs_like_the_onnx_file(saved_model: Path, keras_model: Any,
     assert "ai.onnx;" in config and "MatMul" in config and str(tmp_path) not in config
     a = open_runner(onnx_file, _sigs(entry), "onnxruntime", 1)
     b = open_runner(ort_file, _sigs(entry), "onnxruntime", 1)
-    ids, mask = _inputs(10, 16, seed=3)
+    ids, mask = onnx_inputs(10, 16, seed=3)
     got_a, got_b = a.run(ids, mask), b.run(ids, mask)
     for key in OUTPUTS:
         np.testing.assert_allclose(got_b[key], got_a[key], atol=1e-6)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -21,6 +22,7 @@ from edge_m3.cli import main
 from edge_m3.runtime import available_runtimes
 
 pytestmark = pytest.mark.models  # builds Keras models, bundles or references
+ROOT = Path(__file__).resolve().parents[1]
 
 TEXTS = ["Hello world", "안녕하세요, 세계.", "the lazy dog"]  # under 32 tokens: no truncation
 HAS_ONNX = importlib.util.find_spec("edge_m3.export.onnx") is not None
@@ -37,7 +39,8 @@ def bundle(tiny_ckpt: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def verified(bundle: Path, tiny_ckpt: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+def verified(bundle: Path, tiny_ckpt: Path, tmp_path_factory: pytest.TempPathFactory,
+             flag_model_class: type) -> dict[str, Any]:
     """One `verify` over every installed runtime, with TEXTS as --texts.
 
     Its reference cache (a temp dir, never ~/.cache) holds FlagEmbedding's own outputs for
@@ -198,6 +201,40 @@ def test_verify_without_flagembedding_uses_keras(bundle: Path, tiny_ckpt: Path,
     assert "vs_keras" not in data["runtimes"]["litert"]
 
 
+# A sitecustomize that makes transformers look like 5.x to FlagEmbedding 1.4: the private module
+# it imports is gone (what a fresh `pip install` of the unpinned ranges did on 2026-11-24).
+_BREAK_TRANSFORMERS = """
+import importlib.abc, sys
+class _Gone(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name == "transformers.modeling_attn_mask_utils":
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+sys.meta_path.insert(0, _Gone())
+"""
+
+
+def test_a_broken_flagembedding_is_one_line(bundle: Path, tiny_ckpt: Path, tmp_path: Path) -> None:
+    """verify, with FlagEmbedding installed but unimportable: one line naming FlagEmbedding's
+    version and the package (with its version) that broke it, exit 2, no traceback, no report."""
+    from importlib import metadata
+
+    (tmp_path / "site").mkdir()
+    (tmp_path / "site" / "sitecustomize.py").write_text(_BREAK_TRANSFORMERS)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path / "site"), str(ROOT)])}
+    texts = tmp_path / "t.txt"
+    texts.write_text("Hello world\n", encoding="utf-8")
+    proc = subprocess.run([sys.executable, "-m", "edge_m3.cli", "verify", str(bundle), "--reference",
+                           str(tiny_ckpt), "--runtime", "litert", "--texts", str(texts), "--no-cache",
+                           "--report", str(tmp_path / "r")],
+                          capture_output=True, text=True, env=env, timeout=600)
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2 and len(lines) == 1, proc.stderr
+    want = (f"FlagEmbedding {metadata.version('FlagEmbedding')} cannot be imported under "
+            f"transformers {metadata.version('transformers')}")
+    assert want in lines[0] and "modeling_attn_mask_utils" in lines[0], lines[0]
+    assert "Traceback" not in proc.stderr and not (tmp_path / "r").exists()
+
+
 def test_gate_skips_heads_a_bundle_lacks(tmp_path: Path) -> None:
     from edge_m3.harness.metrics import check_limits, compare, gate
     from edge_m3.harness.report import markdown
@@ -315,12 +352,12 @@ def test_default_runtimes_skip_what_the_build_saw_fail(tmp_path: Path) -> None:
     default."""
     from types import SimpleNamespace
 
-    from edge_m3.contract import ModelEntry
-    from edge_m3.harness.inputs import select_runtimes
+    from edge_m3.contract import ModelEntry, recipe
+    from edge_m3.runtime.choice import select_runtimes
 
     entry = ModelEntry("tflite", "model_int8.tflite", "int8", [], self_check={
         "tflite-runtime": "FAILED (2.14.0): Didn't find op for builtin opcode", "litert": "ok (2.3)"})
-    manifest = SimpleNamespace(models=[entry], formats={"tflite"})
+    manifest = SimpleNamespace(models=[entry], formats={"tflite"}, recipe=recipe("int8"))
     chosen = select_runtimes(SimpleNamespace(manifest=manifest, path=tmp_path), None)
     assert "tflite-runtime" not in chosen
     assert ("litert" in chosen) == ("litert" in available_runtimes())

@@ -29,10 +29,8 @@ def keras_model(tiny_ckpt: Path):
 
 
 @pytest.fixture(scope="module")
-def flag_model(tiny_ckpt: Path):
-    from FlagEmbedding import BGEM3FlagModel
-
-    return BGEM3FlagModel(str(tiny_ckpt), use_fp16=False, devices="cpu")
+def flag_model(tiny_ckpt: Path, flag_model_class: type):
+    return flag_model_class(str(tiny_ckpt), use_fp16=False, devices="cpu")
 
 
 def _padded_batch(tokenizer, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:

@@ -31,7 +31,7 @@ def edge_m3(*args: str) -> int:
 def default_runtimes(bundle: Path, exclude: list[str]) -> list[str]:
     """What verify/bench would pick by default (installed, not failed at build), minus exclude."""
     from edge_m3.bundle import load_bundle
-    from edge_m3.harness.inputs import select_runtimes
+    from edge_m3.runtime.choice import select_runtimes
 
     return [r for r in select_runtimes(load_bundle(bundle, verify=False), None)
             if r not in exclude]

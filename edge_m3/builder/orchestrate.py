@@ -9,10 +9,11 @@ that replaces the old bundle only once it is complete, its manifest and golden v
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -50,12 +51,29 @@ class Reporter:
         from rich.console import Console
 
         self.console = Console(stderr=True, quiet=quiet)
+        self._held: list[str] | None = None
 
     def phase(self, title: str) -> Any:
         return self.console.status(f"[bold]{title}[/bold]…", spinner="dots")
 
     def done(self, title: str, seconds: float, extra: str = "") -> None:
-        self.console.print(f"[green]✓[/green] {title} ({seconds:.1f} s){' ' + extra if extra else ''}")
+        line = f"[green]✓[/green] {title} ({seconds:.1f} s){' ' + extra if extra else ''}"
+        if self._held is not None:
+            self._held.append(line)
+        else:
+            self.console.print(line)
+
+    @contextlib.contextmanager
+    def checks(self) -> Iterator[None]:
+        """Phases that still check the user's input: their lines are shown only once all pass,
+        so bad input stays the CLI's one error line (the spinner is transient)."""
+        self._held = []
+        try:
+            yield
+        finally:
+            held, self._held = self._held, None
+        for line in held:
+            self.console.print(line)
 
 
 def _timed(rep: Reporter, title: str, fn: Callable[[], Any], extra: Callable[[Any], str] | None = None) -> Any:
@@ -75,26 +93,32 @@ def build(opts: BuildOptions, quiet: bool = False) -> list[Path]:
     for kit in (opts.android_dir, opts.ios_dir):
         if kit is not None:
             check_writable(kit)
+    if opts.vocab_corpus:  # read once now too: a bad corpus is one line before any download
+        from edge_m3.tokenizer.vocab import read_corpus
+
+        for path in opts.vocab_corpus:
+            read_corpus(path)
 
     from edge_m3.checkpoint import load_checkpoint, resolve_checkpoint
 
-    ckpt_dir, source = _timed(rep, f"resolve checkpoint {opts.checkpoint}",
-                              lambda: resolve_checkpoint(opts.checkpoint, opts.revision))
-    ckpt = _timed(rep, "load + validate checkpoint", lambda: load_checkpoint(ckpt_dir, source))
-    plan = None
-    if opts.vocab_corpus:
-        from edge_m3.tokenizer import Tokenizer
-        from edge_m3.tokenizer.vocab import plan_trim
+    with rep.checks():  # the checkpoint, the corpus and the options that need config.json
+        ckpt_dir, source = _timed(rep, f"resolve checkpoint {opts.checkpoint}",
+                                  lambda: resolve_checkpoint(opts.checkpoint, opts.revision))
+        ckpt = _timed(rep, "load + validate checkpoint", lambda: load_checkpoint(ckpt_dir, source))
+        plan = None
+        if opts.vocab_corpus:
+            from edge_m3.tokenizer import Tokenizer
+            from edge_m3.tokenizer.vocab import plan_trim
 
-        plan = _timed(rep, "plan vocabulary trim",
-                      lambda: plan_trim(Tokenizer(ckpt.sentencepiece_path), opts.vocab_corpus,
-                                        opts.vocab_min_count),
-                      lambda p: f"{len(p.kept_ids):,} of {ckpt.config.vocab_size:,} ids kept, "
-                                f"corpus coverage {p.coverage:.2%}")
-    rows = len(plan.kept_ids) if plan else ckpt.config.vocab_size
-    params = param_count_from_config(dataclasses.replace(ckpt.config, vocab_size=rows),
-                                     ckpt.colbert_dim)
-    validate_against_config(opts, ckpt.config, params)
+            plan = _timed(rep, "plan vocabulary trim",
+                          lambda: plan_trim(Tokenizer(ckpt.sentencepiece_path), opts.vocab_corpus,
+                                            opts.vocab_min_count),
+                          lambda p: f"{len(p.kept_ids):,} of {ckpt.config.vocab_size:,} ids kept, "
+                                    f"corpus coverage {p.coverage:.2%}")
+        rows = len(plan.kept_ids) if plan else ckpt.config.vocab_size
+        params = param_count_from_config(dataclasses.replace(ckpt.config, vocab_size=rows),
+                                         ckpt.colbert_dim)
+        validate_against_config(opts, ckpt.config, params)
 
     with tempfile.TemporaryDirectory(prefix="edge-m3-work-") as work_str:
         work = Path(work_str)

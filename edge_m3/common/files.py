@@ -104,21 +104,23 @@ def copy_atomic(src: Path, dst: Path) -> None:
     _replace_with(dst, lambda tmp: shutil.copyfile(src, tmp), None)
 
 
-def check_writable(out_dir: Path, option: str = "--out") -> None:
-    """Fail before any heavy work when `out_dir` could not be written (exit 2 in the CLI)."""
-    parent = out_dir.resolve().parent
-    probe = parent
+def check_writable(out: Path, option: str = "--out", is_file: bool = False) -> None:
+    """Fail before any heavy work when the directory `out` (a file with `is_file`) could not be
+    written (exit 2 in the CLI): the write itself comes after the model ran, too late."""
+    out = Path(out)
+    probe = out.resolve().parent
     while not probe.exists():
         probe = probe.parent
-    if out_dir.exists() and not out_dir.is_dir():
-        raise EdgeM3Error(f"{option} {out_dir}: exists and is not a directory")
+    if out.exists() and out.is_dir() == is_file:
+        raise EdgeM3Error(f"{option} {out}: exists and is "
+                          f"{'a directory' if is_file else 'not a directory'}")
     if not probe.is_dir():
-        raise EdgeM3Error(f"{option} {out_dir}: {probe} is not a directory")
+        raise EdgeM3Error(f"{option} {out}: {probe} is not a directory")
     try:  # a real write: os.access says yes to root even on read-only mounts
         with tempfile.TemporaryFile(dir=probe):
             pass
     except OSError as exc:
-        raise EdgeM3Error(f"{option} {out_dir}: {probe} is not writable ({exc.strerror})") from None
+        raise EdgeM3Error(f"{option} {out}: {probe} is not writable ({exc.strerror})") from None
 
 
 @contextlib.contextmanager

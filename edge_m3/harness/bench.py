@@ -16,11 +16,11 @@ from typing import Any
 
 import numpy as np
 
-from edge_m3.common.files import write_atomic
+from edge_m3.common.files import check_writable, write_atomic
 from edge_m3.common.options import parse_ints
 from edge_m3.errors import EdgeM3Error
-from edge_m3.harness.inputs import select_runtimes
 from edge_m3.harness.workers import run_worker
+from edge_m3.runtime.choice import select_runtimes
 
 # How `bench` runs a runtime that takes an XNNPACK weight cache, each in a process of its own:
 # off (no cache: one packed copy per signature), memory (packed once, nothing on disk), cold
@@ -59,11 +59,13 @@ def cmd_bench(a: argparse.Namespace) -> int:
         if not 2 <= n <= max(have):
             raise EdgeM3Error(f"--lengths {n}: need 2..{max(have)} tokens (the bundle has "
                               f"signatures for {have})")
+    if a.json:
+        check_writable(Path(a.json), "--json", is_file=True)  # before the runs, not after
     ref_dir = None
     if a.reference:
         from edge_m3.checkpoint import resolve_checkpoint
 
-        ref_dir = str(resolve_checkpoint(a.reference)[0])
+        ref_dir = str(resolve_checkpoint(a.reference, option="--reference")[0])
 
     rows: list[dict[str, Any]] = []
     common = [",".join(map(str, lengths)), str(a.warmup), str(a.repeats)]

@@ -24,7 +24,8 @@ from typing import Any
 import numpy as np
 
 from edge_m3.bundle import Bundle
-from edge_m3.common.options import check_threads, split_list, version_tuple
+from edge_m3.common.files import check_writable
+from edge_m3.common.options import check_threads
 from edge_m3.contract import (
     COLBERT_VECS,
     DENSE_VECS,
@@ -37,10 +38,8 @@ from edge_m3.contract import (
 from edge_m3.errors import EdgeM3Error
 from edge_m3.harness.bench import bench_row
 from edge_m3.harness.workers import load_outputs, run_workers
+from edge_m3.runtime.choice import NOT_ON_DEVICE, select_runtimes
 from edge_m3.runtime.runners import NO_CACHE
-
-# TensorFlow's interpreter is the builder's, not a device runtime: only on request.
-NOT_BY_DEFAULT = ("tf",)
 
 
 def read_golden(bundle: Bundle) -> dict[str, Any]:
@@ -72,50 +71,6 @@ def golden_entry(bundle: Bundle, golden: Mapping[str, Any]) -> ModelEntry:
         raise EdgeM3Error(f"{bundle.path / GOLDEN}: model_file {golden['model_file']} is not in "
                           "the manifest")
     return entry
-
-
-def _cannot_run(runtime: str, entry: ModelEntry, oldest_tflite: str) -> str | None:
-    """Why `runtime` cannot run this model file here (None: it can), naming what to install."""
-    from edge_m3.runtime.runners import RUNTIME_PACKAGES, format_of, runtime_version
-
-    if format_of(runtime) != entry.format:
-        return f"runs {format_of(runtime)} models, golden.json was recorded with {entry.file}"
-    version = runtime_version(runtime)
-    if version is None:
-        return f"not installed (pip install {RUNTIME_PACKAGES[runtime]})"
-    if runtime == "tflite-runtime" and version_tuple(version) < version_tuple(oldest_tflite):
-        return (f"{version} is older than TF Lite {oldest_tflite}, the oldest that runs "
-                f"{entry.file} (pip install {RUNTIME_PACKAGES['litert']})")
-    needs = [k for k in entry.oldest_runtime if k in RUNTIME_PACKAGES.values()]
-    if runtime == "tflite-runtime" and needs and "tflite-runtime" not in needs:
-        return (f"the build found that {entry.file} needs {', '.join(needs)} "
-                f"(pip install {RUNTIME_PACKAGES['litert']})")
-    return None
-
-
-def check_runtimes(bundle: Bundle, entry: ModelEntry, wanted: str | None) -> list[str]:
-    """The runtimes to check: those asked for, else every installed device runtime that runs
-    the golden model file; none is one line naming the runtime and the package to install."""
-    from edge_m3.runtime.runners import RUNTIME_PACKAGES, RUNTIMES, format_of
-
-    oldest = bundle.manifest.recipe.oldest_tflite
-    if wanted:
-        chosen = split_list(wanted, "--runtime")
-        for rt in chosen:
-            if rt not in RUNTIMES:
-                raise EdgeM3Error(f"--runtime {rt}: unknown (choose from {', '.join(RUNTIMES)})")
-            why = _cannot_run(rt, entry, oldest)
-            if why:
-                raise EdgeM3Error(f"--runtime {rt}: {why}")
-        return chosen
-    fits = [rt for rt in RUNTIMES if format_of(rt) == entry.format and rt not in NOT_BY_DEFAULT]
-    usable = [rt for rt in fits if _cannot_run(rt, entry, oldest) is None]
-    if not usable:
-        why = "; ".join(f"{rt}: {_cannot_run(rt, entry, oldest)}" for rt in fits)
-        package = RUNTIME_PACKAGES["litert" if "litert" in fits else fits[0]]
-        raise EdgeM3Error(f"{bundle.path}: no runtime here runs {entry.file} ({why}); "
-                          f"install one: pip install {package}")
-    return usable
 
 
 def _short(text: str, n: int = 40) -> str:
@@ -220,8 +175,9 @@ def cmd_check(a: argparse.Namespace) -> int:
     tol = bundle.manifest.recipe.device_tolerance
     golden = read_golden(bundle)
     entry = golden_entry(bundle, golden)
-    runtimes = check_runtimes(bundle, entry, a.runtime)
+    runtimes = select_runtimes(bundle, a.runtime, "--runtime", [entry], skip=NOT_ON_DEVICE)
     report_dir = Path(a.report or Path("reports") / f"{Path(a.bundle).resolve().name}-check")
+    check_writable(report_dir, "--report")  # before the runs, not after
     exact = replay_exact(bundle, golden)
     results: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="edge-m3-check-") as tmp_s:

@@ -14,7 +14,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from edge_m3.common.files import write_lines_atomic
+from edge_m3.common.files import check_writable, write_lines_atomic
 from edge_m3.common.options import check_threads
 from edge_m3.errors import EdgeM3Error
 from edge_m3.harness.inputs import read_texts
@@ -26,13 +26,17 @@ def cmd_embed(a: argparse.Namespace) -> int:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
     from edge_m3.bundle import load_bundle
+    from edge_m3.runtime.choice import require_runtime
     from edge_m3.runtime.pipeline import DevicePipeline, to_jsonable
 
     check_threads(a.threads)
     texts = list(a.text) + (read_texts(a.texts) if a.texts else [])
     if not texts:
         raise EdgeM3Error("no text: give TEXT arguments or --texts FILE (one text per line)")
+    if a.out:
+        check_writable(Path(a.out), "--out", is_file=True)
     bundle = load_bundle(a.bundle)  # refuses any file whose sha256 is not the manifest's
+    require_runtime(bundle, a.runtime)  # one line, not the interpreter's traceback
     pipe = DevicePipeline(bundle, a.runtime, a.threads)
     # On stderr; not when the JSON lines themselves scroll by on the same terminal.
     quiet = len(texts) < 2 or (not a.out and sys.stdout.isatty())

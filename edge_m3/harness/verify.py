@@ -14,13 +14,15 @@ from typing import Any
 
 import numpy as np
 
+from edge_m3.common.files import check_writable
 from edge_m3.common.options import check_threads
 from edge_m3.contract import RSS_GATE_MIN_BYTES
-from edge_m3.harness.inputs import load_thresholds, read_texts, retrieval_set, select_runtimes
+from edge_m3.harness.inputs import load_thresholds, read_texts, retrieval_set
 from edge_m3.harness.metrics import compare, gate
 from edge_m3.harness.references import compute_references, default_cache_dir
 from edge_m3.harness.report import print_summary, write_report
 from edge_m3.harness.workers import load_outputs, run_workers
+from edge_m3.runtime.choice import select_runtimes
 from edge_m3.runtime.runners import MEMORY_GATED_RUNTIMES
 
 
@@ -75,7 +77,9 @@ def cmd_verify(a: argparse.Namespace) -> int:
     limits, limits_source = load_thresholds(a.thresholds, quant)
     runtimes = select_runtimes(bundle, a.runtime)
     user = read_texts(a.texts) if a.texts else []
-    ckpt_dir, _ = resolve_checkpoint(a.reference)
+    report_dir = Path(a.report or Path("reports") / Path(a.bundle).resolve().name)
+    check_writable(report_dir, "--report")  # before the references, not after
+    ckpt_dir, _ = resolve_checkpoint(a.reference, option="--reference")
     rs = retrieval_set()
     queries, passages = [q["text"] for q in rs["queries"]], list(rs["passages"])
     texts = [*user, *queries, *passages]
@@ -85,7 +89,6 @@ def cmd_verify(a: argparse.Namespace) -> int:
     relevant = [int(q["relevant"]) for q in rs["queries"]]
     max_length = bundle.manifest.max_length
     cache = None if a.no_cache else Path(a.cache or default_cache_dir())
-    report_dir = Path(a.report or Path("reports") / Path(a.bundle).resolve().name)
 
     with tempfile.TemporaryDirectory(prefix="edge-m3-verify-") as tmp_s:
         tmp = Path(tmp_s)

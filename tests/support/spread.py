@@ -1,0 +1,118 @@
+"""The figures that the quantized-parity tests bound, computed one way for the tests and for
+`tools/tolerance_spread.py`, which runs them over many builds and seeds.
+
+Why shared: a bound is only honest if it was set from the spread of exactly the computation the
+test makes (tf2onnx orders nodes differently from run to run, so an export's rounding moves).
+The bounds themselves live in `TOLERANCES` below, each with the spread it was set from.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+OUTPUTS = ("dense_vecs", "sparse_weights", "colbert_vecs")
+
+# Each bound = the largest value seen over the builds and seeds of `tools/tolerance_spread.py`
+# (docs/benchmarks.md, "Test tolerances from measured spread") times a margin of at least 1.5,
+# rounded up; a cosine floor keeps 1.5x the largest measured distance from 1.
+TOLERANCES: dict[str, Any] = {
+    # ONNX variant vs the Keras fp32 model, largest |difference| per output over every length and
+    # fill (tests/test_export_onnx.py), and the smallest dense cosine.
+    "onnx_vs_keras": {
+        "fp32": {"dense_vecs": 1e-5, "sparse_weights": 1e-5, "colbert_vecs": 1e-5},
+        "fp16": {"dense_vecs": 2e-3, "sparse_weights": 5e-3, "colbert_vecs": 2e-3},
+        "int8": {"dense_vecs": 4e-2, "sparse_weights": 1.5e-1, "colbert_vecs": 6e-2},
+    },
+    "onnx_dense_cosine_min": {"fp32": 1 - 1e-6, "fp16": 1 - 1e-5, "int8": 0.998},
+    # One TFLite file under tflite-runtime 2.14 and LiteRT: largest |difference| of any output
+    # (tests/test_build.py; different kernels, same weights).
+    "tflite_runtimes": {"fp32": 1e-5, "fp16": 1e-2, "int8-tflite214": 1e-2},
+    # int4 vs fp32 dense cosine of one text on a random hidden-128 checkpoint (tests/test_build.py).
+    "int4_dense_cosine_min": 0.9,
+}
+
+
+def onnx_inputs(n_real: int, length: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """One padded input of `n_real` random ids (tests/test_export_onnx.py's)."""
+    rng = np.random.default_rng(seed)
+    ids = np.ones((1, length), np.int32)
+    ids[0, :n_real] = [0, *rng.integers(4, 200, n_real - 2), 2]
+    mask = (np.arange(length) < n_real).astype(np.int32)[None]
+    return ids, mask
+
+
+def onnx_cases(keras_model: Any, seq_lens: Sequence[int]) -> list[tuple[np.ndarray, np.ndarray, dict]]:
+    """(ids, mask, Keras fp32 outputs) for every length and fill (2, half, full)."""
+    cases = []
+    for n in seq_lens:
+        for real in (2, n // 2, n):
+            ids, mask = onnx_inputs(real, n, seed=n + real)
+            cases.append((ids, mask, {k: v.numpy() for k, v in keras_model(ids, mask, hidden=False).items()}))
+    return cases
+
+
+def onnx_errors(runner: Any, cases: Sequence[tuple[np.ndarray, np.ndarray, Mapping[str, np.ndarray]]]
+                ) -> dict[str, float]:
+    """Largest |runner - Keras| per output over the cases, and the smallest dense cosine; raises
+    AssertionError on a shape or padding mismatch."""
+    worst = {key: 0.0 for key in OUTPUTS}
+    cosine = 1.0
+    for ids, mask, want in cases:
+        got = runner.run(ids, mask)
+        assert list(got) == list(OUTPUTS), list(got)
+        for key in OUTPUTS:
+            assert got[key].shape == want[key].shape, (key, got[key].shape, want[key].shape)
+            worst[key] = max(worst[key], float(np.abs(got[key] - want[key]).max()))
+        assert np.all(got["sparse_weights"][0, int(mask.sum()):] == 0)  # padding stays zero
+        cosine = min(cosine, float((got["dense_vecs"] * want["dense_vecs"]).sum()))
+    return {**worst, "dense_cosine": cosine}
+
+
+def onnx_vs_keras(runner: Any, keras_model: Any, seq_lens: Sequence[int]) -> dict[str, float]:
+    """`onnx_errors` over `onnx_cases`: the figures tests/test_export_onnx.py bounds."""
+    return onnx_errors(runner, onnx_cases(keras_model, seq_lens))
+
+
+_CHILD = r"""
+import json, sys, numpy as np
+from edge_m3.contract import Signature
+from edge_m3.runtime import open_runner
+path, sigs, runtime, out = sys.argv[1], json.loads(sys.argv[2]), sys.argv[3], sys.argv[4]
+sigs = [Signature.from_json(s, "signatures") for s in sigs]
+runner = open_runner(path, sigs, runtime, 1)
+res = {}
+for s in sigs:
+    n = s.seq_len; k = min(5, n)
+    ids = np.ones((1, n), np.int32); ids[0, :k] = [0, *range(5, 5 + k - 2), 2]
+    mask = (np.arange(n) < k).astype(np.int32)[None]
+    for key, v in runner.run(ids, mask).items():
+        res[f"{n}/{key}"] = v
+np.savez(out, **res)
+"""
+
+
+def run_in_child(model: Path, sigs: Sequence[Any], runtime: str, tmp: Path,
+                 prefix: Sequence[str] = ()) -> dict[str, np.ndarray]:
+    """Every signature once under `runtime`, in a child: tflite-runtime and TensorFlow clash in
+    one process (as on a device, one runtime each). `prefix` runs the child under an emulator
+    (tools/tolerance_spread.py --cpu avx2)."""
+    out = tmp / f"{runtime}.npz"
+    subprocess.run([*prefix, sys.executable, "-c", _CHILD, str(model), json.dumps([s.to_json() for s in sigs]),
+                    runtime, str(out)], check=True, capture_output=True,
+                   cwd=Path(__file__).resolve().parents[2])
+    with np.load(out) as z:
+        return dict(z)
+
+
+def runtimes_diff(outs: Mapping[str, Mapping[str, np.ndarray]]) -> float:
+    """Largest |tflite-runtime - LiteRT| over every output of every signature."""
+    a, b = outs["tflite-runtime"], outs["litert"]
+    assert set(a) == set(b)
+    return max(float(np.abs(a[k] - b[k]).max()) for k in a)
