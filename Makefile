@@ -14,8 +14,8 @@ UV_VERSION := 0.13.9
 # build, several GB): the lock pins torch==X+cpu, so a machine without that wheel fails at once.
 WHEELS ?= /opt/wheels
 PIP_INSTALL = $(BIN)/pip install -q $(if $(wildcard $(WHEELS)),--find-links $(WHEELS))
-LOCK_TARGET := --python-version 3.11 --python-platform x86_64-manylinux_2_28 --find-links $(WHEELS) \
-	--quiet --custom-compile-command "make lock"
+LOCK_OPTS := --find-links $(WHEELS) --quiet --custom-compile-command "make lock"
+LOCK_TARGET := --python-version 3.11 --python-platform x86_64-manylinux_2_28 $(LOCK_OPTS)
 
 .PHONY: build test test-quick demo lint lock clean
 
@@ -44,7 +44,7 @@ build: $(VENV)/.build
 
 ## The test suite (installs the dev extra: torch CPU, transformers, FlagEmbedding).
 test: $(VENV)/.dev
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q --durations=15
 
 ## The fast loop (under a minute): everything but the tests that build models, bundles or references.
 test-quick: $(VENV)/.dev
@@ -69,6 +69,12 @@ lock: | $(BIN)/python
 	$(BIN)/uv pip compile pyproject.toml --extra tflite-runtime -c $(LOCK)/dev.txt $(LOCK_TARGET) -o $(LOCK)/tflite-runtime.txt
 	$(BIN)/uv pip compile pyproject.toml -c $(LOCK)/dev.txt $(LOCK_TARGET) -o $(LOCK)/runtime.txt
 	$(BIN)/uv pip compile $(LOCK)/bootstrap.in -c $(LOCK)/dev.txt $(LOCK_TARGET) -o $(LOCK)/bootstrap.txt
+	# The emulated Raspberry Pi's runtime install (tools/arm64_rig.py, tests/test_arm64.py):
+	# bookworm's Python 3.11 (with tflite-runtime) and trixie's 3.13, for their glibc (2.36, 2.41).
+	$(BIN)/uv pip compile pyproject.toml --extra tflite-runtime -c $(LOCK)/dev.txt --python-version 3.11 \
+		--python-platform aarch64-manylinux_2_36 $(LOCK_OPTS) -o $(LOCK)/aarch64-py311.txt
+	$(BIN)/uv pip compile pyproject.toml -c $(LOCK)/constraints.in --python-version 3.13 \
+		--python-platform aarch64-manylinux_2_40 $(LOCK_OPTS) -o $(LOCK)/aarch64-py313.txt
 
 clean:
 	rm -rf build dist .pytest_cache

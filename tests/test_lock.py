@@ -62,6 +62,20 @@ def test_lock_pins_every_requirement_within_its_range(lock: str) -> None:
             f"requirements/{lock}.txt pins {name}=={got[name]}, outside {req} (run make lock)"
 
 
+@pytest.mark.parametrize(("lock", "python", "extras"), [("aarch64-py311", "3.11", ("tflite-runtime",)),
+                                                   ("aarch64-py313", "3.13", ())])
+def test_aarch64_locks_pin_the_runtime_set(lock: str, python: str, extras: tuple[str, ...]) -> None:
+    """The emulated Raspberry Pi's sets (tools/arm64_rig.py installs with them as constraints)."""
+    got = pins(lock)
+    env = {"python_version": python, "python_full_version": python + ".0", "platform_system": "Linux",
+           "platform_machine": "aarch64", "sys_platform": "linux", "extra": ""}
+    for req in direct(extras):
+        if req.marker and not req.marker.evaluate(env):
+            continue
+        name = canonicalize_name(req.name)
+        assert name in got and req.specifier.contains(got[name], prereleases=True), (lock, str(req))
+
+
 def test_every_set_agrees_with_dev() -> None:
     """One version of each package across the sets: each is resolved against dev's pins."""
     dev = pins("dev")

@@ -8,8 +8,9 @@ now) and `dpkg -x` unpacks them (the second stage cannot run without binfmt_misc
 root only needs a Python). `qemu-user-static` runs that Python; the launcher keeps argv[0] on
 itself (`qemu -0`), so the children edge-m3 starts (`sys.executable`) come back through it.
 The host's pip installs the project's wheel with its declared runtime dependencies from the
-package index's aarch64 wheels (`--platform manylinux_*_aarch64 --only-binary=:all:`), so the
-run proves that `pip install edge-m3` alone is enough there.
+package index's aarch64 wheels (`--platform manylinux_*_aarch64 --only-binary=:all:`), held to
+the locked versions (requirements/aarch64-py311.txt, -py313.txt), so the run proves that
+`pip install edge-m3` alone is enough there.
 
 The root sees a Raspberry Pi 4's /proc/cpuinfo (Cortex-A72, emulated with `-cpu cortex-a72`):
 qemu 7.2 passes the host's x86 /proc/cpuinfo through, and LiteRT >= 2.2's CPU detection
@@ -141,11 +142,18 @@ def _requires(wheel: Path) -> list[str]:
     return [ln for ln in lines if ln.startswith("Requires-Dist:")]
 
 
+def lock_file(py: str) -> Path:
+    """The locked aarch64 runtime set for this Python (`make lock`): the index's newest release
+    changes nothing here until the lock is refreshed on purpose."""
+    return ROOT / "requirements" / f"aarch64-py{py.replace('.', '')}.txt"
+
+
 def _pip_target(target: Path, spec: str, py: str, no_deps: bool = False) -> None:
     cmd = [sys.executable, "-m", "pip", "install", "-q", "--disable-pip-version-check",
            "--target", target, "--only-binary=:all:", "--implementation", "cp",
            "--python-version", py, *[a for p in PLATFORMS for a in ("--platform", p)]]
-    _run([*cmd, *(["--no-deps"] if no_deps else []), spec], f"pip install {spec} (aarch64, {py})")
+    deps = ["--no-deps"] if no_deps else ["-c", str(lock_file(py))]
+    _run([*cmd, *deps, spec], f"pip install {spec} (aarch64, {py})")
 
 
 def install(wheel: Path, suite: str, extras: Sequence[str] = (), cache: Path | None = None) -> list[Path]:
@@ -154,7 +162,8 @@ def install(wheel: Path, suite: str, extras: Sequence[str] = (), cache: Path | N
     py = SUITES[suite]
     cache = cache or cache_dir()
     spec = f"{wheel}[{','.join(extras)}]" if extras else str(wheel)
-    deps = cache / f"site-{suite}-{_key(py, sorted(extras), _requires(wheel), PLATFORMS)}"
+    key = _key(py, sorted(extras), _requires(wheel), PLATFORMS, lock_file(py).read_text())
+    deps = cache / f"site-{suite}-{key}"
     if not (deps / ".complete").is_file():
         with atomic_dir(deps) as tmp:
             _pip_target(tmp, spec, py)

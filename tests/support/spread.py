@@ -19,24 +19,53 @@ import numpy as np
 
 OUTPUTS = ("dense_vecs", "sparse_weights", "colbert_vecs")
 
-# Each bound = the largest value seen over the builds and seeds of `tools/tolerance_spread.py`
-# (docs/benchmarks.md, "Test tolerances from measured spread") times a margin of at least 1.5,
-# rounded up; a cosine floor keeps 1.5x the largest measured distance from 1.
+# Each bound is the worst value `python -m tools.tolerance_spread` saw over builds and random
+# checkpoints (seeds 0-4, seed 0 built 4 times; on this machine's AVX-512 VNNI CPU and on an
+# emulated AVX2-only one), times a margin of 2x to 3x (at least 1.5x), rounded to a round number;
+# a cosine floor keeps 2x to 3x the largest measured distance from 1. The worst values are in
+# docs/benchmarks.md, "Test tolerances from measured spread"; re-run the tool after a change of
+# the exporters, the lock or the test's computation, and set the bounds from what it prints.
 TOLERANCES: dict[str, Any] = {
     # ONNX variant vs the Keras fp32 model, largest |difference| per output over every length and
-    # fill (tests/test_export_onnx.py), and the smallest dense cosine.
+    # fill (tests/test_export_onnx.py). int8 per kind of CPU (`cpu_kind`): ColBERT's error is
+    # 0.0072 at worst with VNNI and 0.153 on AVX2, where onnxruntime's u8s8 GEMM saturates.
     "onnx_vs_keras": {
         "fp32": {"dense_vecs": 1e-5, "sparse_weights": 1e-5, "colbert_vecs": 1e-5},
-        "fp16": {"dense_vecs": 2e-3, "sparse_weights": 5e-3, "colbert_vecs": 2e-3},
-        "int8": {"dense_vecs": 4e-2, "sparse_weights": 1.5e-1, "colbert_vecs": 6e-2},
+        "fp16": {"dense_vecs": 1e-3, "sparse_weights": 3e-3, "colbert_vecs": 1e-3},
+        "int8-vnni": {"dense_vecs": 1e-2, "sparse_weights": 4e-2, "colbert_vecs": 2e-2},
+        "int8-avx2": {"dense_vecs": 1e-2, "sparse_weights": 4e-2, "colbert_vecs": 3e-1},
     },
-    "onnx_dense_cosine_min": {"fp32": 1 - 1e-6, "fp16": 1 - 1e-5, "int8": 0.998},
+    # The smallest dense cosine of the same comparison.
+    "onnx_dense_cosine_min": {"fp32": 1 - 1e-6, "fp16": 1 - 1e-6, "int8": 1 - 1.5e-4},
     # One TFLite file under tflite-runtime 2.14 and LiteRT: largest |difference| of any output
     # (tests/test_build.py; different kernels, same weights).
-    "tflite_runtimes": {"fp32": 1e-5, "fp16": 1e-2, "int8-tflite214": 1e-2},
-    # int4 vs fp32 dense cosine of one text on a random hidden-128 checkpoint (tests/test_build.py).
-    "int4_dense_cosine_min": 0.9,
+    "tflite_runtimes": {"fp32": 2e-6, "fp16": 2e-6, "int8-tflite214": 1e-6},
+    # int4 vs fp32 dense cosine of one text on a random hidden-128 checkpoint (tests/test_build.py):
+    # 0.869 to 0.971 over six seeds; the floor keeps 1.5x the worst distance from 1.
+    "int4_dense_cosine_min": 0.8,
 }
+
+
+def cpu_kind() -> str:
+    """'vnni' on an x86-64 with AVX-512 VNNI or AVX-VNNI, else 'avx2' (any other CPU).
+
+    Why it matters: onnxruntime's int8 GEMM (u8 activations x s8 weights) sums pairs of products
+    in int16 with saturation (vpmaddubsw) on AVX2, exactly with VNNI; the ONNX int8 ColBERT error
+    is 20x larger on AVX2 (docs/benchmarks.md, "Test tolerances from measured spread")."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("flags"):
+                flags = set(line.split(":", 1)[1].split())
+                return "vnni" if flags & {"avx512_vnni", "avx_vnni"} else "avx2"
+    except OSError:
+        pass
+    return "avx2"  # the looser bound where the CPU cannot be told
+
+
+def onnx_bounds(quant: str) -> dict[str, float]:
+    """The ONNX-vs-Keras bounds of a variant on this machine's kind of CPU."""
+    bounds = TOLERANCES["onnx_vs_keras"]
+    return bounds.get(f"{quant}-{cpu_kind()}", bounds.get(quant))
 
 
 def onnx_inputs(n_real: int, length: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
