@@ -152,7 +152,7 @@ def _table(onnx: list[dict[str, Any]], tflite: list[dict[str, float]], int4: lis
         for key in OUTPUTS:
             worst = max(r[quant][key] for r in onnx)
             bounds = TOLERANCES["onnx_vs_keras"]
-            bound = bounds.get(f"{quant}-{cpu}", bounds[quant])[key]
+            bound = (bounds.get(f"{quant}-{cpu}") or bounds[quant])[key]
             rows.append({"figure": f"onnx {quant} {key} max |diff| ({cpu})", "runs": len(onnx),
                          "worst": worst, "bound": bound, "margin": bound / max(worst, 1e-12)})
         worst = min(r[quant]["dense_cosine"] for r in onnx)
@@ -194,6 +194,8 @@ def main() -> int:
         int4 = _int4_runs([int(s) for s in a.int4_seeds.split(",") if s], Path(tmp_s))
     from tests.support.spread import cpu_kind
 
+    if a.json:  # the raw figures first: a table that cannot be made loses nothing measured
+        a.json.write_text(json.dumps({"onnx": onnx, "tflite": tflite, "int4": int4}, indent=1))
     rows = _table(onnx, tflite, int4, "avx2" if prefix else cpu_kind())
     print("| figure | runs | worst | bound | margin |\n| --- | --- | --- | --- | --- |")
     for r in rows:
