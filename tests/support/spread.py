@@ -30,13 +30,13 @@ TOLERANCES: dict[str, Any] = {
     # fill (tests/test_export_onnx.py). int8 per kind of CPU (`cpu_kind`): ColBERT's error is
     # 0.0072 at worst with VNNI and 0.153 on AVX2, where onnxruntime's u8s8 GEMM saturates.
     "onnx_vs_keras": {
-        "fp32": {"dense_vecs": 1e-5, "sparse_weights": 1e-5, "colbert_vecs": 1e-5},
+        "fp32": {"dense_vecs": 5e-7, "sparse_weights": 3e-6, "colbert_vecs": 1e-6},
         "fp16": {"dense_vecs": 1e-3, "sparse_weights": 3e-3, "colbert_vecs": 1e-3},
         "int8-vnni": {"dense_vecs": 1e-2, "sparse_weights": 4e-2, "colbert_vecs": 2e-2},
         "int8-avx2": {"dense_vecs": 1e-2, "sparse_weights": 4e-2, "colbert_vecs": 3e-1},
     },
     # The smallest dense cosine of the same comparison.
-    "onnx_dense_cosine_min": {"fp32": 1 - 1e-6, "fp16": 1 - 1e-6, "int8": 1 - 1.5e-4},
+    "onnx_dense_cosine_min": {"fp32": 1 - 3e-7, "fp16": 1 - 1e-6, "int8": 1 - 1.5e-4},
     # One TFLite file under tflite-runtime 2.14 and LiteRT: largest |difference| of any output
     # (tests/test_build.py; different kernels, same weights).
     "tflite_runtimes": {"fp32": 2e-6, "fp16": 2e-6, "int8-tflite214": 1e-6},
