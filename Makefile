@@ -52,11 +52,11 @@ test-quick: $(VENV)/.dev
 
 ## The main job offline on a real trained model shipped on PyPI (multilingual-e5-small).
 demo: $(VENV)/.dev
-	$(BIN)/python tools/demo.py
+	$(BIN)/python -m tools.run.demo
 
 lint: $(VENV)/.dev
 	$(BIN)/ruff check edge_m3 tests tools
-	$(BIN)/python tools/gen_kit_contract.py --check
+	$(BIN)/python -m tools.codegen.gen_kit_contract --check
 
 ## Refresh the lock: newest versions the ranges in pyproject.toml allow. Run it on purpose
 ## (a new dependency, a wanted upgrade), then `make test` and commit requirements/ with the change.
@@ -69,7 +69,7 @@ lock: | $(BIN)/python
 	$(BIN)/uv pip compile pyproject.toml --extra tflite-runtime -c $(LOCK)/dev.txt $(LOCK_TARGET) -o $(LOCK)/tflite-runtime.txt
 	$(BIN)/uv pip compile pyproject.toml -c $(LOCK)/dev.txt $(LOCK_TARGET) -o $(LOCK)/runtime.txt
 	$(BIN)/uv pip compile $(LOCK)/bootstrap.in -c $(LOCK)/dev.txt $(LOCK_TARGET) -o $(LOCK)/bootstrap.txt
-	# The emulated Raspberry Pi's runtime install (tools/arm64_rig.py, tests/test_arm64.py):
+	# The emulated Raspberry Pi's runtime install (tools/run/arm64_rig.py, tests/test_arm64.py):
 	# bookworm's Python 3.11 (with tflite-runtime) and trixie's 3.13, for their glibc (2.36, 2.41).
 	$(BIN)/uv pip compile pyproject.toml --extra tflite-runtime -c $(LOCK)/dev.txt --python-version 3.11 \
 		--python-platform aarch64-manylinux_2_36 $(LOCK_OPTS) -o $(LOCK)/aarch64-py311.txt

@@ -3,7 +3,7 @@
 Everything that more than one step of the data's path (export, bundle, runtime, harness, the
 Kotlin and Swift kits) must agree on lives here and is imported, never re-spelled. The kits'
 copies (`EdgeM3Contract.kt`, `EdgeM3Contract.swift`) are generated from this module by
-`tools/gen_kit_contract.py`, and a test fails when they are stale.
+`tools/codegen/gen_kit_contract.py`, and a test fails when they are stale.
 
 Only the standard library is imported: the runtime-only install, the builder and the kits'
 generator all read it.
@@ -174,7 +174,7 @@ RECIPES: dict[str, QuantRecipe] = {r.name: r for r in (
                 note="int8-tflite214 misses the default int8 gate on real weights (e5-small: "
                      "lexical err 0.23, retrieval agreement 0.86); build it only for "
                      "tflite-runtime 2.14, use int8 on LiteRT"),
-    # ai-edge-quantizer: 4-bit blockwise weights where tools/quant_sensitivity.py allows, 8-bit
+    # ai-edge-quantizer: 4-bit blockwise weights where tools/research/quant_sensitivity.py allows, 8-bit
     # elsewhere (edge_m3.export.aeq.AEQ_RECIPES). Blockwise int4 kernels: TF Lite 2.17 refuses
     # the file, TF Lite 2.18 and LiteRT <= 2.0.3 run it with wrong results (dense cosine
     # 0.73-0.82 to fp32); TF 2.21 and LiteRT 2.1.6 compute it right.

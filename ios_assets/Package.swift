@@ -15,7 +15,7 @@ let package = Package(
     ],
     targets: [
         .target(name: "EdgeM3", path: "Sources/EdgeM3", swiftSettings: strict),
-        // The tokenizer on the command line (tools/kit_tokenize.sh swift, tests/test_kit_tokenizer.py).
+        // The tokenizer on the command line (tools/kit/kit_tokenize.sh swift, tests/test_kit_tokenizer.py).
         .executableTarget(name: "EdgeM3Tokenize", dependencies: ["EdgeM3"], path: "Sources/EdgeM3Tokenize",
                           swiftSettings: strict),
         .testTarget(name: "EdgeM3Tests", dependencies: ["EdgeM3"], path: "Tests/EdgeM3Tests",

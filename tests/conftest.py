@@ -85,13 +85,13 @@ def flag_model_class() -> type:
 @pytest.fixture(scope="session")
 def kit_jar() -> Path:
     """The Android kit's Kotlin (app sources against stubs, instrumented test, JVM tools) in one jar,
-    compiled with -Werror by tools/kit_jar.sh (once per content: kotlinc takes ~20 s)."""
+    compiled with -Werror by tools/kit/kit_jar.sh (once per content: kotlinc takes ~20 s)."""
     import shutil
 
     if shutil.which("kotlinc") is None or shutil.which("java") is None:
         _tool_missing("kotlinc/java not installed (apt-get install -y kotlin); CI installs them and runs this",
                       "EDGE_M3_REQUIRE_KOTLIN")  # set by .ci/run: CI must not skip silently
-    proc = subprocess.run([str(ROOT / "tools/kit_jar.sh")], capture_output=True, text=True, timeout=900)
+    proc = subprocess.run([str(ROOT / "tools/kit/kit_jar.sh")], capture_output=True, text=True, timeout=900)
     jar = Path(proc.stdout.strip().splitlines()[-1]) if proc.stdout.strip() else None
     assert proc.returncode == 0 and jar is not None and jar.is_file(), f"kotlinc failed:\n{proc.stderr}"
     return jar

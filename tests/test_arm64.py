@@ -2,7 +2,7 @@
 
 An arm64 Debian root made with Debian's own tools (debootstrap + dpkg; no downloaded images),
 run by qemu-user-static as a Raspberry Pi 4 (Cortex-A72); edge-m3's wheel installed there with
-its declared dependencies from the package index's aarch64 wheels (tools/arm64_rig.py). Then
+its declared dependencies from the package index's aarch64 wheels (tools/run/arm64_rig.py). Then
 `edge-m3 check` replays tiny bundles built here on x86-64: bookworm (Python 3.11) with LiteRT
 and tflite-runtime 2.14 (the [tflite-runtime] extra), trixie (Python 3.13, Raspberry Pi OS's
 current base) with LiteRT. ARM's XNNPACK kernels differ from x86's, so this is the proof that
@@ -28,13 +28,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.tools import load_tool
+from tools.run import arm64_rig as rig
 
 pytestmark = [pytest.mark.models, pytest.mark.slow]
 REQUIRED = os.environ.get("EDGE_M3_REQUIRE_ARM64") == "1"
-
-
-rig = load_tool("arm64_rig")
 
 
 def _unavailable(why: str) -> None:

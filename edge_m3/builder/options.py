@@ -19,7 +19,7 @@ from edge_m3.export.tflite import uses_aeq
 DEFAULT_CHECKPOINT = "BAAI/bge-m3"
 DEFAULT_OUT = "dist/bge-m3-{quant}"
 DEFAULT_QUANT = "int8"
-# Chosen by tools/bench_buckets.py (docs/benchmarks.md, "Length buckets"): with the weight cache
+# Chosen by tools/research/bench_buckets.py (docs/benchmarks.md, "Length buckets"): with the weight cache
 # an extra signature costs no RAM, and these halve the padded tokens of the 32,128,512 set.
 DEFAULT_SEQ_LENS = (16, 32, 64, 128, 256, 512)
 # FlatBuffers (TFLite, and the ORT format) address with 32-bit offsets: a file must stay under 2 GiB.

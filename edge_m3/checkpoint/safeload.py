@@ -283,11 +283,6 @@ def _materialize(flat: np.ndarray, ref: _TensorRef) -> np.ndarray:
     return np.array(view)
 
 
-def open_torch_archive(path: Path | str) -> TorchArchive:
-    """A `.bin`/`.pt` zip archive as a lazy Mapping (shapes now, bytes when indexed)."""
-    return TorchArchive(path)
-
-
 def read_torch_archive(path: Path | str) -> dict[str, np.ndarray]:
     """A `torch.save` zip archive's tensors as numpy arrays, without torch and without code."""
     archive = TorchArchive(path)

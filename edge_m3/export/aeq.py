@@ -4,7 +4,7 @@ The TFLite converter quantizes every weight one way; ai-edge-quantizer (AEQ) tak
 .tflite and a recipe of (op type, scope regex) -> bits, so 4-bit and 8-bit weights can be mixed
 per layer group. Weights are symmetric int4/int8, one scale per output channel (or per block),
 activations float and quantized per call by the kernel (dynamic range: XNNPACK's qd8 kernels
-scale each row). The groups are what `tools/quant_sensitivity.py` measures one at a time; a
+scale each row). The groups are what `tools/research/quant_sensitivity.py` measures one at a time; a
 variant's recipe (`AEQ_RECIPES`, named by the registry's `tflite` recipe) is a list of
 (group, bits, granularity) rules, later rules overriding earlier ones.
 
@@ -85,7 +85,7 @@ def parse_rules(text: str) -> list[Rule]:
         rules.append((parts[0], int(parts[1]), *(parts[2:] or [CHANNELWISE])))
     return rules
 
-# The registry's `tflite` recipe names that AEQ implements, chosen by tools/quant_sensitivity.py
+# The registry's `tflite` recipe names that AEQ implements, chosen by tools/research/quant_sensitivity.py
 # on real weights (multilingual-e5-small; docs/benchmarks.md, issue 13). int4: FULLY_CONNECTED
 # 4-bit in blocks of 64 (per channel loses too much: dense cosine 0.967 with everything 4-bit;
 # blocks of 32 are 20% slower than int8 under XNNPACK), the tables 4-bit in blocks of 128

@@ -196,7 +196,7 @@ def save(model: Any, path: Path, threshold: int) -> list[str]:
 def quantize_int8(src: Path, work: Path, op_types: Sequence[str] = INT8_OP_TYPES) -> Any:
     """onnxruntime's dynamic-range int8 of the fp32 model saved at src: int8 per-channel
     MatMul weights, 8-bit embedding Gathers (`op_types` of them). The `int8` recipe before
-    issue 13; tools/onnx_int8_recipes.py still compares against it.
+    issue 13; tools/research/onnx_int8_recipes.py still compares against it.
 
     Activations stay float and are quantized per call (DynamicQuantizeLinear: one scale per
     tensor), so no calibration data is needed; every op stays in the standard ONNX domain.

@@ -1,5 +1,5 @@
 """The figures that the quantized-parity tests bound, computed one way for the tests and for
-`tools/tolerance_spread.py`, which runs them over many builds and seeds.
+`tools/research/tolerance_spread.py`, which runs them over many builds and seeds.
 
 Why shared: a bound is only honest if it was set from the spread of exactly the computation the
 test makes (tf2onnx orders nodes differently from run to run, so an export's rounding moves).
@@ -19,7 +19,7 @@ import numpy as np
 
 OUTPUTS = ("dense_vecs", "sparse_weights", "colbert_vecs")
 
-# Each bound is the worst value `python -m tools.tolerance_spread` saw over builds and random
+# Each bound is the worst value `python -m tools.research.tolerance_spread` saw over builds and random
 # checkpoints (seeds 0-4, seed 0 built 4 times; on this machine's AVX-512 VNNI CPU and on an
 # emulated AVX2-only one), times a margin of 2x to 3x (at least 1.5x), rounded to a round number;
 # a cosine floor keeps 2x to 3x the largest measured distance from 1. The worst values are in
@@ -131,7 +131,7 @@ def run_in_child(model: Path, sigs: Sequence[Any], runtime: str, tmp: Path,
                  prefix: Sequence[str] = ()) -> dict[str, np.ndarray]:
     """Every signature once under `runtime`, in a child: tflite-runtime and TensorFlow clash in
     one process (as on a device, one runtime each). `prefix` runs the child under an emulator
-    (tools/tolerance_spread.py --cpu avx2)."""
+    (tools/research/tolerance_spread.py --cpu avx2)."""
     out = tmp / f"{runtime}.npz"
     subprocess.run([*prefix, sys.executable, "-c", _CHILD, str(model), json.dumps([s.to_json() for s in sigs]),
                     runtime, str(out)], check=True, capture_output=True,

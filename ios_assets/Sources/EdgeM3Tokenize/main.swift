@@ -8,7 +8,7 @@
 //   edge-m3-tokenize --bench BUNDLE TEXTS_FILE  load time, then texts/s single-threaded
 //
 // BUNDLE is a directory with manifest.json (its "tokenizer" entry is what is read) and the model
-// file it names. tools/kit_tokenize.sh wraps this. Bad input: one line on stderr, exit 2.
+// file it names. tools/kit/kit_tokenize.sh wraps this. Bad input: one line on stderr, exit 2.
 import Dispatch
 import EdgeM3
 import Foundation

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# Run the Android kit's Kotlin core against a bundle's golden.json on the JVM (what CI does in
-# tests/test_kits.py), e.g. on a full-size bundle:  tools/kotlin_check.sh dist/bge-m3-int8
+# Runs the Android kit's Kotlin core against a bundle's golden.json on the JVM (as tests/test_kits.py does).
+# E.g. on a full-size bundle:  tools/kit/kotlin_check.sh dist/bge-m3-int8
 # Needs kotlinc + java (Debian: apt-get install -y kotlin); the kit tokenizes the golden texts itself.
 set -euo pipefail
-cd "$(dirname "$0")/.."
-bundle=${1:?usage: tools/kotlin_check.sh BUNDLE_DIR}
+cd "$(dirname "$0")/../.."
+bundle=${1:?usage: tools/kit/kotlin_check.sh BUNDLE_DIR}
 [ -f "$bundle/golden.json" ] || { echo "$bundle/golden.json: not found (is it an edge-m3 bundle?)" >&2; exit 2; }
-jar=$(tools/kit_jar.sh)
+jar=$(tools/kit/kit_jar.sh)
 exec java -cp "$jar" dev.edgem3.GoldenCheckKt "$bundle"

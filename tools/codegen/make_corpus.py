@@ -1,6 +1,6 @@
 """Generate edge_m3/data/corpus_multilingual.txt: the tokenizer parity corpus.
 
-    python tools/make_corpus.py
+    python -m tools.codegen.make_corpus
 
 Hand-written sentences in 20 scripts, each also in variants that stress tokenizers (NFD,
 runs of spaces, tabs, zero-width and control characters, full-width forms, emoji), plus
@@ -123,7 +123,7 @@ def main() -> None:
     lines.extend(long_lines())
     for line in lines:
         assert "\n" not in line and "\r" not in line
-    path = Path(__file__).resolve().parents[1] / "edge_m3" / "data" / "corpus_multilingual.txt"
+    path = Path(__file__).resolve().parents[2] / "edge_m3" / "data" / "corpus_multilingual.txt"
     path.write_text("\n".join(lines) + "\n", encoding="utf-8", newline="\n")
     print(f"wrote {path}: {len(lines)} lines, {path.stat().st_size / 1e3:.0f} kB")
 

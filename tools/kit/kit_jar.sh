@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# Compiles the Android kit's Kotlin into one JVM jar and prints its path: the app sources (Android and
-# TFLite calls against compile-only stubs), the instrumented test, and the JVM tools in
-# android_assets/jvm/ (GoldenCheck, KitTokenize). kotlinc takes ~20 s, so the jar is cached by the
-# sources' names and contents in $EDGE_M3_KIT_CACHE (default: $TMPDIR or /tmp, edge_m3_kit/).
-# Used by tools/kotlin_check.sh, tools/kit_tokenize.sh and tests/conftest.py (CI: -Werror).
+# Compiles the Android kit's Kotlin into one JVM jar and prints its path.
+# The jar holds the app sources (Android and TFLite calls against compile-only stubs), the
+# instrumented test, and the JVM tools in android_assets/jvm/ (GoldenCheck, KitTokenize). kotlinc
+# takes ~20 s, so the jar is cached by the sources' names and contents in $EDGE_M3_KIT_CACHE
+# (default: $TMPDIR or /tmp, edge_m3_kit/).
+# Used by tools/kit/kotlin_check.sh, tools/kit/kit_tokenize.sh and tests/conftest.py (CI: -Werror).
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 command -v kotlinc >/dev/null || { echo "kotlinc not found: apt-get install -y kotlin" >&2; exit 2; }
 sources=(android_assets/src/main/java/dev/edgem3/*.kt android_assets/src/androidTest/java/dev/edgem3/*.kt
          android_assets/jvm/*.kt android_assets/jvm/stubs/*.kt)

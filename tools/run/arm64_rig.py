@@ -1,6 +1,6 @@
 """edge-m3's runtime-only install on an emulated aarch64 Debian, as a Raspberry Pi would run it.
 
-    python tools/arm64_rig.py [--suite bookworm|trixie] [--extras tflite-runtime] -- check BUNDLE
+    python -m tools.run.arm64_rig [--suite bookworm|trixie] [--extras tflite-runtime] -- check BUNDLE
 
 Made with Debian's own tools, no downloaded images: `debootstrap --foreign` fetches the arm64
 packages of the suite (bookworm: Python 3.11, trixie: Python 3.13, what Raspberry Pi OS ships
@@ -36,10 +36,10 @@ import zipfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))  # run as a script from anywhere: this checkout's edge_m3
-from edge_m3.common.files import atomic_dir  # noqa: E402
-from edge_m3.harness.references import default_cache_dir  # noqa: E402
+from edge_m3.common.files import atomic_dir
+from edge_m3.harness.references import default_cache_dir
+
+ROOT = Path(__file__).resolve().parents[2]
 
 MIRROR = "http://deb.debian.org/debian"
 # Debian suite -> its Python; bookworm is Raspberry Pi OS's previous release, trixie its current.

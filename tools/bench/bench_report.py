@@ -1,6 +1,6 @@
 """One markdown table per model: every variant x runtime x thread count, as issue 7 asks.
 
-    python tools/bench_report.py demo/e5-small-{fp32,fp16,int8,int8-tflite214,int4} \\
+    python -m tools.bench.bench_report demo/e5-small-{fp32,fp16,int8,int8-tflite214,int4} \\
         --reference demo/e5-small-bge-m3-layout --lengths 16,128,512 --threads 1,2
 
 For each bundle it runs `edge-m3 verify` (dense cosine, lexical and ColBERT score errors and

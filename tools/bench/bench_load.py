@@ -1,6 +1,6 @@
 """Load a checkpoint into the Keras BGE-M3 and report wall time and peak RSS.
 
-    python tools/bench_load.py checkpoints/bge-m3-random
+    python -m tools.bench.bench_load checkpoints/bge-m3-random
 
 Target (issue 2): peak RSS <= 2.5x the fp32 weight bytes. Weights are read one tensor at a
 time from the memory-mapped safetensors file and assigned straight into the Keras variables.

@@ -1,6 +1,6 @@
 """Length buckets: which signature lengths serve a realistic mix of queries and passages best.
 
-    python tools/bench_buckets.py demo/e5-small-bge-m3-layout --quant int8 \
+    python -m tools.research.bench_buckets demo/e5-small-bge-m3-layout --quant int8 \
         --sets 32,128,512 16,32,64,128,256,512 --out /tmp/buckets
 
 Per bucket set: one `edge-m3 build` (wall time, file size), then the device pipeline under
@@ -18,17 +18,14 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_build import run_build  # noqa: E402  (a sibling tool: one way to time a build)
-
-from edge_m3.contract import choose_length  # noqa: E402
+from edge_m3.contract import choose_length
+from tools.bench.bench_build import run_build  # one way to time a build
 
 
 def make_mix(sp_path: Path, n_queries: int, n_passages: int, seed: int = 0) -> dict[str, list[str]]:

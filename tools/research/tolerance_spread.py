@@ -1,7 +1,8 @@
-"""Measures the spread of every quantized-parity figure the test suite bounds, over repeated
-builds and several random checkpoints, so each bound in tests/support/spread.py is set from it.
+"""Spread of every quantized-parity figure the tests bound: sets the bounds in tests/support/spread.py.
 
-Run from the repository root: `python -m tools.tolerance_spread [--seeds 0,1,2,3,4]
+Measured over repeated builds and several random checkpoints, so each bound is set from it.
+
+Run from the repository root: `python -m tools.research.tolerance_spread [--seeds 0,1,2,3,4]
 [--repeats 4] [--cpu native|avx2] [--json FILE]`; `--cpu avx2` runs the runtimes under QEMU
 as an x86-64 with AVX2 and no AVX-512 (qemu-user-static), the other kind of CI machine.
 Seed 0 is the suite's own tiny checkpoint; it is exported
@@ -25,7 +26,7 @@ ONNX_QUANTS = ("fp32", "fp16", "int8")
 # x86-64 with AVX2 and no AVX-512 (QEMU's TCG): the kernels an AVX2-only CI machine runs
 # (onnxruntime's u8s8 int8 GEMM, XNNPACK) differ from a VNNI machine's.
 AVX2 = ("qemu-x86_64-static", "-cpu", "max")
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 _ONNX_CHILD = r"""
 import json, sys, numpy as np

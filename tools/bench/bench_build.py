@@ -1,7 +1,7 @@
 """Scale benchmark of `edge-m3 build`: wall time, peak RSS and file sizes per variant.
 
-    python tools/bench_build.py checkpoints/bge-m3-random --quant int8,fp16
-    python tools/bench_build.py checkpoints/bge-m3-random-xlmr --quant int8 \
+    python -m tools.bench.bench_build checkpoints/bge-m3-random --quant int8,fp16
+    python -m tools.bench.bench_build checkpoints/bge-m3-random-xlmr --quant int8 \
         --vocab-corpus build/vocab-corpus/corpus.txt
 
 With --vocab-corpus each variant is built twice, untrimmed and trimmed to the corpus, and the

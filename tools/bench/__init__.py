@@ -1,0 +1,1 @@
+"""Benchmarks behind docs/benchmarks.md: build, load, latency, throughput and tokenizer figures."""

@@ -1,0 +1,1 @@
+"""Makers of the checkpoints and corpora that the benchmarks and the demo take as input."""

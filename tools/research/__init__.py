@@ -1,0 +1,1 @@
+"""Research scripts whose measurements chose shipped constants (quant recipes, buckets, test tolerances)."""
