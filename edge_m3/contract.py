@@ -12,10 +12,11 @@ generator all read it.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from edge_m3.errors import EdgeM3Error
 
@@ -265,6 +266,72 @@ class Signature:
                 "outputs": [t.to_json() for t in self.outputs]}
 
 
+@dataclass(frozen=True)
+class CheckResult:
+    """One runtime's verdict on one model file (the build's self-check, `edge-m3 check`).
+
+    The manifest keeps it as one line, `str(result)`: "ok (2.3.0, XNNPACK runs 9 of 9
+    FULLY_CONNECTED)", "FAILED (2.14.0): Registration failed.", "not installed"; `parse` reads
+    that line back, so nothing else takes the string apart.
+    """
+
+    status: str  # OK, FAILED or NOT_INSTALLED
+    version: str | None = None  # the runtime's, when it ran
+    detail: str = ""  # ok: what it also saw; FAILED: why
+
+    OK: ClassVar[str] = "ok"
+    FAILED: ClassVar[str] = "FAILED"
+    NOT_INSTALLED: ClassVar[str] = "not installed"
+    _OK_LINE: ClassVar[re.Pattern[str]] = re.compile(r"ok \(([^,()]*)(?:, (.*))?\)", re.DOTALL)
+    _FAILED_LINE: ClassVar[re.Pattern[str]] = re.compile(r"FAILED \(([^()]*)\): (.*)", re.DOTALL)
+
+    @classmethod
+    def passed(cls, version: str, detail: str = "") -> CheckResult:
+        return cls(cls.OK, version, detail)
+
+    @classmethod
+    def failed(cls, version: str | None, why: str) -> CheckResult:
+        return cls(cls.FAILED, version, why)
+
+    @property
+    def ok(self) -> bool:
+        return self.status == self.OK
+
+    @property
+    def is_failure(self) -> bool:
+        """The runtime ran and failed (not installed is no failure)."""
+        return self.status == self.FAILED
+
+    def __str__(self) -> str:
+        if self.status == self.OK:
+            return f"ok ({self.version}{', ' + self.detail if self.detail else ''})"
+        if self.status == self.FAILED:
+            return f"FAILED ({self.version}): {self.detail}"
+        return self.status
+
+    @classmethod
+    def parse(cls, line: str) -> CheckResult:
+        """The manifest's line back as a result; ValueError for any other text."""
+        if line == cls.NOT_INSTALLED:
+            return cls(cls.NOT_INSTALLED)
+        if m := cls._OK_LINE.fullmatch(line):
+            return cls(cls.OK, m.group(1), m.group(2) or "")
+        if m := cls._FAILED_LINE.fullmatch(line):
+            return cls(cls.FAILED, m.group(1), m.group(2))
+        raise ValueError(f"{line!r} is not 'ok (VERSION[, ...])', 'FAILED (VERSION): ...' or "
+                         f"'{cls.NOT_INSTALLED}'")
+
+
+def _check_results(d: Mapping[str, Any], where: str) -> dict[str, CheckResult]:
+    out = {}
+    for runtime, line in d.items():
+        try:
+            out[runtime] = CheckResult.parse(_typed(line, str, f"{where}.{runtime}"))
+        except ValueError as exc:
+            raise _bad(f"{where}.{runtime}", str(exc)) from None
+    return out
+
+
 @dataclass
 class ModelEntry:
     """One model file of a bundle (TFLite or ONNX) and what the build learnt about it."""
@@ -275,7 +342,7 @@ class ModelEntry:
     signatures: list[Signature]
     ops: Any = None  # TFLite: {op: version}; ONNX: [op types]
     oldest_runtime: dict[str, str] = field(default_factory=dict)
-    self_check: dict[str, str] = field(default_factory=dict)
+    self_check: dict[str, CheckResult] = field(default_factory=dict)  # by runtime name
     # ONNX only
     opset: int | None = None
     ir_version: int | None = None
@@ -303,7 +370,7 @@ class ModelEntry:
             signatures=[Signature.from_json(s, f"{where}.signatures")
                         for s in _field(d, "signatures", list, where)],
             ops=d.get("ops"), oldest_runtime=dict(_field(d, "oldest_runtime", dict, where, {})),
-            self_check=dict(_field(d, "self_check", dict, where, {})),
+            self_check=_check_results(_field(d, "self_check", dict, where, {}), f"{where}.self_check"),
             opset=_field(d, "opset", int, where, None), ir_version=_field(d, "ir_version", int, where, None),
             sequence_axis=_field(d, "sequence_axis", str, where, None),
             extra_files=list(_field(d, "extra_files", list, where, [])),
@@ -319,7 +386,8 @@ class ModelEntry:
             out["sequence_axis"] = self.sequence_axis
         if self.format == "tflite":
             out["ops"] = self.ops
-        out |= {"oldest_runtime": dict(self.oldest_runtime), "self_check": dict(self.self_check)}
+        out |= {"oldest_runtime": dict(self.oldest_runtime),
+                "self_check": {rt: str(res) for rt, res in self.self_check.items()}}
         if self.format == "onnx":
             out |= {"ops": self.ops, "extra_files": list(self.extra_files)}
         return out

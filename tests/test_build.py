@@ -16,7 +16,7 @@ from edge_m3.cli import main
 from edge_m3.common.files import sha256_file
 from edge_m3.errors import EdgeM3Error
 from edge_m3.modeling import build_model
-from edge_m3.runtime import open_runner
+from edge_m3.runtime import RUNTIMES, open_runner
 from tests.support.spread import TOLERANCES, run_in_child, runtimes_diff
 
 pytestmark = pytest.mark.models  # builds Keras models, bundles or references
@@ -46,8 +46,9 @@ def test_every_signature_runs_on_both_runtimes(bundles: dict[str, Path], quant: 
     bundle = load_bundle(bundles[quant])
     entry = bundle.model_entry("tflite")
     assert [s.name for s in entry.signatures] == [f"embed_{n}" for n in LENS]
-    assert entry.self_check["tflite-runtime"].startswith("ok (2.14")
-    assert entry.self_check["litert"].startswith("ok")
+    loaded = entry.self_check["tflite-runtime"]
+    assert loaded.ok and loaded.version is not None and loaded.version.startswith("2.14")
+    assert entry.self_check["litert"].ok
     assert entry.oldest_runtime["tflite-runtime"] == "2.14.0"
     assert entry.ops["FULLY_CONNECTED"] <= 9
     if quant == "fp16":  # embedding rows gathered as int16 bits, then dequantized (issue 17)
@@ -67,7 +68,7 @@ def test_fp32_equals_keras(bundles: dict[str, Path], tiny_ckpt: Path) -> None:
     model = build_model(load_checkpoint(tiny_ckpt))
     bundle = load_bundle(bundles["fp32"])
     entry = bundle.model_entry("tflite")
-    runner = open_runner(bundle.path / entry.file, entry.signatures, "litert", 1)
+    runner = open_runner(bundle.path / entry.file, entry.signatures, RUNTIMES["litert"], 1)
     for n in LENS:
         for real in (2, n // 2, n):
             ids, mask = _inputs(real, n)
@@ -219,9 +220,9 @@ def test_int8_is_per_channel_and_needs_litert(tiny_ckpt: Path, tmp_path: Path) -
                                 out=str(tmp_path / "pc")), quiet=True)
     entry = load_bundle(out).model_entry("tflite")
     assert entry.ops["FULLY_CONNECTED"] == 12
-    assert entry.self_check["tflite-runtime"].startswith("FAILED")
-    assert entry.self_check["litert"].startswith("ok")
-    assert "XNNPACK runs 14 of 14 FULLY_CONNECTED" in entry.self_check["litert"]
+    assert entry.self_check["tflite-runtime"].is_failure
+    assert entry.self_check["litert"].ok
+    assert entry.self_check["litert"].detail == "XNNPACK runs 14 of 14 FULLY_CONNECTED"
     assert "ai-edge-litert" in entry.oldest_runtime and entry.oldest_runtime["tflite"] == "2.17.0"
     assert entry.oldest_runtime["converter_min_runtime_version"] == "2.17.0"
 
@@ -242,9 +243,10 @@ def test_a_file_no_runtime_can_run_is_refused(tiny_ckpt: Path, tmp_path: Path, c
                                               monkeypatch) -> None:
     """LiteRT is new enough for every variant: if it cannot run the file, nothing ships."""
     import edge_m3.builder.orchestrate as b
+    from edge_m3.contract import CheckResult
 
-    monkeypatch.setattr(b, "self_check", lambda *a: {"tflite-runtime": "FAILED (2.14.0): x",
-                                                     "litert": "FAILED (2.3.0): boom"})
+    monkeypatch.setattr(b, "self_check", lambda *a: {"tflite-runtime": CheckResult.failed("2.14.0", "x"),
+                                                     "litert": CheckResult.failed("2.3.0", "boom")})
     target = tmp_path / "never"
     assert main(["build", "--checkpoint", str(tiny_ckpt), "--quant", "fp32", "--seq-lens", "16",
                  "--out", str(target), "--kits", "none", "-q"]) == 2
@@ -278,16 +280,16 @@ def test_int4_mixes_4_and_8_bit_weights_and_runs_on_litert(tmp_path_factory: pyt
     bundle = load_bundle(out)
     entry = bundle.model_entry("tflite")
     assert "EMBEDDING_LOOKUP" in entry.ops and "GATHER" not in entry.ops
-    assert entry.self_check["litert"].startswith("ok")
-    assert "XNNPACK runs 38 of 38 FULLY_CONNECTED" in entry.self_check["litert"]
-    assert entry.self_check["tflite-runtime"].startswith("FAILED")
+    assert entry.self_check["litert"].ok
+    assert entry.self_check["litert"].detail == "XNNPACK runs 38 of 38 FULLY_CONNECTED"
+    assert entry.self_check["tflite-runtime"].is_failure
     assert "ai-edge-litert" in entry.oldest_runtime
     assert any(bits == 8 for _, bits, *_ in AEQ_RECIPES["aeq-int4-mixed"])
     (fp32,) = build(BuildOptions(checkpoint=str(ckpt), quants=["fp32"], seq_lens=[8, 16],
                                  out=str(tmp_path / "f32"), self_check=False), quiet=True)
     assert (out / entry.file).stat().st_size < 0.35 * (fp32 / "model_fp32.tflite").stat().st_size
-    got = DevicePipeline(bundle, "litert", 1).embed("Hello world")
-    want = DevicePipeline(load_bundle(fp32), "litert", 1).embed("Hello world")
+    got = DevicePipeline(bundle, RUNTIMES["litert"], 1).embed("Hello world")
+    want = DevicePipeline(load_bundle(fp32), RUNTIMES["litert"], 1).embed("Hello world")
     assert got["input_ids"] == want["input_ids"]
     # random tiny weights: a floor set from the spread over seeds (tests/support/spread.py)
     assert float(np.dot(got["dense_vecs"], want["dense_vecs"])) >= TOLERANCES["int4_dense_cosine_min"]

@@ -31,12 +31,13 @@ from edge_m3.export.onnx_lift import (
 from edge_m3.export.trace import write_saved_model
 from edge_m3.export.worker import export_onnx
 from edge_m3.modeling import build_model
-from edge_m3.runtime import OnnxRunner, open_runner
+from edge_m3.runtime import RUNTIMES, OnnxRunner, open_runner
 from tests.support.spread import OUTPUTS, TOLERANCES, cpu_kind, onnx_bounds, onnx_inputs, onnx_vs_keras
 
 pytestmark = pytest.mark.models  # builds Keras models, bundles or references
 
 LENS = [8, 16, 32]
+ORT = RUNTIMES["onnxruntime"]
 
 
 def _sigs(entry: dict[str, Any]) -> list[Signature]:
@@ -140,7 +141,7 @@ def test_graph_passes_checker_with_contract_io(
 def test_every_length_matches_keras(variants: dict[str, tuple[Path, dict[str, Any]]],
                                     keras_model: Any, quant: str) -> None:
     folder, entry = variants[quant]
-    runner = open_runner(folder / entry["file"], _sigs(entry), "onnxruntime", 1)
+    runner = open_runner(folder / entry["file"], _sigs(entry), ORT, 1)
     assert isinstance(runner, OnnxRunner) and runner.seq_lens == LENS
     for sig in entry["signatures"]:  # the declared output shapes
         n = sig["seq_len"]
@@ -170,13 +171,13 @@ def test_external_data_travels_with_the_model(
         shutil.copy(folder / name, moved / name)
     ids, mask = onnx_inputs(5, 8, seed=1)
     sigs = _sigs(entry)
-    a = OnnxRunner(folder / entry["file"], sigs).run(ids, mask)
-    b = OnnxRunner(moved / entry["file"], sigs).run(ids, mask)
+    a = OnnxRunner(folder / entry["file"], sigs, ORT).run(ids, mask)
+    b = OnnxRunner(moved / entry["file"], sigs, ORT).run(ids, mask)
     for key in OUTPUTS:
         np.testing.assert_array_equal(a[key], b[key])
     (moved / data.name).unlink()
     with pytest.raises(Exception):  # noqa: B017 - onnxruntime raises its own Fail type
-        OnnxRunner(moved / entry["file"], sigs)
+        OnnxRunner(moved / entry["file"], sigs, ORT)
 
 
 def _matmul_model(width: int) -> onnx.ModelProto:
@@ -217,8 +218,8 @@ def test_signatures_follow_heads() -> None:
 def test_onnx_runner_rejects_undeclared_length(
         variants: dict[str, tuple[Path, dict[str, Any]]]) -> None:
     folder, entry = variants["int8"]
-    runner = OnnxRunner(folder / entry["file"], _sigs(entry), threads=1)
-    assert runner.runtime == "onnxruntime" and runner.seq_lens == LENS
+    runner = OnnxRunner(folder / entry["file"], _sigs(entry), ORT, threads=1)
+    assert runner.runtime is ORT and runner.seq_lens == LENS
     ids, mask = onnx_inputs(4, 12, seed=2)  # the graph would run it; the bundle does not declare it
     with pytest.raises(EdgeM3Error, match="no signature for length 12"):
         runner.run(ids, mask)
@@ -314,8 +315,8 @@ def test_ort_copy_runs_like_the_onnx_file(saved_model: Path, keras_model: Any,
     assert saved > 1.5 * keras_model.parameter_count(), saved
     config = (tmp_path / ort_entry["ops_config"]).read_text()
     assert "ai.onnx;" in config and "MatMul" in config and str(tmp_path) not in config
-    a = open_runner(onnx_file, _sigs(entry), "onnxruntime", 1)
-    b = open_runner(ort_file, _sigs(entry), "onnxruntime", 1)
+    a = open_runner(onnx_file, _sigs(entry), ORT, 1)
+    b = open_runner(ort_file, _sigs(entry), ORT, 1)
     ids, mask = onnx_inputs(10, 16, seed=3)
     got_a, got_b = a.run(ids, mask), b.run(ids, mask)
     for key in OUTPUTS:

@@ -12,6 +12,7 @@ from edge_m3.builder import BuildOptions, build
 from edge_m3.bundle import load_bundle
 from edge_m3.cli import main
 from edge_m3.errors import EdgeM3Error
+from edge_m3.runtime import RUNTIMES
 from edge_m3.runtime.pipeline import DevicePipeline
 from edge_m3.tokenizer.vocab import check_kept
 
@@ -36,7 +37,7 @@ def pair(tiny_ckpt: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str,
 
 
 def _embed(path: Path, texts: list[str]) -> list[dict]:
-    pipe = DevicePipeline(load_bundle(path), "litert", threads=1)
+    pipe = DevicePipeline(load_bundle(path), RUNTIMES["litert"], threads=1)
     return [pipe.embed(t) for t in texts]
 
 
@@ -69,7 +70,7 @@ def test_manifest_records_the_trim(pair: dict[str, Path]) -> None:
 
 @pytest.mark.models
 def test_uncovered_tokens_map_to_unk(pair: dict[str, Path]) -> None:
-    pipe = DevicePipeline(load_bundle(pair["trim-fp32"]), "litert", threads=1)
+    pipe = DevicePipeline(load_bundle(pair["trim-fp32"]), RUNTIMES["litert"], threads=1)
     enc = pipe.encode("Привет мир")
     ids, _ = pipe.model_inputs(enc)
     assert 3 in ids[0].tolist()  # <unk> row

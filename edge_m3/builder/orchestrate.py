@@ -33,6 +33,7 @@ from edge_m3.contract import (
     MANIFEST,
     SENTENCEPIECE,
     VOCAB_MAP,
+    CheckResult,
     Manifest,
     ModelEntry,
     Signature,
@@ -41,6 +42,7 @@ from edge_m3.contract import (
 )
 from edge_m3.export import worker
 from edge_m3.export.tflite import uses_aeq
+from edge_m3.runtime.registry import device_runtimes
 from edge_m3.tokenizer import spec_for_sentencepiece
 
 
@@ -89,10 +91,10 @@ def build(opts: BuildOptions, quiet: bool = False) -> list[Path]:
     rep = Reporter(quiet)
     check_variants(opts.quants, opts.formats)
     for q in opts.quants:
-        check_writable(opts.out_dir(q))
+        check_writable(opts.out_dir(q), "out")
     for kit in (opts.android_dir, opts.ios_dir):
         if kit is not None:
-            check_writable(kit)
+            check_writable(kit, "out")
     if opts.vocab_corpus:  # read once now too: a bad corpus is one line before any download
         from edge_m3.tokenizer.vocab import read_corpus
 
@@ -159,14 +161,14 @@ def _build_variant(opts: BuildOptions, quant: str, ckpt: Any, plan: Any, saved: 
                           lambda: worker.convert_tflite(saved, tmp / name, quant, opts.seq_lens,
                                                         params, lookup),
                           lambda i: f"{i['size'] / 1e6:.1f} MB" + _weights(i))
-            checks = {}
+            checks: dict[str, CheckResult] = {}
             if opts.self_check:
                 checks = _timed(rep, f"self-check {quant} under tflite-runtime and LiteRT",
                                 lambda: self_check(tmp / name, info["signatures"],
-                                                   ("tflite-runtime", "litert")))
+                                                   device_runtimes("tflite")))
                 refuse_unloadable(name, quant, checks)  # nothing ships that cannot run
                 for rt, result in checks.items():
-                    if result.startswith("FAILED"):
+                    if result.is_failure:
                         rep.console.print(f"[yellow]! {name} does not run on {rt} (needs TF Lite "
                                           f">= {recipe(quant).oldest_tflite}): {result}")
             models.append(ModelEntry(

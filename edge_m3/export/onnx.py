@@ -29,6 +29,7 @@ from edge_m3.contract import (
     INPUT_IDS,
     INPUTS,
     SPARSE_WEIGHTS,
+    CheckResult,
     model_file,
     recipe,
     signature_name,
@@ -345,7 +346,7 @@ def signatures(seq_lens: Sequence[int], heads: Sequence[str],
     return sigs
 
 
-def self_check(path: Path, sigs: Sequence[dict[str, Any]]) -> str:
+def self_check(path: Path, sigs: Sequence[dict[str, Any]]) -> CheckResult:
     """Run every declared length in onnxruntime; outputs must have the declared shapes."""
     import numpy as np
     import onnxruntime as ort
@@ -367,7 +368,7 @@ def self_check(path: Path, sigs: Sequence[dict[str, Any]]) -> str:
                                    f"{value.dtype}{list(value.shape)}, declared {o['shape']}")
             if not np.isfinite(value).all():
                 raise RuntimeError(f"{path.name} {sig['name']}: {o['name']} is not finite")
-    return f"ok ({ort.__version__})"
+    return CheckResult.passed(ort.__version__)
 
 
 def audit(path: Path) -> dict[str, Any]:
@@ -422,7 +423,7 @@ def write_ort(path: Path, sigs: Sequence[dict[str, Any]]) -> dict[str, Any]:
     # ORT-format files are versioned by the onnxruntime that wrote them: record it.
     return {"file": ort_path.name, "ops_config": config.name, "written_by": ort.__version__,
             "optimization": "basic, constant folding off",
-            "self_check": {"onnxruntime": self_check(ort_path, sigs)}}
+            "self_check": {"onnxruntime": str(self_check(ort_path, sigs))}}
 
 
 def export(saved: Path, out_dir: Path, quant: str, seq_lens: Sequence[int],
@@ -454,10 +455,9 @@ def export(saved: Path, out_dir: Path, quant: str, seq_lens: Sequence[int],
     info = audit(path)
     sigs = signatures(seq_lens, heads, widths)
     checked = self_check(path, sigs)
-    ort_version = checked[len("ok ("):-1]
     ort_copy = {"ort": write_ort(path, sigs)} if ort else {}
     return {**ort_copy, "format": "onnx", "file": path.name, "quant": quant, "opset": info["opset"],
             "ir_version": info["ir_version"], "signatures": sigs,
             "sequence_axis": SEQUENCE_AXIS,
-            "oldest_runtime": oldest_runtime(info["opset"], info["ir_version"], ort_version),
-            "self_check": {"onnxruntime": checked}, "ops": info["ops"], "extra_files": extra}
+            "oldest_runtime": oldest_runtime(info["opset"], info["ir_version"], checked.version or ""),
+            "self_check": {"onnxruntime": str(checked)}, "ops": info["ops"], "extra_files": extra}

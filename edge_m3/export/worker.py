@@ -3,20 +3,18 @@
 Each heavy phase (trace, TFLite conversion, ONNX export) runs in `python -m
 edge_m3.export.worker STEP JOB.json` so the weights it held (2.3 GB for BGE-M3, more inside a
 converter) go back to the OS before the next phase starts. The job travels as one JSON file and
-the result comes back as JSON on the child's last stdout line (edge_m3.common.proc.run_json):
-the argv protocol is written once, here.
+the result comes back as JSON on the child's last stdout line (edge_m3.common.proc's one wire
+format).
 """
 
 from __future__ import annotations
 
-import json
-import sys
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from edge_m3.common.proc import child_main, peak_rss, run_json
+from edge_m3.common.proc import Job, job_main, peak_rss, run_json
 
 MODULE = "edge_m3.export.worker"
 # oneDNN's allocator keeps every buffer TF ever held (the 1 GB embedding table read from the
@@ -25,10 +23,7 @@ _ONNX_ENV = {"TF_ENABLE_ONEDNN_OPTS": "0"}
 
 
 def _call(step: str, job: dict[str, Any], what: str, env: dict[str, str] | None = None) -> dict[str, Any]:
-    with tempfile.TemporaryDirectory(prefix="edge-m3-job-") as tmp:
-        path = Path(tmp) / "job.json"
-        path.write_text(json.dumps(job))
-        return run_json(MODULE, [step, str(path)], what, env)
+    return run_json(Job(MODULE, step, job, what), env)
 
 
 # --------------------------------------------------------------------------- parent side
@@ -104,51 +99,60 @@ def export_onnx(saved: Path, out_dir: Path, quant: str, seq_lens: Sequence[int],
 # --------------------------------------------------------------------------- child side
 
 
-def _run(step: str, job: dict[str, Any]) -> dict[str, Any]:
-    if step == "trace":
-        from edge_m3.export.trace import trace_checkpoint
+def _trace(job: dict[str, Any]) -> dict[str, Any]:
+    from edge_m3.export.trace import trace_checkpoint
 
-        lookup = Path(job["lookup_saved"]) if job.get("lookup_saved") else None
-        params, kept = trace_checkpoint(Path(job["checkpoint"]), job["seq_lens"], job["heads"],
-                                        Path(job["saved"]) if job["saved"] else None,
-                                        job["dynamic"], job["kept_ids"],
-                                        lookup)
-        return {"params": params, "kept_ids": kept}
-    if step == "tflite-float":
-        from edge_m3.export.tflite import convert_float
-
-        return {"size": convert_float(Path(job["saved"]), job["seq_lens"], Path(job["out"]))}
-    if step == "aeq":
-        from edge_m3.export.aeq import quantize, weight_bits
-        from edge_m3.export.tflite import audit, signature_details
-
-        out = Path(job["out"])
-        quantize(Path(job["src"]), out, [tuple(r) for r in job["rules"]])
-        return {"size": out.stat().st_size, **audit(out), "weights": weight_bits(out),
-                "signatures": signature_details(out)}
-    if step == "tflite":
-        from edge_m3.export.tflite import audit, convert, signature_details
-
-        out = Path(job["out"])
-        size = convert(Path(job["saved"]), job["seq_lens"], job["quant"], out, job["params"])
-        return {"size": size, **audit(out), "signatures": signature_details(out)}
-    if step == "onnx":
-        from edge_m3.export.onnx import export
-
-        extra = {"external_threshold": job["external_threshold"]} if "external_threshold" in job else {}
-        return export(Path(job["saved"]), Path(job["out_dir"]), job["quant"], job["seq_lens"],
-                      job["heads"], job["params"], ort=job["ort"], **extra)
-    raise SystemExit(f"unknown export step {step}")
+    lookup = Path(job["lookup_saved"]) if job.get("lookup_saved") else None
+    params, kept = trace_checkpoint(Path(job["checkpoint"]), job["seq_lens"], job["heads"],
+                                    Path(job["saved"]) if job["saved"] else None,
+                                    job["dynamic"], job["kept_ids"], lookup)
+    return {"params": params, "kept_ids": kept}
 
 
-def main(argv: list[str]) -> int:
-    """`STEP JOB.json`: run the step, print its result as JSON on the last stdout line."""
-    step, job_file = argv
-    info = _run(step, json.loads(Path(job_file).read_text()))
-    info["peak_rss"] = peak_rss()
-    sys.stdout.write("\n" + json.dumps(info) + "\n")
-    return 0
+def _tflite_float(job: dict[str, Any]) -> dict[str, Any]:
+    from edge_m3.export.tflite import convert_float
+
+    return {"size": convert_float(Path(job["saved"]), job["seq_lens"], Path(job["out"]))}
+
+
+def _aeq(job: dict[str, Any]) -> dict[str, Any]:
+    from edge_m3.export.aeq import quantize, weight_bits
+    from edge_m3.export.tflite import audit, signature_details
+
+    out = Path(job["out"])
+    quantize(Path(job["src"]), out, [tuple(r) for r in job["rules"]])
+    return {"size": out.stat().st_size, **audit(out), "weights": weight_bits(out),
+            "signatures": signature_details(out)}
+
+
+def _tflite(job: dict[str, Any]) -> dict[str, Any]:
+    from edge_m3.export.tflite import audit, convert, signature_details
+
+    out = Path(job["out"])
+    size = convert(Path(job["saved"]), job["seq_lens"], job["quant"], out, job["params"])
+    return {"size": size, **audit(out), "signatures": signature_details(out)}
+
+
+def _onnx(job: dict[str, Any]) -> dict[str, Any]:
+    from edge_m3.export.onnx import export
+
+    extra = {"external_threshold": job["external_threshold"]} if "external_threshold" in job else {}
+    return export(Path(job["saved"]), Path(job["out_dir"]), job["quant"], job["seq_lens"],
+                  job["heads"], job["params"], ort=job["ort"], **extra)
+
+
+Step = Callable[[dict[str, Any]], dict[str, Any]]
+
+
+def _with_peak_rss(step: Step) -> Step:
+    """The step's result plus the child's peak RSS (what the phase cost)."""
+    return lambda job: {**step(job), "peak_rss": peak_rss()}
+
+
+STEPS = {name: _with_peak_rss(fn) for name, fn in (
+    ("trace", _trace), ("tflite-float", _tflite_float), ("aeq", _aeq), ("tflite", _tflite),
+    ("onnx", _onnx))}
 
 
 if __name__ == "__main__":
-    child_main(main)
+    job_main(STEPS)
