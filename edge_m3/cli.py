@@ -119,9 +119,9 @@ def _build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def _cmd_build(a: argparse.Namespace) -> int:
-    from edge_m3.builder import BuildOptions, build, parse_seq_lens
-    from edge_m3.common.options import parse_choices, split_list
+def _build(a: argparse.Namespace) -> Any:
+    from edge_m3.builder import BuildOptions
+    from edge_m3.common.options import parse_choices, parse_ints, split_list
     from edge_m3.contract import FORMATS, HEADS, recipe
 
     kits = None if a.kits == "none" else Path(a.kits or ".")
@@ -129,28 +129,26 @@ def _cmd_build(a: argparse.Namespace) -> int:
         # named on purpose: a mistyped --kits must not silently leave the apps' bundles stale
         raise EdgeM3Error(f"--kits {a.kits}: has no android_assets/ and ios_assets/ to copy the bundle "
                           "into ('none' to skip the copy)")
-    quants = [recipe(q).name for q in split_list(a.quant, "--quant")]
+    quants = tuple(recipe(q, "quant") for q in split_list(a.quant, "--quant"))
     if len(quants) > 1 and "{quant}" not in a.out:
         raise EdgeM3Error(f"--out {a.out}: needs {{quant}} when building several quants")
     if a.vocab_min_count < 1:
         raise EdgeM3Error(f"--vocab-min-count {a.vocab_min_count}: must be at least 1")
-    opts = BuildOptions(
+    return BuildOptions(
         checkpoint=a.checkpoint,
         revision=a.revision,
         quants=quants,
-        seq_lens=parse_seq_lens(a.seq_lens),
-        heads=parse_choices(a.heads, "--heads", HEADS),
-        formats=parse_choices(a.formats, "--formats", FORMATS),
+        seq_lens=tuple(sorted(parse_ints(a.seq_lens, "--seq-lens", minimum=2))),  # <s> and </s>
+        heads=tuple(parse_choices(a.heads, "--heads", HEADS)),
+        formats=tuple(parse_choices(a.formats, "--formats", FORMATS)),
         out=a.out,
         android_dir=(kits / "android_assets") if kits and (kits / "android_assets").is_dir() else None,
         ios_dir=(kits / "ios_assets") if kits and (kits / "ios_assets").is_dir() else None,
         self_check=not a.no_self_check,
-        vocab_corpus=list(a.vocab_corpus),
+        vocab_corpus=tuple(a.vocab_corpus),
         vocab_min_count=a.vocab_min_count,
         ort=a.ort,
     )
-    build(opts, quiet=a.quiet)
-    return 0
 
 
 def _cmd_coverage(a: argparse.Namespace) -> int:
@@ -255,7 +253,10 @@ def _dispatch(a: argparse.Namespace) -> int:
     if a.command in ("build", "verify"):
         _needs_builder(a.command)
     if a.command == "build":
-        return _cmd_build(a)
+        from edge_m3.builder import build
+
+        build(_build(a), quiet=a.quiet)
+        return 0
     if a.command == "coverage":
         return _cmd_coverage(a)
     if a.command == "embed":

@@ -14,6 +14,7 @@ from edge_m3.bundle import load_bundle
 from edge_m3.checkpoint import load_checkpoint
 from edge_m3.cli import main
 from edge_m3.common.files import sha256_file
+from edge_m3.contract import recipes
 from edge_m3.errors import EdgeM3Error
 from edge_m3.modeling import build_model
 from edge_m3.runtime import RUNTIMES, open_runner
@@ -27,7 +28,7 @@ LENS = [8, 16, 32]
 @pytest.fixture(scope="module")
 def bundles(tiny_ckpt: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     out = tmp_path_factory.mktemp("bundles")
-    opts = BuildOptions(checkpoint=str(tiny_ckpt), quants=["fp32", "fp16", "int8-tflite214"],
+    opts = BuildOptions(checkpoint=str(tiny_ckpt), quants=recipes("fp32", "fp16", "int8-tflite214"),
                         seq_lens=LENS, out=str(out / "bge-m3-{quant}"))
     dirs = build(opts, quiet=True)
     return {d.name.removeprefix("bge-m3-"): d for d in dirs}
@@ -127,9 +128,9 @@ def test_shared_weights_and_int8_size(tmp_path_factory: pytest.TempPathFactory) 
     """3 signatures cost at most 2% over 1; int8 is at most 27% of fp32."""
     ckpt = _sized_ckpt(tmp_path_factory)
     out = tmp_path_factory.mktemp("sized_out")
-    three = build(BuildOptions(checkpoint=str(ckpt), quants=["fp32", "int8"], seq_lens=LENS,
+    three = build(BuildOptions(checkpoint=str(ckpt), quants=recipes("fp32", "int8"), seq_lens=LENS,
                                out=str(out / "three-{quant}"), self_check=False), quiet=True)
-    one = build(BuildOptions(checkpoint=str(ckpt), quants=["fp32"], seq_lens=[32],
+    one = build(BuildOptions(checkpoint=str(ckpt), quants=recipes("fp32"), seq_lens=[32],
                              out=str(out / "one-{quant}"), self_check=False), quiet=True)
     size = {p.name: (p / f"model_{p.name.split('-')[1]}.tflite").stat().st_size
             for p in [*three, *one]}
@@ -152,7 +153,7 @@ def test_failed_build_keeps_previous_bundle(bundles: dict[str, Path], tiny_ckpt:
 
     monkeypatch.setattr(b, "make_golden", boom)  # after the model file is written
     with pytest.raises(RuntimeError, match="simulated"):
-        build(BuildOptions(checkpoint=str(tiny_ckpt), quants=["fp32"], seq_lens=LENS,
+        build(BuildOptions(checkpoint=str(tiny_ckpt), quants=recipes("fp32"), seq_lens=LENS,
                            out=str(target), self_check=False), quiet=True)
     assert {p.name: sha256_file(p) for p in target.iterdir()} == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bundle"]  # no partial dirs
@@ -209,14 +210,14 @@ def test_fp32_full_size_refused_before_conversion() -> None:
     params = param_count_from_config(cfg, 1024)
     assert 560e6 < params < 575e6
     with pytest.raises(EdgeM3Error, match="2 GB FlatBuffer limit.*fp16 or int8"):
-        validate_against_config(BuildOptions(quants=["fp32"]), cfg, params)
-    validate_against_config(BuildOptions(quants=["int8", "fp16"]), cfg, params)
+        validate_against_config(BuildOptions(quants=recipes("fp32")), cfg, params)
+    validate_against_config(BuildOptions(quants=recipes("int8", "fp16")), cfg, params)
 
 
 def test_int8_is_per_channel_and_needs_litert(tiny_ckpt: Path, tmp_path: Path) -> None:
     """int8 (per-channel, FC v12) does not load on tflite-runtime 2.14: the build says so and
     ships it for LiteRT / TF Lite >= 2.17 (a runtime too old for a variant is no failure)."""
-    (out,) = build(BuildOptions(checkpoint=str(tiny_ckpt), quants=["int8"], seq_lens=[16],
+    (out,) = build(BuildOptions(checkpoint=str(tiny_ckpt), quants=recipes("int8"), seq_lens=[16],
                                 out=str(tmp_path / "pc")), quiet=True)
     entry = load_bundle(out).model_entry("tflite")
     assert entry.ops["FULLY_CONNECTED"] == 12
@@ -275,7 +276,7 @@ def test_int4_mixes_4_and_8_bit_weights_and_runs_on_litert(tmp_path_factory: pyt
     # The recipe's blocks (64, 128) must divide the widths: hidden 128, 6 layers.
     ckpt = make_checkpoint(tmp_path_factory.mktemp("w128"), seed=3, hidden_size=128,
                            intermediate_size=256, num_hidden_layers=6)
-    (out,) = build(BuildOptions(checkpoint=str(ckpt), quants=["int4"], seq_lens=[8, 16],
+    (out,) = build(BuildOptions(checkpoint=str(ckpt), quants=recipes("int4"), seq_lens=[8, 16],
                                 out=str(tmp_path / "i4")), quiet=True)
     bundle = load_bundle(out)
     entry = bundle.model_entry("tflite")
@@ -285,7 +286,7 @@ def test_int4_mixes_4_and_8_bit_weights_and_runs_on_litert(tmp_path_factory: pyt
     assert entry.self_check["tflite-runtime"].is_failure
     assert "ai-edge-litert" in entry.oldest_runtime
     assert any(bits == 8 for _, bits, *_ in AEQ_RECIPES["aeq-int4-mixed"])
-    (fp32,) = build(BuildOptions(checkpoint=str(ckpt), quants=["fp32"], seq_lens=[8, 16],
+    (fp32,) = build(BuildOptions(checkpoint=str(ckpt), quants=recipes("fp32"), seq_lens=[8, 16],
                                  out=str(tmp_path / "f32"), self_check=False), quiet=True)
     assert (out / entry.file).stat().st_size < 0.35 * (fp32 / "model_fp32.tflite").stat().st_size
     got = DevicePipeline(bundle, RUNTIMES["litert"], 1).embed("Hello world")

@@ -11,7 +11,7 @@ import onnx
 import pytest
 
 from edge_m3.checkpoint import load_checkpoint
-from edge_m3.contract import HEADS, ModelEntry, Signature
+from edge_m3.contract import HEADS, RECIPES, ModelEntry, Signature
 from edge_m3.errors import EdgeM3Error
 from edge_m3.export.onnx import (
     EXTERNAL_DATA_THRESHOLD,
@@ -68,7 +68,7 @@ def variants(keras_model: Any, saved_model: Path, tmp_path_factory: pytest.TempP
     for quant in QUANTS:
         folder = tmp_path_factory.mktemp(f"onnx_{quant}")
         threshold = 0 if quant == "fp32" else EXTERNAL_DATA_THRESHOLD
-        entry = export_onnx(saved, folder, quant, LENS, list(HEADS),
+        entry = export_onnx(saved, folder, RECIPES[quant], LENS, list(HEADS),
                                     keras_model.parameter_count(), external_threshold=threshold)
         out[quant] = (folder, entry)
     return out
@@ -296,7 +296,7 @@ def test_lift_weights_takes_any_big_float_const(tmp_path: Path) -> None:
 def test_ort_copy_runs_like_the_onnx_file(saved_model: Path, keras_model: Any,
                                           tmp_path: Path) -> None:
     """`--ort`: an ORT-format copy with its operator config; same outputs, fp16 kept half-size."""
-    entry = export_onnx(saved_model, tmp_path, "fp16", LENS, list(HEADS),
+    entry = export_onnx(saved_model, tmp_path, RECIPES["fp16"], LENS, list(HEADS),
                         keras_model.parameter_count(), ort=True)
     ort_entry = entry["ort"]
     onnx_file, ort_file = tmp_path / entry["file"], tmp_path / ort_entry["file"]

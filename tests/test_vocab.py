@@ -11,6 +11,7 @@ import pytest
 from edge_m3.builder import BuildOptions, build
 from edge_m3.bundle import load_bundle
 from edge_m3.cli import main
+from edge_m3.contract import recipes
 from edge_m3.errors import EdgeM3Error
 from edge_m3.runtime import RUNTIMES
 from edge_m3.runtime.pipeline import DevicePipeline
@@ -27,10 +28,10 @@ def pair(tiny_ckpt: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str,
     out = tmp_path_factory.mktemp("trim")
     corpus = out / "corpus.txt"
     corpus.write_text("\n".join(CORPUS) + "\n", encoding="utf-8")
-    full = build(BuildOptions(checkpoint=str(tiny_ckpt), quants=["fp32", "int8"],
+    full = build(BuildOptions(checkpoint=str(tiny_ckpt), quants=recipes("fp32", "int8"),
                               seq_lens=[16, 32], out=str(out / "full-{quant}"),
                               self_check=False), quiet=True)
-    trim = build(BuildOptions(checkpoint=str(tiny_ckpt), quants=["fp32", "int8"],
+    trim = build(BuildOptions(checkpoint=str(tiny_ckpt), quants=recipes("fp32", "int8"),
                               seq_lens=[16, 32], out=str(out / "trim-{quant}"),
                               vocab_corpus=[corpus], self_check=False), quiet=True)
     return {p.name: p for p in [*full, *trim]} | {"corpus": corpus}

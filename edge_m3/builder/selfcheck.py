@@ -13,8 +13,8 @@ from typing import Any
 
 from edge_m3.common.options import version_tuple
 from edge_m3.common.proc import child_main, run_children
-from edge_m3.contract import RECIPES, CheckResult, Signature, recipe
-from edge_m3.errors import EdgeM3Error
+from edge_m3.contract import RECIPES, CheckResult, QuantRecipe, Signature
+from edge_m3.errors import OptionError
 from edge_m3.runtime.registry import RUNTIMES, Runtime
 
 MODULE = "edge_m3.builder.selfcheck"
@@ -44,27 +44,26 @@ def self_check(model_file: Path, signatures: list[dict[str, Any]],
     return results
 
 
-def should_run(runtime: Runtime, quant: str) -> bool:
+def should_run(runtime: Runtime, recipe: QuantRecipe) -> bool:
     """Whether `runtime`, as installed, is new enough for the variant's kernels."""
     version = runtime.version()
     if version is None or runtime.oldest is None:
         return False
-    return version_tuple(version) >= version_tuple(runtime.oldest(recipe(quant)))
+    return version_tuple(version) >= version_tuple(runtime.oldest(recipe))
 
 
-def refuse_unloadable(name: str, quant: str, checks: dict[str, CheckResult]) -> None:
+def refuse_unloadable(name: str, recipe: QuantRecipe, checks: dict[str, CheckResult]) -> None:
     """A file that a runtime new enough for it cannot run is not shipped: one line, exit 2."""
     bad = [f"{rt} {res}" for rt, res in checks.items()
-           if res.is_failure and should_run(RUNTIMES[rt], quant)]
+           if res.is_failure and should_run(RUNTIMES[rt], recipe)]
     if bad:
-        raise EdgeM3Error(f"--quant {quant}: {name} does not run on {bad[0]}; not shipped")
+        raise OptionError("quant", recipe.name, f"{name} does not run on {bad[0]}; not shipped")
 
 
-def oldest_runtime(audit: dict[str, Any], checks: dict[str, CheckResult], quant: str) -> dict[str, str]:
+def oldest_runtime(audit: dict[str, Any], checks: dict[str, CheckResult], r: QuantRecipe) -> dict[str, str]:
     """The oldest runtime that runs the file: tflite-runtime 2.14 if it loaded there, else the
     oldest LiteRT and TF Lite the variant's kernels compute right (edge_m3.contract)."""
     need = audit.get("min_runtime_version") or "0"
-    r = recipe(quant)
     loaded = checks.get("tflite-runtime")
     if (loaded is not None and loaded.ok) or (
         "tflite-runtime" not in checks

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from edge_m3.common.proc import Job, job_main, peak_rss, run_json
+from edge_m3.contract import AI_EDGE_QUANTIZER, RECIPES, TFLITE_CONVERTER, QuantRecipe
 
 MODULE = "edge_m3.export.worker"
 # oneDNN's allocator keeps every buffer TF ever held (the 1 GB embedding table read from the
@@ -56,42 +57,51 @@ def quantize_aeq(src: Path, out_file: Path, rules: Sequence[Sequence[Any]],
                  f"ai-edge-quantizer ({what})")
 
 
-def convert_tflite(saved: Path, out_file: Path, quant: str, seq_lens: Sequence[int],
-                   params: int, lookup_saved: Path | None = None) -> dict[str, Any]:
-    """One TFLite variant; returns its size, operators, min runtime and signatures.
+def _by_converter(saved: Path, out_file: Path, recipe: QuantRecipe, seq_lens: Sequence[int],
+                  params: int, lookup_saved: Path | None) -> dict[str, Any]:
+    """The converter quantizes as it converts (edge_m3.export.tflite.CONVERTER_RECIPES)."""
+    return _call("tflite", {"saved": str(saved), "out": str(out_file), "quant": recipe.name,
+                            "seq_lens": list(seq_lens), "params": params},
+                 f"TFLite conversion ({recipe.name})")
 
-    ai-edge-quantizer variants (edge_m3.export.aeq) go float file -> quantizer, each in a
+
+def _by_quantizer(saved: Path, out_file: Path, recipe: QuantRecipe, seq_lens: Sequence[int],
+                  params: int, lookup_saved: Path | None) -> dict[str, Any]:
+    """ai-edge-quantizer (edge_m3.export.aeq.AEQ_RECIPES): float file -> quantizer, each in a
     child, from `lookup_saved`; the float file lives beside `out_file` only meanwhile."""
-    from edge_m3.contract import recipe
     from edge_m3.export.aeq import AEQ_RECIPES
+    from edge_m3.export.tflite import check_size
 
-    rules = AEQ_RECIPES.get(recipe(quant).tflite)
-    if rules is None:
-        return _call("tflite", {"saved": str(saved), "out": str(out_file), "quant": quant,
-                                "seq_lens": list(seq_lens), "params": params},
-                     f"TFLite conversion ({quant})")
     if lookup_saved is None:
-        raise ValueError(f"{quant}: needs the EMBEDDING_LOOKUP trace (lookup_saved)")
+        raise ValueError(f"{recipe.name}: needs the EMBEDDING_LOOKUP trace (lookup_saved)")
     with tempfile.TemporaryDirectory(prefix="edge-m3-float-", dir=out_file.parent) as tmp:
         src = Path(tmp) / "float.tflite"
         convert_float(lookup_saved, src, seq_lens)
-        info = quantize_aeq(src, out_file, rules, quant)
-    from edge_m3.export.tflite import check_size
-
-    check_size(info["size"], quant, params)
+        info = quantize_aeq(src, out_file, AEQ_RECIPES[recipe.tflite.name], recipe.name)
+    check_size(info["size"], recipe, params)
     return info
 
 
-def export_onnx(saved: Path, out_dir: Path, quant: str, seq_lens: Sequence[int],
+# Who makes a TFLite file, by the tool its recipe names (contract.FormatRecipe.tool).
+_TFLITE_TOOLS = {TFLITE_CONVERTER: _by_converter, AI_EDGE_QUANTIZER: _by_quantizer}
+
+
+def convert_tflite(saved: Path, out_file: Path, recipe: QuantRecipe, seq_lens: Sequence[int],
+                   params: int, lookup_saved: Path | None = None) -> dict[str, Any]:
+    """One TFLite variant; returns its size, operators, min runtime and signatures."""
+    return _TFLITE_TOOLS[recipe.tflite.tool](saved, out_file, recipe, seq_lens, params, lookup_saved)
+
+
+def export_onnx(saved: Path, out_dir: Path, recipe: QuantRecipe, seq_lens: Sequence[int],
                 heads: Sequence[str], params: int, external_threshold: int | None = None,
                 ort: bool = False) -> dict[str, Any]:
     """Write `model_<quant>.onnx` (plus `.data` when large, and `.ort` with its operator config
     when `ort`) into out_dir; return its manifest entry."""
-    job = {"saved": str(saved), "out_dir": str(out_dir), "quant": quant, "seq_lens": list(seq_lens),
-           "heads": list(heads), "params": params, "ort": ort}
+    job = {"saved": str(saved), "out_dir": str(out_dir), "quant": recipe.name,
+           "seq_lens": list(seq_lens), "heads": list(heads), "params": params, "ort": ort}
     if external_threshold is not None:
         job["external_threshold"] = external_threshold
-    entry = _call("onnx", job, f"ONNX export ({quant})", _ONNX_ENV)
+    entry = _call("onnx", job, f"ONNX export ({recipe.name})", _ONNX_ENV)
     entry.pop("peak_rss", None)  # the child's figure, not part of the manifest entry
     return entry
 
@@ -129,7 +139,7 @@ def _tflite(job: dict[str, Any]) -> dict[str, Any]:
     from edge_m3.export.tflite import audit, convert, signature_details
 
     out = Path(job["out"])
-    size = convert(Path(job["saved"]), job["seq_lens"], job["quant"], out, job["params"])
+    size = convert(Path(job["saved"]), job["seq_lens"], RECIPES[job["quant"]], out, job["params"])
     return {"size": size, **audit(out), "signatures": signature_details(out)}
 
 
@@ -137,7 +147,7 @@ def _onnx(job: dict[str, Any]) -> dict[str, Any]:
     from edge_m3.export.onnx import export
 
     extra = {"external_threshold": job["external_threshold"]} if "external_threshold" in job else {}
-    return export(Path(job["saved"]), Path(job["out_dir"]), job["quant"], job["seq_lens"],
+    return export(Path(job["saved"]), Path(job["out_dir"]), RECIPES[job["quant"]], job["seq_lens"],
                   job["heads"], job["params"], ort=job["ort"], **extra)
 
 
