@@ -1,18 +1,18 @@
 """The build's self-check: every TFLite variant loaded and run under each installed runtime.
 
-Each runtime runs in a child (`python -m edge_m3.builder.selfcheck`): tflite-runtime cannot
-share a process with TensorFlow. The results decide the manifest's `oldest_runtime`.
+Each runtime runs in a child (`python -m edge_m3.builder.selfcheck check JOB.json`, the one
+wire format of edge_m3.common.proc): tflite-runtime cannot share a process with TensorFlow.
+The results decide the manifest's `oldest_runtime`.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from edge_m3.common.options import version_tuple
-from edge_m3.common.proc import child_main, run_children
+from edge_m3.common.proc import Job, job_main, run_jobs
 from edge_m3.contract import RECIPES, CheckResult, QuantRecipe, Signature
 from edge_m3.errors import OptionError
 from edge_m3.runtime.registry import RUNTIMES, Runtime
@@ -34,13 +34,12 @@ def self_check(model_file: Path, signatures: list[dict[str, Any]],
         if version is None:
             results[rt.name] = CheckResult(CheckResult.NOT_INSTALLED)
             continue
-        done = run_children([(["-m", MODULE, str(model_file), json.dumps(signatures), rt.name],
-                              f"self-check {rt.name}")])[0]
-        last = (done.stdout.strip().splitlines() or [""])[-1]
-        ok = done.returncode == 0 and last.startswith("ok")
-        err = (done.stderr.strip().splitlines() or ["?"])[-1]
-        results[rt.name] = CheckResult.passed(version, last[len("ok"):].strip()) if ok \
-            else CheckResult.failed(version, err)
+        done = run_jobs([Job(MODULE, "check", {"model": str(model_file), "signatures": signatures,
+                                               "runtime": rt.name}, f"self-check {rt.name}")])[0]
+        if done.returncode == 0:
+            results[rt.name] = CheckResult.passed(version, done.result()["detail"])
+        else:  # the runtime's own last words (a crashed interpreter leaves no error line of ours)
+            results[rt.name] = CheckResult.failed(version, (done.stderr.strip().splitlines() or ["?"])[-1])
     return results
 
 
@@ -83,16 +82,16 @@ def xnnpack_fully_connected(interpreter: Any) -> tuple[int, int]:
     return sum(int(o["inputs"][1]) in taken for o in fc), len(fc)
 
 
-def main(argv: list[str]) -> int:
-    """Child: `MODEL SIGNATURES_JSON RUNTIME`; runs <s> x </s> + padding at every length."""
+def _check(job: dict[str, Any]) -> dict[str, Any]:
+    """Child (job: model, signatures, runtime): runs <s> x </s> + padding at every length;
+    `detail` is what else it saw (LiteRT: how many FULLY_CONNECTED XNNPACK took)."""
     import numpy as np
 
     from edge_m3.runtime.registry import WeightCache
     from edge_m3.runtime.runners import open_runner
 
-    path, sigs_json, name = argv
-    runtime = RUNTIMES[name]
-    sigs = [Signature.from_json(s, "signatures") for s in json.loads(sigs_json)]
+    path, runtime = job["model"], RUNTIMES[job["runtime"]]
+    sigs = [Signature.from_json(s, "signatures") for s in job["signatures"]]
     # LiteRT through its Interpreter, the API the kits use, whose delegation can be inspected;
     # the golden vectors then run the CompiledModel path (weight cache).
     runner = open_runner(Path(path), sigs, runtime, 1, WeightCache.OFF)
@@ -106,11 +105,9 @@ def main(argv: list[str]) -> int:
     interpreter = getattr(runner, "interpreter", None)
     if runtime.xnnpack and interpreter is not None:
         taken, total = xnnpack_fully_connected(interpreter)
-        print(f"ok XNNPACK runs {taken} of {total} FULLY_CONNECTED")
-    else:
-        print("ok")
-    return 0
+        return {"detail": f"XNNPACK runs {taken} of {total} FULLY_CONNECTED"}
+    return {"detail": ""}
 
 
 if __name__ == "__main__":
-    child_main(main)
+    job_main({"check": _check})

@@ -315,7 +315,7 @@ def load_checkpoint(path: Path | str, source: dict[str, Any] | None = None) -> C
     """Validate a BGE-M3-layout directory (headers and shapes only) and open its weights lazily."""
     path = Path(path)
     if not path.is_dir():
-        raise EdgeM3Error(f"--checkpoint {path}: no such directory")
+        raise OptionError("checkpoint", path, "no such directory")
     config = ModelConfig.from_json(path / "config.json")
     sp = path / "sentencepiece.bpe.model"
     if not sp.is_file():
