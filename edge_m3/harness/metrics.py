@@ -156,7 +156,7 @@ GATE_PATHS = {
     "colbert_score_abs_err": ("colbert_score_abs_err",),
     "retrieval_top10_agreement": ("retrieval_top10_agreement", "min"),
     "input_ids_match": ("input_ids_match",),
-    "model_rss_ratio": ("model_rss_ratio",),  # set only for MEMORY_GATED_RUNTIMES (verify)
+    "model_rss_ratio": ("model_rss_ratio",),  # set only where Runtime.memory_gated (verify)
 }
 GATE_FIGURES = tuple(GATE_PATHS)
 

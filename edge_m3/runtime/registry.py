@@ -119,8 +119,10 @@ class WeightCache:
 
     @property
     def xnnpack_path(self) -> str:
-        """What XNNPACK's `weight_cache_path` option takes."""
-        return str(self.path) if self.kind == "file" else IN_MEMORY_WEIGHT_CACHE
+        """What XNNPACK's `weight_cache_path` option takes (OFF is no cache: no such option)."""
+        if self.kind == "off":
+            raise ValueError("WeightCache.OFF has no XNNPACK cache path")
+        return str(self.path) if self.path is not None else IN_MEMORY_WEIGHT_CACHE
 
     def to_json(self) -> dict[str, Any]:
         return {"kind": self.kind, "path": None if self.path is None else str(self.path)}
