@@ -13,9 +13,17 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 from edge_m3.errors import EdgeM3Error, OptionError
+
+if TYPE_CHECKING:  # the options types; their modules are imported only when a command runs
+    from edge_m3.builder import BuildOptions
+    from edge_m3.harness.bench import BenchOptions
+    from edge_m3.harness.check import CheckOptions
+    from edge_m3.harness.embed import EmbedOptions
+    from edge_m3.harness.verify import VerifyOptions
+    from edge_m3.runtime.registry import Runtime
 
 EXIT_USAGE = 2
 
@@ -119,7 +127,7 @@ def _build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def _build(a: argparse.Namespace) -> Any:
+def _build(a: argparse.Namespace) -> BuildOptions:
     from edge_m3.builder import BuildOptions
     from edge_m3.common.options import parse_choices, parse_ints, split_list
     from edge_m3.contract import FORMATS, HEADS, recipe
@@ -171,14 +179,14 @@ def _cmd_coverage(a: argparse.Namespace) -> int:
     return 0
 
 
-def _threads(value: int | None, flag: str = "--threads") -> int | None:
+def _threads(value: int | None) -> int | None:
     from edge_m3.common.options import check_threads
 
-    check_threads(value, flag)
+    check_threads(value, "--threads")
     return value
 
 
-def _runtimes(value: str | None, flag: str) -> tuple[Any, ...]:
+def _runtimes(value: str | None, flag: str) -> tuple[Runtime, ...]:
     """A comma list of registered runtimes (none given: the command picks)."""
     from edge_m3.common.options import split_list
     from edge_m3.runtime.registry import RUNTIMES
@@ -192,7 +200,7 @@ def _runtimes(value: str | None, flag: str) -> tuple[Any, ...]:
     return tuple(RUNTIMES[n] for n in names)
 
 
-def _embed(a: argparse.Namespace) -> Any:
+def _embed(a: argparse.Namespace) -> EmbedOptions:
     from edge_m3.harness.embed import EmbedOptions
     from edge_m3.runtime.registry import RUNTIMES
 
@@ -200,7 +208,7 @@ def _embed(a: argparse.Namespace) -> Any:
                         texts_file=a.texts, out=a.out, threads=_threads(a.threads))
 
 
-def _verify(a: argparse.Namespace) -> Any:
+def _verify(a: argparse.Namespace) -> VerifyOptions:
     from edge_m3.harness.references import default_cache_dir
     from edge_m3.harness.verify import VerifyOptions
 
@@ -210,7 +218,7 @@ def _verify(a: argparse.Namespace) -> Any:
                          cache=None if a.no_cache else Path(a.cache or default_cache_dir()))
 
 
-def _check(a: argparse.Namespace) -> Any:
+def _check(a: argparse.Namespace) -> CheckOptions:
     from edge_m3.harness.bench import Repeats
     from edge_m3.harness.check import CheckOptions
     from edge_m3.runtime.registry import WeightCache
@@ -221,7 +229,7 @@ def _check(a: argparse.Namespace) -> Any:
                         weight_cache=WeightCache.OFF if a.weight_cache == "off" else WeightCache.MEMORY)
 
 
-def _bench(a: argparse.Namespace) -> Any:
+def _bench(a: argparse.Namespace) -> BenchOptions:
     from edge_m3.common.options import parse_choices, parse_ints
     from edge_m3.harness.bench import CACHE_MODES, BenchOptions, Repeats
 
