@@ -1,6 +1,9 @@
 """`edge-m3` command line: build, embed, verify, check, bench.
 
-Every user error ends the same way: one line on stderr naming the file or option, exit 2.
+The one place that knows the flags: each command's arguments become one typed options object
+(names resolved: a QuantRecipe, a Runtime, a WeightCache), and the layers below never see a
+flag. Every user error ends the same way: one line on stderr naming the file or option, exit 2;
+an error raised below about an option (OptionError) is given the flag here.
 """
 
 from __future__ import annotations
@@ -10,9 +13,17 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
-from edge_m3.errors import EdgeM3Error
+from edge_m3.errors import EdgeM3Error, OptionError
+
+if TYPE_CHECKING:  # the options types; their modules are imported only when a command runs
+    from edge_m3.builder import BuildOptions
+    from edge_m3.harness.bench import BenchOptions
+    from edge_m3.harness.check import CheckOptions
+    from edge_m3.harness.embed import EmbedOptions
+    from edge_m3.harness.verify import VerifyOptions
+    from edge_m3.runtime.registry import Runtime
 
 EXIT_USAGE = 2
 
@@ -28,7 +39,7 @@ class _Parser(argparse.ArgumentParser):
 def _build_parser() -> argparse.ArgumentParser:
     from edge_m3.builder.options import DEFAULT_CHECKPOINT, DEFAULT_OUT, DEFAULT_QUANT, DEFAULT_SEQ_LENS
     from edge_m3.contract import FORMATS, HEADS, QUANTS
-    from edge_m3.runtime.runners import RUNTIMES
+    from edge_m3.runtime.registry import RUNTIMES
 
     p = _Parser(prog="edge-m3", description=__doc__)
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
@@ -60,7 +71,7 @@ def _build_parser() -> argparse.ArgumentParser:
     e.add_argument("text", nargs="*")
     e.add_argument("--texts", type=Path, help="UTF-8 file, one text per line")
     e.add_argument("--out", type=Path, help="write JSON lines here instead of stdout")
-    e.add_argument("--runtime", default="litert", choices=RUNTIMES)
+    e.add_argument("--runtime", default="litert", choices=list(RUNTIMES))
     e.add_argument("--threads", type=int, default=None)
 
     v = sub.add_parser("verify", help="gate a bundle on parity, latency and memory")
@@ -116,9 +127,9 @@ def _build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def _cmd_build(a: argparse.Namespace) -> int:
-    from edge_m3.builder import BuildOptions, build, parse_seq_lens
-    from edge_m3.common.options import parse_choices, split_list
+def _build(a: argparse.Namespace) -> BuildOptions:
+    from edge_m3.builder import BuildOptions
+    from edge_m3.common.options import parse_choices, parse_ints, split_list
     from edge_m3.contract import FORMATS, HEADS, recipe
 
     kits = None if a.kits == "none" else Path(a.kits or ".")
@@ -126,28 +137,26 @@ def _cmd_build(a: argparse.Namespace) -> int:
         # named on purpose: a mistyped --kits must not silently leave the apps' bundles stale
         raise EdgeM3Error(f"--kits {a.kits}: has no android_assets/ and ios_assets/ to copy the bundle "
                           "into ('none' to skip the copy)")
-    quants = [recipe(q).name for q in split_list(a.quant, "--quant")]
+    quants = tuple(recipe(q, "quant") for q in split_list(a.quant, "--quant"))
     if len(quants) > 1 and "{quant}" not in a.out:
         raise EdgeM3Error(f"--out {a.out}: needs {{quant}} when building several quants")
     if a.vocab_min_count < 1:
         raise EdgeM3Error(f"--vocab-min-count {a.vocab_min_count}: must be at least 1")
-    opts = BuildOptions(
+    return BuildOptions(
         checkpoint=a.checkpoint,
         revision=a.revision,
         quants=quants,
-        seq_lens=parse_seq_lens(a.seq_lens),
-        heads=parse_choices(a.heads, "--heads", HEADS),
-        formats=parse_choices(a.formats, "--formats", FORMATS),
+        seq_lens=tuple(sorted(parse_ints(a.seq_lens, "--seq-lens", minimum=2))),  # <s> and </s>
+        heads=tuple(parse_choices(a.heads, "--heads", HEADS)),
+        formats=tuple(parse_choices(a.formats, "--formats", FORMATS)),
         out=a.out,
         android_dir=(kits / "android_assets") if kits and (kits / "android_assets").is_dir() else None,
         ios_dir=(kits / "ios_assets") if kits and (kits / "ios_assets").is_dir() else None,
         self_check=not a.no_self_check,
-        vocab_corpus=list(a.vocab_corpus),
+        vocab_corpus=tuple(a.vocab_corpus),
         vocab_min_count=a.vocab_min_count,
         ort=a.ort,
     )
-    build(opts, quiet=a.quiet)
-    return 0
 
 
 def _cmd_coverage(a: argparse.Namespace) -> int:
@@ -164,10 +173,72 @@ def _cmd_coverage(a: argparse.Namespace) -> int:
         kept = json.loads((bundle.path / spec.vocab_map["file"]).read_text())["kept_ids"]
     else:
         kept = range(spec.vocab_size)
-    outside, total = oov_share(tok, kept, read_corpus(a.texts, "coverage TEXTS"))
+    outside, total = oov_share(tok, kept, read_corpus(a.texts, "texts"))
     print(f"{a.texts}: {total:,} tokens, {outside:,} outside the kept set "
           f"({outside / max(total, 1):.2%}); kept ids: {len(kept):,} of {spec.vocab_size:,}")
     return 0
+
+
+def _threads(value: int | None) -> int | None:
+    from edge_m3.common.options import check_threads
+
+    check_threads(value, "--threads")
+    return value
+
+
+def _runtimes(value: str | None, flag: str) -> tuple[Runtime, ...]:
+    """A comma list of registered runtimes (none given: the command picks)."""
+    from edge_m3.common.options import split_list
+    from edge_m3.runtime.registry import RUNTIMES
+
+    if not value:
+        return ()
+    names = split_list(value, flag)
+    for name in names:
+        if name not in RUNTIMES:
+            raise EdgeM3Error(f"{flag} {name}: unknown (choose from {', '.join(RUNTIMES)})")
+    return tuple(RUNTIMES[n] for n in names)
+
+
+def _embed(a: argparse.Namespace) -> EmbedOptions:
+    from edge_m3.harness.embed import EmbedOptions
+    from edge_m3.runtime.registry import RUNTIMES
+
+    return EmbedOptions(bundle=a.bundle, runtime=RUNTIMES[a.runtime], texts=tuple(a.text),
+                        texts_file=a.texts, out=a.out, threads=_threads(a.threads))
+
+
+def _verify(a: argparse.Namespace) -> VerifyOptions:
+    from edge_m3.harness.references import default_cache_dir
+    from edge_m3.harness.verify import VerifyOptions
+
+    return VerifyOptions(bundle=a.bundle, reference=a.reference, texts_file=a.texts, report=a.report,
+                         runtimes=_runtimes(a.runtime, "--runtime"), thresholds=a.thresholds,
+                         threads=_threads(a.threads) or 1,
+                         cache=None if a.no_cache else Path(a.cache or default_cache_dir()))
+
+
+def _check(a: argparse.Namespace) -> CheckOptions:
+    from edge_m3.harness.bench import Repeats
+    from edge_m3.harness.check import CheckOptions
+    from edge_m3.runtime.registry import WeightCache
+
+    threads = _threads(a.threads)
+    return CheckOptions(bundle=a.bundle, runtimes=_runtimes(a.runtime, "--runtime"),
+                        threads=threads or 1, timing=Repeats(a.repeats, a.warmup), report=a.report,
+                        weight_cache=WeightCache.OFF if a.weight_cache == "off" else WeightCache.MEMORY)
+
+
+def _bench(a: argparse.Namespace) -> BenchOptions:
+    from edge_m3.common.options import parse_choices, parse_ints
+    from edge_m3.harness.bench import CACHE_MODES, BenchOptions, Repeats
+
+    threads = tuple(parse_ints(a.threads, "--threads"))
+    modes = tuple(parse_choices(a.weight_cache, "--weight-cache", CACHE_MODES))
+    return BenchOptions(bundle=a.bundle, runtimes=_runtimes(a.runtimes, "--runtimes"), threads=threads,
+                        lengths=tuple(parse_ints(a.lengths, "--lengths")) if a.lengths else (),
+                        reference=a.reference, timing=Repeats(a.repeats, a.warmup),
+                        cache_modes=modes, json=a.json)
 
 
 def _needs_builder(command: str) -> None:
@@ -190,34 +261,53 @@ def _dispatch(a: argparse.Namespace) -> int:
     if a.command in ("build", "verify"):
         _needs_builder(a.command)
     if a.command == "build":
-        return _cmd_build(a)
+        from edge_m3.builder import build
+
+        build(_build(a), quiet=a.quiet)
+        return 0
     if a.command == "coverage":
         return _cmd_coverage(a)
     if a.command == "embed":
         from edge_m3.harness.embed import cmd_embed
 
-        return cmd_embed(a)
+        return cmd_embed(_embed(a))
     if a.command == "bench":
         from edge_m3.harness.bench import cmd_bench
 
-        return cmd_bench(a)
+        return cmd_bench(_bench(a))
     if a.command == "check":
         from edge_m3.harness.check import cmd_check
 
-        return cmd_check(a)
+        return cmd_check(_check(a))
     from edge_m3.harness.verify import cmd_verify
 
-    return cmd_verify(a)
+    return cmd_verify(_verify(a))
+
+
+def option_flags(command: str, parser: argparse.ArgumentParser | None = None) -> dict[str, str]:
+    """How `command`'s options are spelled, by name (argparse dest): `--runtimes` for bench's
+    runtimes, `coverage TEXTS` for a positional. OptionErrors raised below are rendered with it."""
+    parser = parser or _build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    flags = {}
+    for action in sub.choices[command]._actions:
+        if action.option_strings:
+            flags[action.dest] = max(action.option_strings, key=len)
+        else:
+            flags[action.dest] = f"{command} {action.dest.upper()}"
+    return flags
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Console entry point."""
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    args = _build_parser().parse_args(argv)
+    parser = _build_parser()
+    args = parser.parse_args(argv)
     try:
         return _dispatch(args)
     except EdgeM3Error as exc:
-        msg = " ".join(str(exc).split())
+        text = exc.render(option_flags(args.command, parser)) if isinstance(exc, OptionError) else str(exc)
+        msg = " ".join(text.split())
         sys.stderr.write(f"edge-m3: error: {msg}\n")
         return EXIT_USAGE
     except KeyboardInterrupt:

@@ -12,12 +12,13 @@ generator all read it.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
-from edge_m3.errors import EdgeM3Error
+from edge_m3.errors import EdgeM3Error, OptionError
 
 # --------------------------------------------------------------------------- names
 
@@ -114,22 +115,65 @@ class Tolerance:
     max_abs: float
 
 
+# Who quantizes a format's file: each tool keeps a registry of the recipes it implements, by name.
+TFLITE_CONVERTER = "tflite-converter"  # TF Lite's converter (edge_m3.export.tflite.CONVERTER_RECIPES)
+AI_EDGE_QUANTIZER = "ai-edge-quantizer"  # over a float file (edge_m3.export.aeq.AEQ_RECIPES)
+ONNX_EXPORTER = "onnx"  # tf2onnx, then edge_m3's rewrites (edge_m3.export.onnx.ONNX_RECIPES)
+
+
+@dataclass(frozen=True)
+class FormatRecipe:
+    """How one format of a variant is made: the tool, and the recipe of its registry it runs."""
+
+    tool: str  # TFLITE_CONVERTER, AI_EDGE_QUANTIZER or ONNX_EXPORTER
+    name: str  # a key of that tool's registry
+
+    def __str__(self) -> str:
+        return self.name
+
+
+def converter(name: str) -> FormatRecipe:
+    return FormatRecipe(TFLITE_CONVERTER, name)
+
+
+def quantizer(name: str) -> FormatRecipe:
+    return FormatRecipe(AI_EDGE_QUANTIZER, name)
+
+
+def onnx_recipe(name: str) -> FormatRecipe:
+    return FormatRecipe(ONNX_EXPORTER, name)
+
+
 @dataclass(frozen=True)
 class QuantRecipe:
-    """One quant variant: how each format quantizes it, what runs it, when it may ship."""
+    """One quant variant: how each format quantizes it, what runs it, when it may ship.
+
+    Adding a variant is one entry in RECIPES, plus its recipe in the tools' registries when it
+    needs a new one."""
 
     name: str
     about: str
     bytes_per_param: float
-    tflite: str  # TFLite recipe (edge_m3.export.tflite.convert, or edge_m3.export.aeq)
-    onnx: str  # ONNX recipe (edge_m3.export.onnx.export); "" when the variant has no ONNX file
+    tflite: FormatRecipe
+    onnx: FormatRecipe | None  # None: the variant has no ONNX file
     oldest_tflite: str  # oldest TF Lite runtime whose kernels run the file correctly
     thresholds: Mapping[str, float]
     device_tolerance: Tolerance
     note: str = ""  # one line every build of the variant prints (what it is not for)
+    ram_note: str = ""  # what its TFLite file costs in RAM beyond the gate's bound (the summary's)
     # Oldest LiteRT (ai-edge-litert) seen to compute the file correctly (docs/benchmarks.md,
     # issue 13): older ones may load a file and still compute it wrongly.
     oldest_litert: str = "1.0.1"
+
+    @property
+    def uses_aeq(self) -> bool:
+        """Its TFLite file comes from ai-edge-quantizer over a float file (which starts from a
+        trace with EMBEDDING_LOOKUP tables), not from the converter's own quantization."""
+        return self.tflite.tool == AI_EDGE_QUANTIZER
+
+    def recipe_for(self, fmt: str) -> FormatRecipe | None:
+        """How the variant's `fmt` file is made (None: the variant has no such file)."""
+        return {"tflite": self.tflite, "onnx": self.onnx}[fmt]
 
     def estimated_size(self, param_count: int) -> int:
         """What the variant's file will roughly weigh (for the 2 GB checks before converting)."""
@@ -155,21 +199,24 @@ def _limits(cos: float, overlap: float, lex: float, colbert: float,
 _INT8_TOLERANCE = Tolerance(0.999, 5e-2)
 _INT8_LIMITS = _limits(0.995, 0.8, 0.05, 0.05)  # the default gate (`int8`)
 RECIPES: dict[str, QuantRecipe] = {r.name: r for r in (
-    QuantRecipe("fp32", "float32 weights and compute", 4.0, "float32", "float32", "2.14.0",
-                _limits(0.99999, 0.99, 0.001, 0.001), Tolerance(0.99999, 1e-3)),
+    QuantRecipe("fp32", "float32 weights and compute", 4.0, converter("float32"),
+                onnx_recipe("float32"), "2.14.0", _limits(0.99999, 0.99, 0.001, 0.001),
+                Tolerance(0.99999, 1e-3)),
     # XNNPACK unpacks fp16 weights to fp32 for its kernels: up to 2x the file in memory.
-    QuantRecipe("fp16", "float16 weights, float32 compute", 2.0, "float16-weights",
-                "float16-weights", "2.14.0", _limits(0.9995, 0.95, 0.01, 0.005, rss=2.3),
-                Tolerance(0.9999, 5e-3)),
+    QuantRecipe("fp16", "float16 weights, float32 compute", 2.0, converter("float16-weights"),
+                onnx_recipe("float16-weights"), "2.14.0", _limits(0.9995, 0.95, 0.01, 0.005, rss=2.3),
+                Tolerance(0.9999, 5e-3),
+                ram_note="fp16 on tflite-runtime 2.14 (no XNNPACK) keeps an fp32 copy of every dense "
+                         "weight per signature: full-size BGE-M3 with 6 signatures took 7x the file."),
     # Per-channel scales give FULLY_CONNECTED v12: LiteRT / TF Lite >= 2.17. Passes the gate
     # on real weights where per-tensor does not (docs/benchmarks.md, issue 13).
     QuantRecipe("int8", "dynamic-range int8 weights, one scale per output channel", 1.0,
-                "dynamic-int8-per-channel", "dynamic-int8-per-row", "2.17.0",
+                converter("dynamic-int8-per-channel"), onnx_recipe("dynamic-int8-per-row"), "2.17.0",
                 _INT8_LIMITS, _INT8_TOLERANCE),
     # Per-tensor scales keep FULLY_CONNECTED at v9, which tflite-runtime 2.14 loads. Judged by
     # the default gate, which it misses on real weights: for 2.14 rigs only.
     QuantRecipe("int8-tflite214", "dynamic-range int8 weights, one scale per tensor, for "
-                "tflite-runtime 2.14", 1.0, "dynamic-int8-per-tensor", "", "2.14.0",
+                "tflite-runtime 2.14", 1.0, converter("dynamic-int8-per-tensor"), None, "2.14.0",
                 _INT8_LIMITS, _INT8_TOLERANCE,
                 note="int8-tflite214 misses the default int8 gate on real weights (e5-small: "
                      "lexical err 0.23, retrieval agreement 0.86); build it only for "
@@ -182,7 +229,7 @@ RECIPES: dict[str, QuantRecipe] = {r.name: r for r in (
     # weights by up to ~0.13 and ColBERT scores by ~0.07 on real weights (int8: 0.04 / 0.015),
     # so those two bounds are wider: apps that rank by sparse weights alone should ship int8.
     QuantRecipe("int4", "mixed 4/8-bit weights (int4 in blocks, int8 where 4 bits lose "
-                "accuracy), dynamic-range activations", 0.5, "aeq-int4-mixed", "", "2.21.0",
+                "accuracy), dynamic-range activations", 0.5, quantizer("aeq-int4-mixed"), None, "2.21.0",
                 _limits(0.99, 0.8, 0.15, 0.08), _INT8_TOLERANCE, oldest_litert="2.1.6"),
 )}
 QUANTS = tuple(RECIPES)
@@ -190,15 +237,21 @@ QUANTS = tuple(RECIPES)
 RENAMED = {"int8pc": "int8"}
 
 
-def recipe(name: str, option: str = "--quant") -> QuantRecipe:
-    """The registered variant `name`, or a one-line error naming the option."""
+def recipe(name: str, field: str) -> QuantRecipe:
+    """The registered variant `name`, or a one-line error naming where the name came from
+    (`field`: an option, or a manifest's field): what the CLI and a bundle's reader ask."""
     try:
         return RECIPES[name]
     except KeyError:
         if name in RENAMED:
-            raise EdgeM3Error(f"{option} {name}: renamed to {RENAMED[name]} "
+            raise OptionError(field, name, f"renamed to {RENAMED[name]} "
                               f"({RECIPES[RENAMED[name]].about})") from None
-        raise EdgeM3Error(f"{option} {name}: unknown (choose from {', '.join(QUANTS)})") from None
+        raise OptionError(field, name, f"unknown (choose from {', '.join(QUANTS)})") from None
+
+
+def recipes(*names: str) -> tuple[QuantRecipe, ...]:
+    """The registered variants `names`, for library callers (KeyError for another name)."""
+    return tuple(RECIPES[n] for n in names)
 
 
 # --------------------------------------------------------------------------- manifest
@@ -265,6 +318,72 @@ class Signature:
                 "outputs": [t.to_json() for t in self.outputs]}
 
 
+@dataclass(frozen=True)
+class CheckResult:
+    """One runtime's verdict on one model file (the build's self-check, `edge-m3 check`).
+
+    The manifest keeps it as one line, `str(result)`: "ok (2.3.0, XNNPACK runs 9 of 9
+    FULLY_CONNECTED)", "FAILED (2.14.0): Registration failed.", "not installed"; `parse` reads
+    that line back, so nothing else takes the string apart.
+    """
+
+    status: str  # OK, FAILED or NOT_INSTALLED
+    version: str | None = None  # the runtime's, when it ran
+    detail: str = ""  # ok: what it also saw; FAILED: why
+
+    OK: ClassVar[str] = "ok"
+    FAILED: ClassVar[str] = "FAILED"
+    NOT_INSTALLED: ClassVar[str] = "not installed"
+    _OK_LINE: ClassVar[re.Pattern[str]] = re.compile(r"ok \(([^,()]*)(?:, (.*))?\)", re.DOTALL)
+    _FAILED_LINE: ClassVar[re.Pattern[str]] = re.compile(r"FAILED \(([^()]*)\): (.*)", re.DOTALL)
+
+    @classmethod
+    def passed(cls, version: str, detail: str = "") -> CheckResult:
+        return cls(cls.OK, version, detail)
+
+    @classmethod
+    def failed(cls, version: str | None, why: str) -> CheckResult:
+        return cls(cls.FAILED, version, why)
+
+    @property
+    def ok(self) -> bool:
+        return self.status == self.OK
+
+    @property
+    def is_failure(self) -> bool:
+        """The runtime ran and failed (not installed is no failure)."""
+        return self.status == self.FAILED
+
+    def __str__(self) -> str:
+        if self.status == self.OK:
+            return f"ok ({self.version}{', ' + self.detail if self.detail else ''})"
+        if self.status == self.FAILED:
+            return f"FAILED ({self.version}): {self.detail}"
+        return self.status
+
+    @classmethod
+    def parse(cls, line: str) -> CheckResult:
+        """The manifest's line back as a result; ValueError for any other text."""
+        if line == cls.NOT_INSTALLED:
+            return cls(cls.NOT_INSTALLED)
+        if m := cls._OK_LINE.fullmatch(line):
+            return cls(cls.OK, m.group(1), m.group(2) or "")
+        if m := cls._FAILED_LINE.fullmatch(line):
+            return cls(cls.FAILED, m.group(1), m.group(2))
+        raise ValueError(f"{line!r} is not 'ok (VERSION[, ...])', 'FAILED (VERSION): ...' or "
+                         f"'{cls.NOT_INSTALLED}'")
+
+
+def _check_results(d: Mapping[str, Any], where: str) -> dict[str, CheckResult]:
+    out = {}
+    for runtime, line in d.items():
+        try:
+            out[runtime] = CheckResult.parse(_typed(line, str, f"{where}.{runtime}"))
+        except ValueError as exc:
+            raise _bad(f"{where}.{runtime}", str(exc)) from None
+    return out
+
+
 @dataclass
 class ModelEntry:
     """One model file of a bundle (TFLite or ONNX) and what the build learnt about it."""
@@ -275,7 +394,7 @@ class ModelEntry:
     signatures: list[Signature]
     ops: Any = None  # TFLite: {op: version}; ONNX: [op types]
     oldest_runtime: dict[str, str] = field(default_factory=dict)
-    self_check: dict[str, str] = field(default_factory=dict)
+    self_check: dict[str, CheckResult] = field(default_factory=dict)  # by runtime name
     # ONNX only
     opset: int | None = None
     ir_version: int | None = None
@@ -303,7 +422,7 @@ class ModelEntry:
             signatures=[Signature.from_json(s, f"{where}.signatures")
                         for s in _field(d, "signatures", list, where)],
             ops=d.get("ops"), oldest_runtime=dict(_field(d, "oldest_runtime", dict, where, {})),
-            self_check=dict(_field(d, "self_check", dict, where, {})),
+            self_check=_check_results(_field(d, "self_check", dict, where, {}), f"{where}.self_check"),
             opset=_field(d, "opset", int, where, None), ir_version=_field(d, "ir_version", int, where, None),
             sequence_axis=_field(d, "sequence_axis", str, where, None),
             extra_files=list(_field(d, "extra_files", list, where, [])),
@@ -319,7 +438,8 @@ class ModelEntry:
             out["sequence_axis"] = self.sequence_axis
         if self.format == "tflite":
             out["ops"] = self.ops
-        out |= {"oldest_runtime": dict(self.oldest_runtime), "self_check": dict(self.self_check)}
+        out |= {"oldest_runtime": dict(self.oldest_runtime),
+                "self_check": {rt: str(res) for rt, res in self.self_check.items()}}
         if self.format == "onnx":
             out |= {"ops": self.ops, "extra_files": list(self.extra_files)}
         return out

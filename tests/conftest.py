@@ -176,9 +176,11 @@ def _write_input_cases(bundle: Path, out: Path) -> Path:
     import json
 
     from edge_m3.bundle import load_bundle
+    from edge_m3.runtime import RUNTIMES
     from edge_m3.runtime.pipeline import DevicePipeline
 
-    pipeline = DevicePipeline(load_bundle(bundle), "tflite-runtime", fmt="tflite", runner=_NoModel())
+    pipeline = DevicePipeline(load_bundle(bundle), RUNTIMES["tflite-runtime"], fmt="tflite",
+                              runner=_NoModel())
     longest = pipeline.lengths[-1]
     golden = json.loads((bundle / "golden.json").read_text(encoding="utf-8"))
     long = " ".join(c["text"] for c in golden["cases"])

@@ -14,9 +14,10 @@ from edge_m3.bundle import load_bundle
 from edge_m3.checkpoint import load_checkpoint
 from edge_m3.cli import main
 from edge_m3.common.files import sha256_file
+from edge_m3.contract import recipes
 from edge_m3.errors import EdgeM3Error
 from edge_m3.modeling import build_model
-from edge_m3.runtime import open_runner
+from edge_m3.runtime import RUNTIMES, open_runner
 from tests.support.spread import TOLERANCES, run_in_child, runtimes_diff
 
 pytestmark = pytest.mark.models  # builds Keras models, bundles or references
@@ -27,7 +28,7 @@ LENS = [8, 16, 32]
 @pytest.fixture(scope="module")
 def bundles(tiny_ckpt: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     out = tmp_path_factory.mktemp("bundles")
-    opts = BuildOptions(checkpoint=str(tiny_ckpt), quants=["fp32", "fp16", "int8-tflite214"],
+    opts = BuildOptions(checkpoint=str(tiny_ckpt), quants=recipes("fp32", "fp16", "int8-tflite214"),
                         seq_lens=LENS, out=str(out / "bge-m3-{quant}"))
     dirs = build(opts, quiet=True)
     return {d.name.removeprefix("bge-m3-"): d for d in dirs}
@@ -46,8 +47,9 @@ def test_every_signature_runs_on_both_runtimes(bundles: dict[str, Path], quant: 
     bundle = load_bundle(bundles[quant])
     entry = bundle.model_entry("tflite")
     assert [s.name for s in entry.signatures] == [f"embed_{n}" for n in LENS]
-    assert entry.self_check["tflite-runtime"].startswith("ok (2.14")
-    assert entry.self_check["litert"].startswith("ok")
+    loaded = entry.self_check["tflite-runtime"]
+    assert loaded.ok and loaded.version is not None and loaded.version.startswith("2.14")
+    assert entry.self_check["litert"].ok
     assert entry.oldest_runtime["tflite-runtime"] == "2.14.0"
     assert entry.ops["FULLY_CONNECTED"] <= 9
     if quant == "fp16":  # embedding rows gathered as int16 bits, then dequantized (issue 17)
@@ -67,7 +69,7 @@ def test_fp32_equals_keras(bundles: dict[str, Path], tiny_ckpt: Path) -> None:
     model = build_model(load_checkpoint(tiny_ckpt))
     bundle = load_bundle(bundles["fp32"])
     entry = bundle.model_entry("tflite")
-    runner = open_runner(bundle.path / entry.file, entry.signatures, "litert", 1)
+    runner = open_runner(bundle.path / entry.file, entry.signatures, RUNTIMES["litert"], 1)
     for n in LENS:
         for real in (2, n // 2, n):
             ids, mask = _inputs(real, n)
@@ -126,9 +128,9 @@ def test_shared_weights_and_int8_size(tmp_path_factory: pytest.TempPathFactory) 
     """3 signatures cost at most 2% over 1; int8 is at most 27% of fp32."""
     ckpt = _sized_ckpt(tmp_path_factory)
     out = tmp_path_factory.mktemp("sized_out")
-    three = build(BuildOptions(checkpoint=str(ckpt), quants=["fp32", "int8"], seq_lens=LENS,
+    three = build(BuildOptions(checkpoint=str(ckpt), quants=recipes("fp32", "int8"), seq_lens=LENS,
                                out=str(out / "three-{quant}"), self_check=False), quiet=True)
-    one = build(BuildOptions(checkpoint=str(ckpt), quants=["fp32"], seq_lens=[32],
+    one = build(BuildOptions(checkpoint=str(ckpt), quants=recipes("fp32"), seq_lens=[32],
                              out=str(out / "one-{quant}"), self_check=False), quiet=True)
     size = {p.name: (p / f"model_{p.name.split('-')[1]}.tflite").stat().st_size
             for p in [*three, *one]}
@@ -151,7 +153,7 @@ def test_failed_build_keeps_previous_bundle(bundles: dict[str, Path], tiny_ckpt:
 
     monkeypatch.setattr(b, "make_golden", boom)  # after the model file is written
     with pytest.raises(RuntimeError, match="simulated"):
-        build(BuildOptions(checkpoint=str(tiny_ckpt), quants=["fp32"], seq_lens=LENS,
+        build(BuildOptions(checkpoint=str(tiny_ckpt), quants=recipes("fp32"), seq_lens=LENS,
                            out=str(target), self_check=False), quiet=True)
     assert {p.name: sha256_file(p) for p in target.iterdir()} == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bundle"]  # no partial dirs
@@ -208,20 +210,20 @@ def test_fp32_full_size_refused_before_conversion() -> None:
     params = param_count_from_config(cfg, 1024)
     assert 560e6 < params < 575e6
     with pytest.raises(EdgeM3Error, match="2 GB FlatBuffer limit.*fp16 or int8"):
-        validate_against_config(BuildOptions(quants=["fp32"]), cfg, params)
-    validate_against_config(BuildOptions(quants=["int8", "fp16"]), cfg, params)
+        validate_against_config(BuildOptions(quants=recipes("fp32")), cfg, params)
+    validate_against_config(BuildOptions(quants=recipes("int8", "fp16")), cfg, params)
 
 
 def test_int8_is_per_channel_and_needs_litert(tiny_ckpt: Path, tmp_path: Path) -> None:
     """int8 (per-channel, FC v12) does not load on tflite-runtime 2.14: the build says so and
     ships it for LiteRT / TF Lite >= 2.17 (a runtime too old for a variant is no failure)."""
-    (out,) = build(BuildOptions(checkpoint=str(tiny_ckpt), quants=["int8"], seq_lens=[16],
+    (out,) = build(BuildOptions(checkpoint=str(tiny_ckpt), quants=recipes("int8"), seq_lens=[16],
                                 out=str(tmp_path / "pc")), quiet=True)
     entry = load_bundle(out).model_entry("tflite")
     assert entry.ops["FULLY_CONNECTED"] == 12
-    assert entry.self_check["tflite-runtime"].startswith("FAILED")
-    assert entry.self_check["litert"].startswith("ok")
-    assert "XNNPACK runs 14 of 14 FULLY_CONNECTED" in entry.self_check["litert"]
+    assert entry.self_check["tflite-runtime"].is_failure
+    assert entry.self_check["litert"].ok
+    assert entry.self_check["litert"].detail == "XNNPACK runs 14 of 14 FULLY_CONNECTED"
     assert "ai-edge-litert" in entry.oldest_runtime and entry.oldest_runtime["tflite"] == "2.17.0"
     assert entry.oldest_runtime["converter_min_runtime_version"] == "2.17.0"
 
@@ -242,9 +244,10 @@ def test_a_file_no_runtime_can_run_is_refused(tiny_ckpt: Path, tmp_path: Path, c
                                               monkeypatch) -> None:
     """LiteRT is new enough for every variant: if it cannot run the file, nothing ships."""
     import edge_m3.builder.orchestrate as b
+    from edge_m3.contract import CheckResult
 
-    monkeypatch.setattr(b, "self_check", lambda *a: {"tflite-runtime": "FAILED (2.14.0): x",
-                                                     "litert": "FAILED (2.3.0): boom"})
+    monkeypatch.setattr(b, "self_check", lambda *a: {"tflite-runtime": CheckResult.failed("2.14.0", "x"),
+                                                     "litert": CheckResult.failed("2.3.0", "boom")})
     target = tmp_path / "never"
     assert main(["build", "--checkpoint", str(tiny_ckpt), "--quant", "fp32", "--seq-lens", "16",
                  "--out", str(target), "--kits", "none", "-q"]) == 2
@@ -273,21 +276,21 @@ def test_int4_mixes_4_and_8_bit_weights_and_runs_on_litert(tmp_path_factory: pyt
     # The recipe's blocks (64, 128) must divide the widths: hidden 128, 6 layers.
     ckpt = make_checkpoint(tmp_path_factory.mktemp("w128"), seed=3, hidden_size=128,
                            intermediate_size=256, num_hidden_layers=6)
-    (out,) = build(BuildOptions(checkpoint=str(ckpt), quants=["int4"], seq_lens=[8, 16],
+    (out,) = build(BuildOptions(checkpoint=str(ckpt), quants=recipes("int4"), seq_lens=[8, 16],
                                 out=str(tmp_path / "i4")), quiet=True)
     bundle = load_bundle(out)
     entry = bundle.model_entry("tflite")
     assert "EMBEDDING_LOOKUP" in entry.ops and "GATHER" not in entry.ops
-    assert entry.self_check["litert"].startswith("ok")
-    assert "XNNPACK runs 38 of 38 FULLY_CONNECTED" in entry.self_check["litert"]
-    assert entry.self_check["tflite-runtime"].startswith("FAILED")
+    assert entry.self_check["litert"].ok
+    assert entry.self_check["litert"].detail == "XNNPACK runs 38 of 38 FULLY_CONNECTED"
+    assert entry.self_check["tflite-runtime"].is_failure
     assert "ai-edge-litert" in entry.oldest_runtime
     assert any(bits == 8 for _, bits, *_ in AEQ_RECIPES["aeq-int4-mixed"])
-    (fp32,) = build(BuildOptions(checkpoint=str(ckpt), quants=["fp32"], seq_lens=[8, 16],
+    (fp32,) = build(BuildOptions(checkpoint=str(ckpt), quants=recipes("fp32"), seq_lens=[8, 16],
                                  out=str(tmp_path / "f32"), self_check=False), quiet=True)
     assert (out / entry.file).stat().st_size < 0.35 * (fp32 / "model_fp32.tflite").stat().st_size
-    got = DevicePipeline(bundle, "litert", 1).embed("Hello world")
-    want = DevicePipeline(load_bundle(fp32), "litert", 1).embed("Hello world")
+    got = DevicePipeline(bundle, RUNTIMES["litert"], 1).embed("Hello world")
+    want = DevicePipeline(load_bundle(fp32), RUNTIMES["litert"], 1).embed("Hello world")
     assert got["input_ids"] == want["input_ids"]
     # random tiny weights: a floor set from the spread over seeds (tests/support/spread.py)
     assert float(np.dot(got["dense_vecs"], want["dense_vecs"])) >= TOLERANCES["int4_dense_cosine_min"]

@@ -70,7 +70,7 @@ def test_check_passes_and_reports(bundles: dict[str, Path], tmp_path: Path, quan
     assert rc == 0 and report is not None and report["passed"]
     # int8 is per-channel (FULLY_CONNECTED v12): tflite-runtime 2.14 is too old for it
     candidates = ("tflite-runtime", "litert") if quant == "fp32" else ("litert",)
-    tflite = [r for r in candidates if r in available_runtimes()]
+    tflite = [r for r in candidates if r in {rt.name for rt in available_runtimes()}]
     assert report["runtimes_checked"] == tflite  # TensorFlow's interpreter only on request
     tol = RECIPES[quant].device_tolerance
     assert report["tolerance"]["dense_cosine_min"] == tol.dense_cosine_min
@@ -130,9 +130,9 @@ def _one_line(capsys) -> str:
 
 def test_missing_runtime_is_one_line_naming_the_package(bundles: dict[str, Path], tmp_path: Path,
                                                         capsys, monkeypatch) -> None:
-    from edge_m3.runtime import runners
+    from edge_m3.runtime import registry
 
-    monkeypatch.setattr(runners, "runtime_version", lambda rt: None)  # a device with no runtime
+    monkeypatch.setattr(registry, "installed_version", lambda rt: None)  # a device with no runtime
     assert main(["check", str(bundles["int8"]), "--report", str(tmp_path)]) == 2
     err = _one_line(capsys)
     assert "model_int8.tflite" in err and "pip install ai-edge-litert" in err
@@ -143,15 +143,15 @@ def test_variant_newer_than_tflite_runtime_names_litert(bundles: dict[str, Path]
                                                         capsys, monkeypatch) -> None:
     """A variant whose oldest TF Lite is past 2.14 (per-channel int8) on a rig with only
     tflite-runtime 2.14: exit 2, and the line names LiteRT's package."""
-    from edge_m3.runtime import runners
+    from edge_m3.runtime import registry
 
     newer = [q for q, r in RECIPES.items() if version_tuple(r.oldest_tflite) > version_tuple("2.14.0")]
     if not newer:
         pytest.skip("every registered variant runs on tflite-runtime 2.14")
     b = _copy(bundles["int8"], tmp_path)
     _rewrite(b, quant=newer[0])
-    monkeypatch.setattr(runners, "runtime_version",
-                        lambda rt: "2.14.0" if rt == "tflite-runtime" else None)
+    monkeypatch.setattr(registry, "installed_version",
+                        lambda rt: "2.14.0" if rt.name == "tflite-runtime" else None)
     report = ["--report", str(tmp_path / "r")]
     assert main(["check", str(b), "--runtime", "tflite-runtime", *report]) == 2
     err = _one_line(capsys)

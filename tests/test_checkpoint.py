@@ -19,7 +19,7 @@ import pytest
 from edge_m3.checkpoint import ModelConfig, expected_shapes, load_checkpoint, resolve_checkpoint
 from edge_m3.checkpoint.safeload import SafetensorsFile, TorchArchive
 from edge_m3.cli import main
-from edge_m3.errors import EdgeM3Error
+from edge_m3.errors import EdgeM3Error, OptionError
 
 
 def _torch_state(path: Path) -> dict[str, np.ndarray]:
@@ -258,7 +258,10 @@ def test_config_errors_name_file_and_key(tmp_path: Path, change: dict, needle: s
 # --- resolving --------------------------------------------------------------------------------
 
 def _assert_hub_failure(err: EdgeM3Error, repo: str) -> None:
-    msg = str(err)
+    from edge_m3.cli import option_flags
+
+    assert isinstance(err, OptionError)  # the CLI names the option: build's --checkpoint here
+    msg = err.render(option_flags("build"))
     assert msg.startswith(f"cannot download '{repo}' from the Hugging Face hub (")
     assert msg.endswith("; pass a local snapshot directory with --checkpoint DIR")
     assert "\n" not in msg and len(msg) < 300

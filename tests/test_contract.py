@@ -73,21 +73,22 @@ def test_every_variant_is_complete() -> None:
     """Each registered variant has a recipe per format that the exporters know, thresholds the
     gate accepts and a device tolerance."""
     from edge_m3.export.aeq import AEQ_RECIPES
+    from edge_m3.export.onnx import ONNX_RECIPES
+    from edge_m3.export.tflite import CONVERTER_RECIPES
     from edge_m3.harness.metrics import check_limits
 
-    tflite = (PACKAGE / "export/tflite.py").read_text()
-    onnx = (PACKAGE / "export/onnx.py").read_text()
+    registries = {c.TFLITE_CONVERTER: CONVERTER_RECIPES, c.AI_EDGE_QUANTIZER: AEQ_RECIPES}
     assert c.QUANTS == ("fp32", "fp16", "int8", "int8-tflite214", "int4")
     for r in c.RECIPES.values():
-        assert f'"{r.tflite}"' in tflite or r.tflite in AEQ_RECIPES, (r.name, r.tflite)
-        assert not r.onnx or f'"{r.onnx}"' in onnx, (r.name, r.onnx)
+        assert r.tflite.name in registries[r.tflite.tool], (r.name, r.tflite)
+        assert r.onnx is None or (r.onnx.tool == c.ONNX_EXPORTER and r.onnx.name in ONNX_RECIPES), r.name
         assert check_limits(r.thresholds, r.name) == r.thresholds
         assert 0 < r.device_tolerance.dense_cosine_min < 1 and r.device_tolerance.max_abs > 0
         assert r.min_size(1000) < r.estimated_size(1000)
-    with pytest.raises(EdgeM3Error, match="--quant int3: unknown"):
-        c.recipe("int3")
-    with pytest.raises(EdgeM3Error, match="--quant int8pc: renamed to int8"):
-        c.recipe("int8pc")
+    with pytest.raises(EdgeM3Error, match="quant int3: unknown"):
+        c.recipe("int3", "quant")
+    with pytest.raises(EdgeM3Error, match="quant int8pc: renamed to int8"):
+        c.recipe("int8pc", "quant")
     assert c.RECIPES["int8"].thresholds == c.RECIPES["int8-tflite214"].thresholds  # one gate
 
 

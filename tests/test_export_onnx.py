@@ -11,7 +11,7 @@ import onnx
 import pytest
 
 from edge_m3.checkpoint import load_checkpoint
-from edge_m3.contract import HEADS, ModelEntry, Signature
+from edge_m3.contract import HEADS, RECIPES, CheckResult, ModelEntry, Signature
 from edge_m3.errors import EdgeM3Error
 from edge_m3.export.onnx import (
     EXTERNAL_DATA_THRESHOLD,
@@ -31,12 +31,13 @@ from edge_m3.export.onnx_lift import (
 from edge_m3.export.trace import write_saved_model
 from edge_m3.export.worker import export_onnx
 from edge_m3.modeling import build_model
-from edge_m3.runtime import OnnxRunner, open_runner
+from edge_m3.runtime import RUNTIMES, OnnxRunner, open_runner
 from tests.support.spread import OUTPUTS, TOLERANCES, cpu_kind, onnx_bounds, onnx_inputs, onnx_vs_keras
 
 pytestmark = pytest.mark.models  # builds Keras models, bundles or references
 
 LENS = [8, 16, 32]
+ORT = RUNTIMES["onnxruntime"]
 
 
 def _sigs(entry: dict[str, Any]) -> list[Signature]:
@@ -67,7 +68,7 @@ def variants(keras_model: Any, saved_model: Path, tmp_path_factory: pytest.TempP
     for quant in QUANTS:
         folder = tmp_path_factory.mktemp(f"onnx_{quant}")
         threshold = 0 if quant == "fp32" else EXTERNAL_DATA_THRESHOLD
-        entry = export_onnx(saved, folder, quant, LENS, list(HEADS),
+        entry = export_onnx(saved, folder, RECIPES[quant], LENS, list(HEADS),
                                     keras_model.parameter_count(), external_threshold=threshold)
         out[quant] = (folder, entry)
     return out
@@ -81,7 +82,7 @@ def test_manifest_entry(variants: dict[str, tuple[Path, dict[str, Any]]], quant:
     assert entry["opset"] == 17
     assert entry["sequence_axis"] == "symbolic, declared lengths only"
     assert entry["oldest_runtime"]["onnxruntime"] == "1.12.0"
-    assert entry["self_check"]["onnxruntime"].startswith("ok (")
+    assert CheckResult.parse(entry["self_check"]["onnxruntime"]).ok
     assert "Erfc" not in entry["ops"] and "Erf" in entry["ops"]
     assert [s["name"] for s in entry["signatures"]] == [f"embed_{n}" for n in LENS]
     for sig in entry["signatures"]:
@@ -140,7 +141,7 @@ def test_graph_passes_checker_with_contract_io(
 def test_every_length_matches_keras(variants: dict[str, tuple[Path, dict[str, Any]]],
                                     keras_model: Any, quant: str) -> None:
     folder, entry = variants[quant]
-    runner = open_runner(folder / entry["file"], _sigs(entry), "onnxruntime", 1)
+    runner = open_runner(folder / entry["file"], _sigs(entry), ORT, 1)
     assert isinstance(runner, OnnxRunner) and runner.seq_lens == LENS
     for sig in entry["signatures"]:  # the declared output shapes
         n = sig["seq_len"]
@@ -170,13 +171,13 @@ def test_external_data_travels_with_the_model(
         shutil.copy(folder / name, moved / name)
     ids, mask = onnx_inputs(5, 8, seed=1)
     sigs = _sigs(entry)
-    a = OnnxRunner(folder / entry["file"], sigs).run(ids, mask)
-    b = OnnxRunner(moved / entry["file"], sigs).run(ids, mask)
+    a = OnnxRunner(folder / entry["file"], sigs, ORT).run(ids, mask)
+    b = OnnxRunner(moved / entry["file"], sigs, ORT).run(ids, mask)
     for key in OUTPUTS:
         np.testing.assert_array_equal(a[key], b[key])
     (moved / data.name).unlink()
     with pytest.raises(Exception):  # noqa: B017 - onnxruntime raises its own Fail type
-        OnnxRunner(moved / entry["file"], sigs)
+        OnnxRunner(moved / entry["file"], sigs, ORT)
 
 
 def _matmul_model(width: int) -> onnx.ModelProto:
@@ -217,8 +218,8 @@ def test_signatures_follow_heads() -> None:
 def test_onnx_runner_rejects_undeclared_length(
         variants: dict[str, tuple[Path, dict[str, Any]]]) -> None:
     folder, entry = variants["int8"]
-    runner = OnnxRunner(folder / entry["file"], _sigs(entry), threads=1)
-    assert runner.runtime == "onnxruntime" and runner.seq_lens == LENS
+    runner = OnnxRunner(folder / entry["file"], _sigs(entry), ORT, threads=1)
+    assert runner.runtime is ORT and runner.seq_lens == LENS
     ids, mask = onnx_inputs(4, 12, seed=2)  # the graph would run it; the bundle does not declare it
     with pytest.raises(EdgeM3Error, match="no signature for length 12"):
         runner.run(ids, mask)
@@ -295,11 +296,11 @@ def test_lift_weights_takes_any_big_float_const(tmp_path: Path) -> None:
 def test_ort_copy_runs_like_the_onnx_file(saved_model: Path, keras_model: Any,
                                           tmp_path: Path) -> None:
     """`--ort`: an ORT-format copy with its operator config; same outputs, fp16 kept half-size."""
-    entry = export_onnx(saved_model, tmp_path, "fp16", LENS, list(HEADS),
+    entry = export_onnx(saved_model, tmp_path, RECIPES["fp16"], LENS, list(HEADS),
                         keras_model.parameter_count(), ort=True)
     ort_entry = entry["ort"]
     onnx_file, ort_file = tmp_path / entry["file"], tmp_path / ort_entry["file"]
-    assert ort_file.suffix == ".ort" and ort_entry["self_check"]["onnxruntime"].startswith("ok")
+    assert ort_file.suffix == ".ort" and CheckResult.parse(ort_entry["self_check"]["onnxruntime"]).ok
     # Constant folding off: folding the fp16 weights' Casts stores them in fp32 again, which
     # adds 2 bytes per parameter over our copy.
     import onnxruntime as ort
@@ -314,8 +315,8 @@ def test_ort_copy_runs_like_the_onnx_file(saved_model: Path, keras_model: Any,
     assert saved > 1.5 * keras_model.parameter_count(), saved
     config = (tmp_path / ort_entry["ops_config"]).read_text()
     assert "ai.onnx;" in config and "MatMul" in config and str(tmp_path) not in config
-    a = open_runner(onnx_file, _sigs(entry), "onnxruntime", 1)
-    b = open_runner(ort_file, _sigs(entry), "onnxruntime", 1)
+    a = open_runner(onnx_file, _sigs(entry), ORT, 1)
+    b = open_runner(ort_file, _sigs(entry), ORT, 1)
     ids, mask = onnx_inputs(10, 16, seed=3)
     got_a, got_b = a.run(ids, mask), b.run(ids, mask)
     for key in OUTPUTS:

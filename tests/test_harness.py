@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 from edge_m3.cli import main
-from edge_m3.runtime import available_runtimes
+from edge_m3.runtime import RUNTIMES, WeightCache, available_runtimes
 
 pytestmark = pytest.mark.models  # builds Keras models, bundles or references
 ROOT = Path(__file__).resolve().parents[1]
@@ -65,9 +65,13 @@ def flag_outputs(verified: dict[str, Any]) -> list[dict[str, Any]]:
     return outs[: len(TEXTS)]
 
 
+def _installed() -> set[str]:
+    return {r.name for r in available_runtimes()}
+
+
 def _embed_runtimes() -> list[str]:
     return [r for r in ("tflite-runtime", "litert", "onnxruntime")
-            if r in available_runtimes() and (r != "onnxruntime" or HAS_ONNX)]
+            if r in _installed() and (r != "onnxruntime" or HAS_ONNX)]
 
 
 @pytest.mark.parametrize("runtime", _embed_runtimes())
@@ -144,8 +148,8 @@ def test_verify_passes_then_fails_on_a_strict_threshold(bundle: Path, tiny_ckpt:
     assert data["passed"] and data["primary_reference"] == "flagembedding"
     assert data["texts"]["user"] == 3 and data["texts"]["queries"] >= 24
     assert data["texts"]["passages"] >= 60 and len(data["texts"]["languages"]) >= 8
-    expected = [r for r in ("tflite-runtime", "litert", "tf") if r in available_runtimes()]
-    if HAS_ONNX and "onnxruntime" in available_runtimes():
+    expected = [r for r in ("tflite-runtime", "litert", "tf") if r in _installed()]
+    if HAS_ONNX and "onnxruntime" in _installed():
         expected.append("onnxruntime")
     assert data["runtimes_checked"] == expected and list(data["runtimes"]) == expected
     for figures in data["runtimes"].values():
@@ -317,14 +321,16 @@ def test_litert_weight_cache_file_is_written_once_then_mapped(bundle: Path, tmp_
     """CompiledModel with a cache file gives the Interpreter's outputs; a second start loads
     the file as it is (XNNPACK rewrites it only when it cannot load it)."""
     from edge_m3.bundle import load_bundle
-    from edge_m3.runtime.runners import NO_CACHE, LiteRTRunner, open_runner, weight_cache_file
+    from edge_m3.runtime.registry import weight_cache_file
+    from edge_m3.runtime.runners import LiteRTRunner, open_runner
 
     b = load_bundle(bundle)
     entry = b.model_entry("tflite")
-    cache = weight_cache_file(tmp_path / "xnn", b.manifest.files[entry.file]["sha256"], "litert")
+    litert = RUNTIMES["litert"]
+    cache = weight_cache_file(tmp_path / "xnn", b.manifest.files[entry.file]["sha256"], litert)
 
-    def outputs(weight_cache: object) -> tuple[object, dict[str, np.ndarray]]:
-        runner = open_runner(bundle / entry.file, entry.signatures, "litert", 1, weight_cache)
+    def outputs(weight_cache: WeightCache | None) -> tuple[object, dict[str, np.ndarray]]:
+        runner = open_runner(bundle / entry.file, entry.signatures, litert, 1, weight_cache)
         out = {}
         for n in entry.seq_lens:
             ids = np.ones((1, n), np.int32)
@@ -333,15 +339,15 @@ def test_litert_weight_cache_file_is_written_once_then_mapped(bundle: Path, tmp_
             out.update({f"{n}/{k}": v for k, v in runner.run(ids, mask).items()})
         return runner, out
 
-    plain_runner, plain = outputs(NO_CACHE)
-    assert plain_runner.weight_cache == "off" and not isinstance(plain_runner, LiteRTRunner)
-    cold_runner, cold = outputs(cache)
+    plain_runner, plain = outputs(WeightCache.OFF)
+    assert plain_runner.weight_cache == WeightCache.OFF and not isinstance(plain_runner, LiteRTRunner)
+    cold_runner, cold = outputs(WeightCache.in_file(cache))
     assert isinstance(cold_runner, LiteRTRunner) and cache.stat().st_size > 0
     written = cache.stat()
-    _, warm = outputs(cache)
+    _, warm = outputs(WeightCache.in_file(cache))
     assert (cache.stat().st_mtime_ns, cache.stat().st_size) == (written.st_mtime_ns, written.st_size)
     mem_runner, memory = outputs(None)
-    assert mem_runner.weight_cache == "memory"
+    assert mem_runner.weight_cache == WeightCache.MEMORY
     for key, value in plain.items():
         for other in (cold, warm, memory):
             assert other[key].shape == value.shape and np.abs(other[key] - value).max() <= 1e-6, key
@@ -352,15 +358,16 @@ def test_default_runtimes_skip_what_the_build_saw_fail(tmp_path: Path) -> None:
     default."""
     from types import SimpleNamespace
 
-    from edge_m3.contract import ModelEntry, recipe
+    from edge_m3.contract import RECIPES, CheckResult, ModelEntry
     from edge_m3.runtime.choice import select_runtimes
 
     entry = ModelEntry("tflite", "model_int8.tflite", "int8", [], self_check={
-        "tflite-runtime": "FAILED (2.14.0): Didn't find op for builtin opcode", "litert": "ok (2.3)"})
-    manifest = SimpleNamespace(models=[entry], formats={"tflite"}, recipe=recipe("int8"))
-    chosen = select_runtimes(SimpleNamespace(manifest=manifest, path=tmp_path), None)
+        "tflite-runtime": CheckResult.parse("FAILED (2.14.0): Didn't find op for builtin opcode"),
+        "litert": CheckResult.parse("ok (2.3)")})
+    manifest = SimpleNamespace(models=[entry], formats={"tflite"}, recipe=RECIPES["int8"])
+    chosen = [rt.name for rt in select_runtimes(SimpleNamespace(manifest=manifest, path=tmp_path), None)]
     assert "tflite-runtime" not in chosen
-    assert ("litert" in chosen) == ("litert" in available_runtimes())
+    assert ("litert" in chosen) == ("litert" in _installed())
 
 
 def test_memory_gate_applies_to_shipping_runtimes_and_real_sizes() -> None:
@@ -368,6 +375,7 @@ def test_memory_gate_applies_to_shipping_runtimes_and_real_sizes() -> None:
     from edge_m3.contract import RSS_GATE_MIN_BYTES
     from edge_m3.harness.verify import memory_gated
 
-    assert memory_gated("litert", RSS_GATE_MIN_BYTES) and memory_gated("tflite-runtime", 10**9)
-    assert not memory_gated("litert", RSS_GATE_MIN_BYTES - 1)
-    assert not memory_gated("onnxruntime", 10**9) and not memory_gated("tf", 10**9)
+    rt = RUNTIMES
+    assert memory_gated(rt["litert"], RSS_GATE_MIN_BYTES) and memory_gated(rt["tflite-runtime"], 10**9)
+    assert not memory_gated(rt["litert"], RSS_GATE_MIN_BYTES - 1)
+    assert not memory_gated(rt["onnxruntime"], 10**9) and not memory_gated(rt["tf"], 10**9)

@@ -139,8 +139,9 @@ def test_reset_peak_rss_forgets_an_earlier_peak() -> None:
 
 def test_weight_cache_file_names_the_model_and_runtime(tmp_path: Path) -> None:
     from edge_m3.contract import WEIGHT_CACHE_SUFFIX
-    from edge_m3.runtime.runners import runtime_version, weight_cache_file
+    from edge_m3.runtime.registry import RUNTIMES, weight_cache_file
 
-    path = weight_cache_file(tmp_path, "ab" * 32, "litert")
+    litert = RUNTIMES["litert"]
+    path = weight_cache_file(tmp_path, "ab" * 32, litert)
     assert path.parent == tmp_path and path.name.startswith("ab" * 8 + "-litert_")
-    assert path.name.endswith(WEIGHT_CACHE_SUFFIX) and str(runtime_version("litert")) in path.name
+    assert path.name.endswith(WEIGHT_CACHE_SUFFIX) and str(litert.version()) in path.name

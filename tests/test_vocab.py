@@ -11,7 +11,9 @@ import pytest
 from edge_m3.builder import BuildOptions, build
 from edge_m3.bundle import load_bundle
 from edge_m3.cli import main
+from edge_m3.contract import recipes
 from edge_m3.errors import EdgeM3Error
+from edge_m3.runtime import RUNTIMES
 from edge_m3.runtime.pipeline import DevicePipeline
 from edge_m3.tokenizer.vocab import check_kept
 
@@ -26,17 +28,17 @@ def pair(tiny_ckpt: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str,
     out = tmp_path_factory.mktemp("trim")
     corpus = out / "corpus.txt"
     corpus.write_text("\n".join(CORPUS) + "\n", encoding="utf-8")
-    full = build(BuildOptions(checkpoint=str(tiny_ckpt), quants=["fp32", "int8"],
+    full = build(BuildOptions(checkpoint=str(tiny_ckpt), quants=recipes("fp32", "int8"),
                               seq_lens=[16, 32], out=str(out / "full-{quant}"),
                               self_check=False), quiet=True)
-    trim = build(BuildOptions(checkpoint=str(tiny_ckpt), quants=["fp32", "int8"],
+    trim = build(BuildOptions(checkpoint=str(tiny_ckpt), quants=recipes("fp32", "int8"),
                               seq_lens=[16, 32], out=str(out / "trim-{quant}"),
                               vocab_corpus=[corpus], self_check=False), quiet=True)
     return {p.name: p for p in [*full, *trim]} | {"corpus": corpus}
 
 
 def _embed(path: Path, texts: list[str]) -> list[dict]:
-    pipe = DevicePipeline(load_bundle(path), "litert", threads=1)
+    pipe = DevicePipeline(load_bundle(path), RUNTIMES["litert"], threads=1)
     return [pipe.embed(t) for t in texts]
 
 
@@ -69,7 +71,7 @@ def test_manifest_records_the_trim(pair: dict[str, Path]) -> None:
 
 @pytest.mark.models
 def test_uncovered_tokens_map_to_unk(pair: dict[str, Path]) -> None:
-    pipe = DevicePipeline(load_bundle(pair["trim-fp32"]), "litert", threads=1)
+    pipe = DevicePipeline(load_bundle(pair["trim-fp32"]), RUNTIMES["litert"], threads=1)
     enc = pipe.encode("Привет мир")
     ids, _ = pipe.model_inputs(enc)
     assert 3 in ids[0].tolist()  # <unk> row

@@ -11,7 +11,7 @@ from typing import Any
 
 from edge_m3.bundle import Bundle
 from edge_m3.runtime.pipeline import DevicePipeline, to_jsonable
-from edge_m3.runtime.runners import available_runtimes
+from edge_m3.runtime.registry import of_format
 
 
 def golden_texts() -> list[str]:
@@ -20,10 +20,11 @@ def golden_texts() -> list[str]:
 
 
 def make_golden(bundle: Bundle, quant: str) -> dict[str, Any]:
-    """Every golden text through the bundle's first model, with LiteRT where installed."""
+    """Every golden text through the bundle's first model, with its format's preferred
+    runtime where installed (LiteRT for TFLite)."""
     fmt = bundle.manifest.models[0].format
-    runtime = "onnxruntime" if fmt == "onnx" else next(
-        (r for r in ("litert", "tflite-runtime", "tf") if r in available_runtimes()), "tf")
+    runtimes = of_format(fmt)
+    runtime = next((r for r in runtimes if r.version() is not None), runtimes[-1])
     pipe = DevicePipeline(bundle, runtime, threads=1, fmt=fmt)
     cases = []
     for text in golden_texts():
@@ -31,4 +32,4 @@ def make_golden(bundle: Bundle, quant: str) -> dict[str, Any]:
         case = {"text": text, "seq_len": res["seq_len"], **to_jsonable(res, raw=True)}
         cases.append(case)
     return {"schema_version": 1, "quant": quant, "model_file": pipe.entry.file,
-            "runtime": runtime, "cases": cases}
+            "runtime": runtime.name, "cases": cases}

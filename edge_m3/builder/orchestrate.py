@@ -33,14 +33,15 @@ from edge_m3.contract import (
     MANIFEST,
     SENTENCEPIECE,
     VOCAB_MAP,
+    CheckResult,
     Manifest,
     ModelEntry,
+    QuantRecipe,
     Signature,
     model_file,
-    recipe,
 )
 from edge_m3.export import worker
-from edge_m3.export.tflite import uses_aeq
+from edge_m3.runtime.registry import device_runtimes
 from edge_m3.tokenizer import spec_for_sentencepiece
 
 
@@ -88,11 +89,11 @@ def build(opts: BuildOptions, quiet: bool = False) -> list[Path]:
     """Build one bundle per requested quant; return their directories."""
     rep = Reporter(quiet)
     check_variants(opts.quants, opts.formats)
-    for q in opts.quants:
-        check_writable(opts.out_dir(q))
+    for r in opts.quants:
+        check_writable(opts.out_dir(r), "out")
     for kit in (opts.android_dir, opts.ios_dir):
         if kit is not None:
-            check_writable(kit)
+            check_writable(kit, "out")
     if opts.vocab_corpus:  # read once now too: a bad corpus is one line before any download
         from edge_m3.tokenizer.vocab import read_corpus
 
@@ -125,7 +126,7 @@ def build(opts: BuildOptions, quiet: bool = False) -> list[Path]:
         saved = work / "saved_model"
         # ai-edge-quantizer variants start from a trace with EMBEDDING_LOOKUP tables.
         lookup = work / "saved_model_lookup" if "tflite" in opts.formats and any(
-            uses_aeq(q) for q in opts.quants) else None
+            r.uses_aeq for r in opts.quants) else None
 
         traced = _timed(rep, "build Keras model + trace signatures (child process)",
                         lambda: worker.trace(ckpt_dir, saved, opts.seq_lens, opts.heads,
@@ -136,8 +137,8 @@ def build(opts: BuildOptions, quiet: bool = False) -> list[Path]:
         params = traced["params"]
         if plan is not None:  # the trace may keep one more row (see keep_extreme_row)
             plan.kept_ids = traced["kept_ids"]
-        outs = [_build_variant(opts, q, ckpt, plan, saved, params, rep, lookup)
-                for q in opts.quants]
+        outs = [_build_variant(opts, r, ckpt, plan, saved, params, rep, lookup)
+                for r in opts.quants]
     if opts.android_dir is not None and opts.ios_dir is not None:
         placed = _timed(rep, "copy bundle into platform kits",
                         lambda: copy_to_kits(outs[0], opts.android_dir, opts.ios_dir))
@@ -145,38 +146,37 @@ def build(opts: BuildOptions, quiet: bool = False) -> list[Path]:
     return outs
 
 
-def _build_variant(opts: BuildOptions, quant: str, ckpt: Any, plan: Any, saved: Path,
+def _build_variant(opts: BuildOptions, recipe: QuantRecipe, ckpt: Any, plan: Any, saved: Path,
                    params: int, rep: Reporter, lookup: Path | None = None) -> Path:
-    out_dir = opts.out_dir(quant)
-    note = recipe(quant).note
-    if note:
-        rep.console.print(f"[yellow]! {note}", soft_wrap=True)  # one line, however wide
+    out_dir, quant = opts.out_dir(recipe), recipe.name
+    if recipe.note:
+        rep.console.print(f"[yellow]! {recipe.note}", soft_wrap=True)  # one line, however wide
     with atomic_dir(out_dir) as tmp:
         models: list[ModelEntry] = []
         if "tflite" in opts.formats:
             name = model_file(quant, "tflite")
             info = _timed(rep, f"convert + quantize TFLite {quant}",
-                          lambda: worker.convert_tflite(saved, tmp / name, quant, opts.seq_lens,
+                          lambda: worker.convert_tflite(saved, tmp / name, recipe, opts.seq_lens,
                                                         params, lookup),
                           lambda i: f"{i['size'] / 1e6:.1f} MB" + _weights(i))
-            checks = {}
+            checks: dict[str, CheckResult] = {}
             if opts.self_check:
                 checks = _timed(rep, f"self-check {quant} under tflite-runtime and LiteRT",
                                 lambda: self_check(tmp / name, info["signatures"],
-                                                   ("tflite-runtime", "litert")))
-                refuse_unloadable(name, quant, checks)  # nothing ships that cannot run
+                                                   device_runtimes("tflite")))
+                refuse_unloadable(name, recipe, checks)  # nothing ships that cannot run
                 for rt, result in checks.items():
-                    if result.startswith("FAILED"):
+                    if result.is_failure:
                         rep.console.print(f"[yellow]! {name} does not run on {rt} (needs TF Lite "
-                                          f">= {recipe(quant).oldest_tflite}): {result}")
+                                          f">= {recipe.oldest_tflite}): {result}")
             models.append(ModelEntry(
                 format="tflite", file=name, quant=quant,
                 signatures=[Signature.from_json(s, "signatures") for s in info["signatures"]],
-                ops=info["ops"], oldest_runtime=oldest_runtime(info, checks, quant),
+                ops=info["ops"], oldest_runtime=oldest_runtime(info, checks, recipe),
                 self_check=checks))
         if "onnx" in opts.formats:
             entry = _timed(rep, f"export ONNX {quant}",
-                           lambda: worker.export_onnx(saved, tmp, quant, opts.seq_lens, opts.heads,
+                           lambda: worker.export_onnx(saved, tmp, recipe, opts.seq_lens, opts.heads,
                                                       params, ort=opts.ort))
             models.append(ModelEntry.from_json(entry, "models"))
         (tmp / SENTENCEPIECE).write_bytes(ckpt.sentencepiece_path.read_bytes())
@@ -224,17 +224,14 @@ def _summary(rep: Reporter, out_dir: Path, manifest: Manifest) -> None:
     rep.console.print(table)
     for m in manifest.models:
         if m.format == "tflite":
-            rep.console.print(_ram_note(m, manifest.model_bytes(m)))
+            rep.console.print(_ram_note(m, manifest.recipe, manifest.model_bytes(m)))
 
 
-def _ram_note(m: ModelEntry, size: int) -> str:
+def _ram_note(m: ModelEntry, recipe: QuantRecipe, size: int) -> str:
     """What the file costs in RAM on a device, per API (docs/benchmarks.md, Memory on the
     device): the gate's bound holds only where XNNPACK's weight cache is set."""
-    limit = recipe(m.quant).thresholds["model_rss_ratio_max"]
+    limit = recipe.thresholds["model_rss_ratio_max"]
     note = (f"RAM: {m.file} stays within {limit:g}x its size ({limit * size / 1e6:,.0f} MB) on "
             "LiteRT's CompiledModel with an XNNPACK weight cache; LiteRT's Interpreter API packs "
             f"the weights again for each of its {len(m.signatures)} signatures.")
-    if m.quant == "fp16":
-        note += (" fp16 on tflite-runtime 2.14 (no XNNPACK) keeps an fp32 copy of every dense "
-                 "weight per signature: full-size BGE-M3 with 6 signatures took 7x the file.")
-    return note
+    return note + (f" {recipe.ram_note}" if recipe.ram_note else "")

@@ -1,74 +1,70 @@
 """The build's self-check: every TFLite variant loaded and run under each installed runtime.
 
-Each runtime runs in a child (`python -m edge_m3.builder.selfcheck`): tflite-runtime cannot
-share a process with TensorFlow. The results decide the manifest's `oldest_runtime`.
+Each runtime runs in a child (`python -m edge_m3.builder.selfcheck check JOB.json`, the one
+wire format of edge_m3.common.proc): tflite-runtime cannot share a process with TensorFlow.
+The results decide the manifest's `oldest_runtime`.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from edge_m3.common.options import version_tuple
-from edge_m3.common.proc import child_main, run_children
-from edge_m3.contract import RECIPES, Signature, recipe
-from edge_m3.errors import EdgeM3Error
-from edge_m3.runtime.runners import runtime_version
+from edge_m3.common.proc import Job, job_main, run_jobs
+from edge_m3.contract import RECIPES, CheckResult, QuantRecipe, Signature
+from edge_m3.errors import OptionError
+from edge_m3.runtime.registry import RUNTIMES, Runtime
 
 MODULE = "edge_m3.builder.selfcheck"
 # The oldest runtime we ship for: Raspberry Pi rigs and older apps pin tflite-runtime 2.14.
 OLDEST_TFLITE_RUNTIME = min((r.oldest_tflite for r in RECIPES.values()), key=version_tuple)
 
 
-def self_check(model_file: Path, signatures: list[dict[str, Any]], runtimes: Sequence[str]) -> dict[str, str]:
+def self_check(model_file: Path, signatures: list[dict[str, Any]],
+               runtimes: Sequence[Runtime]) -> dict[str, CheckResult]:
     """Load and run every signature under each installed TFLite runtime, each in a child.
 
     LiteRT's result also says how many FULLY_CONNECTED ops its XNNPACK delegate took: a
     kernel XNNPACK lacks (some weight type) falls back to a slow reference kernel silently."""
     results = {}
     for rt in runtimes:
-        version = runtime_version(rt)
+        version = rt.version()
         if version is None:
-            results[rt] = "not installed"
+            results[rt.name] = CheckResult(CheckResult.NOT_INSTALLED)
             continue
-        done = run_children([(["-m", MODULE, str(model_file), json.dumps(signatures), rt],
-                              f"self-check {rt}")])[0]
-        last = (done.stdout.strip().splitlines() or [""])[-1]
-        ok = done.returncode == 0 and last.startswith("ok")
-        err = (done.stderr.strip().splitlines() or ["?"])[-1]
-        extra = last[len("ok"):].strip()
-        results[rt] = f"ok ({version}{', ' + extra if extra else ''})" if ok \
-            else f"FAILED ({version}): {err}"
+        done = run_jobs([Job(MODULE, "check", {"model": str(model_file), "signatures": signatures,
+                                               "runtime": rt.name}, f"self-check {rt.name}")])[0]
+        if done.returncode == 0:
+            results[rt.name] = CheckResult.passed(version, done.result()["detail"])
+        else:  # the runtime's own last words (a crashed interpreter leaves no error line of ours)
+            results[rt.name] = CheckResult.failed(version, (done.stderr.strip().splitlines() or ["?"])[-1])
     return results
 
 
-def should_run(runtime: str, quant: str) -> bool:
+def should_run(runtime: Runtime, recipe: QuantRecipe) -> bool:
     """Whether `runtime`, as installed, is new enough for the variant's kernels."""
-    version = runtime_version(runtime)
-    if version is None:
+    version = runtime.version()
+    if version is None or runtime.oldest is None:
         return False
-    r = recipe(quant)
-    if runtime == "litert":
-        return version_tuple(version) >= version_tuple(r.oldest_litert)
-    return version_tuple(version) >= version_tuple(r.oldest_tflite)  # tflite-runtime, TF
+    return version_tuple(version) >= version_tuple(runtime.oldest(recipe))
 
 
-def refuse_unloadable(name: str, quant: str, checks: dict[str, str]) -> None:
+def refuse_unloadable(name: str, recipe: QuantRecipe, checks: dict[str, CheckResult]) -> None:
     """A file that a runtime new enough for it cannot run is not shipped: one line, exit 2."""
     bad = [f"{rt} {res}" for rt, res in checks.items()
-           if res.startswith("FAILED") and should_run(rt, quant)]
+           if res.is_failure and should_run(RUNTIMES[rt], recipe)]
     if bad:
-        raise EdgeM3Error(f"--quant {quant}: {name} does not run on {bad[0]}; not shipped")
+        raise OptionError("quant", recipe.name, f"{name} does not run on {bad[0]}; not shipped")
 
 
-def oldest_runtime(audit: dict[str, Any], checks: dict[str, str], quant: str) -> dict[str, str]:
+def oldest_runtime(audit: dict[str, Any], checks: dict[str, CheckResult], r: QuantRecipe) -> dict[str, str]:
     """The oldest runtime that runs the file: tflite-runtime 2.14 if it loaded there, else the
     oldest LiteRT and TF Lite the variant's kernels compute right (edge_m3.contract)."""
     need = audit.get("min_runtime_version") or "0"
-    r = recipe(quant)
-    if checks.get("tflite-runtime", "").startswith("ok") or (
+    loaded = checks.get("tflite-runtime")
+    if (loaded is not None and loaded.ok) or (
         "tflite-runtime" not in checks
         and version_tuple(r.oldest_tflite) <= version_tuple(OLDEST_TFLITE_RUNTIME)
     ):
@@ -86,17 +82,19 @@ def xnnpack_fully_connected(interpreter: Any) -> tuple[int, int]:
     return sum(int(o["inputs"][1]) in taken for o in fc), len(fc)
 
 
-def main(argv: list[str]) -> int:
-    """Child: `MODEL SIGNATURES_JSON RUNTIME`; runs <s> x </s> + padding at every length."""
+def _check(job: dict[str, Any]) -> dict[str, Any]:
+    """Child (job: model, signatures, runtime): runs <s> x </s> + padding at every length;
+    `detail` is what else it saw (LiteRT: how many FULLY_CONNECTED XNNPACK took)."""
     import numpy as np
 
-    from edge_m3.runtime.runners import NO_CACHE, open_runner
+    from edge_m3.runtime.registry import WeightCache
+    from edge_m3.runtime.runners import open_runner
 
-    path, sigs_json, runtime = argv
-    sigs = [Signature.from_json(s, "signatures") for s in json.loads(sigs_json)]
+    path, runtime = job["model"], RUNTIMES[job["runtime"]]
+    sigs = [Signature.from_json(s, "signatures") for s in job["signatures"]]
     # LiteRT through its Interpreter, the API the kits use, whose delegation can be inspected;
     # the golden vectors then run the CompiledModel path (weight cache).
-    runner = open_runner(Path(path), sigs, runtime, 1, NO_CACHE)
+    runner = open_runner(Path(path), sigs, runtime, 1, WeightCache.OFF)
     for s in sigs:
         ids = np.full((1, s.seq_len), 1, np.int32)
         ids[0, :3] = [0, 5, 2]
@@ -105,13 +103,11 @@ def main(argv: list[str]) -> int:
         out = runner.run(ids, mask)
         assert all(np.isfinite(v).all() for v in out.values()), s.name
     interpreter = getattr(runner, "interpreter", None)
-    if runtime == "litert" and interpreter is not None:
+    if runtime.xnnpack and interpreter is not None:
         taken, total = xnnpack_fully_connected(interpreter)
-        print(f"ok XNNPACK runs {taken} of {total} FULLY_CONNECTED")
-    else:
-        print("ok")
-    return 0
+        return {"detail": f"XNNPACK runs {taken} of {total} FULLY_CONNECTED"}
+    return {"detail": ""}
 
 
 if __name__ == "__main__":
-    child_main(main)
+    job_main({"check": _check})

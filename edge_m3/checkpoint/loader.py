@@ -19,7 +19,7 @@ import numpy as np
 
 from edge_m3.checkpoint.safeload import FLOAT_DTYPES, SafetensorsFile, TorchArchive, read_torch_archive
 from edge_m3.common.files import sha256_file
-from edge_m3.errors import EdgeM3Error
+from edge_m3.errors import EdgeM3Error, OptionError
 
 HUB_FILES = [
     "config.json", "model.safetensors", "pytorch_model.bin", "colbert_linear.pt",
@@ -31,7 +31,7 @@ WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")  # first one present w
 REQUIRED_FILES = ("config.json", "sentencepiece.bpe.model", *HEAD_FILES)
 _INT_KEYS = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
              "intermediate_size", "max_position_embeddings", "type_vocab_size", "pad_token_id")
-_HINT = "pass a local snapshot directory with {option} DIR"
+_HINT = "pass a local snapshot directory with {} DIR"  # {}: the option, as the CLI spells it
 
 
 @dataclass(frozen=True)
@@ -170,20 +170,20 @@ _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 
 
 def resolve_checkpoint(spec: str, revision: str | None = None,
-                       option: str = "--checkpoint") -> tuple[Path, dict[str, Any]]:
+                       field: str = "checkpoint") -> tuple[Path, dict[str, Any]]:
     """A local snapshot directory, or a hub id downloaded (only the needed files) to the cache.
 
-    `option` is what the user typed it as (build's --checkpoint, verify's and bench's
-    --reference): the one-line errors name it.
+    `field` is the option the user gave it as (build's checkpoint, verify's and bench's
+    reference): the one-line errors name it.
     """
     path = Path(spec).expanduser()
     if path.is_dir():
         return path, {"id": str(spec), "revision": revision}
     if path.exists():
-        raise EdgeM3Error(f"{option} {spec}: not a directory (pass the snapshot directory)")
+        raise OptionError(field, spec, "not a directory (pass the snapshot directory)")
     if not _HUB_ID.match(spec) or spec.startswith(".") or ".." in spec or spec.endswith(".git"):
-        raise EdgeM3Error(f"{option} {spec}: no such directory")
-    return _download(spec, revision, _HINT.format(option=option))
+        raise OptionError(field, spec, "no such directory")
+    return _download(spec, revision, field)
 
 
 def _has_layout(folder: Path) -> bool:
@@ -192,16 +192,16 @@ def _has_layout(folder: Path) -> bool:
 
 
 def _download(repo_id: str, revision: str | None,
-              hint: str = _HINT.format(option="--checkpoint")) -> tuple[Path, dict[str, Any]]:
-    """snapshot_download with safetensors preferred; any failure is one line with `hint`."""
+              field: str = "checkpoint") -> tuple[Path, dict[str, Any]]:
+    """snapshot_download with safetensors preferred; any failure is one line with the hint to
+    pass a directory as the option `field`."""
     # Read by huggingface_hub at import time; only effective if it is not imported yet.
     os.environ.setdefault("HF_HUB_ETAG_TIMEOUT", "10")
     os.environ.setdefault("HF_HUB_DOWNLOAD_TIMEOUT", "30")
     try:
         from huggingface_hub import HfApi, snapshot_download
     except ImportError:
-        raise EdgeM3Error(f"cannot download '{repo_id}': huggingface_hub is not installed; "
-                          f"{hint}") from None
+        raise _hub_error(f"cannot download '{repo_id}': huggingface_hub is not installed", field) from None
     local: Path | None = None
     for skip in WEIGHT_FILES[::-1]:  # already cached (either weights file): no network at all
         try:
@@ -223,8 +223,8 @@ def _download(repo_id: str, revision: str | None,
             if not any(f in files for f in WEIGHT_FILES):
                 lacking.append("model.safetensors")
             if lacking:
-                raise EdgeM3Error(f"'{repo_id}' is not in the BGE-M3 layout (no {lacking[0]} in the "
-                                  f"repository); {hint}")
+                raise _hub_error(f"'{repo_id}' is not in the BGE-M3 layout (no {lacking[0]} in the "
+                                 "repository)", field)
             skip = {"pytorch_model.bin"} if "model.safetensors" in files else set()  # no 2 GB pickle
             wanted = [f for f in HUB_FILES if f in files and f not in skip]
             local = Path(snapshot_download(repo_id, revision=revision, allow_patterns=wanted,
@@ -232,10 +232,16 @@ def _download(repo_id: str, revision: str | None,
         except EdgeM3Error:
             raise
         except Exception as exc:
-            raise EdgeM3Error(f"cannot download '{repo_id}' from the Hugging Face hub "
-                              f"({_reason(exc, revision)}); {hint}") from None
+            raise _hub_error(f"cannot download '{repo_id}' from the Hugging Face hub "
+                             f"({_reason(exc, revision)})", field) from None
     commit = local.name if re.fullmatch(r"[0-9a-f]{40}", local.name) else revision
     return local, {"id": repo_id, "revision": commit}
+
+
+def _hub_error(what: str, field: str) -> OptionError:
+    """`what` went wrong, and the hint to pass a snapshot directory as the option `field`."""
+    escaped = what.replace("{", "{{").replace("}", "}}")
+    return OptionError(None, None, f"{escaped}; {_HINT}", mentions=(field,))
 
 
 def _reason(exc: BaseException, revision: str | None) -> str:
@@ -309,7 +315,7 @@ def load_checkpoint(path: Path | str, source: dict[str, Any] | None = None) -> C
     """Validate a BGE-M3-layout directory (headers and shapes only) and open its weights lazily."""
     path = Path(path)
     if not path.is_dir():
-        raise EdgeM3Error(f"--checkpoint {path}: no such directory")
+        raise OptionError("checkpoint", path, "no such directory")
     config = ModelConfig.from_json(path / "config.json")
     sp = path / "sentencepiece.bpe.model"
     if not sp.is_file():

@@ -17,16 +17,16 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from edge_m3.errors import EdgeM3Error
+from edge_m3.errors import OptionError
 
 
-def read_lines(path: Path, option: str) -> list[str]:
+def read_lines(path: Path, field: str) -> list[str]:
     """Lines split on "\\n" only (texts may hold other line breaks), a trailing "\\r" and a
-    leading BOM dropped; `option` names where the path came from in the one-line error."""
+    leading BOM dropped; `field` is the option the path came from (the one-line error's)."""
     try:
         raw = Path(path).read_bytes()
     except OSError as exc:
-        raise EdgeM3Error(f"{option} {path}: cannot read ({exc.strerror})") from None
+        raise OptionError(field, path, f"cannot read ({exc.strerror})") from None
     lines = raw.removeprefix(b"\xef\xbb\xbf").split(b"\n")
     if lines and lines[-1] == b"":
         lines.pop()
@@ -35,7 +35,7 @@ def read_lines(path: Path, option: str) -> list[str]:
         try:
             out.append(line.decode("utf-8").removesuffix("\r"))
         except UnicodeDecodeError as exc:
-            raise EdgeM3Error(f"{option} {path}: line {number} is not UTF-8 "
+            raise OptionError(field, path, f"line {number} is not UTF-8 "
                               f"(byte {exc.start + 1} of the line)") from None
     return out
 
@@ -55,10 +55,10 @@ def file_entries(directory: Path, names: list[str]) -> dict[str, dict[str, Any]]
             for n in sorted(names)}
 
 
-def _replace_with(path: Path, fill: Callable[[Path], None], option: str | None) -> None:
+def _replace_with(path: Path, fill: Callable[[Path], None], field: str | None) -> None:
     """Fill a temp file beside `path`, then rename it over `path`.
 
-    With `option`, an OSError becomes the one-line user error naming it.
+    With `field` (the option the path came from), an OSError becomes the one-line user error.
     """
     path = Path(path)
     tmp = path.with_name(f".{path.name}.part")
@@ -69,21 +69,21 @@ def _replace_with(path: Path, fill: Callable[[Path], None], option: str | None) 
     except OSError as exc:
         with contextlib.suppress(OSError):
             tmp.unlink(missing_ok=True)
-        if option is None:
+        if field is None:
             raise
-        raise EdgeM3Error(f"{option} {path}: cannot write ({exc.strerror})") from None
+        raise OptionError(field, path, f"cannot write ({exc.strerror})") from None
     except BaseException:  # the content failed (a bad text, Ctrl-C): nothing is left behind
         with contextlib.suppress(OSError):
             tmp.unlink(missing_ok=True)
         raise
 
 
-def write_atomic(path: Path, text: str, option: str | None = "--out") -> None:
+def write_atomic(path: Path, text: str, field: str | None = None) -> None:
     """Write text through a temp file and rename: a reader never sees half a file."""
-    _replace_with(path, lambda tmp: tmp.write_text(text, encoding="utf-8"), option)
+    _replace_with(path, lambda tmp: tmp.write_text(text, encoding="utf-8"), field)
 
 
-def write_lines_atomic(path: Path, lines: Iterable[str], option: str | None = "--out") -> None:
+def write_lines_atomic(path: Path, lines: Iterable[str], field: str | None = None) -> None:
     """Lines written as they come (thousands of embeddings need not fit in memory), through a
     temp file and a rename like `write_atomic`."""
     def fill(tmp: Path) -> None:
@@ -91,12 +91,12 @@ def write_lines_atomic(path: Path, lines: Iterable[str], option: str | None = "-
             for line in lines:
                 fh.write(line + "\n")
 
-    _replace_with(path, fill, option)
+    _replace_with(path, fill, field)
 
 
-def write_json(path: Path, data: Any, option: str | None = None) -> None:
+def write_json(path: Path, data: Any, field: str | None = None) -> None:
     """JSON (indented, UTF-8 as is) written atomically."""
-    write_atomic(path, json.dumps(data, indent=1, ensure_ascii=False) + "\n", option)
+    write_atomic(path, json.dumps(data, indent=1, ensure_ascii=False) + "\n", field)
 
 
 def copy_atomic(src: Path, dst: Path) -> None:
@@ -104,23 +104,23 @@ def copy_atomic(src: Path, dst: Path) -> None:
     _replace_with(dst, lambda tmp: shutil.copyfile(src, tmp), None)
 
 
-def check_writable(out: Path, option: str = "--out", is_file: bool = False) -> None:
+def check_writable(out: Path, field: str, is_file: bool = False) -> None:
     """Fail before any heavy work when the directory `out` (a file with `is_file`) could not be
-    written (exit 2 in the CLI): the write itself comes after the model ran, too late."""
+    written (exit 2 in the CLI): the write itself comes after the model ran, too late. `field`
+    is the option the path came from."""
     out = Path(out)
     probe = out.resolve().parent
     while not probe.exists():
         probe = probe.parent
     if out.exists() and out.is_dir() == is_file:
-        raise EdgeM3Error(f"{option} {out}: exists and is "
-                          f"{'a directory' if is_file else 'not a directory'}")
+        raise OptionError(field, out, f"exists and is {'a directory' if is_file else 'not a directory'}")
     if not probe.is_dir():
-        raise EdgeM3Error(f"{option} {out}: {probe} is not a directory")
+        raise OptionError(field, out, f"{probe} is not a directory")
     try:  # a real write: os.access says yes to root even on read-only mounts
         with tempfile.TemporaryFile(dir=probe):
             pass
     except OSError as exc:
-        raise EdgeM3Error(f"{option} {out}: {probe} is not writable ({exc.strerror})") from None
+        raise OptionError(field, out, f"{probe} is not writable ({exc.strerror})") from None
 
 
 @contextlib.contextmanager

@@ -40,7 +40,7 @@ def parse_ints(value: str, option: str, minimum: int = 1) -> list[int]:
     return out
 
 
-def check_threads(threads: int | None, option: str = "--threads") -> None:
+def check_threads(threads: int | None, option: str) -> None:
     """A thread count, when given, is at least 1."""
     if threads is not None and threads < 1:
         raise EdgeM3Error(f"{option} {threads}: must be at least 1")

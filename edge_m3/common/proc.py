@@ -4,12 +4,16 @@ Why children: a converter's or quantizer's memory goes back to the OS when the c
 each runtime's peak RSS is then an honest per-process figure; and tflite-runtime cannot share
 a process with TensorFlow (its interpreter fails with std::bad_alloc once TF is loaded).
 
-Output goes to files, not pipes, so a chatty child (progress bars) never blocks on a full pipe.
-A child reports a user error as one `edge-m3: error: ...` line on stderr (see `child_main`).
+One wire format for every child: `python -m MODULE STEP JOB.json`, the job one JSON object in
+a file (`run_jobs`), the result one JSON object on the child's last stdout line (`job_main`;
+bulky results go to files the job names). Output goes to files, not pipes, so a chatty child
+(progress bars) never blocks on a full pipe. A child reports a user error as one
+`edge-m3: error: ...` line on stderr (see `child_main`).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import resource
 import subprocess
@@ -47,6 +51,10 @@ class Finished:
     def tail(self, n: int) -> list[str]:
         lines = [ln for ln in (self.stderr or self.stdout).splitlines() if ln.strip()]
         return lines[-n:]
+
+    def result(self) -> dict[str, Any]:
+        """The JSON object the child printed last (`job_main`)."""
+        return json.loads(self.stdout.strip().splitlines()[-1])
 
     @property
     def error(self) -> str | None:
@@ -88,18 +96,35 @@ def run_children(jobs: Sequence[tuple[Sequence[str], str]], parallel: bool = Fal
     return [finish(start(args), what) for args, what in jobs]
 
 
-def run_json(module: str, args: Sequence[str], what: str,
-             env: Mapping[str, str] | None = None) -> dict[str, Any]:
-    """Run `python -m MODULE ARGS`, which prints its result as JSON on its last stdout line.
+@dataclass(frozen=True)
+class Job:
+    """One step a child runs: `python -m MODULE STEP JOB.json`, with `data` as JOB.json."""
 
-    A failure here is the builder's, not the user's: RuntimeError with the child's last words.
-    """
-    import json
+    module: str
+    step: str
+    data: Mapping[str, Any]
+    what: str  # what the step is, for its error line
 
-    done = run_children([(["-m", module, *args], what)], env=env)[0]
+
+def run_jobs(jobs: Sequence[Job], parallel: bool = False,
+             env: Mapping[str, str] | None = None) -> list[Finished]:
+    """Run each job in a child of its own (see `run_children` for `parallel`)."""
+    with tempfile.TemporaryDirectory(prefix="edge-m3-job-") as tmp:
+        args = []
+        for i, job in enumerate(jobs):
+            path = Path(tmp) / f"job{i}.json"
+            path.write_text(json.dumps(job.data), encoding="utf-8")
+            args.append((["-m", job.module, job.step, str(path)], job.what))
+        return run_children(args, parallel, env)
+
+
+def run_json(job: Job, env: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """One job's result. A failure here is the builder's, not the user's: RuntimeError with the
+    child's last words."""
+    done = run_jobs([job], env=env)[0]
     if done.returncode != 0:
-        raise RuntimeError(f"{what} failed: " + " | ".join(done.tail(5)))
-    return json.loads(done.stdout.strip().splitlines()[-1])
+        raise RuntimeError(f"{job.what} failed: " + " | ".join(done.tail(5)))
+    return done.result()
 
 
 def child_main(main: Callable[[list[str]], int]) -> None:
@@ -110,6 +135,21 @@ def child_main(main: Callable[[list[str]], int]) -> None:
     except EdgeM3Error as exc:
         sys.stderr.write(ERROR_PREFIX + " ".join(str(exc).split()) + "\n")
         raise SystemExit(2) from None
+
+
+def job_main(steps: Mapping[str, Callable[[dict[str, Any]], Mapping[str, Any] | None]]) -> None:
+    """A child's `__main__` for `STEP JOB.json`: run the step on the job and print its result
+    (an empty object when it returns None) as JSON on the last stdout line."""
+
+    def main(argv: list[str]) -> int:
+        step, job_file = argv
+        if step not in steps:
+            raise SystemExit(f"unknown step {step} (have {', '.join(steps)})")
+        result = steps[step](json.loads(Path(job_file).read_text(encoding="utf-8")))
+        sys.stdout.write("\n" + json.dumps(dict(result or {})) + "\n")
+        return 0
+
+    child_main(main)
 
 
 def peak_rss() -> int:

@@ -16,7 +16,7 @@ and describes the file for the manifest.
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -29,8 +29,9 @@ from edge_m3.contract import (
     INPUT_IDS,
     INPUTS,
     SPARSE_WEIGHTS,
+    CheckResult,
+    QuantRecipe,
     model_file,
-    recipe,
     signature_name,
 )
 from edge_m3.export.onnx_lift import copy_value_info, run_tf2onnx
@@ -345,7 +346,7 @@ def signatures(seq_lens: Sequence[int], heads: Sequence[str],
     return sigs
 
 
-def self_check(path: Path, sigs: Sequence[dict[str, Any]]) -> str:
+def self_check(path: Path, sigs: Sequence[dict[str, Any]]) -> CheckResult:
     """Run every declared length in onnxruntime; outputs must have the declared shapes."""
     import numpy as np
     import onnxruntime as ort
@@ -367,7 +368,7 @@ def self_check(path: Path, sigs: Sequence[dict[str, Any]]) -> str:
                                    f"{value.dtype}{list(value.shape)}, declared {o['shape']}")
             if not np.isfinite(value).all():
                 raise RuntimeError(f"{path.name} {sig['name']}: {o['name']} is not finite")
-    return f"ok ({ort.__version__})"
+    return CheckResult.passed(ort.__version__)
 
 
 def audit(path: Path) -> dict[str, Any]:
@@ -422,42 +423,55 @@ def write_ort(path: Path, sigs: Sequence[dict[str, Any]]) -> dict[str, Any]:
     # ORT-format files are versioned by the onnxruntime that wrote them: record it.
     return {"file": ort_path.name, "ops_config": config.name, "written_by": ort.__version__,
             "optimization": "basic, constant folding off",
-            "self_check": {"onnxruntime": self_check(ort_path, sigs)}}
+            "self_check": {"onnxruntime": str(self_check(ort_path, sigs))}}
 
 
-def export(saved: Path, out_dir: Path, quant: str, seq_lens: Sequence[int],
+def _float32(model: Any) -> None:
+    pass
+
+
+def _dynamic_int8_per_row(model: Any) -> None:
+    per_row_int8_matmuls(model, last_layers(model, ROW_INT8_FLOAT_LAST_LAYERS))
+    per_row_int8_tables(model)
+
+
+# The ONNX exporter's recipes (contract.ONNX_EXPORTER), by the name a QuantRecipe gives: each
+# rewrites the converted float model in place.
+ONNX_RECIPES: dict[str, Callable[[Any], Any]] = {
+    "float32": _float32,
+    "float16-weights": fp16_weights,
+    "dynamic-int8-per-row": _dynamic_int8_per_row,
+}
+
+
+def export(saved: Path, out_dir: Path, recipe: QuantRecipe, seq_lens: Sequence[int],
            heads: Sequence[str], params: int,
            external_threshold: int = EXTERNAL_DATA_THRESHOLD, ort: bool = False) -> dict[str, Any]:
     """The child's job: convert, quantize, save, check, run; return the manifest entry."""
-    r = recipe(quant)
+    if recipe.onnx is None:
+        raise ValueError(f"{recipe.name}: no ONNX recipe")
+    quant, rewrite = recipe.name, ONNX_RECIPES[recipe.onnx.name]
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / model_file(quant, "onnx")
     with tempfile.TemporaryDirectory(prefix="edge-m3-onnx-") as work_str:
         work = Path(work_str)
         model = run_tf2onnx(saved, work)
         widths = fix_io(model, heads)
-        if r.onnx == "float16-weights":
-            fp16_weights(model)
-        elif r.onnx == "dynamic-int8-per-row":
-            per_row_int8_matmuls(model, last_layers(model, ROW_INT8_FLOAT_LAST_LAYERS))
-            per_row_int8_tables(model)
-        elif r.onnx != "float32":
-            raise ValueError(f"{quant}: unknown ONNX recipe {r.onnx}")
+        rewrite(model)
         finish(model, quant, seq_lens, heads)
         extra = save(model, path, external_threshold)
         del model
     size = sum((out_dir / f).stat().st_size for f in [path.name, *extra])
-    floor = r.min_size(params)
+    floor = recipe.min_size(params)
     if size < floor:
         raise RuntimeError(f"{path.name}: {size} bytes for {params} parameters ({quant}); "
                            f"expected >= {floor}: the weights were not captured")
     info = audit(path)
     sigs = signatures(seq_lens, heads, widths)
     checked = self_check(path, sigs)
-    ort_version = checked[len("ok ("):-1]
     ort_copy = {"ort": write_ort(path, sigs)} if ort else {}
     return {**ort_copy, "format": "onnx", "file": path.name, "quant": quant, "opset": info["opset"],
             "ir_version": info["ir_version"], "signatures": sigs,
             "sequence_axis": SEQUENCE_AXIS,
-            "oldest_runtime": oldest_runtime(info["opset"], info["ir_version"], ort_version),
-            "self_check": {"onnxruntime": checked}, "ops": info["ops"], "extra_files": extra}
+            "oldest_runtime": oldest_runtime(info["opset"], info["ir_version"], checked.version or ""),
+            "self_check": {"onnxruntime": str(checked)}, "ops": info["ops"], "extra_files": extra}

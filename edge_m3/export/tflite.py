@@ -12,11 +12,12 @@ operators and signatures that the manifest records.
 from __future__ import annotations
 
 import mmap
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from edge_m3.contract import ATTENTION_MASK, HEAD_OUTPUTS, INPUT_IDS, recipe, signature_name
+from edge_m3.contract import ATTENTION_MASK, HEAD_OUTPUTS, INPUT_IDS, QuantRecipe, signature_name
 
 
 def _converter(saved_dir: Path, seq_lens: Sequence[int]) -> Any:
@@ -26,12 +27,44 @@ def _converter(saved_dir: Path, seq_lens: Sequence[int]) -> Any:
         str(saved_dir), signature_keys=[signature_name(n) for n in seq_lens])
 
 
-def uses_aeq(quant: str) -> bool:
-    """Whether the variant's TFLite file comes from ai-edge-quantizer (edge_m3.export.aeq)
-    over a float file, rather than from the converter's own quantization."""
-    from edge_m3.export.aeq import AEQ_RECIPES
+def _keep(data: bytes) -> bytes:
+    return data
 
-    return recipe(quant).tflite in AEQ_RECIPES
+
+@dataclass(frozen=True)
+class ConverterRecipe:
+    """One way the converter quantizes: its settings, then fixes to the bytes and the file."""
+
+    configure: Callable[[Any], None]  # sets the TFLiteConverter's options
+    rewrite: Callable[[bytes], bytes] = _keep  # the converted FlatBuffer, before it is written
+    patch: Callable[[Path], Any] | None = None  # the written file, in place
+
+
+def _float32(conv: Any) -> None:
+    pass
+
+
+def _float16_weights(conv: Any) -> None:
+    import tensorflow as tf
+
+    conv.optimizations = [tf.lite.Optimize.DEFAULT]
+    conv.target_spec.supported_types = [tf.float16]
+
+
+def _dynamic_int8_per_tensor(conv: Any) -> None:
+    """Dynamic range: int8 weights (embedding table included), float activations. Per-tensor
+    scales for dense layers keep FULLY_CONNECTED at v9, which tflite-runtime 2.14 loads
+    (per-channel gives v12, which it rejects)."""
+    import tensorflow as tf
+
+    conv.optimizations = [tf.lite.Optimize.DEFAULT]
+    conv._experimental_disable_per_channel_quantization_for_dense_layers = True
+
+
+def _dynamic_int8_per_channel(conv: Any) -> None:
+    import tensorflow as tf
+
+    conv.optimizations = [tf.lite.Optimize.DEFAULT]  # per-channel is the default
 
 
 def convert_float(saved_dir: Path, seq_lens: Sequence[int], out_path: Path) -> int:
@@ -43,44 +76,28 @@ def convert_float(saved_dir: Path, seq_lens: Sequence[int], out_path: Path) -> i
     return out_path.stat().st_size
 
 
-def check_size(size: int, quant: str, param_count: int) -> None:
+def check_size(size: int, recipe: QuantRecipe, param_count: int) -> None:
     """Refuse a file too small for its parameters: a converter dropped weights."""
-    floor = recipe(quant).min_size(param_count)
+    floor = recipe.min_size(param_count)
     if size < floor:
         raise RuntimeError(
-            f"converter wrote {size} bytes for {param_count} parameters ({quant}); expected "
+            f"converter wrote {size} bytes for {param_count} parameters ({recipe.name}); expected "
             f">= {floor}: the weights were not captured")
 
 
-def convert(saved_dir: Path, seq_lens: Sequence[int], quant: str, out_path: Path,
+def convert(saved_dir: Path, seq_lens: Sequence[int], recipe: QuantRecipe, out_path: Path,
             param_count: int) -> int:
-    """Convert the SavedModel's endpoints to one .tflite with the variant's TFLite recipe;
-    returns the file size."""
-    import tensorflow as tf
-
-    r = recipe(quant)
+    """Convert the SavedModel's endpoints to one .tflite with the variant's converter recipe
+    (CONVERTER_RECIPES); returns the file size."""
+    steps = CONVERTER_RECIPES[recipe.tflite.name]
     conv = _converter(saved_dir, seq_lens)
-    if r.tflite == "float16-weights":
-        conv.optimizations = [tf.lite.Optimize.DEFAULT]
-        conv.target_spec.supported_types = [tf.float16]
-    elif r.tflite == "dynamic-int8-per-tensor":
-        # Dynamic range: int8 weights (embedding table included), float activations. Per-tensor
-        # scales for dense layers keep FULLY_CONNECTED at v9, which tflite-runtime 2.14 loads
-        # (per-channel gives v12, which it rejects).
-        conv.optimizations = [tf.lite.Optimize.DEFAULT]
-        conv._experimental_disable_per_channel_quantization_for_dense_layers = True
-    elif r.tflite == "dynamic-int8-per-channel":
-        conv.optimizations = [tf.lite.Optimize.DEFAULT]  # per-channel is the default
-    elif r.tflite != "float32":
-        raise ValueError(f"{quant}: unknown TFLite recipe {r.tflite}")
-    data = conv.convert()
-    if r.tflite == "float16-weights":
-        data = gather_half_tables(data)[0]
-    check_size(len(data), quant, param_count)
+    steps.configure(conv)
+    data = steps.rewrite(conv.convert())
+    check_size(len(data), recipe, param_count)
     out_path.write_bytes(data)
     del data
-    if r.tflite == "dynamic-int8-per-tensor":
-        pin_per_tensor_fc_version(out_path)
+    if steps.patch is not None:
+        steps.patch(out_path)
     return out_path.stat().st_size
 
 
@@ -268,6 +285,19 @@ def _raise_min_runtime(model: Any, version: str) -> None:
         if version_tuple(old) < version_tuple(version):
             width = max(len(buf.data), len(version))
             buf.data = np.frombuffer(version.encode().ljust(width, b"\0"), dtype=np.uint8)
+
+
+def _gather_half_tables(data: bytes) -> bytes:
+    return gather_half_tables(data)[0]
+
+
+# The converter's recipes (contract.TFLITE_CONVERTER), by the name a QuantRecipe gives.
+CONVERTER_RECIPES: dict[str, ConverterRecipe] = {
+    "float32": ConverterRecipe(_float32),
+    "float16-weights": ConverterRecipe(_float16_weights, rewrite=_gather_half_tables),
+    "dynamic-int8-per-tensor": ConverterRecipe(_dynamic_int8_per_tensor, patch=pin_per_tensor_fc_version),
+    "dynamic-int8-per-channel": ConverterRecipe(_dynamic_int8_per_channel),
+}
 
 
 def _op_names() -> dict[int, str]:

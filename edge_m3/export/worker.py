@@ -3,20 +3,19 @@
 Each heavy phase (trace, TFLite conversion, ONNX export) runs in `python -m
 edge_m3.export.worker STEP JOB.json` so the weights it held (2.3 GB for BGE-M3, more inside a
 converter) go back to the OS before the next phase starts. The job travels as one JSON file and
-the result comes back as JSON on the child's last stdout line (edge_m3.common.proc.run_json):
-the argv protocol is written once, here.
+the result comes back as JSON on the child's last stdout line (edge_m3.common.proc's one wire
+format).
 """
 
 from __future__ import annotations
 
-import json
-import sys
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from edge_m3.common.proc import child_main, peak_rss, run_json
+from edge_m3.common.proc import Job, job_main, peak_rss, run_json
+from edge_m3.contract import AI_EDGE_QUANTIZER, RECIPES, TFLITE_CONVERTER, QuantRecipe
 
 MODULE = "edge_m3.export.worker"
 # oneDNN's allocator keeps every buffer TF ever held (the 1 GB embedding table read from the
@@ -25,10 +24,7 @@ _ONNX_ENV = {"TF_ENABLE_ONEDNN_OPTS": "0"}
 
 
 def _call(step: str, job: dict[str, Any], what: str, env: dict[str, str] | None = None) -> dict[str, Any]:
-    with tempfile.TemporaryDirectory(prefix="edge-m3-job-") as tmp:
-        path = Path(tmp) / "job.json"
-        path.write_text(json.dumps(job))
-        return run_json(MODULE, [step, str(path)], what, env)
+    return run_json(Job(MODULE, step, job, what), env)
 
 
 # --------------------------------------------------------------------------- parent side
@@ -61,42 +57,51 @@ def quantize_aeq(src: Path, out_file: Path, rules: Sequence[Sequence[Any]],
                  f"ai-edge-quantizer ({what})")
 
 
-def convert_tflite(saved: Path, out_file: Path, quant: str, seq_lens: Sequence[int],
-                   params: int, lookup_saved: Path | None = None) -> dict[str, Any]:
-    """One TFLite variant; returns its size, operators, min runtime and signatures.
+def _by_converter(saved: Path, out_file: Path, recipe: QuantRecipe, seq_lens: Sequence[int],
+                  params: int, lookup_saved: Path | None) -> dict[str, Any]:
+    """The converter quantizes as it converts (edge_m3.export.tflite.CONVERTER_RECIPES)."""
+    return _call("tflite", {"saved": str(saved), "out": str(out_file), "quant": recipe.name,
+                            "seq_lens": list(seq_lens), "params": params},
+                 f"TFLite conversion ({recipe.name})")
 
-    ai-edge-quantizer variants (edge_m3.export.aeq) go float file -> quantizer, each in a
+
+def _by_quantizer(saved: Path, out_file: Path, recipe: QuantRecipe, seq_lens: Sequence[int],
+                  params: int, lookup_saved: Path | None) -> dict[str, Any]:
+    """ai-edge-quantizer (edge_m3.export.aeq.AEQ_RECIPES): float file -> quantizer, each in a
     child, from `lookup_saved`; the float file lives beside `out_file` only meanwhile."""
-    from edge_m3.contract import recipe
     from edge_m3.export.aeq import AEQ_RECIPES
+    from edge_m3.export.tflite import check_size
 
-    rules = AEQ_RECIPES.get(recipe(quant).tflite)
-    if rules is None:
-        return _call("tflite", {"saved": str(saved), "out": str(out_file), "quant": quant,
-                                "seq_lens": list(seq_lens), "params": params},
-                     f"TFLite conversion ({quant})")
     if lookup_saved is None:
-        raise ValueError(f"{quant}: needs the EMBEDDING_LOOKUP trace (lookup_saved)")
+        raise ValueError(f"{recipe.name}: needs the EMBEDDING_LOOKUP trace (lookup_saved)")
     with tempfile.TemporaryDirectory(prefix="edge-m3-float-", dir=out_file.parent) as tmp:
         src = Path(tmp) / "float.tflite"
         convert_float(lookup_saved, src, seq_lens)
-        info = quantize_aeq(src, out_file, rules, quant)
-    from edge_m3.export.tflite import check_size
-
-    check_size(info["size"], quant, params)
+        info = quantize_aeq(src, out_file, AEQ_RECIPES[recipe.tflite.name], recipe.name)
+    check_size(info["size"], recipe, params)
     return info
 
 
-def export_onnx(saved: Path, out_dir: Path, quant: str, seq_lens: Sequence[int],
+# Who makes a TFLite file, by the tool its recipe names (contract.FormatRecipe.tool).
+_TFLITE_TOOLS = {TFLITE_CONVERTER: _by_converter, AI_EDGE_QUANTIZER: _by_quantizer}
+
+
+def convert_tflite(saved: Path, out_file: Path, recipe: QuantRecipe, seq_lens: Sequence[int],
+                   params: int, lookup_saved: Path | None = None) -> dict[str, Any]:
+    """One TFLite variant; returns its size, operators, min runtime and signatures."""
+    return _TFLITE_TOOLS[recipe.tflite.tool](saved, out_file, recipe, seq_lens, params, lookup_saved)
+
+
+def export_onnx(saved: Path, out_dir: Path, recipe: QuantRecipe, seq_lens: Sequence[int],
                 heads: Sequence[str], params: int, external_threshold: int | None = None,
                 ort: bool = False) -> dict[str, Any]:
     """Write `model_<quant>.onnx` (plus `.data` when large, and `.ort` with its operator config
     when `ort`) into out_dir; return its manifest entry."""
-    job = {"saved": str(saved), "out_dir": str(out_dir), "quant": quant, "seq_lens": list(seq_lens),
-           "heads": list(heads), "params": params, "ort": ort}
+    job = {"saved": str(saved), "out_dir": str(out_dir), "quant": recipe.name,
+           "seq_lens": list(seq_lens), "heads": list(heads), "params": params, "ort": ort}
     if external_threshold is not None:
         job["external_threshold"] = external_threshold
-    entry = _call("onnx", job, f"ONNX export ({quant})", _ONNX_ENV)
+    entry = _call("onnx", job, f"ONNX export ({recipe.name})", _ONNX_ENV)
     entry.pop("peak_rss", None)  # the child's figure, not part of the manifest entry
     return entry
 
@@ -104,51 +109,60 @@ def export_onnx(saved: Path, out_dir: Path, quant: str, seq_lens: Sequence[int],
 # --------------------------------------------------------------------------- child side
 
 
-def _run(step: str, job: dict[str, Any]) -> dict[str, Any]:
-    if step == "trace":
-        from edge_m3.export.trace import trace_checkpoint
+def _trace(job: dict[str, Any]) -> dict[str, Any]:
+    from edge_m3.export.trace import trace_checkpoint
 
-        lookup = Path(job["lookup_saved"]) if job.get("lookup_saved") else None
-        params, kept = trace_checkpoint(Path(job["checkpoint"]), job["seq_lens"], job["heads"],
-                                        Path(job["saved"]) if job["saved"] else None,
-                                        job["dynamic"], job["kept_ids"],
-                                        lookup)
-        return {"params": params, "kept_ids": kept}
-    if step == "tflite-float":
-        from edge_m3.export.tflite import convert_float
-
-        return {"size": convert_float(Path(job["saved"]), job["seq_lens"], Path(job["out"]))}
-    if step == "aeq":
-        from edge_m3.export.aeq import quantize, weight_bits
-        from edge_m3.export.tflite import audit, signature_details
-
-        out = Path(job["out"])
-        quantize(Path(job["src"]), out, [tuple(r) for r in job["rules"]])
-        return {"size": out.stat().st_size, **audit(out), "weights": weight_bits(out),
-                "signatures": signature_details(out)}
-    if step == "tflite":
-        from edge_m3.export.tflite import audit, convert, signature_details
-
-        out = Path(job["out"])
-        size = convert(Path(job["saved"]), job["seq_lens"], job["quant"], out, job["params"])
-        return {"size": size, **audit(out), "signatures": signature_details(out)}
-    if step == "onnx":
-        from edge_m3.export.onnx import export
-
-        extra = {"external_threshold": job["external_threshold"]} if "external_threshold" in job else {}
-        return export(Path(job["saved"]), Path(job["out_dir"]), job["quant"], job["seq_lens"],
-                      job["heads"], job["params"], ort=job["ort"], **extra)
-    raise SystemExit(f"unknown export step {step}")
+    lookup = Path(job["lookup_saved"]) if job.get("lookup_saved") else None
+    params, kept = trace_checkpoint(Path(job["checkpoint"]), job["seq_lens"], job["heads"],
+                                    Path(job["saved"]) if job["saved"] else None,
+                                    job["dynamic"], job["kept_ids"], lookup)
+    return {"params": params, "kept_ids": kept}
 
 
-def main(argv: list[str]) -> int:
-    """`STEP JOB.json`: run the step, print its result as JSON on the last stdout line."""
-    step, job_file = argv
-    info = _run(step, json.loads(Path(job_file).read_text()))
-    info["peak_rss"] = peak_rss()
-    sys.stdout.write("\n" + json.dumps(info) + "\n")
-    return 0
+def _tflite_float(job: dict[str, Any]) -> dict[str, Any]:
+    from edge_m3.export.tflite import convert_float
+
+    return {"size": convert_float(Path(job["saved"]), job["seq_lens"], Path(job["out"]))}
+
+
+def _aeq(job: dict[str, Any]) -> dict[str, Any]:
+    from edge_m3.export.aeq import quantize, weight_bits
+    from edge_m3.export.tflite import audit, signature_details
+
+    out = Path(job["out"])
+    quantize(Path(job["src"]), out, [tuple(r) for r in job["rules"]])
+    return {"size": out.stat().st_size, **audit(out), "weights": weight_bits(out),
+            "signatures": signature_details(out)}
+
+
+def _tflite(job: dict[str, Any]) -> dict[str, Any]:
+    from edge_m3.export.tflite import audit, convert, signature_details
+
+    out = Path(job["out"])
+    size = convert(Path(job["saved"]), job["seq_lens"], RECIPES[job["quant"]], out, job["params"])
+    return {"size": size, **audit(out), "signatures": signature_details(out)}
+
+
+def _onnx(job: dict[str, Any]) -> dict[str, Any]:
+    from edge_m3.export.onnx import export
+
+    extra = {"external_threshold": job["external_threshold"]} if "external_threshold" in job else {}
+    return export(Path(job["saved"]), Path(job["out_dir"]), RECIPES[job["quant"]], job["seq_lens"],
+                  job["heads"], job["params"], ort=job["ort"], **extra)
+
+
+Step = Callable[[dict[str, Any]], dict[str, Any]]
+
+
+def _with_peak_rss(step: Step) -> Step:
+    """The step's result plus the child's peak RSS (what the phase cost)."""
+    return lambda job: {**step(job), "peak_rss": peak_rss()}
+
+
+STEPS = {name: _with_peak_rss(fn) for name, fn in (
+    ("trace", _trace), ("tflite-float", _tflite_float), ("aeq", _aeq), ("tflite", _tflite),
+    ("onnx", _onnx))}
 
 
 if __name__ == "__main__":
-    child_main(main)
+    job_main(STEPS)

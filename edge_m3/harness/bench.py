@@ -7,20 +7,20 @@ with like.
 
 from __future__ import annotations
 
-import argparse
 import json
 import tempfile
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from edge_m3.common.files import check_writable, write_atomic
-from edge_m3.common.options import parse_ints
-from edge_m3.errors import EdgeM3Error
-from edge_m3.harness.workers import run_worker
+from edge_m3.errors import OptionError
+from edge_m3.harness.workers import run_worker, runtime_job, worker
 from edge_m3.runtime.choice import select_runtimes
+from edge_m3.runtime.registry import Runtime, WeightCache
 
 # How `bench` runs a runtime that takes an XNNPACK weight cache, each in a process of its own:
 # off (no cache: one packed copy per signature), memory (packed once, nothing on disk), cold
@@ -28,75 +28,97 @@ from edge_m3.runtime.choice import select_runtimes
 CACHE_MODES = ("off", "memory", "cold", "warm")
 
 
-def cache_modes(value: str) -> list[str]:
-    """`--weight-cache`: a comma list of CACHE_MODES (run in that order); warm needs cold."""
-    from edge_m3.common.options import parse_choices
+@dataclass(frozen=True)
+class Repeats:
+    """How often each timed cell runs: `warmup` untimed runs, then `repeats` timed ones."""
 
-    modes = parse_choices(value, "--weight-cache", CACHE_MODES)
-    if "warm" in modes and "cold" not in modes:
-        raise EdgeM3Error("--weight-cache warm: needs cold too (the cold run writes the file "
-                          "that the warm run maps)")
-    return modes
+    repeats: int = 10
+    warmup: int = 2
+
+    def __post_init__(self) -> None:
+        if self.repeats < 1 or self.warmup < 0:
+            raise OptionError(None, None, f"{{}} {self.repeats} / {{}} {self.warmup}: need "
+                              "repeats >= 1, warmup >= 0", mentions=("repeats", "warmup"))
 
 
-def cmd_bench(a: argparse.Namespace) -> int:
+@dataclass(frozen=True)
+class BenchOptions:
+    """What `edge-m3 bench` was asked for, parsed (edge_m3.cli)."""
+
+    bundle: Path
+    runtimes: tuple[Runtime, ...] = ()  # none: every installed one that runs the bundle
+    threads: tuple[int, ...] = (1, 2)
+    lengths: tuple[int, ...] = ()  # tokens per input; none: each signature length
+    reference: str | None = None  # checkpoint for the torch fp32 baseline
+    timing: Repeats = Repeats()
+    cache_modes: tuple[str, ...] = ("cold", "warm")  # of CACHE_MODES, run in that order
+    json: Path | None = None  # also write the figures here
+
+    def __post_init__(self) -> None:
+        if "warm" in self.cache_modes and "cold" not in self.cache_modes:
+            raise OptionError("weight_cache", "warm", "needs cold too (the cold run writes the file "
+                              "that the warm run maps)")
+
+
+def cache_runs(runtime: Runtime, modes: Sequence[str], cache_file: Path) -> dict[str, WeightCache | None]:
+    """The runs of one runtime and thread count, by cache mode: the asked modes where the runtime
+    takes a weight cache (cold before warm, which maps the file cold wrote), else one run."""
+    if not runtime.weight_cache:
+        return {"none": None}
+    caches = {"off": WeightCache.OFF, "memory": WeightCache.MEMORY,
+              "cold": WeightCache.in_file(cache_file), "warm": WeightCache.in_file(cache_file)}
+    return {mode: caches[mode] for mode in CACHE_MODES if mode in modes}
+
+
+def cmd_bench(opts: BenchOptions) -> int:
     """Latency, first-run cost and memory: runtimes x threads x weight-cache modes x lengths,
     each latency also as a ratio to torch."""
     from edge_m3.bundle import load_bundle
-    from edge_m3.contract import IN_MEMORY_WEIGHT_CACHE
-    from edge_m3.runtime.runners import NO_CACHE, WEIGHT_CACHE_RUNTIMES
 
-    bundle = load_bundle(a.bundle)
-    runtimes = select_runtimes(bundle, a.runtimes, "--runtimes")
-    threads = parse_ints(a.threads, "--threads")
-    modes = cache_modes(a.weight_cache)
-    if a.repeats < 1 or a.warmup < 0:
-        raise EdgeM3Error(f"--repeats {a.repeats} / --warmup {a.warmup}: need repeats >= 1, "
-                          "warmup >= 0")
+    bundle = load_bundle(opts.bundle)
+    runtimes = select_runtimes(bundle, opts.runtimes, "runtimes")
+    timing = opts.timing
     have = bundle.manifest.seq_lens
-    lengths = parse_ints(a.lengths, "--lengths") if a.lengths else have
+    lengths = list(opts.lengths) or have
     for n in lengths:
         if not 2 <= n <= max(have):
-            raise EdgeM3Error(f"--lengths {n}: need 2..{max(have)} tokens (the bundle has "
+            raise OptionError("lengths", n, f"need 2..{max(have)} tokens (the bundle has "
                               f"signatures for {have})")
-    if a.json:
-        check_writable(Path(a.json), "--json", is_file=True)  # before the runs, not after
+    if opts.json:
+        check_writable(opts.json, "json", is_file=True)  # before the runs, not after
     ref_dir = None
-    if a.reference:
+    if opts.reference:
         from edge_m3.checkpoint import resolve_checkpoint
 
-        ref_dir = str(resolve_checkpoint(a.reference, option="--reference")[0])
+        ref_dir = str(resolve_checkpoint(opts.reference, field="reference")[0])
 
     rows: list[dict[str, Any]] = []
-    common = [",".join(map(str, lengths)), str(a.warmup), str(a.repeats)]
+    common = {"lengths": lengths, "warmup": timing.warmup, "repeats": timing.repeats}
     with tempfile.TemporaryDirectory(prefix="edge-m3-bench-") as tmp_s:
         tmp = Path(tmp_s)
-        for th in threads:  # one process per cell, run one after another: timings stay clean
+        for th in opts.threads:  # one process per cell, run one after another: timings stay clean
             ref = None
             if ref_dir:
                 out = tmp / f"torch-{th}.json"
-                run_worker(["bench-torch", ref_dir, str(th), *common, str(out)],
-                           f"torch reference ({th} threads)")
+                run_worker(worker("bench-torch", {"checkpoint": ref_dir, "threads": th, **common,
+                                                  "out": str(out)}, f"torch reference ({th} threads)"))
                 ref = json.loads(out.read_text())
                 rows.append(bench_row("torch fp32 (FlagEmbedding)", th, ref, None, lengths))
             for rt in runtimes:
-                cache_file = tmp / f"{rt}-{th}.xnnpack_cache"
-                cells = {"off": NO_CACHE, "memory": IN_MEMORY_WEIGHT_CACHE, "cold": str(cache_file),
-                         "warm": str(cache_file)} if rt in WEIGHT_CACHE_RUNTIMES else {"none": ""}
-                for mode, cache in cells.items():
-                    if rt in WEIGHT_CACHE_RUNTIMES and mode not in modes:
-                        continue
-                    out = tmp / f"{rt}-{th}-{mode}.json"
-                    run_worker(["bench", str(bundle.path), rt, str(th), *common, str(out),
-                                *([cache] if cache else [])], f"bench {rt} ({th} threads, {mode})")
-                    rows.append(bench_row(rt, th, json.loads(out.read_text()), ref, lengths)
+                runs = cache_runs(rt, opts.cache_modes, tmp / f"{rt.name}-{th}.xnnpack_cache")
+                for mode, cache in runs.items():
+                    out = tmp / f"{rt.name}-{th}-{mode}.json"
+                    run_worker(worker("bench", {"bundle": str(bundle.path), **runtime_job(rt, cache),
+                                                "threads": th, **common, "out": str(out)},
+                                      f"bench {rt.name} ({th} threads, {mode})"))
+                    rows.append(bench_row(rt.name, th, json.loads(out.read_text()), ref, lengths)
                                 | {"cache_mode": mode})
     result = {"bundle": str(bundle.path), "quant": bundle.manifest.quant,
-              "warmup": a.warmup, "repeats": a.repeats, "lengths": lengths,
-              "signatures": have, "reference": a.reference, "rows": rows}
+              "warmup": timing.warmup, "repeats": timing.repeats, "lengths": lengths,
+              "signatures": have, "reference": opts.reference, "rows": rows}
     _print_bench(result)
-    if a.json:
-        write_atomic(Path(a.json), json.dumps(result, indent=1) + "\n", "--json")
+    if opts.json:
+        write_atomic(opts.json, json.dumps(result, indent=1) + "\n", "json")
     return 0
 
 

@@ -12,12 +12,12 @@ rules on phones (EdgeM3Core.compareExact / compareWithin).
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import platform
 import tempfile
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -25,21 +25,32 @@ import numpy as np
 
 from edge_m3.bundle import Bundle
 from edge_m3.common.files import check_writable
-from edge_m3.common.options import check_threads
 from edge_m3.contract import (
     COLBERT_VECS,
     DENSE_VECS,
     GOLDEN,
-    IN_MEMORY_WEIGHT_CACHE,
     LEXICAL_WEIGHTS,
+    CheckResult,
     ModelEntry,
     Tolerance,
 )
 from edge_m3.errors import EdgeM3Error
-from edge_m3.harness.bench import bench_row
-from edge_m3.harness.workers import load_outputs, run_workers
-from edge_m3.runtime.choice import NOT_ON_DEVICE, select_runtimes
-from edge_m3.runtime.runners import NO_CACHE
+from edge_m3.harness.bench import Repeats, bench_row
+from edge_m3.harness.workers import load_outputs, run_workers, runtime_job, worker
+from edge_m3.runtime.choice import select_runtimes
+from edge_m3.runtime.registry import RUNTIMES, Runtime, WeightCache
+
+
+@dataclass(frozen=True)
+class CheckOptions:
+    """What `edge-m3 check` was asked for, parsed (edge_m3.cli)."""
+
+    bundle: Path
+    runtimes: tuple[Runtime, ...] = ()  # none: every installed device runtime that runs the model
+    threads: int = 1
+    timing: Repeats = Repeats()
+    report: Path | None = None  # default reports/<bundle name>-check
+    weight_cache: WeightCache = WeightCache.MEMORY  # OFF: LiteRT's Interpreter
 
 
 def read_golden(bundle: Bundle) -> dict[str, Any]:
@@ -160,49 +171,56 @@ def device_info() -> dict[str, Any]:
             "python": platform.python_version(), "cpus": os.cpu_count()}
 
 
-def cmd_check(a: argparse.Namespace) -> int:
+def check_runtime(bundle: Bundle, golden: Mapping[str, Any], entry: ModelEntry, runtime: Runtime,
+                  opts: CheckOptions, work: Path) -> tuple[CheckResult, dict[str, Any]]:
+    """One runtime, in a child of its own: golden.json replayed and every signature timed. The
+    verdict (FAILED: the child's error or the golden problems) and the report's entry."""
+    out = work / runtime.name
+    error = run_workers([worker("check", {"bundle": str(bundle.path),
+                                          **runtime_job(runtime, opts.weight_cache),
+                                          "threads": opts.threads, "warmup": opts.timing.warmup,
+                                          "repeats": opts.timing.repeats, "out": str(out)},
+                                f"runtime {runtime.name}")])[0]
+    if error:
+        return CheckResult.failed(runtime.version(), error), {"error": error, "passed": False}
+    outs, meta = load_outputs(out)
+    fig = golden_figures(golden, outs, bundle.manifest.recipe.device_tolerance)
+    timing = bench_row(runtime.name, opts.threads, meta, None, entry.seq_lens)
+    verdict = (CheckResult.failed(meta["version"], "; ".join(fig["problems"])) if fig["problems"]
+               else CheckResult.passed(meta["version"]))
+    return verdict, {"version": meta["version"], "golden": fig, "timing": timing,
+                     "passed": verdict.ok}
+
+
+def cmd_check(opts: CheckOptions) -> int:
     """The whole `check` command: 0 when every runtime replays golden.json within tolerance,
     1 when one does not (or crashes), 2 for bad input (before any model is loaded)."""
     from edge_m3 import __version__
     from edge_m3.bundle import load_bundle
     from edge_m3.harness.report import check_markdown, print_check, write_report
 
-    check_threads(a.threads)
-    if a.repeats < 1 or a.warmup < 0:
-        raise EdgeM3Error(f"--repeats {a.repeats} / --warmup {a.warmup}: need repeats >= 1, "
-                          "warmup >= 0")
-    bundle = load_bundle(a.bundle)  # refuses any file whose sha256 is not the manifest's
+    bundle = load_bundle(opts.bundle)  # refuses any file whose sha256 is not the manifest's
     tol = bundle.manifest.recipe.device_tolerance
     golden = read_golden(bundle)
     entry = golden_entry(bundle, golden)
-    runtimes = select_runtimes(bundle, a.runtime, "--runtime", [entry], skip=NOT_ON_DEVICE)
-    report_dir = Path(a.report or Path("reports") / f"{Path(a.bundle).resolve().name}-check")
-    check_writable(report_dir, "--report")  # before the runs, not after
+    runtimes = select_runtimes(bundle, opts.runtimes, "runtime", [entry],
+                               skip=[r for r in RUNTIMES.values() if not r.on_device])
+    report_dir = opts.report or Path("reports") / f"{Path(opts.bundle).resolve().name}-check"
+    check_writable(report_dir, "report")  # before the runs, not after
     exact = replay_exact(bundle, golden)
     results: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="edge-m3-check-") as tmp_s:
-        tmp = Path(tmp_s)
         for rt in runtimes:  # one after another, so timings are not disturbed
-            cache = NO_CACHE if a.weight_cache == "off" else IN_MEMORY_WEIGHT_CACHE
-            error = run_workers([(["check", str(bundle.path), rt, str(a.threads), str(a.warmup),
-                                   str(a.repeats), str(tmp / rt), cache], f"runtime {rt}")])[0]
-            if error:
-                results[rt] = {"error": error, "passed": False}
-                continue
-            outs, meta = load_outputs(tmp / rt)
-            fig = golden_figures(golden, outs, tol)
-            timing = bench_row(rt, a.threads, meta, None, entry.seq_lens)
-            results[rt] = {"version": meta["version"], "golden": fig, "timing": timing,
-                           "passed": not fig["problems"]}
+            results[rt.name] = check_runtime(bundle, golden, entry, rt, opts, Path(tmp_s))[1]
     report = {
         "command": "check", "bundle": str(bundle.path), "quant": bundle.manifest.quant,
         "model_file": entry.file, "edge_m3_version": __version__, "device": device_info(),
-        "threads": a.threads, "warmup": a.warmup, "repeats": a.repeats,
+        "threads": opts.threads, "warmup": opts.timing.warmup, "repeats": opts.timing.repeats,
         "tolerance": {"dense_cosine_min": tol.dense_cosine_min, "max_abs": tol.max_abs,
                       "source": f"edge_m3.contract ({bundle.manifest.quant})"},
         "golden": {"cases": len(golden["cases"]), "recorded_with": golden.get("runtime"),
                    "postprocess_problems": exact},
-        "runtimes_checked": runtimes, "runtimes": results,
+        "runtimes_checked": [rt.name for rt in runtimes], "runtimes": results,
         "passed": not exact and all(r["passed"] for r in results.values()),
     }
     write_report(report_dir, report, render=check_markdown, with_plots=False)

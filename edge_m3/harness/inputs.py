@@ -9,17 +9,17 @@ from pathlib import Path
 from typing import Any
 
 from edge_m3.common.files import read_lines
-from edge_m3.contract import recipe
-from edge_m3.errors import EdgeM3Error
+from edge_m3.contract import QuantRecipe
+from edge_m3.errors import OptionError
 
 
-def read_texts(path: Path) -> list[str]:
-    """`--texts`: one text per line, UTF-8 (see edge_m3.common.files). An empty file is an
-    error: a wrong file should not pass unnoticed (embed would have nothing to do, verify
-    would gate on the built-in set alone)."""
-    texts = read_lines(path, "--texts")
+def read_texts(path: Path, field: str = "texts") -> list[str]:
+    """The texts file (option `field`): one text per line, UTF-8 (see edge_m3.common.files).
+    An empty file is an error: a wrong file should not pass unnoticed (embed would have
+    nothing to do, verify would gate on the built-in set alone)."""
+    texts = read_lines(path, field)
     if not texts:
-        raise EdgeM3Error(f"--texts {path}: no text in the file (one text per line)")
+        raise OptionError(field, path, "no text in the file (one text per line)")
     return texts
 
 
@@ -29,19 +29,20 @@ def retrieval_set() -> dict[str, Any]:
                       .read_text("utf-8"))
 
 
-def load_thresholds(path: Path | None, quant: str) -> tuple[dict[str, float], str]:
-    """One variant's ship thresholds, and where they came from: a user's file (`--thresholds`,
+def load_thresholds(path: Path | None, recipe: QuantRecipe,
+                    field: str = "thresholds") -> tuple[dict[str, float], str]:
+    """One variant's ship thresholds, and where they came from: a user's file (option `field`,
     JSON `{variant: {figure_min|figure_max: value}}`), else the variant's own (edge_m3.contract)."""
     from edge_m3.harness.metrics import check_limits
 
+    quant = recipe.name
     if path is None:
-        return check_limits(recipe(quant, "manifest.json: quant").thresholds,
-                            f"edge_m3.contract ({quant})"), "edge_m3.contract"
+        return check_limits(recipe.thresholds, f"edge_m3.contract ({quant})"), "edge_m3.contract"
     source = str(path)
     try:
         data = json.loads(Path(path).read_text("utf-8"))
     except (OSError, UnicodeDecodeError, ValueError) as exc:
-        raise EdgeM3Error(f"--thresholds {source}: unreadable ({exc})") from None
+        raise OptionError(field, source, f"unreadable ({exc})") from None
     if not isinstance(data, dict) or not isinstance(data.get(quant), dict):
-        raise EdgeM3Error(f"--thresholds {source}: no entry for variant '{quant}'")
-    return check_limits(data[quant], f"--thresholds {source} ({quant})"), source
+        raise OptionError(field, source, f"no entry for variant '{quant}'")
+    return check_limits(data[quant], f"{source} ({quant})", field), source

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from edge_m3.contract import DENSE_VECS, HEADS, LEXICAL_WEIGHTS, RESULT_OUTPUTS
-from edge_m3.errors import EdgeM3Error
+from edge_m3.errors import OptionError
 
 TOP_K = 10
 METHODS = HEADS  # one scoring method per head
@@ -156,7 +156,7 @@ GATE_PATHS = {
     "colbert_score_abs_err": ("colbert_score_abs_err",),
     "retrieval_top10_agreement": ("retrieval_top10_agreement", "min"),
     "input_ids_match": ("input_ids_match",),
-    "model_rss_ratio": ("model_rss_ratio",),  # set only for MEMORY_GATED_RUNTIMES (verify)
+    "model_rss_ratio": ("model_rss_ratio",),  # set only where Runtime.memory_gated (verify)
 }
 GATE_FIGURES = tuple(GATE_PATHS)
 
@@ -171,16 +171,17 @@ def gate_value(figures: Mapping[str, Any], figure: str) -> float | None:
     return float(value)
 
 
-def check_limits(limits: Mapping[str, Any], source: str) -> dict[str, float]:
-    """Validate one variant's thresholds: every key is `<figure>_min` or `<figure>_max`."""
+def check_limits(limits: Mapping[str, Any], source: str, field: str | None = None) -> dict[str, float]:
+    """Validate one variant's thresholds: every key is `<figure>_min` or `<figure>_max`.
+    Errors name `source`, after the option `field` it came from when it did."""
     out = {}
     for key, value in limits.items():
         figure, _, bound = key.rpartition("_")
         if bound not in ("min", "max") or figure not in GATE_FIGURES:
-            raise EdgeM3Error(f"{source}: unknown threshold '{key}' (use <figure>_min or "
+            raise OptionError(field, source, f"unknown threshold '{key}' (use <figure>_min or "
                               f"<figure>_max; figures: {', '.join(GATE_FIGURES)})")
         if isinstance(value, bool) or not isinstance(value, int | float):
-            raise EdgeM3Error(f"{source}: threshold '{key}' must be a number, got {value!r}")
+            raise OptionError(field, source, f"threshold '{key}' must be a number, got {value!r}")
         out[key] = float(value)
     return out
 

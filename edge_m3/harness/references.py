@@ -20,7 +20,7 @@ from typing import Any
 
 from edge_m3.common.files import copy_atomic
 from edge_m3.errors import EdgeM3Error
-from edge_m3.harness.workers import load_outputs, run_workers
+from edge_m3.harness.workers import load_outputs, run_workers, worker
 
 REFERENCE_NAMES = {"flag": "flagembedding", "keras": "keras"}
 # The code that decides the Keras reference's outputs: every .py file of these modules and
@@ -110,8 +110,6 @@ def compute_references(checkpoint_dir: Path, texts: Sequence[str], max_length: i
     `pairs` (query and passage indexes) are scored by FlagEmbedding's own functions too.
     """
     kinds = ["flag", "keras"] if flagembedding_installed() else ["keras"]
-    (work / "texts.json").write_text(json.dumps(list(texts)))
-    (work / "pairs.json").write_text(json.dumps(dict(pairs)))
     jobs, cached = [], {}
     for kind in kinds:
         key = reference_key(kind, checkpoint_dir, texts, max_length,
@@ -119,9 +117,10 @@ def compute_references(checkpoint_dir: Path, texts: Sequence[str], max_length: i
         cached[kind] = _cache_get(cache, key, work / kind)
         if not cached[kind]:
             jobs.append((kind, key))
-    errors = run_workers([([kind, str(checkpoint_dir), str(work / "texts.json"), str(max_length),
-                            str(work / kind), *([str(work / "pairs.json")] if kind == "flag" else [])],
-                           f"reference {REFERENCE_NAMES[kind]}")
+    errors = run_workers([worker(kind, {"checkpoint": str(checkpoint_dir), "texts": list(texts),
+                                        "max_length": max_length, "out": str(work / kind),
+                                        **({"pairs": dict(pairs)} if kind == "flag" else {})},
+                                 f"reference {REFERENCE_NAMES[kind]}")
                           for kind, _ in jobs], parallel=True)
     for (kind, key), error in zip(jobs, errors, strict=True):
         if error:

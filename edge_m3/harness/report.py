@@ -30,8 +30,8 @@ def write_report(out_dir: Path, report: Mapping[str, Any],
     """report.json, report.md (verify's `markdown` unless `render`), and verify's plots
     cosine.png and latency.png (matplotlib: not on a runtime-only install); returns the paths."""
     paths = [out_dir / "report.json", out_dir / "report.md"]
-    write_atomic(paths[0], json.dumps(report, indent=1, ensure_ascii=False) + "\n", "--report")
-    write_atomic(paths[1], (render or markdown)(report), "--report")
+    write_atomic(paths[0], json.dumps(report, indent=1, ensure_ascii=False) + "\n", "report")
+    write_atomic(paths[1], (render or markdown)(report), "report")
     return paths + (plots(out_dir, report) if with_plots else [])
 
 

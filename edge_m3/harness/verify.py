@@ -6,24 +6,37 @@ figures and the gate from harness.metrics; the report from harness.report.
 
 from __future__ import annotations
 
-import argparse
 import tempfile
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from edge_m3.common.files import check_writable
-from edge_m3.common.options import check_threads
 from edge_m3.contract import RSS_GATE_MIN_BYTES
 from edge_m3.harness.inputs import load_thresholds, read_texts, retrieval_set
 from edge_m3.harness.metrics import compare, gate
-from edge_m3.harness.references import compute_references, default_cache_dir
+from edge_m3.harness.references import compute_references
 from edge_m3.harness.report import print_summary, write_report
-from edge_m3.harness.workers import load_outputs, run_workers
+from edge_m3.harness.workers import load_outputs, run_workers, runtime_job, worker
 from edge_m3.runtime.choice import select_runtimes
-from edge_m3.runtime.runners import MEMORY_GATED_RUNTIMES
+from edge_m3.runtime.registry import Runtime
+
+
+@dataclass(frozen=True)
+class VerifyOptions:
+    """What `edge-m3 verify` was asked for, parsed (edge_m3.cli)."""
+
+    bundle: Path
+    reference: str  # hub id or checkpoint directory
+    texts_file: Path | None = None  # checked with the built-in retrieval set
+    report: Path | None = None  # default reports/<bundle name>
+    runtimes: tuple[Runtime, ...] = ()  # none: every installed one
+    thresholds: Path | None = None  # {variant: limits} instead of the variant's own
+    threads: int = 1
+    cache: Path | None = None  # reference-output cache; None: always recompute
 
 
 def _latency(meta: Mapping[str, Any]) -> dict[str, dict[str, float]]:
@@ -53,33 +66,32 @@ def _brief(f: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def memory_gated(runtime: str, model_bytes: int) -> bool:
+def memory_gated(runtime: Runtime, model_bytes: int) -> bool:
     """Whether the gate bounds the model's memory: on the runtimes apps ship, for models big
     enough that the runtime's own few MiB do not decide the ratio (contract.RSS_GATE_MIN_BYTES)."""
-    return runtime in MEMORY_GATED_RUNTIMES and model_bytes >= RSS_GATE_MIN_BYTES
+    return runtime.memory_gated and model_bytes >= RSS_GATE_MIN_BYTES
 
 
-def _memory(meta: Mapping[str, Any], runtime: str) -> dict[str, Any]:
+def _memory(meta: Mapping[str, Any], runtime: Runtime) -> dict[str, Any]:
     """The model's memory as the report shows it (see workers.model_memory)."""
     return {"model_peak_rss_mb": meta["model_peak_rss"] / 1e6, "model_mb": meta["model_bytes"] / 1e6,
             "model_rss_ratio": meta["model_rss_ratio"], "weight_cache": meta["weight_cache"],
             "gated": memory_gated(runtime, meta["model_bytes"])}
 
 
-def cmd_verify(a: argparse.Namespace) -> int:
+def cmd_verify(opts: VerifyOptions) -> int:
     """The whole `verify` command; 0 when every checked runtime meets every threshold, else 1."""
-    check_threads(a.threads)
     from edge_m3.bundle import load_bundle
     from edge_m3.checkpoint import resolve_checkpoint
 
-    bundle = load_bundle(a.bundle)  # refuses a bundle whose files do not match the manifest
+    bundle = load_bundle(opts.bundle)  # refuses a bundle whose files do not match the manifest
     quant = bundle.manifest.quant
-    limits, limits_source = load_thresholds(a.thresholds, quant)
-    runtimes = select_runtimes(bundle, a.runtime)
-    user = read_texts(a.texts) if a.texts else []
-    report_dir = Path(a.report or Path("reports") / Path(a.bundle).resolve().name)
-    check_writable(report_dir, "--report")  # before the references, not after
-    ckpt_dir, _ = resolve_checkpoint(a.reference, option="--reference")
+    limits, limits_source = load_thresholds(opts.thresholds, bundle.manifest.recipe)
+    runtimes = select_runtimes(bundle, opts.runtimes)
+    user = read_texts(opts.texts_file) if opts.texts_file else []
+    report_dir = opts.report or Path("reports") / Path(opts.bundle).resolve().name
+    check_writable(report_dir, "report")  # before the references, not after
+    ckpt_dir, _ = resolve_checkpoint(opts.reference, field="reference")
     rs = retrieval_set()
     queries, passages = [q["text"] for q in rs["queries"]], list(rs["passages"])
     texts = [*user, *queries, *passages]
@@ -88,23 +100,24 @@ def cmd_verify(a: argparse.Namespace) -> int:
             "passages": list(range(len(user) + len(queries), len(texts)))}
     relevant = [int(q["relevant"]) for q in rs["queries"]]
     max_length = bundle.manifest.max_length
-    cache = None if a.no_cache else Path(a.cache or default_cache_dir())
 
     with tempfile.TemporaryDirectory(prefix="edge-m3-verify-") as tmp_s:
         tmp = Path(tmp_s)
-        refs = compute_references(Path(ckpt_dir), texts, max_length, tmp, cache,
+        refs = compute_references(Path(ckpt_dir), texts, max_length, tmp, opts.cache,
                                   {"queries": sets["queries"], "passages": sets["passages"]})
         primary = "flagembedding" if "flagembedding" in refs else "keras"
         ref_outs = refs[primary][0]
         formulas = _formula_check(refs, sets)
         results: dict[str, Any] = {}
         for rt in runtimes:  # one after another, so latencies are not disturbed
-            error = run_workers([(["bundle", str(bundle.path), rt, str(a.threads),
-                                   str(tmp / "texts.json"), str(tmp / rt)], f"runtime {rt}")])[0]
+            out = tmp / rt.name
+            error = run_workers([worker("bundle", {"bundle": str(bundle.path), **runtime_job(rt),
+                                                   "threads": opts.threads, "texts": texts,
+                                                   "out": str(out)}, f"runtime {rt.name}")])[0]
             if error:
-                results[rt] = {"error": error, "failed": [error]}
+                results[rt.name] = {"error": error, "failed": [error]}
                 continue
-            outs, meta = load_outputs(tmp / rt)
+            outs, meta = load_outputs(out)
             figures = compare(outs, ref_outs, sets, sets["queries"], sets["passages"], relevant)
             if primary != "keras":
                 figures["vs_keras"] = _brief(compare(outs, refs["keras"][0], sets,
@@ -119,15 +132,15 @@ def cmd_verify(a: argparse.Namespace) -> int:
             if memory_gated(rt, meta["model_bytes"]):
                 figures["model_rss_ratio"] = meta["model_rss_ratio"]
             figures["failed"] = gate(figures, limits)
-            results[rt] = figures
+            results[rt.name] = figures
         keras_vs_flag = None
         if primary == "flagembedding":
             keras_vs_flag = _brief(compare(refs["keras"][0], ref_outs, sets, sets["queries"],
                                            sets["passages"]))
     report = {
-        "bundle": str(bundle.path), "quant": quant, "threads": a.threads,
+        "bundle": str(bundle.path), "quant": quant, "threads": opts.threads,
         "source": bundle.manifest.source.get("id"),
-        "reference_checkpoint": str(a.reference),
+        "reference_checkpoint": str(opts.reference),
         "primary_reference": primary,
         "references": {name: {k: meta[k] for k in ("runtime", "version", "load_s", "cached")}
                        | {"peak_rss_mb": meta["peak_rss"] / 1e6} for name, (_, meta) in refs.items()},
@@ -137,7 +150,7 @@ def cmd_verify(a: argparse.Namespace) -> int:
                   "passages": len(passages), "max_length": max_length,
                   "languages": sorted({q["lang"] for q in rs["queries"]})},
         "thresholds": {"file": limits_source, "variant": quant, "limits": limits},
-        "runtimes_checked": list(runtimes),
+        "runtimes_checked": [rt.name for rt in runtimes],
         "runtimes": results,
         "passed": bool(results) and all(not r["failed"] for r in results.values()),
     }

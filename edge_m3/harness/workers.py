@@ -1,8 +1,9 @@
 """The harness's child processes: the device pipeline under one runtime, the references
 (FlagEmbedding, the Keras fp32 model) and the bench cells, each `python -m
-edge_m3.harness.workers KIND ...` (see edge_m3.common.proc for why children).
+edge_m3.harness.workers STEP JOB.json` (edge_m3.common.proc: why children, the wire format).
 
-Results travel as files: per-text outputs as `<path>.npz` + `<path>.json` (save_outputs).
+Results travel as files the job names (`out`): per-text outputs as `<out>.npz` + `<out>.json`
+(save_outputs), a bench cell's figures as `<out>` (JSON).
 """
 
 from __future__ import annotations
@@ -15,8 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from edge_m3.common.options import parse_ints
-from edge_m3.common.proc import child_main, peak_rss, reset_peak_rss, rss_now, run_children
+from edge_m3.common.proc import Job, job_main, peak_rss, reset_peak_rss, rss_now, run_jobs
 from edge_m3.contract import (
     ATTENTION_MASK,
     COLBERT_VECS,
@@ -27,22 +27,40 @@ from edge_m3.contract import (
     choose_length,
 )
 from edge_m3.errors import EdgeM3Error
+from edge_m3.runtime.registry import RUNTIMES, Runtime, WeightCache
 
 MODULE = "edge_m3.harness.workers"
 
 
-def run_workers(jobs: Sequence[tuple[Sequence[str], str]], parallel: bool = False) -> list[str | None]:
-    """Run `python -m edge_m3.harness.workers ARGS` per job; None per success, else one line why.
+def worker(step: str, job: Mapping[str, Any], what: str) -> Job:
+    """One job for a harness child: `step` (a key of STEPS) on `job`; `what` names it in errors.
+
+    Runtimes and weight caches travel as `runtime_job` and `WeightCache.to_json` spell them."""
+    return Job(MODULE, step, dict(job), what)
+
+
+def runtime_job(runtime: Runtime, weight_cache: WeightCache | None = None) -> dict[str, Any]:
+    """How a job names its runtime and weight cache."""
+    return {"runtime": runtime.name,
+            "weight_cache": None if weight_cache is None else weight_cache.to_json()}
+
+
+def _runtime(job: Mapping[str, Any]) -> tuple[Runtime, WeightCache | None]:
+    cache = job.get("weight_cache")
+    return RUNTIMES[job["runtime"]], None if cache is None else WeightCache.from_json(cache)
+
+
+def run_workers(jobs: Sequence[Job], parallel: bool = False) -> list[str | None]:
+    """Run each job in a child; None per success, else one line why.
 
     `parallel` starts them together (only for jobs whose timings do not matter).
     """
-    done = run_children([(["-m", MODULE, *args], what) for args, what in jobs], parallel)
-    return [d.error for d in done]
+    return [d.error for d in run_jobs(jobs, parallel)]
 
 
-def run_worker(args: Sequence[str], what: str) -> None:
+def run_worker(job: Job) -> None:
     """One child that must succeed: its failure is a one-line user-facing error."""
-    error = run_workers([(args, what)])[0]
+    error = run_workers([job])[0]
     if error:
         raise EdgeM3Error(error)
 
@@ -89,30 +107,43 @@ def synthetic_inputs(n: int, rows: int, bos: int, eos: int) -> tuple[np.ndarray,
     return ids, np.ones_like(ids)
 
 
-def model_memory(rss0: int, model_bytes: int, weight_cache: str, reset: bool) -> dict[str, Any]:
+def describe_cache(weight_cache: WeightCache | None) -> str:
+    """What held the packed weights, as reports name it: off, memory, file (or the cache file's
+    path when it was never written), none (a runtime without the option)."""
+    if weight_cache is None:
+        return "none"
+    if weight_cache.path is not None:
+        return "file" if weight_cache.path.is_file() else str(weight_cache.path)
+    return weight_cache.kind
+
+
+def model_memory(rss0: int, model_bytes: int, weight_cache: WeightCache | None,
+                 reset: bool) -> dict[str, Any]:
     """The model's memory: the process's peak RSS since just before the model was opened,
     over the RSS then (imports and tokenizer excluded), and its ratio to the model file (the
     runtime's fixed RSS_ALLOWANCE left out: edge_m3.contract)."""
     peak = peak_rss()
     over = max(peak - rss0, 0)
     ratio = max(over - RSS_ALLOWANCE, 0) / model_bytes if model_bytes else None
-    cache = Path(weight_cache)
-    on_disk = weight_cache not in ("off", "memory", "none") and cache.is_file()
+    path = weight_cache.path if weight_cache is not None else None
+    on_disk = path is not None and path.is_file()
     return {"peak_rss": peak, "rss_before_load": rss0, "peak_reset": reset,
             "model_peak_rss": over, "model_bytes": model_bytes,
             "model_rss_ratio": ratio,
-            "weight_cache": "file" if on_disk else weight_cache,
-            "weight_cache_bytes": cache.stat().st_size if on_disk else None}
+            "weight_cache": describe_cache(weight_cache),
+            "weight_cache_bytes": path.stat().st_size if path is not None and on_disk else None}
 
 
-def _worker_bundle(bundle_dir: Path, runtime: str, threads: int, texts: list[str],
-                   out: Path, weight_cache: str | None = None) -> None:
-    """The device pipeline under one runtime: outputs, load time, latency, the model's memory."""
+def _worker_bundle(job: dict[str, Any]) -> None:
+    """The device pipeline under one runtime (job: bundle, runtime, weight_cache, threads, texts,
+    out): outputs, load time, latency, the model's memory."""
     from edge_m3.bundle import load_bundle
     from edge_m3.runtime.pipeline import DevicePipeline
-    from edge_m3.runtime.runners import import_runtime, runtime_version
+    from edge_m3.runtime.runners import import_runtime
 
-    bundle = load_bundle(bundle_dir, verify=False)  # the parent checked every hash
+    runtime, weight_cache = _runtime(job)
+    threads, texts, out = int(job["threads"]), list(job["texts"]), Path(job["out"])
+    bundle = load_bundle(Path(job["bundle"]), verify=False)  # the parent checked every hash
     import_s = import_runtime(runtime)
     pipe = DevicePipeline(bundle, runtime, threads, weight_cache=weight_cache, open_model=False)
     rss0, reset = rss_now(), reset_peak_rss()  # the app's tokenizer is not the model's memory
@@ -136,19 +167,22 @@ def _worker_bundle(bundle_dir: Path, runtime: str, threads: int, texts: list[str
         outs.append(res)
     save_outputs(out, outs, {"load_s": load_s, "import_s": import_s,
                              "warmup_s": sum(first.values()), "first_call": first,
-                             "latency": latency, **memory, "runtime": runtime,
-                             "version": runtime_version(runtime), "file": pipe.entry.file})
+                             "latency": latency, **memory, "runtime": runtime.name,
+                             "version": runtime.version(), "file": pipe.entry.file})
 
 
-def _worker_flag(checkpoint_dir: str, texts: list[str], max_length: int, out: Path,
-                 pairs: Mapping[str, list[int]] | None = None) -> None:
-    """FlagEmbedding's BGEM3FlagModel itself (torch fp32, CPU): the primary reference.
+def _worker_flag(job: dict[str, Any]) -> None:
+    """FlagEmbedding's BGEM3FlagModel itself (torch fp32, CPU): the primary reference (job:
+    checkpoint, texts, max_length, out, pairs).
 
     With `pairs` (query and passage text indexes) it also scores them with FlagEmbedding's own
     `colbert_score` and `compute_lexical_matching_score`, so the harness's formulas are checked
     against FlagEmbedding's on every run.
     """
     from importlib import metadata
+
+    checkpoint_dir, texts, max_length = job["checkpoint"], list(job["texts"]), int(job["max_length"])
+    out, pairs = Path(job["out"]), job.get("pairs")
 
     from edge_m3.harness.flagref import import_flag_model
 
@@ -174,14 +208,17 @@ def _worker_flag(checkpoint_dir: str, texts: list[str], max_length: int, out: Pa
                              "version": metadata.version("FlagEmbedding")})
 
 
-def _worker_keras(checkpoint_dir: str, texts: list[str], max_length: int, out: Path) -> None:
-    """The fp32 Keras model the bundle was converted from, one unpadded text at a time."""
+def _worker_keras(job: dict[str, Any]) -> None:
+    """The fp32 Keras model the bundle was converted from, one unpadded text at a time (job:
+    checkpoint, texts, max_length, out)."""
     from edge_m3 import __version__
     from edge_m3.checkpoint import load_checkpoint
     from edge_m3.modeling import build_model
     from edge_m3.runtime.postprocess import postprocess
     from edge_m3.tokenizer import Tokenizer
 
+    checkpoint_dir, texts, max_length = job["checkpoint"], list(job["texts"]), int(job["max_length"])
+    out = Path(job["out"])
     t0 = time.perf_counter()
     ckpt = load_checkpoint(checkpoint_dir)
     model, tok = build_model(ckpt), Tokenizer(ckpt.sentencepiece_path)
@@ -231,15 +268,18 @@ def padded_inputs(n: int, seq_lens: Sequence[int], tok: Any) -> tuple[np.ndarray
     return ids[None], mask[None]
 
 
-def _worker_bench(bundle_dir: Path, runtime: str, threads: int, lengths: list[int],
-                  warmup: int, repeats: int, out: Path, weight_cache: str | None = None) -> None:
+def _worker_bench(job: dict[str, Any]) -> None:
     """Raw signature latency (exactly L tokens), first-run cost and the model's memory under
-    one runtime, thread count and weight cache."""
+    one runtime, thread count and weight cache (job: bundle, runtime, weight_cache, threads,
+    lengths, warmup, repeats, out)."""
     from edge_m3.bundle import load_bundle
-    from edge_m3.runtime.runners import format_of, import_runtime, open_runner, runtime_version
+    from edge_m3.runtime.runners import import_runtime, open_runner
 
-    bundle = load_bundle(bundle_dir, verify=False)
-    entry = bundle.model_entry(format_of(runtime))
+    runtime, weight_cache = _runtime(job)
+    threads, lengths = int(job["threads"]), [int(n) for n in job["lengths"]]
+    warmup, repeats, out = int(job["warmup"]), int(job["repeats"]), Path(job["out"])
+    bundle = load_bundle(Path(job["bundle"]), verify=False)
+    entry = bundle.model_entry(runtime.format)
     import_s = import_runtime(runtime)
     rss0, reset = rss_now(), reset_peak_rss()
     t0 = time.perf_counter()
@@ -257,24 +297,27 @@ def _worker_bench(bundle_dir: Path, runtime: str, threads: int, lengths: list[in
     memory = model_memory(rss0, bundle.manifest.model_bytes(entry), runner.weight_cache, reset)
     out.write_text(json.dumps({"load_s": load_s, "import_s": import_s, "latency": latency,
                                "first_call": first, **memory,
-                               "version": runtime_version(runtime)}))
+                               "version": runtime.version()}))
 
 
-def _worker_check(bundle_dir: Path, runtime: str, threads: int, warmup: int, repeats: int,
-                  out: Path, weight_cache: str | None = None) -> None:
+def _worker_check(job: dict[str, Any]) -> None:
     """`edge-m3 check` on the device: every signature timed cold and warm (exactly L tokens),
-    then golden.json's texts through the whole device step; load time and peak RSS."""
+    then golden.json's texts through the whole device step; load time and peak RSS (job:
+    bundle, runtime, weight_cache, threads, warmup, repeats, out)."""
     from edge_m3.bundle import load_bundle
     from edge_m3.contract import GOLDEN
     from edge_m3.runtime.pipeline import DevicePipeline
-    from edge_m3.runtime.runners import format_of, import_runtime, runtime_version
+    from edge_m3.runtime.runners import import_runtime
 
-    bundle = load_bundle(bundle_dir, verify=False)  # the parent checked every hash
+    runtime, weight_cache = _runtime(job)
+    threads, warmup, repeats = int(job["threads"]), int(job["warmup"]), int(job["repeats"])
+    out = Path(job["out"])
+    bundle = load_bundle(Path(job["bundle"]), verify=False)  # the parent checked every hash
     cases = json.loads((bundle.path / GOLDEN).read_text("utf-8"))["cases"]
     import_s = import_runtime(runtime)
     rss0 = rss_now()
     t0 = time.perf_counter()
-    pipe = DevicePipeline(bundle, runtime, threads, fmt=format_of(runtime), weight_cache=weight_cache)
+    pipe = DevicePipeline(bundle, runtime, threads, fmt=runtime.format, weight_cache=weight_cache)
     load_s = time.perf_counter() - t0
     # Timed first, so that first_call is an app's real first query of each signature.
     first, latency = time_lengths(pipe.runner, pipe.lengths, pipe.spec, pipe.lengths, warmup,
@@ -282,17 +325,21 @@ def _worker_check(bundle_dir: Path, runtime: str, threads: int, warmup: int, rep
     outs = [pipe.embed(case["text"]) for case in cases]
     save_outputs(out, outs, {"load_s": load_s, "import_s": import_s, "latency": latency,
                              "first_call": first, "peak_rss": peak_rss(), "rss_before_load": rss0,
-                             "runtime": runtime, "version": runtime_version(runtime),
+                             "runtime": runtime.name, "version": runtime.version(),
                              "file": pipe.entry.file})
 
 
-def _worker_bench_torch(checkpoint_dir: str, threads: int, lengths: list[int], warmup: int,
-                        repeats: int, out: Path) -> None:
+def _worker_bench_torch(job: dict[str, Any]) -> None:
     """The reference's forward pass (FlagEmbedding, torch fp32) on the same n tokens, unpadded
-    (a batch of one is never padded by FlagEmbedding)."""
+    (a batch of one is never padded by FlagEmbedding; job: checkpoint, threads, lengths,
+    warmup, repeats, out)."""
     from importlib import metadata
 
     import torch
+
+    checkpoint_dir, threads = job["checkpoint"], int(job["threads"])
+    lengths, warmup, repeats = [int(n) for n in job["lengths"]], int(job["warmup"]), int(job["repeats"])
+    out = Path(job["out"])
 
     from edge_m3.harness.flagref import import_flag_model
 
@@ -322,35 +369,9 @@ def _worker_bench_torch(checkpoint_dir: str, threads: int, lengths: list[int], w
                                           f"{metadata.version('FlagEmbedding')}"}))
 
 
-def _worker_main(argv: list[str]) -> int:
-    kind, *rest = argv
-    if kind == "bundle":
-        bundle_dir, rt, th, texts, out, *cache = rest
-        _worker_bundle(Path(bundle_dir), rt, int(th), json.loads(Path(texts).read_text()),
-                       Path(out), cache[0] if cache else None)
-    elif kind == "flag":
-        ckpt, texts, max_length, out, *pairs = rest
-        _worker_flag(ckpt, json.loads(Path(texts).read_text()), int(max_length), Path(out),
-                     json.loads(Path(pairs[0]).read_text()) if pairs else None)
-    elif kind == "keras":
-        ckpt, texts, max_length, out = rest
-        _worker_keras(ckpt, json.loads(Path(texts).read_text()), int(max_length), Path(out))
-    elif kind == "bench":
-        bundle_dir, rt, th, lengths, warmup, repeats, out, *cache = rest
-        _worker_bench(Path(bundle_dir), rt, int(th), parse_ints(lengths, "lengths"), int(warmup),
-                      int(repeats), Path(out), cache[0] if cache else None)
-    elif kind == "check":
-        bundle_dir, rt, th, warmup, repeats, out, *cache = rest
-        _worker_check(Path(bundle_dir), rt, int(th), int(warmup), int(repeats), Path(out),
-                      cache[0] if cache else None)
-    elif kind == "bench-torch":
-        ckpt, th, lengths, warmup, repeats, out = rest
-        _worker_bench_torch(ckpt, int(th), parse_ints(lengths, "lengths"), int(warmup),
-                            int(repeats), Path(out))
-    else:
-        raise SystemExit(f"unknown worker {kind}")
-    return 0
+STEPS = {"bundle": _worker_bundle, "flag": _worker_flag, "keras": _worker_keras,
+         "bench": _worker_bench, "check": _worker_check, "bench-torch": _worker_bench_torch}
 
 
 if __name__ == "__main__":
-    child_main(_worker_main)
+    job_main(STEPS)

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -17,7 +16,8 @@ from edge_m3.bundle import Bundle
 from edge_m3.contract import COLBERT_VECS, DENSE_VECS, LEXICAL_WEIGHTS, choose_length
 from edge_m3.errors import EdgeM3Error
 from edge_m3.runtime.postprocess import postprocess
-from edge_m3.runtime.runners import Runner, format_of, open_runner
+from edge_m3.runtime.registry import Runtime, WeightCache
+from edge_m3.runtime.runners import Runner, open_runner
 from edge_m3.tokenizer import Tokenizer
 
 
@@ -33,13 +33,13 @@ class Encoded:
 class DevicePipeline:
     """Tokenizer + runner for one model file of a bundle, as an app would hold them."""
 
-    def __init__(self, bundle: Bundle, runtime: str, threads: int | None = None,
+    def __init__(self, bundle: Bundle, runtime: Runtime, threads: int | None = None,
                  fmt: str | None = None, runner: Runner | None = None,
-                 weight_cache: str | Path | None = None, open_model: bool = True) -> None:
+                 weight_cache: WeightCache | None = None, open_model: bool = True) -> None:
         """`open_model=False` loads the tokenizer only; `open()` then opens the model (the
         harness measures the model's memory apart from the tokenizer's)."""
         self.bundle = bundle
-        self.entry = bundle.model_entry(fmt or format_of(runtime))
+        self.entry = bundle.model_entry(fmt or runtime.format)
         self.spec = bundle.manifest.tokenizer
         self.tokenizer = Tokenizer(bundle.sentencepiece_path, self.spec)
         self.signatures = {s.seq_len: s.name for s in self.entry.signatures}

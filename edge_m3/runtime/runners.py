@@ -13,55 +13,19 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from edge_m3.contract import (
-    ATTENTION_MASK,
-    IN_MEMORY_WEIGHT_CACHE,
-    INPUT_IDS,
-    Signature,
-    weight_cache_name,
-)
-from edge_m3.errors import EdgeM3Error
-
-TFLITE_RUNTIMES = ("tflite-runtime", "litert", "tf")
-RUNTIMES = (*TFLITE_RUNTIMES, "onnxruntime")
-# The module each runtime is imported from (tensorflow.lite is an attribute, not a module).
-RUNTIME_MODULES = {
-    "tflite-runtime": "tflite_runtime.interpreter",
-    "litert": "ai_edge_litert.interpreter",
-    "tf": "tensorflow",
-    "onnxruntime": "onnxruntime",
-}
-# The distribution that installs each runtime.
-RUNTIME_PACKAGES = {"tflite-runtime": "tflite-runtime", "litert": "ai-edge-litert",
-                    "tf": "tensorflow-cpu", "onnxruntime": "onnxruntime"}
-
-# XNNPACK weight cache settings (docs/benchmarks.md, "Memory on the device"). XNNPACK packs a
-# model's weights for its kernels; without a cache each signature's subgraph packs its own
-# copy. With one, the packed weights are keyed by the model's buffer, so every signature
-# shares one copy, and a cache file lets a second start map them instead of packing again.
-NO_CACHE = "off"  # LiteRT's Interpreter as before: one packed copy per signature
-# Only LiteRT's CompiledModel API takes a cache (CpuOptions.xnnpack_weight_cache_path); the
-# Interpreter APIs (LiteRT's, TF's, tflite-runtime's) create XNNPACK with default options.
-WEIGHT_CACHE_RUNTIMES = ("litert",)
-# Where the ship gate bounds the model's memory (`model_rss_ratio`): the TFLite runtimes apps
-# ship, both running the memory-mapped file. TF's interpreter is no device runtime; onnxruntime
-# reads the file into its own memory and pre-packs (reported, not gated).
-MEMORY_GATED_RUNTIMES = ("litert", "tflite-runtime")
+from edge_m3.contract import ATTENTION_MASK, INPUT_IDS, Signature
+from edge_m3.errors import EdgeM3Error, OptionError
+from edge_m3.runtime.registry import Runtime, WeightCache
 
 
-def format_of(runtime: str) -> str:
-    """The model format a runtime runs."""
-    return "onnx" if runtime == "onnxruntime" else "tflite"
-
-
-def import_runtime(runtime: str) -> float:
+def import_runtime(runtime: Runtime) -> float:
     """Import the runtime's package; returns the seconds it took (load time is then the
     model's, not the import's)."""
     import time
 
     t0 = time.perf_counter()
-    importlib.import_module(RUNTIME_MODULES[runtime])
-    if runtime == "litert":
+    importlib.import_module(runtime.module)
+    if runtime.weight_cache:
         has_compiled_model()
     return time.perf_counter() - t0
 
@@ -79,61 +43,33 @@ def has_compiled_model() -> bool:
     return "xnnpack_weight_cache_path" in {f.name for f in dataclasses.fields(CpuOptions)}
 
 
-def weight_cache_file(cache_dir: Path, model_sha256: str, runtime: str) -> Path:
-    """Where a model's packed weights are kept between runs: one file per model content and
-    runtime version, because XNNPACK finds packed weights by buffer index, not by content,
-    and would reuse a stale file for a changed model."""
-    version = runtime_version(runtime) or "unknown"
-    return Path(cache_dir) / weight_cache_name(model_sha256, f"{runtime}-{version}")
-
-
 class Runner(Protocol):
     """What the harness needs from a runtime: fixed lengths in, raw named outputs out."""
 
-    runtime: str
+    runtime: Runtime
     seq_lens: list[int]
-    weight_cache: str  # what holds the packed weights: off, memory, a file, or none
+    weight_cache: WeightCache | None  # what holds the packed weights (None: no such option)
 
     def run(self, input_ids: np.ndarray, attention_mask: np.ndarray) -> dict[str, np.ndarray]:
         """Run the signature whose length equals `input_ids.shape[1]`."""
         ...
 
 
-def runtime_version(runtime: str) -> str | None:
-    """Installed version of a runtime's package, or None when it is not installed."""
-    from importlib import metadata
-
-    try:
-        return metadata.version(RUNTIME_PACKAGES[runtime])
-    except metadata.PackageNotFoundError:
-        if runtime == "tf":
-            try:
-                return metadata.version("tensorflow")
-            except metadata.PackageNotFoundError:
-                return None
-        return None
-
-
-def available_runtimes() -> list[str]:
-    """The runtimes that are installed here, in RUNTIMES order."""
-    return [r for r in RUNTIMES if runtime_version(r) is not None]
-
-
 class TFLiteRunner:
     """One interpreter, one signature runner per fixed length (the file mapped once; XNNPACK,
     where the runtime applies it, packs the weights again for every signature)."""
 
-    def __init__(self, model_path: Path, signatures: Sequence[Signature],
-                 runtime: str = "litert", threads: int | None = None) -> None:
-        if runtime not in TFLITE_RUNTIMES:
-            raise EdgeM3Error(f"--runtime {runtime}: not a TFLite runtime ({', '.join(TFLITE_RUNTIMES)})")
+    def __init__(self, model_path: Path, signatures: Sequence[Signature], runtime: Runtime,
+                 threads: int | None = None) -> None:
+        if runtime.format != "tflite":
+            raise OptionError("runtime", runtime.name, "not a TFLite runtime")
         try:
-            mod = importlib.import_module(RUNTIME_MODULES[runtime])
-            if runtime == "tf":  # tensorflow.lite is a lazy attribute, not an importable module
-                mod = mod.lite
+            mod = importlib.import_module(runtime.module)
+            if runtime.attribute:  # tensorflow.lite is a lazy attribute, not an importable module
+                mod = getattr(mod, runtime.attribute)
         except ImportError as exc:
-            raise EdgeM3Error(f"--runtime {runtime}: not installed (pip install "
-                              f"{RUNTIME_PACKAGES[runtime]}; {exc})") from exc
+            raise OptionError("runtime", runtime.name,
+                              f"not installed (pip install {runtime.package}; {exc})") from exc
         self.runtime = runtime
         kwargs: dict[str, Any] = {"model_path": str(model_path)}
         if threads:
@@ -142,7 +78,7 @@ class TFLiteRunner:
         self._names = {s.seq_len: s.name for s in signatures}
         self.seq_lens = sorted(self._names)
         self._runners: dict[int, Any] = {}
-        self.weight_cache = NO_CACHE if runtime == "litert" else "none"
+        self.weight_cache = WeightCache.OFF if runtime.weight_cache else None
 
     def run(self, input_ids: np.ndarray, attention_mask: np.ndarray) -> dict[str, np.ndarray]:
         length = int(input_ids.shape[1])
@@ -161,18 +97,15 @@ class LiteRTRunner:
     """LiteRT's CompiledModel on the CPU (XNNPACK) with a weight cache: the weights every
     signature shares are packed once, into memory or into a file a later start maps."""
 
-    runtime = "litert"
-
-    def __init__(self, model_path: Path, signatures: Sequence[Signature],
-                 threads: int | None = None, weight_cache: str | Path = IN_MEMORY_WEIGHT_CACHE) -> None:
+    def __init__(self, model_path: Path, signatures: Sequence[Signature], runtime: Runtime,
+                 threads: int | None = None, weight_cache: WeightCache = WeightCache.MEMORY) -> None:
         from ai_edge_litert.compiled_model import CompiledModel
         from ai_edge_litert.environment import Environment, EnvironmentOptions
         from ai_edge_litert.hardware_accelerator import HardwareAccelerator
         from ai_edge_litert.options import CpuOptions, Options
 
-        cache = str(weight_cache)
-        if cache != IN_MEMORY_WEIGHT_CACHE:
-            Path(cache).parent.mkdir(parents=True, exist_ok=True)
+        if weight_cache.path is not None:
+            weight_cache.path.parent.mkdir(parents=True, exist_ok=True)
         # CPU only: pointing the plugin folders at the model's own folder (no vendor libraries
         # there) keeps LiteRT from trying the NPU compiler plugins its wheel bundles.
         here = str(Path(model_path).resolve().parent)
@@ -180,9 +113,10 @@ class LiteRTRunner:
                                                             dispatch_library_path=here))
         opts = Options(hardware_accelerators=HardwareAccelerator.CPU,
                        cpu_options=CpuOptions(num_threads=int(threads or 1),
-                                              xnnpack_weight_cache_path=cache))
+                                              xnnpack_weight_cache_path=weight_cache.xnnpack_path))
         self.model = CompiledModel.from_file(str(model_path), environment=env, options=opts)
-        self.weight_cache = "memory" if cache == IN_MEMORY_WEIGHT_CACHE else cache
+        self.runtime = runtime
+        self.weight_cache: WeightCache | None = weight_cache
         self._names = {s.seq_len: s.name for s in signatures}
         self.seq_lens = sorted(self._names)
         self._io: dict[int, tuple[dict[str, Any], dict[str, Any], dict[str, Any]]] = {}
@@ -215,15 +149,15 @@ class LiteRTRunner:
 class OnnxRunner:
     """onnxruntime session over the bundle's ONNX file (sequence axis: the declared lengths)."""
 
-    def __init__(self, model_path: Path, signatures: Sequence[Signature],
+    def __init__(self, model_path: Path, signatures: Sequence[Signature], runtime: Runtime,
                  threads: int | None = None) -> None:
         try:
-            import onnxruntime as ort
+            ort = importlib.import_module(runtime.module)
         except ImportError as exc:
-            raise EdgeM3Error(f"--runtime onnxruntime: not installed (pip install onnxruntime; "
-                              f"{exc})") from exc
-        self.runtime = "onnxruntime"
-        self.weight_cache = "none"
+            raise OptionError("runtime", runtime.name,
+                              f"not installed (pip install {runtime.package}; {exc})") from exc
+        self.runtime = runtime
+        self.weight_cache = None
         opts = ort.SessionOptions()
         if threads:
             opts.intra_op_num_threads = int(threads)
@@ -243,18 +177,16 @@ class OnnxRunner:
         return dict(zip(self._outputs, values, strict=True))
 
 
-def open_runner(model_path: Path, signatures: Sequence[Signature], runtime: str,
-                threads: int | None = None, weight_cache: str | Path | None = None) -> Runner:
+def open_runner(model_path: Path, signatures: Sequence[Signature], runtime: Runtime,
+                threads: int | None = None, weight_cache: WeightCache | None = None) -> Runner:
     """The runner for `runtime` over one model file of a bundle.
 
-    `weight_cache` (LiteRT only; others have no such option and ignore it): None or
-    IN_MEMORY_WEIGHT_CACHE packs the weights once per process, a path also keeps them in that file
-    for the next start, NO_CACHE is LiteRT's Interpreter (one packed copy per signature).
+    `weight_cache` applies where the runtime takes one (LiteRT; others ignore it): None or
+    MEMORY packs the weights once per process, a file also keeps them for the next start, OFF is
+    LiteRT's Interpreter (one packed copy per signature).
     """
-    if runtime == "onnxruntime":
-        return OnnxRunner(model_path, signatures, threads)
-    if runtime == "litert" and str(weight_cache) != NO_CACHE and has_compiled_model():
-        return LiteRTRunner(model_path, signatures, threads, weight_cache or IN_MEMORY_WEIGHT_CACHE)
-    if runtime in TFLITE_RUNTIMES:
-        return TFLiteRunner(model_path, signatures, runtime, threads)
-    raise EdgeM3Error(f"--runtime {runtime}: unknown (choose from {', '.join(RUNTIMES)})")
+    if runtime.format == "onnx":
+        return OnnxRunner(model_path, signatures, runtime, threads)
+    if runtime.weight_cache and weight_cache != WeightCache.OFF and has_compiled_model():
+        return LiteRTRunner(model_path, signatures, runtime, threads, weight_cache or WeightCache.MEMORY)
+    return TFLiteRunner(model_path, signatures, runtime, threads)

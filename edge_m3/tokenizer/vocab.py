@@ -19,14 +19,15 @@ import numpy as np
 
 from edge_m3.common.files import read_lines
 from edge_m3.contract import SPECIAL_KEYS, VOCAB_MAP
-from edge_m3.errors import EdgeM3Error
+from edge_m3.errors import EdgeM3Error, OptionError
 
 
-def read_corpus(path: Path, option: str = "--vocab-corpus") -> list[str]:
-    """The non-blank UTF-8 lines of a corpus file (see edge_m3.common.files); none is an error."""
-    texts = [t for t in read_lines(path, option) if t.strip()]
+def read_corpus(path: Path, field: str = "vocab_corpus") -> list[str]:
+    """The non-blank UTF-8 lines of a corpus file (see edge_m3.common.files); none is an error
+    naming the option `field`."""
+    texts = [t for t in read_lines(path, field) if t.strip()]
     if not texts:
-        raise EdgeM3Error(f"{option} {path}: empty (no non-blank line)")
+        raise OptionError(field, path, "empty (no non-blank line)")
     return texts
 
 
@@ -66,7 +67,7 @@ class VocabPlan:
 def plan_trim(tokenizer: Any, corpora: Sequence[Path], min_count: int = 1) -> VocabPlan:
     """Specials plus every id the corpora produce at least `min_count` times."""
     if min_count < 1:
-        raise EdgeM3Error(f"--vocab-min-count {min_count}: must be at least 1")
+        raise OptionError("vocab_min_count", min_count, "must be at least 1")
     counts: Counter[int] = Counter()
     hashes = []
     for path in corpora:

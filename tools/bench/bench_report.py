@@ -33,8 +33,8 @@ def default_runtimes(bundle: Path, exclude: list[str]) -> list[str]:
     from edge_m3.bundle import load_bundle
     from edge_m3.runtime.choice import select_runtimes
 
-    return [r for r in select_runtimes(load_bundle(bundle, verify=False), None)
-            if r not in exclude]
+    return [r.name for r in select_runtimes(load_bundle(bundle, verify=False), None)
+            if r.name not in exclude]
 
 
 def model_size(bundle: Path, fmt: str) -> int:

@@ -60,10 +60,11 @@ def _flag_child(checkpoint: str, texts_file: str, threads: int, batch: int, max_
 def _pipeline_child(bundle: str, texts_file: str, runtime: str, threads: int) -> None:
     """The device step alone in this (child) process: prints {"seconds"} as JSON."""
     from edge_m3.bundle import load_bundle
+    from edge_m3.runtime import RUNTIMES
     from edge_m3.runtime.pipeline import DevicePipeline
 
     texts = Path(texts_file).read_text("utf-8").split("\n")[:-1]
-    pipe = DevicePipeline(load_bundle(Path(bundle)), runtime, threads)
+    pipe = DevicePipeline(load_bundle(Path(bundle)), RUNTIMES[runtime], threads)
     t0 = time.perf_counter()
     for text in texts:
         pipe.embed(text)

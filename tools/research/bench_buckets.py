@@ -63,12 +63,13 @@ def make_mix(sp_path: Path, n_queries: int, n_passages: int, seed: int = 0) -> d
 
 def run_mix(bundle: Path, texts: list[str], threads: int, tmp: Path) -> dict[str, Any]:
     """The device pipeline over `texts` under LiteRT in a child (harness worker `bundle`)."""
-    from edge_m3.harness.workers import load_outputs, run_worker
+    from edge_m3.harness.workers import load_outputs, run_worker, runtime_job, worker
+    from edge_m3.runtime import RUNTIMES
 
-    (tmp / "texts.json").write_text(json.dumps(texts))
     out = tmp / "mix"
-    run_worker(["bundle", str(bundle), "litert", str(threads), str(tmp / "texts.json"), str(out)],
-               f"mix on {bundle.name}")
+    run_worker(worker("bundle", {"bundle": str(bundle), **runtime_job(RUNTIMES["litert"]),
+                                 "threads": threads, "texts": texts, "out": str(out)},
+                      f"mix on {bundle.name}"))
     outs, meta = load_outputs(out)
     return {"outs": outs, **meta}
 

@@ -44,13 +44,14 @@ def child(model: str, bundle_dir: str, texts_json: str, threads: str, out: str) 
     the parent never loads a runtime, so each model's memory goes when its child ends)."""
     from edge_m3.bundle import load_bundle
     from edge_m3.harness.workers import save_outputs, synthetic_inputs
+    from edge_m3.runtime import RUNTIMES
     from edge_m3.runtime.pipeline import DevicePipeline
     from edge_m3.runtime.runners import TFLiteRunner
 
     bundle = load_bundle(Path(bundle_dir), verify=False)
     sigs = bundle.model_entry("tflite").signatures
-    runner = TFLiteRunner(Path(model), sigs, "litert", int(threads))
-    pipe = DevicePipeline(bundle, "litert", runner=runner)
+    runner = TFLiteRunner(Path(model), sigs, RUNTIMES["litert"], int(threads))
+    pipe = DevicePipeline(bundle, RUNTIMES["litert"], runner=runner)
     texts = json.loads(Path(texts_json).read_text())
     outs = [pipe.embed(t) for t in texts]
     n = 128 if 128 in pipe.lengths else max(pipe.lengths)  # p50, all real tokens, warmed up

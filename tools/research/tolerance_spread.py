@@ -31,14 +31,14 @@ ROOT = Path(__file__).resolve().parents[2]
 _ONNX_CHILD = r"""
 import json, sys, numpy as np
 from edge_m3.contract import ModelEntry
-from edge_m3.runtime import open_runner
+from edge_m3.runtime import RUNTIMES, open_runner
 from tests.support.spread import onnx_errors
 model, entry, cases = sys.argv[1], json.loads(open(sys.argv[2]).read()), np.load(sys.argv[3])
 sigs = ModelEntry.from_json(entry, "entry").signatures
 n = len([k for k in cases if k.startswith("ids")])
 cs = [(cases[f"ids{i}"], cases[f"mask{i}"], {k.split("/")[1]: cases[k] for k in cases
        if k.startswith(f"want{i}/")}) for i in range(n)]
-print(json.dumps(onnx_errors(open_runner(model, sigs, "onnxruntime", 1), cs)))
+print(json.dumps(onnx_errors(open_runner(model, sigs, RUNTIMES["onnxruntime"], 1), cs)))
 """
 
 
@@ -64,12 +64,12 @@ def _onnx_runs(ckpt: Path, work: Path, repeats: int, prefix: tuple[str, ...] = (
                ) -> list[dict[str, dict[str, float]]]:
     """ONNX fp32, fp16 and int8 vs Keras, one export per repeat (the test's computation)."""
     from edge_m3.checkpoint import load_checkpoint
-    from edge_m3.contract import HEADS, ModelEntry
+    from edge_m3.contract import HEADS, RECIPES, ModelEntry
     from edge_m3.export.onnx import EXTERNAL_DATA_THRESHOLD
     from edge_m3.export.trace import write_saved_model
     from edge_m3.export.worker import export_onnx
     from edge_m3.modeling import build_model
-    from edge_m3.runtime import open_runner
+    from edge_m3.runtime import RUNTIMES, open_runner
     from tests.support.spread import onnx_cases, onnx_errors
 
     model = build_model(load_checkpoint(ckpt))
@@ -82,13 +82,14 @@ def _onnx_runs(ckpt: Path, work: Path, repeats: int, prefix: tuple[str, ...] = (
         for quant in ONNX_QUANTS:
             folder = work / f"onnx-{quant}-{rep}"
             folder.mkdir()
-            entry = export_onnx(saved, folder, quant, LENS, list(HEADS), model.parameter_count(),
+            entry = export_onnx(saved, folder, RECIPES[quant], LENS, list(HEADS), model.parameter_count(),
                                 external_threshold=EXTERNAL_DATA_THRESHOLD)
             if prefix:
                 run[quant] = _onnx_in_child(folder / entry["file"], entry, cases, folder, prefix)
             else:
                 sigs = ModelEntry.from_json(entry, "entry").signatures
-                run[quant] = onnx_errors(open_runner(folder / entry["file"], sigs, "onnxruntime", 1),
+                ort = RUNTIMES["onnxruntime"]
+                run[quant] = onnx_errors(open_runner(folder / entry["file"], sigs, ort, 1),
                                          cases)
         runs.append(run)
     return runs
@@ -99,11 +100,12 @@ def _tflite_runs(ckpt: Path, work: Path, repeats: int, prefix: tuple[str, ...] =
     """One TFLite file under tflite-runtime 2.14 and LiteRT, per variant and build."""
     from edge_m3.builder import BuildOptions, build
     from edge_m3.bundle import load_bundle
+    from edge_m3.contract import recipes
     from tests.support.spread import run_in_child, runtimes_diff
 
     runs = []
     for rep in range(repeats):
-        dirs = build(BuildOptions(checkpoint=str(ckpt), quants=["fp32", "fp16", "int8-tflite214"],
+        dirs = build(BuildOptions(checkpoint=str(ckpt), quants=recipes("fp32", "fp16", "int8-tflite214"),
                                   seq_lens=LENS, out=str(work / f"tfl-{rep}-{{quant}}"),
                                   self_check=False), quiet=True)
         run = {}
@@ -124,6 +126,8 @@ def _int4_runs(seeds: list[int], work: Path) -> list[float]:
 
     from edge_m3.builder import BuildOptions, build
     from edge_m3.bundle import load_bundle
+    from edge_m3.contract import recipes
+    from edge_m3.runtime import RUNTIMES
     from edge_m3.runtime.pipeline import DevicePipeline
     from tests.support.synthetic import make_checkpoint
 
@@ -131,10 +135,10 @@ def _int4_runs(seeds: list[int], work: Path) -> list[float]:
     for seed in seeds:
         ckpt = make_checkpoint(work / f"w128-{seed}", seed=seed, hidden_size=128, intermediate_size=256,
                                num_hidden_layers=6)
-        i4, f32 = build(BuildOptions(checkpoint=str(ckpt), quants=["int4", "fp32"], seq_lens=[8, 16],
+        i4, f32 = build(BuildOptions(checkpoint=str(ckpt), quants=recipes("int4", "fp32"), seq_lens=[8, 16],
                                      out=str(work / f"w128-{seed}-{{quant}}"), self_check=False), quiet=True)
-        got = DevicePipeline(load_bundle(i4), "litert", 1).embed("Hello world")
-        want = DevicePipeline(load_bundle(f32), "litert", 1).embed("Hello world")
+        got = DevicePipeline(load_bundle(i4), RUNTIMES["litert"], 1).embed("Hello world")
+        want = DevicePipeline(load_bundle(f32), RUNTIMES["litert"], 1).embed("Hello world")
         out.append(float(np.dot(got["dense_vecs"], want["dense_vecs"])))
     return out
 
