@@ -334,3 +334,126 @@ def test_index_and_search_commands(tiny_bundles: dict[str, Path], tmp_path: Path
     assert main(["search", str(empty), "--queries", str(queries), "--mode", "colbert+sparse+dense"]) == 0
     got = capsys.readouterr()
     assert [json.loads(x)["hits"] for x in got.out.splitlines()] == [[], []] and "empty index" in got.err
+
+
+# --------------------------------------------------------------------------- real weights
+
+
+@pytest.fixture(scope="module")
+def e5_flag(e5_ckpt: Path, flag_model_class: type) -> Any:
+    return flag_model_class(str(e5_ckpt), use_fp16=False, devices="cpu")
+
+
+@pytest.fixture(scope="module")
+def e5_sets(e5_bundles: dict[str, Path], e5_flag: Any) -> dict[str, Any]:
+    """The built-in retrieval set through the int8 bundle (LiteRT, one thread) and through
+    FlagEmbedding fp32 on the same checkpoint, truncated alike (the bundle's longest signature)."""
+    from edge_m3.bundle import load_bundle
+    from edge_m3.harness.inputs import retrieval_set
+    from edge_m3.runtime.pipeline import DevicePipeline
+    from edge_m3.runtime.registry import RUNTIMES
+
+    data = retrieval_set()
+    queries, passages = [q["text"] for q in data["queries"]], list(data["passages"])
+    bundle = load_bundle(e5_bundles["int8"])
+    pipe = DevicePipeline(bundle, RUNTIMES["litert"], threads=1)
+    longest = max(pipe.lengths)
+    ref = e5_flag.encode(queries + passages, batch_size=16, max_length=longest, return_dense=True,
+                         return_sparse=True, return_colbert_vecs=True)
+    flag = [{"dense_vecs": np.asarray(ref["dense_vecs"][i], np.float32),
+             "lexical_weights": dict(ref["lexical_weights"][i]),
+             "colbert_vecs": np.asarray(ref["colbert_vecs"][i], np.float32)}
+            for i in range(len(queries) + len(passages))]
+    return {"queries": queries, "passages": passages, "bundle": bundle, "pipe": pipe,
+            "ours": [pipe.embed(t) for t in queries + passages], "flag": flag, "longest": longest}
+
+
+@pytest.mark.models
+@pytest.mark.slow
+def test_scores_equal_flagembeddings_own_functions(e5_sets: dict[str, Any], e5_flag: Any) -> None:
+    """Fed the same real-weights vectors, edge_m3.retrieval gives what FlagEmbedding's
+    compute_lexical_matching_score, colbert_score and compute_score give, to float32 rounding
+    (FlagEmbedding sums in float32, in its own order)."""
+    flag, nq = e5_sets["flag"], len(e5_sets["queries"])
+    pairs = [(i, nq + j) for i in range(nq) for j in (i, (3 * i + 1) % (len(flag) - nq))]
+    for i, j in pairs:
+        q, p = flag[i], flag[j]
+        ref_sparse = float(e5_flag.compute_lexical_matching_score(q["lexical_weights"], p["lexical_weights"]))
+        assert lexical_matching_score(q["lexical_weights"], p["lexical_weights"]) == pytest.approx(
+            ref_sparse, rel=1e-5, abs=1e-7)
+        ref_colbert = float(e5_flag.colbert_score(q["colbert_vecs"], p["colbert_vecs"]))
+        assert colbert_score(q["colbert_vecs"], p["colbert_vecs"]) == pytest.approx(ref_colbert, abs=2e-6)
+        assert dense_score(q["dense_vecs"], p["dense_vecs"]) == pytest.approx(
+            float(q["dense_vecs"] @ p["dense_vecs"]), abs=2e-6)
+    # compute_score runs the model itself on the texts (batch_size=1: no padding between pairs),
+    # so its forward pass's float32 noise comes on top of the summation order.
+    texts = e5_sets["queries"] + e5_sets["passages"]
+    for weights, some in ((None, pairs[:3]), ([0.4, 0.2, 0.4], pairs[3:4])):
+        ref = e5_flag.compute_score([(texts[i], texts[j]) for i, j in some], batch_size=1,
+                                    max_query_length=e5_sets["longest"],
+                                    max_passage_length=e5_sets["longest"], weights_for_different_modes=weights)
+        assert set(ref) == set(SCORE_MODES)
+        for n, (i, j) in enumerate(some):
+            ours = compute_score(flag[i], flag[j], weights)
+            for mode in SCORE_MODES:
+                assert ours[mode] == pytest.approx(float(ref[mode][n]), abs=5e-5), (mode, weights)
+
+
+def _agreement(ours: list[list[int]], ref: list[list[int]]) -> float:
+    return float(np.mean([len(set(o) & set(r)) / max(len(r), 1) for o, r in zip(ours, ref, strict=True)]))
+
+
+# Floors with margin under what the e5-small int8 bundle measured (docs/benchmarks.md, issue 25).
+AGREEMENT_FLOOR = {"dense": 0.9, "sparse": 0.8, "colbert": 0.85, "sparse+dense": 0.9,
+                   "colbert+sparse+dense": 0.9}
+
+
+@pytest.mark.models
+@pytest.mark.slow
+def test_int8_bundle_ranks_like_flagembedding_fp32(e5_sets: dict[str, Any], e5_flag: Any) -> None:
+    """End to end: passages embedded by the int8 bundle into an Index, queries searched per mode,
+    against FlagEmbedding fp32's ranking by its own score functions: top-10 overlap per mode."""
+    nq, flag = len(e5_sets["queries"]), e5_sets["flag"]
+    index = Index(e5_sets["bundle"].manifest.hidden_size, "float32", "fp16")
+    index.add(e5_sets["ours"][nq:])
+    k, n = 10, len(flag) - nq
+    ref = {"dense": np.zeros((nq, n)), "sparse": np.zeros((nq, n)), "colbert": np.zeros((nq, n))}
+    for i in range(nq):
+        q = flag[i]
+        for r in range(n):
+            p = flag[nq + r]
+            ref["dense"][i, r] = float(q["dense_vecs"] @ p["dense_vecs"])
+            ref["sparse"][i, r] = float(e5_flag.compute_lexical_matching_score(q["lexical_weights"],
+                                                                               p["lexical_weights"]))
+            ref["colbert"][i, r] = float(e5_flag.colbert_score(q["colbert_vecs"], p["colbert_vecs"]))
+    agreement = {}
+    for mode in SCORE_MODES:
+        got, want = [], []
+        for i in range(nq):
+            scores = hybrid_score(mode, ref["dense"][i], ref["sparse"][i], ref["colbert"][i])
+            rows = [r for r in range(n) if mode != "sparse" or set(flag[i]["lexical_weights"]) & set(
+                flag[nq + r]["lexical_weights"])]
+            want.append(sorted(rows, key=lambda r: (-scores[r], r))[:k])
+            got.append([h.row for h in index.search(e5_sets["ours"][i], k, mode)])
+        agreement[mode] = _agreement(got, want)
+    print("top-10 agreement, int8 bundle vs FlagEmbedding fp32:", agreement)
+    for mode, floor in AGREEMENT_FLOOR.items():
+        assert agreement[mode] >= floor, agreement
+
+
+@pytest.mark.models
+def test_golden_scores_follow_the_contract_bit_for_bit(e5_bundles: dict[str, Path]) -> None:
+    """golden.json's scores, recomputed from its cases by the literal contract (what a kit
+    writes), are equal to the last bit: the kits' test of the same file cannot pass by luck."""
+    golden = json.loads((e5_bundles["int8"] / "golden.json").read_text(encoding="utf-8"))
+    cases, scores = golden["cases"], golden["scores"]
+    assert len(scores) == 3 * len(cases)
+    assert {tuple(s["weights"]) for s in scores} == {(1.0, 1.0, 1.0), (0.4, 0.2, 0.4)}
+    for s in scores:
+        q, p = cases[s["query"]], cases[s["passage"]]
+        d = _py_dot(np.asarray(q["dense_vecs"], np.float32), np.asarray(p["dense_vecs"], np.float32))
+        sp = _py_sparse(q["lexical_weights"], p["lexical_weights"])
+        c = _py_colbert(np.asarray(q["colbert_vecs"], np.float32), np.asarray(p["colbert_vecs"], np.float32))
+        assert (s["dense"], s["sparse"], s["colbert"]) == (d, sp, c)
+        for mode in SCORE_MODES:
+            assert s[mode] == hybrid_score(mode, d, sp, c, s["weights"]), mode
