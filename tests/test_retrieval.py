@@ -455,7 +455,8 @@ def test_golden_scores_follow_the_contract_bit_for_bit(e5_bundles: dict[str, Pat
         sp = _py_sparse(q["lexical_weights"], p["lexical_weights"])
         c = s["colbert"]
         if n % 3 == 0:  # the pure-Python ColBERT loop is slow: one pair of each case
-            c = _py_colbert(np.asarray(q["colbert_vecs"], np.float32), np.asarray(p["colbert_vecs"], np.float32))
+            c = _py_colbert(np.asarray(q["colbert_vecs"], np.float32),
+                            np.asarray(p["colbert_vecs"], np.float32))
         assert (s["dense"], s["sparse"], s["colbert"]) == (d, sp, c)
         for mode in SCORE_MODES:
             assert s[mode] == hybrid_score(mode, d, sp, c, s["weights"]), mode
