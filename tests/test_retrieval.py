@@ -329,6 +329,16 @@ def test_index_and_search_commands(tiny_bundles: dict[str, Path], tmp_path: Path
     assert main(["search", str(ix), "--queries", str(nothing), "--mode", "sparse"]) == 0
     got = capsys.readouterr()
     assert json.loads(got.out) == {"query": 0, "hits": []} and "no sparse hits" in got.err
+    # JSON lines with string ids: a duplicate id and a row without text are skipped, ids are the corpus's
+    rows = [{"id": "a", "text": "the cat sat"}, {"id": "b"}, {"id": "a", "text": "again"},
+            {"id": "c", "text": "dogs bark"}]
+    jsonl = tmp_path / "corpus.jsonl"
+    jsonl.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    assert main(["index", str(bundle), str(jsonl), "--out", str(tmp_path / "ixj"), "--colbert", "none",
+                 "--dense", "int8", "-q"]) == 0
+    assert "2 row(s)" in capsys.readouterr().err
+    assert main(["search", str(tmp_path / "ixj"), "--queries", str(queries), "--mode", "sparse+dense"]) == 0
+    assert {h[0] for ln in capsys.readouterr().out.splitlines() for h in json.loads(ln)["hits"]} == {"a", "c"}
     # an empty index (made by the library): every query gets no hits
     empty = Index(index.dim, bundle=BundleIdentity.of(load_bundle(bundle))).save(tmp_path / "empty")
     assert main(["search", str(empty), "--queries", str(queries), "--mode", "colbert+sparse+dense"]) == 0
