@@ -470,3 +470,26 @@ def test_golden_scores_follow_the_contract_bit_for_bit(e5_bundles: dict[str, Pat
         assert (s["dense"], s["sparse"], s["colbert"]) == (d, sp, c)
         for mode in SCORE_MODES:
             assert s[mode] == hybrid_score(mode, d, sp, c, s["weights"]), mode
+
+
+def test_near_ties_are_ranked_exactly() -> None:
+    """Rows one float32 ulp apart (the fast BLAS pass cannot order them) and exact duplicates
+    (ties go to the lower row): dense and colbert hits are still the brute force's, bit for bit."""
+    rng = np.random.default_rng(6)
+    passages = _passages(rng, 1)
+    base = passages[0]
+    for i in range(1, 80):
+        d = base["dense_vecs"].copy()
+        c = base["colbert_vecs"].copy()
+        if i % 2:
+            j = int(rng.integers(len(d)))
+            d[j] = np.nextafter(d[j], np.float32(2) if i % 4 == 1 else np.float32(-2))
+            c[0, j] = np.nextafter(c[0, j], np.float32(2))
+        passages.append({"dense_vecs": d, "lexical_weights": dict(base["lexical_weights"]), "colbert_vecs": c})
+    for dense, colbert in (("float32", "fp16"), ("int8", "int8")):
+        index = Index(24, dense, colbert)
+        index.add(passages)
+        q = {"dense_vecs": base["dense_vecs"], "lexical_weights": base["lexical_weights"],
+             "colbert_vecs": base["colbert_vecs"][:3]}
+        for mode in ("dense", "colbert", "colbert+sparse+dense"):
+            assert [(h.row, h.score) for h in index.search(q, 10, mode)] == _brute(index, q, passages, mode, 10)
