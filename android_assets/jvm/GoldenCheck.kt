@@ -136,6 +136,9 @@ fun main(args: Array<String>) {
     } catch (exc: EdgeM3Exception) {
         System.err.println("golden: error: ${exc.message}")
         exitProcess(2)
+    } catch (exc: NoClassDefFoundError) {
+        System.err.println("golden: error: JNA is not on the class path (${exc.message}): apt-get install -y libjna-java")
+        exitProcess(2)
     }
 }
 

@@ -20,9 +20,13 @@ import java.io.File
 /** The few C functions the runner calls, resolved once from the library it is given. */
 private class LiteRtC(val path: String) {
     private val lib: NativeLibrary = try {
-        NativeLibrary.getInstance(path)
+        if (!File(path).isFile) throw UnsatisfiedLinkError("not found")
+        NativeLibrary.getInstance(File(path).absolutePath)  // a path, never a name searched for
     } catch (exc: UnsatisfiedLinkError) {
-        val why = if (!File(path).exists()) "not found" else (exc.message ?: "cannot be loaded").lines().first()
+        // JNA's message lists every place it tried; the dlopen line says why (e.g. invalid ELF header).
+        val lines = (exc.message ?: "cannot be loaded").lines().map { it.trim() }.filter { it.isNotEmpty() }
+        val why = lines.firstOrNull { it.contains(": ") && !it.startsWith("Unable to load library") }
+            ?.substringAfterLast(": ") ?: lines.first()
         throw EdgeM3Exception("$path: cannot load the LiteRT library ($why); give the ai-edge-litert wheel's " +
             "ai_edge_litert/libLiteRt.so")
     }
