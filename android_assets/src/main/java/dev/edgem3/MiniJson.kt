@@ -165,6 +165,12 @@ object JsonTree {
         return n.toInt()
     }
 
+    fun long(x: Any?, where: String): Long {
+        val n = x as? Number ?: throw EdgeM3Exception("$where: expected an integer")
+        if (n !is Long && n !is Int) throw EdgeM3Exception("$where: expected an integer, got $x")
+        return n.toLong()
+    }
+
     fun float(x: Any?, where: String): Float {
         val n = x as? Number ?: throw EdgeM3Exception("$where: expected a number")
         return n.toDouble().toFloat()  // the double nearest the text, then float32: bit exact
