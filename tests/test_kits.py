@@ -347,6 +347,7 @@ def test_kotlin_runner_bad_input(kit_jar: Path, tiny_bundle: Path, litert_c_libr
          "outputs: dense_vecs is float32["),
         ((tiny_bundle,), "usage: KitEmbed"),
         (("--repeats", "0", "--lib", litert_c_library, tiny_bundle), "--repeats 0: must be a whole number >= 1"),
+        (("--threads", "x", "--lib", litert_c_library, tiny_bundle), "--threads x: must be a whole number >= 1"),
     ]
     for args, message in cases:
         proc = _kit_embed(kit_jar, *args, texts)

@@ -1,7 +1,7 @@
 // JVM-only command line (not part of the app): the Kotlin kit embeds a file of texts live, the
 // model on LiteRT's C API (LiteRtCRunner through JNA). The Kotlin side of tools/kit/kit_embed.sh.
 //
-//   java -cp kit.jar:jna.jar dev.edgem3.KitEmbedKt [--bench] [--repeats N] --lib LIBLITERT BUNDLE TEXTS_FILE
+//   java -cp kit.jar:jna.jar dev.edgem3.KitEmbedKt [--bench] [--repeats N] [--threads N] --lib LIBLITERT BUNDLE TEXTS_FILE
 //
 // Without --bench: for each line of the UTF-8 file (split on "\n" only) one JSON object with the
 // keys of `edge-m3 embed --out FILE.jsonl`: input_ids, signature, dense_vecs, lexical_weights,
@@ -9,19 +9,19 @@
 //   {"open_to_first_ms": X, "p50_ms": {"<seq_len>": X}, "runs": {"<seq_len>": N}}
 // open_to_first_ms: manifest, checksums, tokenizer, model open and the first line's embed;
 // p50_ms: the whole embed call (tokenize + run + post-process) per signature length, each line
-// embedded N times (default 20) after 3 warm-ups. Threads: LiteRtCRunner.DEFAULT_THREADS, as
-// Python's LiteRT runner. Bad input: one line on stderr, exit 2.
+// embedded N times (default 20) after 3 warm-ups. --threads: XNNPACK threads, default
+// LiteRtCRunner.DEFAULT_THREADS (1, as `edge-m3 embed`). Bad input: one line on stderr, exit 2.
 package dev.edgem3
 
 import java.io.Closeable
 import java.io.File
 import kotlin.system.exitProcess
 
-private const val EMBED_USAGE = "usage: KitEmbed [--bench] [--repeats N] --lib LIBLITERT BUNDLE TEXTS_FILE"
+private const val EMBED_USAGE = "usage: KitEmbed [--bench] [--repeats N] [--threads N] --lib LIBLITERT BUNDLE TEXTS_FILE"
 private const val WARMUPS = 3
 
 /** A bundle opened for embedding on the desktop: what EdgeM3Embedder.fromDirectory does on a phone. */
-private class DesktopBundle(dir: File, lib: String) : Closeable {
+private class DesktopBundle(dir: File, lib: String, threads: Int) : Closeable {
     val manifest: Manifest
     val model: ModelEntry
     val tokenizer: XlmrTokenizer
@@ -44,7 +44,7 @@ private class DesktopBundle(dir: File, lib: String) : Closeable {
         val sp = File(dir, manifest.tokenizer.file)
         if (!sp.isFile) throw UsageError("$sp: not found (named by ${EdgeM3Contract.MANIFEST})")
         tokenizer = XlmrTokenizer(sp.readBytes(), manifest.tokenizer, vocab)
-        runner = LiteRtCRunner.open(lib, File(dir, model.file), model.signatures)
+        runner = LiteRtCRunner.open(lib, File(dir, model.file), model.signatures, threads)
     }
 
     fun embed(text: String): Embedding = EdgeM3Core.embed(text, manifest, model, tokenizer, runner)
@@ -93,10 +93,10 @@ private fun median(xs: List<Double>): Double {
     return if (s.size % 2 == 1) s[s.size / 2] else (s[s.size / 2 - 1] + s[s.size / 2]) / 2
 }
 
-private fun bench(t0: Long, bundleDir: File, lib: String, lines: List<String>, repeats: Int): String {
+private fun bench(t0: Long, bundleDir: File, lib: String, threads: Int, lines: List<String>, repeats: Int): String {
     if (lines.isEmpty()) throw UsageError("no texts to time")
     val times = LinkedHashMap<Int, MutableList<Double>>()
-    DesktopBundle(bundleDir, lib).use { b ->
+    DesktopBundle(bundleDir, lib, threads).use { b ->
         b.embed(lines[0])
         val openMs = (System.nanoTime() - t0) / 1e6
         for (line in lines) {
@@ -121,16 +121,18 @@ fun main(args: Array<String>) {
         val rest = args.toMutableList()
         val isBench = rest.remove("--bench")
         var repeats = 20
+        var threads = LiteRtCRunner.DEFAULT_THREADS
         var lib: String? = null
         while (true) {
-            val at = rest.indexOfFirst { it == "--repeats" || it == "--lib" }
+            val at = rest.indexOfFirst { it == "--repeats" || it == "--threads" || it == "--lib" }
             if (at < 0) break
-            val value = rest.getOrNull(at + 1) ?: throw UsageError("${rest[at]} needs a value; $EMBED_USAGE")
-            if (rest[at] == "--lib") {
+            val flag = rest[at]
+            val value = rest.getOrNull(at + 1) ?: throw UsageError("$flag needs a value; $EMBED_USAGE")
+            if (flag == "--lib") {
                 lib = value
             } else {
-                repeats = value.toIntOrNull()?.takeIf { it >= 1 }
-                    ?: throw UsageError("--repeats $value: must be a whole number >= 1")
+                val n = value.toIntOrNull()?.takeIf { it >= 1 } ?: throw UsageError("$flag $value: must be a whole number >= 1")
+                if (flag == "--repeats") repeats = n else threads = n
             }
             rest.subList(at, at + 2).clear()
         }
@@ -138,10 +140,10 @@ fun main(args: Array<String>) {
         val bundleDir = File(rest[0])
         val lines = readLines(File(rest[1]))
         val out = if (isBench) {
-            bench(t0, bundleDir, lib, lines, repeats) + "\n"
+            bench(t0, bundleDir, lib, threads, lines, repeats) + "\n"
         } else {
             val sb = StringBuilder()
-            DesktopBundle(bundleDir, lib).use { b -> for (line in lines) sb.append(embeddingJson(b.embed(line))).append('\n') }
+            DesktopBundle(bundleDir, lib, threads).use { b -> for (line in lines) sb.append(embeddingJson(b.embed(line))).append('\n') }
             sb.toString()
         }
         System.out.write(out.toByteArray(Charsets.UTF_8))
