@@ -209,18 +209,17 @@ private fun check(bundle: File, inputs: File?): Int {
 
 /** Every golden case live through LiteRtCRunner, within the variant's device tolerance; the failure count. */
 private fun checkLive(bundle: File, lib: String): Int {
-    val manifest = Manifest.fromJson(readJson(File(bundle, EdgeM3Contract.MANIFEST)))
-    val model = manifest.model("tflite")
+    val b = LocalBundle.open(bundle)
+    val manifest = b.manifest
+    val model = b.model
     val golden = Golden.parse(readJson(File(bundle, EdgeM3Contract.GOLDEN)))
-    val vocab = manifest.tokenizer.vocabMapFile?.let { VocabMap.fromJson(readJson(File(bundle, it)), manifest.tokenizer) }
-    val tokenizer = XlmrTokenizer(File(bundle, manifest.tokenizer.file).readBytes(), manifest.tokenizer, vocab)
     val tol = Golden.toleranceFor(manifest.quant)
     var failed = 0
     val seen = HashMap<String, Int>()
     var worstCos = 1.0
-    LiteRtCRunner.open(lib, File(bundle, model.file), model.signatures).use { runner ->
+    LiteRtCRunner.open(lib, b.modelFile, model.signatures).use { runner ->
         for ((i, case) in golden.cases.withIndex()) {
-            val got = EdgeM3Core.embed(case.text, manifest, model, tokenizer, runner)
+            val got = EdgeM3Core.embed(case.text, manifest, model, b.tokenizer, runner)
             seen[got.signature] = (seen[got.signature] ?: 0) + 1
             val a = got.denseVecs
             val e = case.expected.denseVecs

@@ -20,34 +20,12 @@ import kotlin.system.exitProcess
 private const val EMBED_USAGE = "usage: KitEmbed [--bench] [--repeats N] [--threads N] --lib LIBLITERT BUNDLE TEXTS_FILE"
 private const val WARMUPS = 3
 
-/** A bundle opened for embedding on the desktop: what EdgeM3Embedder.fromDirectory does on a phone. */
+/** A bundle opened for embedding on the desktop: LocalBundle (as EdgeM3Embedder.fromDirectory) on LiteRtCRunner. */
 private class DesktopBundle(dir: File, lib: String, threads: Int) : Closeable {
-    val manifest: Manifest
-    val model: ModelEntry
-    val tokenizer: XlmrTokenizer
-    val runner: LiteRtCRunner
+    val bundle = LocalBundle.open(dir)  // every listed file's size and SHA-256 first, as `edge-m3 embed`
+    val runner = LiteRtCRunner.open(lib, bundle.modelFile, bundle.model.signatures, threads)
 
-    init {
-        val manifestFile = File(dir, EdgeM3Contract.MANIFEST)
-        if (!manifestFile.isFile) throw UsageError("$dir: not a bundle (no ${EdgeM3Contract.MANIFEST})")
-        manifest = Manifest.fromJson(MiniJson.parse(manifestFile.readText(Charsets.UTF_8)))
-        model = manifest.model("tflite")
-        // As `edge-m3 embed` (load_bundle): every listed file's size and SHA-256 first.
-        for ((name, entry) in manifest.files) {
-            val f = File(dir, name)
-            if (!f.isFile) throw UsageError("$f: not found (listed in ${EdgeM3Contract.MANIFEST})")
-            ModelCheck.verify(f.path, entry, f.length(), f.lastModified(), null) { f.inputStream() }
-        }
-        val vocab = manifest.tokenizer.vocabMapFile?.let {
-            VocabMap.fromJson(MiniJson.parse(File(dir, it).readText(Charsets.UTF_8)), manifest.tokenizer)
-        }
-        val sp = File(dir, manifest.tokenizer.file)
-        if (!sp.isFile) throw UsageError("$sp: not found (named by ${EdgeM3Contract.MANIFEST})")
-        tokenizer = XlmrTokenizer(sp.readBytes(), manifest.tokenizer, vocab)
-        runner = LiteRtCRunner.open(lib, File(dir, model.file), model.signatures, threads)
-    }
-
-    fun embed(text: String): Embedding = EdgeM3Core.embed(text, manifest, model, tokenizer, runner)
+    fun embed(text: String): Embedding = EdgeM3Core.embed(text, bundle.manifest, bundle.model, bundle.tokenizer, runner)
 
     override fun close() = runner.close()
 }
@@ -105,7 +83,7 @@ private fun bench(t0: Long, bundleDir: File, lib: String, threads: Int, lines: L
                 val s = System.nanoTime()
                 val e = b.embed(line)
                 val ms = (System.nanoTime() - s) / 1e6
-                times.getOrPut(b.model.signature(e.signature).seqLen) { ArrayList() }.add(ms)
+                times.getOrPut(b.bundle.model.signature(e.signature).seqLen) { ArrayList() }.add(ms)
             }
         }
         val lens = times.keys.sorted()

@@ -150,11 +150,11 @@ def kotlin_manifest(header: str) -> str:
         if hook:
             f = next(f for f in t.fields if f.prop == hook_prop)
             out += [f"    val {f.prop}: {_kt_type(f.kind)} = {hook}({f.prop}, file)", ""]
-        where = "manifest.json" if t.name == "Manifest" else "manifest.json: " + (
-            "tokenizer" if t.name == "TokenizerSpec" else t.name)
+        where = "EdgeM3Contract.MANIFEST" if t.name == "Manifest" else '"${EdgeM3Contract.MANIFEST}: ' + (
+            "tokenizer" if t.name == "TokenizerSpec" else t.name) + '"'
         out += ["    companion object {",
                 f"        /** Reads and checks one `{t.name}` of parsed JSON; errors name `where` and the key. */",
-                f'        fun fromJson(tree: Any?, where: String = "{where}"): {t.name} {{',
+                f'        fun fromJson(tree: Any?, where: String = {where}): {t.name} {{',
                 '            val t = JsonTree.obj(tree, where)',
                 f"            return {t.name}("]
         # The root's keys read "manifest.json: models[0].file", nested ones "<where>.file".

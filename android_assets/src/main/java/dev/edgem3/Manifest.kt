@@ -12,7 +12,7 @@ class SpecialIds(
 ) {
     companion object {
         /** Reads and checks one `SpecialIds` of parsed JSON; errors name `where` and the key. */
-        fun fromJson(tree: Any?, where: String = "manifest.json: SpecialIds"): SpecialIds {
+        fun fromJson(tree: Any?, where: String = "${EdgeM3Contract.MANIFEST}: SpecialIds"): SpecialIds {
             val t = JsonTree.obj(tree, where)
             return SpecialIds(
                 JsonTree.int(JsonTree.field(t, "bos", where), "$where.bos"),
@@ -37,7 +37,7 @@ class TokenizerSpec(
 ) {
     companion object {
         /** Reads and checks one `TokenizerSpec` of parsed JSON; errors name `where` and the key. */
-        fun fromJson(tree: Any?, where: String = "manifest.json: tokenizer"): TokenizerSpec {
+        fun fromJson(tree: Any?, where: String = "${EdgeM3Contract.MANIFEST}: tokenizer"): TokenizerSpec {
             val t = JsonTree.obj(tree, where)
             return TokenizerSpec(
                 JsonTree.str(JsonTree.field(t, "file", where), "$where.file"),
@@ -60,7 +60,7 @@ class TensorSpec(
 ) {
     companion object {
         /** Reads and checks one `TensorSpec` of parsed JSON; errors name `where` and the key. */
-        fun fromJson(tree: Any?, where: String = "manifest.json: TensorSpec"): TensorSpec {
+        fun fromJson(tree: Any?, where: String = "${EdgeM3Contract.MANIFEST}: TensorSpec"): TensorSpec {
             val t = JsonTree.obj(tree, where)
             return TensorSpec(
                 JsonTree.str(JsonTree.field(t, "name", where), "$where.name"),
@@ -80,7 +80,7 @@ class Signature(
 ) {
     companion object {
         /** Reads and checks one `Signature` of parsed JSON; errors name `where` and the key. */
-        fun fromJson(tree: Any?, where: String = "manifest.json: Signature"): Signature {
+        fun fromJson(tree: Any?, where: String = "${EdgeM3Contract.MANIFEST}: Signature"): Signature {
             val t = JsonTree.obj(tree, where)
             return Signature(
                 JsonTree.str(JsonTree.field(t, "name", where), "$where.name"),
@@ -103,7 +103,7 @@ class ModelEntry(
 
     companion object {
         /** Reads and checks one `ModelEntry` of parsed JSON; errors name `where` and the key. */
-        fun fromJson(tree: Any?, where: String = "manifest.json: ModelEntry"): ModelEntry {
+        fun fromJson(tree: Any?, where: String = "${EdgeM3Contract.MANIFEST}: ModelEntry"): ModelEntry {
             val t = JsonTree.obj(tree, where)
             return ModelEntry(
                 JsonTree.str(JsonTree.field(t, "format", where), "$where.format"),
@@ -122,7 +122,7 @@ class FileEntry(
 ) {
     companion object {
         /** Reads and checks one `FileEntry` of parsed JSON; errors name `where` and the key. */
-        fun fromJson(tree: Any?, where: String = "manifest.json: FileEntry"): FileEntry {
+        fun fromJson(tree: Any?, where: String = "${EdgeM3Contract.MANIFEST}: FileEntry"): FileEntry {
             val t = JsonTree.obj(tree, where)
             return FileEntry(
                 JsonTree.str(JsonTree.field(t, "sha256", where), "$where.sha256"),
@@ -145,7 +145,7 @@ class Manifest(
 ) {
     companion object {
         /** Reads and checks one `Manifest` of parsed JSON; errors name `where` and the key. */
-        fun fromJson(tree: Any?, where: String = "manifest.json"): Manifest {
+        fun fromJson(tree: Any?, where: String = EdgeM3Contract.MANIFEST): Manifest {
             val t = JsonTree.obj(tree, where)
             return Manifest(
                 checkedSchemaVersion(JsonTree.int(JsonTree.field(t, "schema_version", where), "$where: schema_version"), "$where: schema_version"),
