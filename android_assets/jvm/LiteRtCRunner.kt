@@ -88,7 +88,11 @@ private val ELEMENT_TYPES = mapOf(1 to "float32", 2 to "int32", 3 to "uint8", 4 
 /** A buffer of one signature input or output, with the shape and dtype the model reports. */
 private class Port(val name: String, val tensor: TensorSpec, val type: Memory, var buffer: Pointer? = null)
 
-private class SignatureIo(val index: Long, val inputs: List<Port>, val outputs: List<Port>)
+private class SignatureIo(val index: Long, val inputs: List<Port>, val outputs: List<Port>) {
+    /** The buffers' handles as the C arrays LiteRtRunCompiledModel takes, filled once at open. */
+    val inputHandles = Memory(8L * maxOf(1, inputs.size))
+    val outputHandles = Memory(8L * maxOf(1, outputs.size))
+}
 
 /** No-op destructor for the CPU options payload: the runner owns that memory and frees it at close. */
 private object KeepPayload : Callback {
@@ -115,17 +119,9 @@ class LiteRtCRunner private constructor(private val c: LiteRtC, private val wher
         val s = io[signature.name] ?: throw EdgeM3Exception("$where: no open signature ${signature.name}")
         val inputs = ModelIo.inputs(signature, inputIds, attentionMask)
         for (p in s.inputs) write(p, inputs.getValue(p.name))
-        val ins = handles(s.inputs)
-        val outs = handles(s.outputs)
-        c.call("LiteRtRunCompiledModel", "$where: ${signature.name}", compiled, s.index, s.inputs.size.toLong(), ins,
-            s.outputs.size.toLong(), outs)
+        c.call("LiteRtRunCompiledModel", "$where: ${signature.name}", compiled, s.index, s.inputs.size.toLong(),
+            s.inputHandles, s.outputs.size.toLong(), s.outputHandles)
         return ModelIo.outputs(signature) { name -> read(s.outputs.first { it.name == name }) }
-    }
-
-    private fun handles(ports: List<Port>): Memory {
-        val m = Memory(8L * maxOf(1, ports.size))
-        for ((i, p) in ports.withIndex()) m.setPointer(8L * i, p.buffer)
-        return m
     }
 
     private fun lock(p: Port, mode: Int): Pointer {
@@ -251,8 +247,14 @@ class LiteRtCRunner private constructor(private val c: LiteRtC, private val wher
         compiled = cmRef.value
         for (s in signatures) {
             val mine = own.getValue(s.name)
-            for ((j, p) in mine.inputs.withIndex()) makeBuffer(mine, p, j.toLong(), true, s.name)
-            for ((j, p) in mine.outputs.withIndex()) makeBuffer(mine, p, j.toLong(), false, s.name)
+            for ((j, p) in mine.inputs.withIndex()) {
+                makeBuffer(mine, p, j.toLong(), true, s.name)
+                mine.inputHandles.setPointer(8L * j, p.buffer)
+            }
+            for ((j, p) in mine.outputs.withIndex()) {
+                makeBuffer(mine, p, j.toLong(), false, s.name)
+                mine.outputHandles.setPointer(8L * j, p.buffer)
+            }
             io[s.name] = mine
         }
     }
