@@ -20,7 +20,7 @@ import java.nio.ByteOrder
 sealed class WeightCache {
     /**
      * A file in `dir`, named by the model's SHA-256 and `runtimeKey`: the first start packs and
-     * writes it, later starts map it (desktop: 59 ms instead of 436 ms to the first result).
+     * writes it, later starts map it (Python's LiteRT on a desktop: 59 ms instead of 436 ms to the first result).
      * `runtimeKey` must change whenever the LiteRT build may (an app update): [inCacheDir] uses the
      * APK's modification time. Costs disk about the size of the packed weights.
      */
