@@ -144,7 +144,8 @@ def litert_c_library() -> Path:
     spec = importlib.util.find_spec("ai_edge_litert")
     lib = Path(next(iter(spec.submodule_search_locations or []), "")) / "libLiteRt.so" if spec else None
     if lib is None or not lib.is_file():
-        _tool_missing("ai_edge_litert/libLiteRt.so not found (pip install ai-edge-litert)", "EDGE_M3_REQUIRE_KOTLIN")
+        _tool_missing("ai_edge_litert/libLiteRt.so not found (pip install ai-edge-litert)",
+                      "EDGE_M3_REQUIRE_KOTLIN")
     return lib
 
 

@@ -316,7 +316,8 @@ def _garbage_model(manifest: dict, model: Path) -> None:
     manifest["files"][model.name] = {"sha256": hashlib.sha256(data).hexdigest(), "size": len(data)}
 
 
-def test_kotlin_runner_bad_input(kit_jar: Path, tiny_bundle: Path, litert_c_library: Path, tmp_path: Path) -> None:
+def test_kotlin_runner_bad_input(kit_jar: Path, tiny_bundle: Path, litert_c_library: Path,
+                                 tmp_path: Path) -> None:
     """A missing or wrong library, a file LiteRT cannot run, a model whose signatures are not the
     manifest's, bad options: each one line on stderr naming the file, exit 2, never a JVM crash."""
     texts = tmp_path / "texts.txt"
@@ -330,14 +331,16 @@ def test_kotlin_runner_bad_input(kit_jar: Path, tiny_bundle: Path, litert_c_libr
         out = next(o for o in m["models"][0]["signatures"][-1]["outputs"] if o["name"] == "dense_vecs")
         out["shape"] = [1, out["shape"][1] + 1]
 
+    java_home = Path(shutil.which("java") or "/bin/sh").resolve().parent.parent  # libjava.so: not LiteRT
     garbage_dir = _copy(tiny_bundle, tmp_path / "garbage")
     manifest = json.loads((garbage_dir / "manifest.json").read_text(encoding="utf-8"))
     _garbage_model(manifest, garbage_dir / model_name)
     (garbage_dir / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
     cases = [
-        (("--lib", tmp_path / "nope.so", tiny_bundle), f"{tmp_path / 'nope.so'}: cannot load the LiteRT library (not found)"),
+        (("--lib", tmp_path / "nope.so", tiny_bundle),
+         f"{tmp_path / 'nope.so'}: cannot load the LiteRT library (not found)"),
         (("--lib", texts, tiny_bundle), f"{texts}: cannot load the LiteRT library ("),
-        (("--lib", Path(shutil.which("java") or "/bin/sh").resolve().parent.parent / "lib/libjava.so", tiny_bundle),
+        (("--lib", java_home / "lib/libjava.so", tiny_bundle),
          ": not LiteRT's C API (no LiteRtCreateEnvironment)"),
         (("--lib", litert_c_library, garbage_dir), f"{model_name}: not a model LiteRT can read: LiteRT "
                                                    "LiteRtCreateModelFromFile failed"),
@@ -346,8 +349,10 @@ def test_kotlin_runner_bad_input(kit_jar: Path, tiny_bundle: Path, litert_c_libr
         (("--lib", litert_c_library, _with_manifest(tiny_bundle, tmp_path / "reshaped", reshaped)),
          "outputs: dense_vecs is float32["),
         ((tiny_bundle,), "usage: KitEmbed"),
-        (("--repeats", "0", "--lib", litert_c_library, tiny_bundle), "--repeats 0: must be a whole number >= 1"),
-        (("--threads", "x", "--lib", litert_c_library, tiny_bundle), "--threads x: must be a whole number >= 1"),
+        (("--repeats", "0", "--lib", litert_c_library, tiny_bundle),
+         "--repeats 0: must be a whole number >= 1"),
+        (("--threads", "x", "--lib", litert_c_library, tiny_bundle),
+         "--threads x: must be a whole number >= 1"),
     ]
     for args, message in cases:
         proc = _kit_embed(kit_jar, *args, texts)

@@ -63,7 +63,8 @@ TYPES = (
                                   Field("dtype", "dtype", "String"))),
     KitType("Signature", "One fixed-length entry point of the model (`embed_<L>`).", _keys(c.Signature), (
         Field("name", "name", "String"), Field("seqLen", "seq_len", "Int"),
-        Field("inputs", "inputs", "[TensorSpec]", "empty"), Field("outputs", "outputs", "[TensorSpec]", "empty"))),
+        Field("inputs", "inputs", "[TensorSpec]", "empty"),
+        Field("outputs", "outputs", "[TensorSpec]", "empty"))),
     KitType("ModelEntry", "One model file of the bundle; its signatures sorted by length, never empty.",
             _keys(c.ModelEntry), (
                 Field("format", "format", "String"), Field("file", "file", "String"),
@@ -71,7 +72,8 @@ TYPES = (
             mutable=False, init_hook="signatures:checkedSignatures"),
     KitType("FileEntry", "A shipped file's SHA-256 (lowercase hex) and size in bytes.", c.FILE_ENTRY_KEYS,
             (Field("sha256", c.FILE_ENTRY_KEYS[0], "String"), Field("size", c.FILE_ENTRY_KEYS[1], "Int64"))),
-    KitType("Manifest", "manifest.json: the fields the kit reads (others, e.g. `source` or `ops`, are ignored).",
+    KitType("Manifest",
+            "manifest.json: the fields the kit reads (others, e.g. `source` or `ops`, are ignored).",
             _keys(c.Manifest), (
                 Field("schemaVersion", "schema_version", "Int", hook="checkedSchemaVersion"),
                 Field("quant", "quant", "String"), Field("hiddenSize", "hidden_size", "Int"),
@@ -86,7 +88,8 @@ def check_against_contract() -> None:
     for t in TYPES:
         for f in t.fields:
             if f.key not in t.source:
-                raise SystemExit(f"kit manifest type {t.name}.{f.prop}: key {f.key!r} is not in edge_m3/contract.py "
+                raise SystemExit(f"kit manifest type {t.name}.{f.prop}: key {f.key!r} is not in "
+                                 "edge_m3/contract.py "
                                  f"({', '.join(t.source)})")
 
 
@@ -137,7 +140,8 @@ def _kt_read(f: Field, tree: str, where: str) -> str:
 
 def kotlin_manifest(header: str) -> str:
     check_against_contract()
-    out = [f"// {header}", "// The manifest types' rules (schema, signatures, special-token strings): ManifestRules.kt.",
+    out = [f"// {header}",
+           "// The manifest types' rules (schema, signatures, special-token strings): ManifestRules.kt.",
            "package dev.edgem3", ""]
     for t in TYPES:
         hook_prop, _, hook = (t.init_hook or ":").partition(":")
@@ -153,7 +157,8 @@ def kotlin_manifest(header: str) -> str:
         where = "EdgeM3Contract.MANIFEST" if t.name == "Manifest" else '"${EdgeM3Contract.MANIFEST}: ' + (
             "tokenizer" if t.name == "TokenizerSpec" else t.name) + '"'
         out += ["    companion object {",
-                f"        /** Reads and checks one `{t.name}` of parsed JSON; errors name `where` and the key. */",
+                f"        /** Reads and checks one `{t.name}` of parsed JSON; errors name `where` and the "
+                "key. */",
                 f'        fun fromJson(tree: Any?, where: String = {where}): {t.name} {{',
                 '            val t = JsonTree.obj(tree, where)',
                 f"            return {t.name}("]
@@ -184,7 +189,8 @@ def _sw_default(f: Field) -> str:
 
 def swift_manifest(header: str) -> str:
     check_against_contract()
-    out = [f"// {header}", "// The manifest types' rules (schema, signatures, special-token strings): ManifestRules.swift.",
+    out = [f"// {header}",
+           "// The manifest types' rules (schema, signatures, special-token strings): ManifestRules.swift.",
            "", "import Foundation", ""]
     for t in TYPES:
         hook_prop, _, hook = (t.init_hook or ":").partition(":")
@@ -205,7 +211,8 @@ def swift_manifest(header: str) -> str:
             value = f"try {hook}({f.prop}, file: file)" if f.prop == hook_prop else f.prop
             out.append(f"        self.{f.prop} = {value}")
         out += ["    }", "", "    enum CodingKeys: String, CodingKey {"]
-        out += [f'        case {f.prop} = "{f.key}"' if f.prop != f.key else f"        case {f.prop}" for f in t.fields]
+        out += [f'        case {f.prop} = "{f.key}"' if f.prop != f.key else f"        case {f.prop}"
+                for f in t.fields]
         out += ["    }", "", "    public init(from decoder: Decoder) throws {",
                 "        let c = try decoder.container(keyedBy: CodingKeys.self)"]
         for f in t.fields:
@@ -228,7 +235,8 @@ def swift_manifest(header: str) -> str:
                 "        var c = encoder.container(keyedBy: CodingKeys.self)"]
         for f in t.fields:
             if f.kind == "file?":
-                out.append(f"        try c.encode({f.prop}.map {{ FileRef(file: $0) }}, forKey: .{f.prop})  // null when absent")
+                out.append(f"        try c.encode({f.prop}.map {{ FileRef(file: $0) }}, forKey: .{f.prop})"
+                           "  // null when absent")
             else:
                 out.append(f"        try c.encode({f.prop}, forKey: .{f.prop})")
         out += ["    }", "}", ""]
