@@ -254,9 +254,9 @@ def test_kotlin_live_golden_e5(kit_jar: Path, e5_bundles: dict[str, Path], liter
     _assert_live_golden(_live_check(kit_jar, e5_bundles[quant], litert_c_library), e5_bundles[quant])
 
 
-def _kit_embed(jar: Path, *args: str | Path) -> subprocess.CompletedProcess[str]:
+def _kit_embed(jar: Path, *args: str | Path, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(["java", "-cp", _classpath(jar), "dev.edgem3.KitEmbedKt", *map(str, args)],
-                          capture_output=True, text=True, timeout=300)
+                          capture_output=True, text=True, timeout=300, cwd=cwd)
 
 
 DIFF_TEXTS = ("BGE-M3 on a phone.", "Le modèle tourne sur le téléphone, sans serveur, même hors ligne.",
@@ -310,8 +310,8 @@ def _with_manifest(bundle: Path, dest: Path, edit: Callable[[dict], None]) -> Pa
     return out
 
 
-def _garbage_model(manifest: dict, model: Path) -> None:
-    data = b"not a flatbuffer " * 64
+def _garbage_model(manifest: dict, model: Path, data: bytes) -> None:
+    """`data` as the model file, with a manifest entry that matches it (the checksum passes)."""
     model.write_bytes(data)
     manifest["files"][model.name] = {"sha256": hashlib.sha256(data).hexdigest(), "size": len(data)}
 
@@ -332,18 +332,27 @@ def test_kotlin_runner_bad_input(kit_jar: Path, tiny_bundle: Path, litert_c_libr
         out["shape"] = [1, out["shape"][1] + 1]
 
     java_home = Path(shutil.which("java") or "/bin/sh").resolve().parent.parent  # libjava.so: not LiteRT
-    garbage_dir = _copy(tiny_bundle, tmp_path / "garbage")
-    manifest = json.loads((garbage_dir / "manifest.json").read_text(encoding="utf-8"))
-    _garbage_model(manifest, garbage_dir / model_name)
-    (garbage_dir / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
+    unreadable = []
+    model_bytes = (tiny_bundle / model_name).read_bytes()
+    bad = _copy(tiny_bundle, tmp_path / "garbage")
+    manifest = json.loads((bad / "manifest.json").read_text(encoding="utf-8"))
+    _garbage_model(manifest, bad / model_name, b"not a flatbuffer " * 64)
+    (bad / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
+    unreadable.append((("--lib", litert_c_library, bad), f"{model_name}: not a model LiteRT can read: "
+                                                         "LiteRT LiteRtCreateModelFromFile failed"))
+    # A cut download: refused by its size before LiteRT reads it (LiteRT 2.3.0 does not verify
+    # the flatbuffer: a cut model whose manifest was rewritten to match can crash its loader).
+    cut = _copy(tiny_bundle, tmp_path / "cut")
+    (cut / model_name).write_bytes(model_bytes[:len(model_bytes) // 2])
+    unreadable.append((("--lib", litert_c_library, cut),
+                       f"{model_name}: {len(model_bytes) // 2} bytes, manifest.json says {len(model_bytes)}"))
     cases = [
         (("--lib", tmp_path / "nope.so", tiny_bundle),
          f"{tmp_path / 'nope.so'}: cannot load the LiteRT library (not found)"),
         (("--lib", texts, tiny_bundle), f"{texts}: cannot load the LiteRT library ("),
         (("--lib", java_home / "lib/libjava.so", tiny_bundle),
          ": not LiteRT's C API (no LiteRtCreateEnvironment)"),
-        (("--lib", litert_c_library, garbage_dir), f"{model_name}: not a model LiteRT can read: LiteRT "
-                                                   "LiteRtCreateModelFromFile failed"),
+        *unreadable,
         (("--lib", litert_c_library, _with_manifest(tiny_bundle, tmp_path / "renamed", renamed)),
          f"{model_name}: no signature embed_9 (the model has ["),
         (("--lib", litert_c_library, _with_manifest(tiny_bundle, tmp_path / "reshaped", reshaped)),
@@ -355,9 +364,9 @@ def test_kotlin_runner_bad_input(kit_jar: Path, tiny_bundle: Path, litert_c_libr
          "--threads x: must be a whole number >= 1"),
     ]
     for args, message in cases:
-        proc = _kit_embed(kit_jar, *args, texts)
+        proc = _kit_embed(kit_jar, *args, texts, cwd=tmp_path)  # where a JVM would write hs_err_pid*.log
         assert proc.returncode == 2, (args, proc.stdout, proc.stderr[-2000:])
         err = [line for line in proc.stderr.splitlines() if line.startswith("kit_embed: ")]
         assert len(err) == 1 and message in err[0], (args, proc.stderr[-2000:])
         assert "Exception" not in proc.stderr and "\tat " not in proc.stderr, proc.stderr[-2000:]
-    assert not list(Path.cwd().glob("hs_err_pid*.log"))
+    assert not list(tmp_path.glob("hs_err_pid*.log"))
