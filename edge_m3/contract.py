@@ -257,6 +257,9 @@ def recipes(*names: str) -> tuple[QuantRecipe, ...]:
 # --------------------------------------------------------------------------- manifest
 
 
+FILE_ENTRY_KEYS = ("sha256", "size")  # manifest.json `files.<name>`: hex digest (string), bytes (integer)
+
+
 def _bad(what: str, why: str) -> EdgeM3Error:
     return EdgeM3Error(f"{MANIFEST}: {what}: {why}")
 
@@ -544,8 +547,9 @@ class Manifest:
             raise _bad("heads", f"{heads} not a subset of {list(HEADS)}")
         files = _field(d, "files", dict, "", {})
         for name, entry in files.items():
-            if not isinstance(entry, dict) or not isinstance(entry.get("sha256"), str) \
-                    or not isinstance(entry.get("size"), int):
+            digest, size = FILE_ENTRY_KEYS
+            if not isinstance(entry, dict) or not isinstance(entry.get(digest), str) \
+                    or not isinstance(entry.get(size), int):
                 raise _bad(f"files.{name}", "needs sha256 (string) and size (integer)")
         return cls(
             edge_m3_version=str(d.get("edge_m3_version", "")), created=str(d.get("created", "")),

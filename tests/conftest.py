@@ -112,6 +112,11 @@ def flag_model_class() -> type:
         pytest.fail(str(exc), pytrace=False)
 
 
+def jna_jar_path() -> str:
+    """JNA for the Kotlin kit's live runner: $EDGE_M3_JNA_JAR, else Debian's libjna-java."""
+    return os.environ.get("EDGE_M3_JNA_JAR") or "/usr/share/java/jna.jar"
+
+
 @pytest.fixture(scope="session")
 def kit_jar() -> Path:
     """The Android kit's Kotlin (app sources against stubs, instrumented test, JVM tools) in one jar,
@@ -121,10 +126,27 @@ def kit_jar() -> Path:
     if shutil.which("kotlinc") is None or shutil.which("java") is None:
         _tool_missing("kotlinc/java not installed (apt-get install -y kotlin); CI installs them and runs this",
                       "EDGE_M3_REQUIRE_KOTLIN")  # set by .ci/run: CI must not skip silently
+    if not Path(jna_jar_path()).is_file():  # the live runner (LiteRtCRunner) is compiled against JNA
+        _tool_missing(f"JNA not found at {jna_jar_path()} (apt-get install -y libjna-java; EDGE_M3_JNA_JAR)",
+                      "EDGE_M3_REQUIRE_KOTLIN")
     proc = subprocess.run([str(ROOT / "tools/kit/kit_jar.sh")], capture_output=True, text=True, timeout=900)
     jar = Path(proc.stdout.strip().splitlines()[-1]) if proc.stdout.strip() else None
     assert proc.returncode == 0 and jar is not None and jar.is_file(), f"kotlinc failed:\n{proc.stderr}"
     return jar
+
+
+@pytest.fixture(scope="session")
+def litert_c_library() -> Path:
+    """LiteRT's C API as the ai-edge-litert wheel ships it (ai_edge_litert/libLiteRt.so): what the
+    Kotlin kit's live runner (LiteRtCRunner) loads. Missing: a skip here, a failure in CI."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("ai_edge_litert")
+    lib = Path(next(iter(spec.submodule_search_locations or []), "")) / "libLiteRt.so" if spec else None
+    if lib is None or not lib.is_file():
+        _tool_missing("ai_edge_litert/libLiteRt.so not found (pip install ai-edge-litert)",
+                      "EDGE_M3_REQUIRE_KOTLIN")
+    return lib
 
 
 @pytest.fixture(scope="session")

@@ -99,6 +99,29 @@ def test_kit_contract_files_are_current() -> None:
     assert proc.returncode == 0, proc.stderr
 
 
+def test_kit_manifest_types_follow_the_contract(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Manifest.kt / Manifest.swift read exactly the keys contract.py defines: every kit type's keys
+    are contract fields, the generated files name each key, and a key the contract lacks (a renamed
+    manifest field) stops the generator."""
+    import dataclasses
+
+    from tools.codegen import gen_kit_contract, kit_manifest
+
+    kotlin = gen_kit_contract.KOTLIN_MANIFEST.read_text(encoding="utf-8")
+    swift = gen_kit_contract.SWIFT_MANIFEST.read_text(encoding="utf-8")
+    for t in kit_manifest.TYPES:
+        assert f"class {t.name}(" in kotlin and f"public struct {t.name}: Codable" in swift
+        for f in t.fields:
+            in_swift = f'"{f.key}"' in swift or f"case {f.key}\n" in swift  # `case bos`: key = name
+            assert f'"{f.key}"' in kotlin and in_swift, (t.name, f.key)
+    assert [f.key for f in kit_manifest.TYPES[0].fields] == list(c.SPECIAL_KEYS)
+    renamed = dataclasses.replace(kit_manifest.TYPES[-1],
+                                  fields=(kit_manifest.Field("quant", "quantization", "String"),))
+    monkeypatch.setattr(kit_manifest, "TYPES", (renamed,))
+    with pytest.raises(SystemExit, match="key 'quantization' is not in edge_m3/contract.py"):
+        kit_manifest.kotlin_manifest("header")
+
+
 def test_names_are_spelled_only_in_the_contract() -> None:
     """Tensor and output names appear as string literals in edge_m3/contract.py alone."""
     names = {c.INPUT_IDS, c.ATTENTION_MASK, c.DENSE_VECS, c.SPARSE_WEIGHTS, c.COLBERT_VECS,

@@ -6,6 +6,11 @@ choice and post-processing, all bit for bit (ids from the kit's own XlmrTokenize
 checking every bundle file's size and SHA-256 as the app does on first load (ModelCheck.kt). One
 kotlinc run per session also type-checks the Android embedder (suspending API included) and the
 instrumented test against compile-only stubs.
+Live: GoldenCheck --live runs every golden case with the model on jvm/LiteRtCRunner.kt (LiteRT's
+C API from the ai-edge-litert wheel, through JNA) on the tiny and the real-weights e5-small int8
+and int4 bundles, within the device tolerance; KitEmbed (tools/kit/kit_embed.sh kotlin) is held
+against `edge-m3 embed`; the runner's bad input gives one line each. CI fails without JNA or the
+library (EDGE_M3_REQUIRE_KOTLIN).
 Gradle cannot run here (no Android SDK), so the library module's build file is checked as text.
 The Swift kit has its own tests (tests/test_swift_kit.py).
 """
@@ -17,6 +22,7 @@ import json
 import re
 import shutil
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -214,3 +220,158 @@ def test_android_library_module() -> None:
             assert f"{artifact}:{version}" in readme, f"README quotes another {artifact} version"
     assert f"com.google.ai.edge.litert:litert:{litert}" in readme
     assert 'include(":edgem3")' in readme and "build.gradle.kts.snippet" not in readme
+
+
+# ---- live: the model through LiteRtCRunner (LiteRT's C API via JNA, android_assets/jvm/) -------------
+
+def _classpath(jar: Path) -> str:
+    from tests.conftest import jna_jar_path
+
+    return f"{jar}:{jna_jar_path()}"
+
+
+def _live_check(jar: Path, bundle: Path, lib: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["java", "-cp", _classpath(jar), "dev.edgem3.GoldenCheckKt", str(bundle), "--live",
+                           str(lib)], capture_output=True, text=True, timeout=300)
+
+
+def _assert_live_golden(proc: subprocess.CompletedProcess[str], bundle: Path) -> None:
+    manifest = json.loads((bundle / "manifest.json").read_text(encoding="utf-8"))
+    n_cases = len(json.loads((bundle / "golden.json").read_text(encoding="utf-8"))["cases"])
+    assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
+    m = re.search(r"^live: (\d+) passed, (\d+) failed \(quant (\S+), signatures \[(.*?)\]", proc.stdout, re.M)
+    assert m, proc.stdout
+    assert (int(m.group(1)), int(m.group(2)), m.group(3)) == (n_cases, 0, manifest["quant"])
+    runs = dict(x.split(":") for x in m.group(4).split(", "))
+    assert set(runs) == {s["name"] for s in manifest["models"][0]["signatures"]}  # every signature ran
+    assert all(int(n) > 0 for n in runs.values())
+
+
+def test_kotlin_live_golden_tiny(kit_jar: Path, tiny_bundle: Path, litert_c_library: Path) -> None:
+    """golden.json replayed live: the tiny fp32 model run by the kit itself, every signature."""
+    _assert_live_golden(_live_check(kit_jar, tiny_bundle, litert_c_library), tiny_bundle)
+
+
+@pytest.mark.parametrize("quant", ["int8", "int4"])
+def test_kotlin_live_golden_e5(kit_jar: Path, e5_bundles: dict[str, Path], litert_c_library: Path,
+                               quant: str) -> None:
+    """Real trained weights (e5-small, int8 as shipped and int4), live within the device tolerance."""
+    _assert_live_golden(_live_check(kit_jar, e5_bundles[quant], litert_c_library), e5_bundles[quant])
+
+
+def _kit_embed(jar: Path, *args: str | Path, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["java", "-cp", _classpath(jar), "dev.edgem3.KitEmbedKt", *map(str, args)],
+                          capture_output=True, text=True, timeout=300, cwd=cwd)
+
+
+DIFF_TEXTS = ("BGE-M3 on a phone.", "Le modèle tourne sur le téléphone, sans serveur, même hors ligne.",
+              "検索は端末の中で。", "x " * 200)  # the last one past the longest signature: truncated
+
+
+def test_kit_embed_matches_edge_m3_embed(kit_jar: Path, e5_bundles: dict[str, Path], litert_c_library: Path,
+                                         tmp_path: Path) -> None:
+    """KitEmbed (Kotlin kit, live) against `edge-m3 embed` (Python's DevicePipeline) on the e5 int8
+    bundle: ids and signature exact, vectors within the variant's device tolerance."""
+    import numpy as np
+
+    from edge_m3.cli import main
+    from edge_m3.contract import RECIPES
+
+    bundle = e5_bundles["int8"]
+    texts = tmp_path / "texts.txt"
+    texts.write_text("\n".join(DIFF_TEXTS) + "\n", encoding="utf-8")
+    assert main(["embed", str(bundle), "--texts", str(texts), "--out", str(tmp_path / "py.jsonl")]) == 0
+    want = [json.loads(line) for line in (tmp_path / "py.jsonl").read_text(encoding="utf-8").splitlines()]
+    proc = _kit_embed(kit_jar, "--lib", litert_c_library, bundle, texts)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    got = [json.loads(line) for line in proc.stdout.splitlines()]
+    assert len(got) == len(want) == len(DIFF_TEXTS)
+    tol = RECIPES["int8"].device_tolerance
+    for g, w in zip(got, want, strict=True):
+        assert set(g) == set(w) == {"input_ids", "signature", "dense_vecs", "lexical_weights", "colbert_vecs"}
+        assert (g["input_ids"], g["signature"]) == (w["input_ids"], w["signature"])
+        a, b = np.asarray(g["dense_vecs"]), np.asarray(w["dense_vecs"])
+        assert a @ b / np.linalg.norm(a) / np.linalg.norm(b) >= tol.dense_cosine_min
+        assert np.abs(a - b).max() <= tol.max_abs
+        for k in set(g["lexical_weights"]) | set(w["lexical_weights"]):
+            assert abs(g["lexical_weights"].get(k, 0.0) - w["lexical_weights"].get(k, 0.0)) <= tol.max_abs
+        assert np.abs(np.asarray(g["colbert_vecs"]) - np.asarray(w["colbert_vecs"])).max() <= tol.max_abs
+    assert {w["signature"] for w in want} == {s.name for s in load_bundle(bundle).manifest.models[0].signatures}
+    # --bench: one JSON line, runs grouped by the signature length each text lands on.
+    proc = _kit_embed(kit_jar, "--bench", "--repeats", "2", "--lib", litert_c_library, bundle, texts)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    (line,) = proc.stdout.splitlines()
+    bench = json.loads(line)
+    lengths = [int(w["signature"].rsplit("_", 1)[1]) for w in want]
+    assert bench["runs"] == {str(n): 2 * lengths.count(n) for n in set(lengths)}
+    assert set(bench["p50_ms"]) == set(bench["runs"]) and bench["open_to_first_ms"] > 0
+
+
+def _with_manifest(bundle: Path, dest: Path, edit: Callable[[dict], None]) -> Path:
+    out = _copy(bundle, dest)
+    manifest = json.loads((out / "manifest.json").read_text(encoding="utf-8"))
+    edit(manifest)
+    (out / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
+    return out
+
+
+def _garbage_model(manifest: dict, model: Path, data: bytes) -> None:
+    """`data` as the model file, with a manifest entry that matches it (the checksum passes)."""
+    model.write_bytes(data)
+    manifest["files"][model.name] = {"sha256": hashlib.sha256(data).hexdigest(), "size": len(data)}
+
+
+def test_kotlin_runner_bad_input(kit_jar: Path, tiny_bundle: Path, litert_c_library: Path,
+                                 tmp_path: Path) -> None:
+    """A missing or wrong library, a file LiteRT cannot run, a model whose signatures are not the
+    manifest's, bad options: each one line on stderr naming the file, exit 2, never a JVM crash."""
+    texts = tmp_path / "texts.txt"
+    texts.write_text("hello\n", encoding="utf-8")
+    model_name = json.loads((tiny_bundle / "manifest.json").read_text(encoding="utf-8"))["models"][0]["file"]
+
+    def renamed(m: dict) -> None:
+        m["models"][0]["signatures"][0]["name"] = "embed_9"
+
+    def reshaped(m: dict) -> None:
+        out = next(o for o in m["models"][0]["signatures"][-1]["outputs"] if o["name"] == "dense_vecs")
+        out["shape"] = [1, out["shape"][1] + 1]
+
+    java_home = Path(shutil.which("java") or "/bin/sh").resolve().parent.parent  # libjava.so: not LiteRT
+    unreadable = []
+    model_bytes = (tiny_bundle / model_name).read_bytes()
+    bad = _copy(tiny_bundle, tmp_path / "garbage")
+    manifest = json.loads((bad / "manifest.json").read_text(encoding="utf-8"))
+    _garbage_model(manifest, bad / model_name, b"not a flatbuffer " * 64)
+    (bad / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
+    unreadable.append((("--lib", litert_c_library, bad), f"{model_name}: not a model LiteRT can read: "
+                                                         "LiteRT LiteRtCreateModelFromFile failed"))
+    # A cut download: refused by its size before LiteRT reads it (LiteRT 2.3.0 does not verify
+    # the flatbuffer: a cut model whose manifest was rewritten to match can crash its loader).
+    cut = _copy(tiny_bundle, tmp_path / "cut")
+    (cut / model_name).write_bytes(model_bytes[:len(model_bytes) // 2])
+    unreadable.append((("--lib", litert_c_library, cut),
+                       f"{model_name}: {len(model_bytes) // 2} bytes, manifest.json says {len(model_bytes)}"))
+    cases = [
+        (("--lib", tmp_path / "nope.so", tiny_bundle),
+         f"{tmp_path / 'nope.so'}: cannot load the LiteRT library (not found)"),
+        (("--lib", texts, tiny_bundle), f"{texts}: cannot load the LiteRT library ("),
+        (("--lib", java_home / "lib/libjava.so", tiny_bundle),
+         ": not LiteRT's C API (no LiteRtCreateEnvironment)"),
+        *unreadable,
+        (("--lib", litert_c_library, _with_manifest(tiny_bundle, tmp_path / "renamed", renamed)),
+         f"{model_name}: no signature embed_9 (the model has ["),
+        (("--lib", litert_c_library, _with_manifest(tiny_bundle, tmp_path / "reshaped", reshaped)),
+         "outputs: dense_vecs is float32["),
+        ((tiny_bundle,), "usage: KitEmbed"),
+        (("--repeats", "0", "--lib", litert_c_library, tiny_bundle),
+         "--repeats 0: must be a whole number >= 1"),
+        (("--threads", "x", "--lib", litert_c_library, tiny_bundle),
+         "--threads x: must be a whole number >= 1"),
+    ]
+    for args, message in cases:
+        proc = _kit_embed(kit_jar, *args, texts, cwd=tmp_path)  # where a JVM would write hs_err_pid*.log
+        assert proc.returncode == 2, (args, proc.stdout, proc.stderr[-2000:])
+        err = [line for line in proc.stderr.splitlines() if line.startswith("kit_embed: ")]
+        assert len(err) == 1 and message in err[0], (args, proc.stderr[-2000:])
+        assert "Exception" not in proc.stderr and "\tat " not in proc.stderr, proc.stderr[-2000:]
+    assert not list(tmp_path.glob("hs_err_pid*.log"))

@@ -1,6 +1,6 @@
 // JVM-only CI check (not part of the app): runs the Kotlin core against a bundle's golden.json.
 //
-//   java -cp edge_m3_kit.jar dev.edgem3.GoldenCheckKt <bundle_dir> [input_cases.json]
+//   java -cp edge_m3_kit.jar[:jna.jar] dev.edgem3.GoldenCheckKt <bundle_dir> [input_cases.json] [--live LIBLITERT]
 //
 // Per case it checks, all bit for bit:
 //   (a) the kit's XlmrTokenizer on the text (truncated to the largest signature) == input_ids,
@@ -12,7 +12,10 @@
 // Prints "golden: N passed, M failed". With input_cases.json (tests/conftest.py: texts as UTF-16
 // code units, lone surrogates included, and the Python pipeline's answer to each), the whole
 // embed() path must give the same error text, or the same truncated ids and signature; prints
-// "inputs: N passed, M failed". Exit 0 all passed, 1 some failed, 2 bad input.
+// "inputs: N passed, M failed". With --live LIBLITERT (the wheel's libLiteRt.so; JNA on the class
+// path), every case also runs live: the model through LiteRtCRunner on this CPU, the outputs within
+// the variant's device tolerance (EdgeM3Contract.TOLERANCES), every signature by at least one case;
+// prints "live: N passed, M failed". Exit 0 all passed, 1 some failed, 2 bad input.
 package dev.edgem3
 
 import java.io.File
@@ -47,7 +50,7 @@ private class ReplayRunner(
             }
         }
         // As LiteRT's CompiledModel hands them over: flat float32 per output, shaped by the kit.
-        return EdgeM3Core.rawFromFlat(signature) { name -> flatten(name) }
+        return ModelIo.outputs(signature) { name -> flatten(name) }
     }
 
     private fun flatten(name: String): FloatArray = when (name) {
@@ -116,14 +119,25 @@ private fun checkShapes(sig: Signature, raw: RawOutputs, problems: MutableList<S
 }
 
 fun main(args: Array<String>) {
-    if (args.size !in 1..2) {
-        System.err.println("usage: GoldenCheck <bundle_dir> [input_cases.json]")
+    val rest = args.toMutableList()
+    val at = rest.indexOf("--live")
+    val lib = if (at < 0) null else rest.getOrNull(at + 1)
+    if (at >= 0) {
+        if (lib == null) rest.clear() else rest.subList(at, at + 2).clear()
+    }
+    if (rest.size !in 1..2) {
+        System.err.println("usage: GoldenCheck <bundle_dir> [input_cases.json] [--live LIBLITERT]")
         exitProcess(2)
     }
     try {
-        exitProcess(check(File(args[0]), args.getOrNull(1)?.let { File(it) }))
+        var failed = check(File(rest[0]), rest.getOrNull(1)?.let { File(it) })
+        if (lib != null) failed += checkLive(File(rest[0]), lib)
+        exitProcess(if (failed == 0) 0 else 1)
     } catch (exc: EdgeM3Exception) {
         System.err.println("golden: error: ${exc.message}")
+        exitProcess(2)
+    } catch (exc: NoClassDefFoundError) {
+        System.err.println("golden: error: JNA is not on the class path (${exc.message}): apt-get install -y libjna-java")
         exitProcess(2)
     }
 }
@@ -132,7 +146,7 @@ private fun check(bundle: File, inputs: File?): Int {
     val t0 = System.nanoTime()
     val manifest = Manifest.fromJson(readJson(File(bundle, EdgeM3Contract.MANIFEST)))
     val model = manifest.model("tflite")
-    val golden = EdgeM3Core.parseGolden(readJson(File(bundle, EdgeM3Contract.GOLDEN)))
+    val golden = Golden.parse(readJson(File(bundle, EdgeM3Contract.GOLDEN)))
     val vocabFile = manifest.tokenizer.vocabMapFile
     val vocab = if (vocabFile == null) null else VocabMap.fromJson(readJson(File(bundle, vocabFile)), manifest.tokenizer)
     val spFile = File(bundle, manifest.tokenizer.file)
@@ -170,14 +184,14 @@ private fun check(bundle: File, inputs: File?): Int {
         val sig = model.signature(case.expected.signature)
         checkShapes(sig, case.raw, problems)
         val post = EdgeM3Core.postprocess(case.raw, Encoded(case.expected.inputIds, sig), special, vocab)
-        problems.addAll(EdgeM3Core.compareExact(post, case.expected).map { "postprocess: $it" })
+        problems.addAll(Golden.compareExact(post, case.expected).map { "postprocess: $it" })
         // (d) the app's embed() path end to end, the model replaced by the recording
         val rows = if (vocab == null) case.expected.inputIds else vocab.rows(case.expected.inputIds)
         val pad = if (vocab == null) special.pad else vocab.row(special.pad)
         val runner = ReplayRunner(case.raw, rows, pad, problems)
         val live = EdgeM3Core.embed(case.text, manifest, model, tokenizer, runner)
-        problems.addAll(EdgeM3Core.compareExact(live, case.expected).map { "embed: $it" })
-        problems.addAll(EdgeM3Core.compareWithin(live, case.expected, EdgeM3Core.toleranceFor(manifest.quant))
+        problems.addAll(Golden.compareExact(live, case.expected).map { "embed: $it" })
+        problems.addAll(Golden.compareWithin(live, case.expected, Golden.toleranceFor(manifest.quant))
             .map { "within tolerance: $it" })
         if (problems.isEmpty()) {
             passed++
@@ -190,5 +204,42 @@ private fun check(bundle: File, inputs: File?): Int {
     }
     println("golden: $passed passed, $failed failed")
     if (inputs != null) failed += checkInputs(inputs, manifest, model, tokenizer)
-    return if (failed == 0) 0 else 1
+    return failed
+}
+
+/** Every golden case live through LiteRtCRunner, within the variant's device tolerance; the failure count. */
+private fun checkLive(bundle: File, lib: String): Int {
+    val b = LocalBundle.open(bundle)
+    val manifest = b.manifest
+    val model = b.model
+    val golden = Golden.parse(readJson(File(bundle, EdgeM3Contract.GOLDEN)))
+    val tol = Golden.toleranceFor(manifest.quant)
+    var failed = 0
+    val seen = HashMap<String, Int>()
+    var worstCos = 1.0
+    LiteRtCRunner.open(lib, b.modelFile, model.signatures).use { runner ->
+        for ((i, case) in golden.cases.withIndex()) {
+            val got = EdgeM3Core.embed(case.text, manifest, model, b.tokenizer, runner)
+            seen[got.signature] = (seen[got.signature] ?: 0) + 1
+            val a = got.denseVecs
+            val e = case.expected.denseVecs
+            if (a != null && e != null && a.size == e.size) worstCos = minOf(worstCos, Golden.cosine(a, e))
+            val problems = Golden.compareWithin(got, case.expected, tol)
+            if (problems.isNotEmpty()) {
+                failed++
+                println("FAIL live case $i (${got.signature}):")
+                for (p in problems.take(5)) println("  $p")
+            }
+        }
+    }
+    for (s in model.signatures) {
+        if (seen[s.name] == null) {
+            failed++
+            println("FAIL live: no golden case runs signature ${s.name}")
+        }
+    }
+    println("live: ${golden.cases.size - minOf(failed, golden.cases.size)} passed, $failed failed (quant ${manifest.quant}, " +
+        "signatures ${model.signatures.map { "${it.name}:${seen[it.name] ?: 0}" }}, dense cosine min $worstCos, " +
+        "tolerance ${tol.denseCosineMin}/${tol.maxAbs})")
+    return failed
 }

@@ -17,7 +17,7 @@ import java.nio.charset.CharacterCodingException
 import java.nio.charset.CodingErrorAction
 import kotlin.system.exitProcess
 
-private class UsageError(message: String) : RuntimeException(message)
+internal class UsageError(message: String) : RuntimeException(message)
 
 private fun loadTokenizer(dir: File): XlmrTokenizer {
     val manifestFile = File(dir, EdgeM3Contract.MANIFEST)
@@ -32,7 +32,8 @@ private fun loadTokenizer(dir: File): XlmrTokenizer {
     return XlmrTokenizer(model.readBytes(), spec, vocab)
 }
 
-private fun readLines(file: File): List<String> {
+/** The lines of a UTF-8 file, split on "\n" only (a final newline ends the last line). */
+internal fun readLines(file: File): List<String> {
     if (!file.isFile) throw UsageError("$file: not found")
     val decoder = Charsets.UTF_8.newDecoder()
         .onMalformedInput(CodingErrorAction.REPORT).onUnmappableCharacter(CodingErrorAction.REPORT)

@@ -7,7 +7,7 @@ outputs of the device's runtime must stay within the variant's device tolerance
 (`edge_m3.contract.RECIPES[quant].device_tolerance`), since another CPU's kernels (ARM's
 XNNPACK, an older TF Lite) round differently. Then every signature is timed, cold and warm, and
 peak RSS read, each runtime in its own process. The kits' instrumented tests apply the same
-rules on phones (EdgeM3Core.compareExact / compareWithin).
+rules on phones (the Android kit's Golden.compareExact / compareWithin).
 """
 
 from __future__ import annotations

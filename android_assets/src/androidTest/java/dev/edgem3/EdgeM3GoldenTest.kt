@@ -23,7 +23,7 @@ class EdgeM3GoldenTest {
     private val dir = EdgeM3Embedder.ASSET_DIR
     private val manifest = Manifest.fromJson(EdgeM3Embedder.readJsonAsset(context.assets, "$dir/${EdgeM3Contract.MANIFEST}"))
     private val model = manifest.model("tflite")
-    private val golden = EdgeM3Core.parseGolden(EdgeM3Embedder.readJsonAsset(testContext.assets, "$dir/${EdgeM3Contract.GOLDEN}"))
+    private val golden = Golden.parse(EdgeM3Embedder.readJsonAsset(testContext.assets, "$dir/${EdgeM3Contract.GOLDEN}"))
     private val vocab = manifest.tokenizer.vocabMapFile?.let {
         VocabMap.fromJson(EdgeM3Embedder.readJsonAsset(context.assets, "$dir/$it"), manifest.tokenizer)
     }
@@ -51,18 +51,18 @@ class EdgeM3GoldenTest {
         for (case in golden.cases) {
             val enc = Encoded(case.expected.inputIds, model.signature(case.expected.signature))
             val got = EdgeM3Core.postprocess(case.raw, enc, manifest.tokenizer.special, vocab)
-            val problems = EdgeM3Core.compareExact(got, case.expected)
+            val problems = Golden.compareExact(got, case.expected)
             assertTrue("${case.text}: $problems", problems.isEmpty())
         }
     }
 
     @Test
     fun liveOutputsWithinTolerance() {
-        val tol = EdgeM3Core.toleranceFor(manifest.quant)
+        val tol = Golden.toleranceFor(manifest.quant)
         EdgeM3Embedder.fromAssets(context).use { embedder ->
             for (case in golden.cases) {
                 val got = embedder.embedIdsBlocking(case.expected.inputIds)
-                val problems = EdgeM3Core.compareWithin(got, case.expected, tol)
+                val problems = Golden.compareWithin(got, case.expected, tol)
                 assertTrue("${case.text}: $problems", problems.isEmpty())
             }
         }

@@ -126,7 +126,7 @@ class EdgeM3Embedder(
         /**
          * The same from a directory on disk: a fast-follow / on-demand Play Asset Delivery pack
          * (`AssetPackManager.getPackLocation(pack)!!.assetsPath()` + "/edge_m3"), or a download.
-         * No copy: the runtime maps the file. Pass `WeightCache.inCacheDir(context)` to keep the
+         * No copy: the runtime maps the file; every listed file is checked (LocalBundle). Pass `WeightCache.inCacheDir(context)` to keep the
          * packed weights between starts (the default packs them in memory at every start). The
          * first load's checksum success is remembered in `checksumMemo` (null: hash every load).
          */
@@ -136,23 +136,9 @@ class EdgeM3Embedder(
             weightCache: WeightCache = WeightCache.InMemory,
             checksumMemo: File? = dir
         ): EdgeM3Embedder {
-            val manifest = Manifest.fromJson(readJsonFile(File(dir, EdgeM3Contract.MANIFEST)))
-            val model = manifest.model("tflite")
-            val vocabFile = manifest.tokenizer.vocabMapFile
-            val vocab = if (vocabFile == null) null else
-                VocabMap.fromJson(readJsonFile(File(dir, vocabFile)), manifest.tokenizer)
-            val spFile = File(dir, manifest.tokenizer.file)
-            if (!spFile.isFile) throw EdgeM3Exception("$spFile: not found")
-            val tokenizer = XlmrTokenizer(spFile.readBytes(), manifest.tokenizer, vocab)
-            val file = File(dir, model.file)
-            if (!file.isFile) throw EdgeM3Exception("$file: not found")
-            val expected = manifest.files[model.file]
-                ?: throw EdgeM3Exception("${File(dir, EdgeM3Contract.MANIFEST)}: no files entry for ${model.file}")
-            ModelCheck.verify(file.path, expected, file.length(), file.lastModified(), checksumMemo) {
-                FileInputStream(file)
-            }
-            val runner = ModelRunners.open(file, model.signatures, expected.sha256, threads, weightCache)
-            return EdgeM3Embedder(manifest, model, runner, tokenizer)
+            val b = LocalBundle.open(dir, checksumMemo)
+            val runner = ModelRunners.open(b.modelFile, b.model.signatures, b.modelEntry.sha256, threads, weightCache)
+            return EdgeM3Embedder(b.manifest, b.model, runner, b.tokenizer)
         }
 
         /** [fromDirectory] on Dispatchers.IO: main-safe. */
@@ -187,11 +173,6 @@ class EdgeM3Embedder(
             }
             if (!tmp.renameTo(target)) throw EdgeM3Exception("$target: cannot write (disk full?)")
             return target
-        }
-
-        fun readJsonFile(file: File): Any? {
-            if (!file.isFile) throw EdgeM3Exception("$file: not found")
-            return MiniJson.parse(file.readText(Charsets.UTF_8))
         }
 
         fun readJsonAsset(assets: AssetManager, path: String): Any? =

@@ -1,5 +1,7 @@
 package dev.edgem3
 
+import kotlin.math.floor
+
 /**
  * A small strict JSON reader, so the kit needs no JSON library on the JVM (CI) or on Android.
  *
@@ -131,5 +133,61 @@ object MiniJson {
                 throw error("bad number '$t'")
             }
         }
+    }
+}
+
+/** A bundle or input that breaks the contract; the message names the file or field. */
+class EdgeM3Exception(message: String) : RuntimeException(message)
+
+/** Typed access to parsed JSON trees (MiniJson's, or org.json converted to maps and lists). */
+object JsonTree {
+    @Suppress("UNCHECKED_CAST")
+    fun obj(x: Any?, where: String): Map<String, Any?> =
+        x as? Map<String, Any?> ?: throw EdgeM3Exception("$where: expected a JSON object")
+
+    fun list(x: Any?, where: String): List<Any?> =
+        x as? List<Any?> ?: throw EdgeM3Exception("$where: expected a JSON array")
+
+    fun field(tree: Map<String, Any?>, key: String, where: String): Any? {
+        if (!tree.containsKey(key)) throw EdgeM3Exception("$where: missing \"$key\"")
+        return tree[key]
+    }
+
+    fun str(x: Any?, where: String): String =
+        x as? String ?: throw EdgeM3Exception("$where: expected a string")
+
+    fun int(x: Any?, where: String): Int {
+        val n = x as? Number ?: throw EdgeM3Exception("$where: expected an integer")
+        val d = n.toDouble()
+        if (d != floor(d) || d < Int.MIN_VALUE || d > Int.MAX_VALUE) {
+            throw EdgeM3Exception("$where: expected an integer, got $x")
+        }
+        return n.toInt()
+    }
+
+    fun long(x: Any?, where: String): Long {
+        val n = x as? Number ?: throw EdgeM3Exception("$where: expected an integer")
+        if (n !is Long && n !is Int) throw EdgeM3Exception("$where: expected an integer, got $x")
+        return n.toLong()
+    }
+
+    fun float(x: Any?, where: String): Float {
+        val n = x as? Number ?: throw EdgeM3Exception("$where: expected a number")
+        return n.toDouble().toFloat()  // the double nearest the text, then float32: bit exact
+    }
+
+    fun ints(x: Any?, where: String): IntArray {
+        val l = list(x, where)
+        return IntArray(l.size) { int(l[it], "$where[$it]") }
+    }
+
+    fun floats(x: Any?, where: String): FloatArray {
+        val l = list(x, where)
+        return FloatArray(l.size) { float(l[it], "$where[$it]") }
+    }
+
+    fun matrix(x: Any?, where: String): Array<FloatArray> {
+        val l = list(x, where)
+        return Array(l.size) { floats(l[it], "$where[$it]") }
     }
 }

@@ -5,9 +5,9 @@ import com.google.ai.edge.litert.CompiledModel
 import com.google.ai.edge.litert.LiteRtException
 import com.google.ai.edge.litert.TensorBuffer
 import org.tensorflow.lite.Interpreter
-import java.io.Closeable
 import java.io.File
 import java.nio.ByteBuffer
+import java.nio.ByteOrder
 
 // How the kit runs the .tflite on the CPU, with the settings the harness measured
 // (docs/benchmarks.md, "Memory on the device"): XNNPACK, EdgeM3Contract.DEVICE_THREADS threads,
@@ -20,7 +20,7 @@ import java.nio.ByteBuffer
 sealed class WeightCache {
     /**
      * A file in `dir`, named by the model's SHA-256 and `runtimeKey`: the first start packs and
-     * writes it, later starts map it (desktop: 59 ms instead of 436 ms to the first result).
+     * writes it, later starts map it (Python's LiteRT on a desktop: 59 ms instead of 436 ms to the first result).
      * `runtimeKey` must change whenever the LiteRT build may (an app update): [inCacheDir] uses the
      * APK's modification time. Costs disk about the size of the packed weights.
      */
@@ -38,9 +38,6 @@ sealed class WeightCache {
             InFile(File(context.cacheDir, EdgeM3Contract.ASSET_DIR), "apk" + File(context.packageCodePath).lastModified())
     }
 }
-
-/** A model opened on a TFLite runtime: runs the bundle's signatures; close() frees it. */
-interface LoadedModel : ModelRunner, Closeable
 
 object ModelRunners {
     /**
@@ -93,10 +90,9 @@ class CompiledModelRunner private constructor(private val model: CompiledModel) 
 
     override fun run(signature: Signature, inputIds: IntArray, attentionMask: IntArray): RawOutputs {
         val buffers = io[signature.name] ?: throw EdgeM3Exception("no signature ${signature.name}")
-        buffers.inputs.getValue(EdgeM3Contract.INPUT_IDS).writeInt(inputIds)
-        buffers.inputs.getValue(EdgeM3Contract.ATTENTION_MASK).writeInt(attentionMask)
+        for ((name, values) in ModelIo.inputs(signature, inputIds, attentionMask)) buffers.inputs.getValue(name).writeInt(values)
         model.run(buffers.inputs, buffers.outputs, signature.name)
-        return EdgeM3Core.rawFromFlat(signature) { buffers.outputs.getValue(it).readFloat() }
+        return ModelIo.outputs(signature) { buffers.outputs.getValue(it).readFloat() }
     }
 
     override fun close() {
@@ -132,24 +128,23 @@ class CompiledModelRunner private constructor(private val model: CompiledModel) 
     }
 }
 
-/** A TFLite / LiteRT `Interpreter` (no weight cache): int32 `[1, L]` in, float32 arrays out. */
+/** A TFLite / LiteRT `Interpreter` (no weight cache): int32 in, float32 out, as flat native buffers. */
 class TfliteRunner(private val interpreter: Interpreter) : LoadedModel {
     override fun run(signature: Signature, inputIds: IntArray, attentionMask: IntArray): RawOutputs {
-        val inputs = HashMap<String, Any>()
-        inputs[EdgeM3Contract.INPUT_IDS] = arrayOf(inputIds)
-        inputs[EdgeM3Contract.ATTENTION_MASK] = arrayOf(attentionMask)
-        val outputs = HashMap<String, Any>()
-        // Shapes come from the manifest: [1, H], [1, L], [1, L-1, H]; absent heads stay null.
-        val dense = signature.output(EdgeM3Contract.DENSE_VECS)?.let { t -> Array(t.shape[0]) { FloatArray(t.shape[1]) } }
-        val sparse = signature.output(EdgeM3Contract.SPARSE_WEIGHTS)?.let { t -> Array(t.shape[0]) { FloatArray(t.shape[1]) } }
-        val colbert = signature.output(EdgeM3Contract.COLBERT_VECS)?.let { t ->
-            Array(t.shape[0]) { Array(t.shape[1]) { FloatArray(t.shape[2]) } }
+        val inputs = ModelIo.inputs(signature, inputIds, attentionMask).mapValues { (_, v) ->
+            val b = ByteBuffer.allocateDirect(4 * v.size).order(ByteOrder.nativeOrder())
+            b.asIntBuffer().put(v)
+            b
         }
-        if (dense != null) outputs[EdgeM3Contract.DENSE_VECS] = dense
-        if (sparse != null) outputs[EdgeM3Contract.SPARSE_WEIGHTS] = sparse
-        if (colbert != null) outputs[EdgeM3Contract.COLBERT_VECS] = colbert
+        val outputs = signature.outputs.associate { t ->
+            t.name to ByteBuffer.allocateDirect(4 * ModelIo.elements(t.shape)).order(ByteOrder.nativeOrder())
+        }
         interpreter.runSignature(inputs, outputs, signature.name)
-        return RawOutputs(dense, sparse, colbert)
+        return ModelIo.outputs(signature) { name ->
+            val b = outputs.getValue(name)
+            b.rewind()
+            FloatArray(b.capacity() / 4).also { b.asFloatBuffer().get(it) }
+        }
     }
 
     override fun close() = interpreter.close()

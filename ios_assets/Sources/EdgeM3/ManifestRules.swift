@@ -1,0 +1,165 @@
+import Foundation
+
+// What the manifest types do beyond holding fields: the generated Manifest.swift (from
+// edge_m3/contract.py by tools/codegen/gen_kit_contract.py) calls the checks below by name.
+// Also vocab_map.json (VocabMap) and the JSON decoding with errors that name the field.
+// android_assets/.../ManifestRules.kt is the same for the Kotlin kit.
+
+/// A bundle or input that breaks the contract; the message names the file or field, and for a
+/// text the kit refuses it is the Python pipeline's (e.g. a lone surrogate).
+public struct EdgeM3Error: Error, CustomStringConvertible, Equatable, Sendable {
+    public let message: String
+    public init(_ message: String) { self.message = message }
+    public var description: String { message }
+}
+
+extension SpecialIds {
+    /// The id of a special token by its manifest key (`bos`, `pad`, `eos`, `unk`, `mask`).
+    public subscript(key: String) -> Int? {
+        switch key {
+        case "bos": return bos
+        case "pad": return pad
+        case "eos": return eos
+        case "unk": return unk
+        case "mask": return mask
+        default: return nil
+        }
+    }
+
+    /// Every special id: what a trimmed vocabulary must keep.
+    public var all: [Int] { EdgeM3Contract.specialKeys.compactMap { self[$0] } }
+
+    /// What lexical weights leave out: FlagEmbedding drops <s>, </s>, <pad>, <unk>, keeps <mask>.
+    public var skippedInLexicalWeights: Set<Int> { Set(EdgeM3Contract.lexicalSkipKeys.compactMap { self[$0] }) }
+}
+
+extension TokenizerSpec {
+    /// XLM-R's special-token strings: `<s>`, `<pad>`, `</s>`, `<unk>`, `<mask>`.
+    public static let xlmrSpecialTokens = Dictionary(uniqueKeysWithValues: TokenizerTables.defaultSpecialTokens)
+}
+
+/// `special_tokens`: absent or null gives XLM-R's strings; present, every key is required (as
+/// edge_m3/contract.py).
+func checkedSpecialTokens(_ tokens: [String: String]?, at path: [CodingKey]) throws -> [String: String] {
+    let tokens = tokens ?? TokenizerSpec.xlmrSpecialTokens
+    for key in EdgeM3Contract.specialKeys where tokens[key] == nil {
+        throw DecodingError.keyNotFound(AnyKey(stringValue: key), DecodingError.Context(
+            codingPath: path, debugDescription: "missing \(key)"))
+    }
+    return tokens
+}
+
+private struct AnyKey: CodingKey {
+    var stringValue: String
+    var intValue: Int? { nil }
+    init(stringValue: String) { self.stringValue = stringValue }
+    init?(intValue: Int) { nil }
+}
+
+extension Signature {
+    public func output(named name: String) -> TensorSpec? { outputs.first { $0.name == name } }
+}
+
+/// A model's signatures: at least one, each with room for <s> and </s>, sorted by length.
+func checkedSignatures(_ signatures: [Signature], file: String) throws -> [Signature] {
+    if signatures.isEmpty { throw EdgeM3Error("manifest.json: \(file) has no signatures") }
+    if let s = signatures.first(where: { $0.seqLen < 2 }) {
+        throw EdgeM3Error("manifest.json: \(file) signature \(s.name): seq_len \(s.seqLen) < 2 (no room for <s> and </s>)")
+    }
+    return signatures.sorted { $0.seqLen < $1.seqLen }
+}
+
+extension ModelEntry {
+    public func signature(named name: String) throws -> Signature {
+        guard let s = signatures.first(where: { $0.name == name }) else {
+            throw EdgeM3Error("manifest.json: \(file) has no signature \(name)")
+        }
+        return s
+    }
+
+    /// Step 2: the smallest signature that holds `tokenCount` ids, else the largest.
+    public func signature(fitting tokenCount: Int) -> Signature {
+        signatures.first { $0.seqLen >= tokenCount } ?? signatures[signatures.count - 1]
+    }
+
+    public var longest: Signature { signatures[signatures.count - 1] }
+}
+
+/// `schema_version` must be the one this kit was generated for.
+func checkedSchemaVersion(_ version: Int) throws -> Int {
+    if version != EdgeM3Contract.schemaVersion {
+        throw EdgeM3Error("manifest.json: schema_version \(version), this kit reads \(EdgeM3Contract.schemaVersion)")
+    }
+    return version
+}
+
+extension Manifest {
+    /// Reads and checks manifest.json; errors name the field.
+    public init(contentsOf url: URL) throws {
+        self = try decodeJSON(Manifest.self, from: Data(contentsOf: url), file: EdgeM3Contract.manifest)
+    }
+
+    /// The model entry of `format` ("tflite" for the mobile kits).
+    public func model(format: String) throws -> ModelEntry {
+        guard let m = models.first(where: { $0.format == format }) else {
+            throw EdgeM3Error("manifest.json: no \(format) model (has \(models.map(\.format)))")
+        }
+        return m
+    }
+}
+
+/// Original id -> row of a trimmed embedding table (vocab_map.json `kept_ids`, sorted and unique).
+public struct VocabMap: Codable, Hashable, Sendable {
+    public let keptIds: [Int]
+
+    enum CodingKeys: String, CodingKey { case keptIds = "kept_ids" }
+
+    /// `keptIds` must be sorted, unique, inside the vocabulary and hold every special id.
+    public init(keptIds: [Int], tokenizer: TokenizerSpec) throws {
+        let file = tokenizer.vocabMapFile ?? EdgeM3Contract.vocabMap
+        for i in keptIds.indices
+        where keptIds[i] < 0 || keptIds[i] >= tokenizer.vocabSize || (i > 0 && keptIds[i] <= keptIds[i - 1]) {
+            throw EdgeM3Error("\(file): kept ids must be sorted, unique and < \(tokenizer.vocabSize)")
+        }
+        self.keptIds = keptIds
+        let missing = tokenizer.special.all.filter { index(of: $0) == nil }
+        if !missing.isEmpty { throw EdgeM3Error("\(file): kept ids lack the special ids \(missing)") }
+    }
+
+    /// Reads vocab_map.json and checks it against the manifest's tokenizer.
+    public init(contentsOf url: URL, tokenizer: TokenizerSpec) throws {
+        let file = tokenizer.vocabMapFile ?? url.lastPathComponent
+        let decoded = try decodeJSON(VocabMap.self, from: Data(contentsOf: url), file: file)
+        try self.init(keptIds: decoded.keptIds, tokenizer: tokenizer)
+    }
+
+    /// The row of `id` in the trimmed table (binary search), nil when the id was dropped.
+    public func index(of id: Int) -> Int? {
+        var lo = 0
+        var hi = keptIds.count - 1
+        while lo <= hi {
+            let mid = (lo + hi) >> 1
+            if keptIds[mid] < id { lo = mid + 1 } else if keptIds[mid] > id { hi = mid - 1 } else { return mid }
+        }
+        return nil
+    }
+}
+
+/// JSONDecoder with errors that name the file and the field path instead of Foundation's dumps.
+func decodeJSON<T: Decodable>(_ type: T.Type, from data: Data, file: String) throws -> T {
+    do {
+        return try JSONDecoder().decode(type, from: data)
+    } catch let error as DecodingError {
+        func path(_ keys: [CodingKey]) -> String {
+            keys.map { $0.intValue.map { "[\($0)]" } ?? ".\($0.stringValue)" }.joined()
+        }
+        switch error {
+        case let .keyNotFound(key, ctx):
+            throw EdgeM3Error("\(file): missing \"\(key.stringValue)\" in \(path(ctx.codingPath).isEmpty ? "the top level" : path(ctx.codingPath))")
+        case let .typeMismatch(_, ctx), let .valueNotFound(_, ctx), let .dataCorrupted(ctx):
+            throw EdgeM3Error("\(file): \(path(ctx.codingPath)): \(ctx.debugDescription)")
+        @unknown default:
+            throw EdgeM3Error("\(file): \(error)")
+        }
+    }
+}
