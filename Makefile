@@ -61,12 +61,16 @@ lint: $(VENV)/.dev
 ## Refresh the lock: newest versions the ranges in pyproject.toml allow. Run it on purpose
 ## (a new dependency, a wanted upgrade), then `make test` and commit requirements/ with the change.
 ## dev is resolved first; every other set is held to dev's versions, so they never disagree.
+## `make lock LOCK_UPGRADE=` adds a new dependency and keeps every existing pin where it is.
+LOCK_UPGRADE ?= --upgrade
 lock: | $(BIN)/python
 	$(BIN)/pip install -q "uv==$(UV_VERSION)"
-	$(BIN)/uv pip compile pyproject.toml --extra dev --upgrade -c $(LOCK)/constraints.in $(LOCK_TARGET) -o $(LOCK)/dev.txt
+	$(BIN)/uv pip compile pyproject.toml --extra dev $(LOCK_UPGRADE) -c $(LOCK)/constraints.in $(LOCK_TARGET) -o $(LOCK)/dev.txt
 	$(BIN)/uv pip compile pyproject.toml --extra build -c $(LOCK)/dev.txt $(LOCK_TARGET) -o $(LOCK)/build.txt
 	$(BIN)/uv pip compile pyproject.toml --extra onnx -c $(LOCK)/dev.txt $(LOCK_TARGET) -o $(LOCK)/onnx.txt
 	$(BIN)/uv pip compile pyproject.toml --extra tflite-runtime -c $(LOCK)/dev.txt $(LOCK_TARGET) -o $(LOCK)/tflite-runtime.txt
+	$(BIN)/uv pip compile pyproject.toml --extra parquet -c $(LOCK)/dev.txt $(LOCK_TARGET) -o $(LOCK)/parquet.txt
+	$(BIN)/uv pip compile pyproject.toml --extra ray -c $(LOCK)/dev.txt $(LOCK_TARGET) -o $(LOCK)/ray.txt
 	$(BIN)/uv pip compile pyproject.toml -c $(LOCK)/dev.txt $(LOCK_TARGET) -o $(LOCK)/runtime.txt
 	$(BIN)/uv pip compile $(LOCK)/bootstrap.in -c $(LOCK)/dev.txt $(LOCK_TARGET) -o $(LOCK)/bootstrap.txt
 	# The emulated Raspberry Pi's runtime install (tools/run/arm64_rig.py, tests/test_arm64.py):

@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parents[1]
 LOCK = ROOT / "requirements"
 # Lock file -> the extras of pyproject.toml it installs (beside the base dependencies).
 SETS = {"runtime": (), "tflite-runtime": ("tflite-runtime",), "onnx": ("onnx",),
-        "build": ("build",), "dev": ("dev",)}
+        "parquet": ("parquet",), "ray": ("ray",), "build": ("build",), "dev": ("dev",)}
 PIN = re.compile(r"^([A-Za-z0-9_.\-]+)==([^\s;]+)")
 
 

@@ -29,9 +29,19 @@ STRINGS = {
     "LEXICAL_WEIGHTS": c.LEXICAL_WEIGHTS, "ASSET_DIR": ANDROID_ASSETS.name,
     "RESOURCE_FOLDER": str(IOS_RESOURCES), "TEST_RESOURCE_FOLDER": str(IOS_TEST_RESOURCES),
     "IN_MEMORY_WEIGHT_CACHE": c.IN_MEMORY_WEIGHT_CACHE, "WEIGHT_CACHE_SUFFIX": c.WEIGHT_CACHE_SUFFIX,
+    # retrieval (issue 25, docs/index-format.md)
+    "INDEX_FORMAT": c.INDEX_FORMAT, "INDEX_MANIFEST": c.INDEX_MANIFEST, "INDEX_IDS": c.INDEX_IDS,
 }
-INTS = {"DEVICE_THREADS": c.DEVICE_THREADS, "WEIGHT_CACHE_KEY_CHARS": c.WEIGHT_CACHE_KEY_CHARS}
-LISTS = {"SPECIAL_KEYS": c.SPECIAL_KEYS, "LEXICAL_SKIP_KEYS": c.LEXICAL_SKIP_KEYS, "QUANTS": c.QUANTS}
+INTS = {"DEVICE_THREADS": c.DEVICE_THREADS, "WEIGHT_CACHE_KEY_CHARS": c.WEIGHT_CACHE_KEY_CHARS,
+        # retrieval (issue 25)
+        "INDEX_FORMAT_VERSION": c.INDEX_FORMAT_VERSION, "HYBRID_CANDIDATES": c.HYBRID_CANDIDATES}
+LISTS = {"SPECIAL_KEYS": c.SPECIAL_KEYS, "LEXICAL_SKIP_KEYS": c.LEXICAL_SKIP_KEYS, "QUANTS": c.QUANTS,
+         # retrieval (issue 25)
+         "SCORE_SIGNALS": c.SCORE_SIGNALS, "SCORE_MODES": c.SCORE_MODES,
+         "DENSE_STORES": c.DENSE_STORES, "COLBERT_STORES": c.COLBERT_STORES}
+# Retrieval (issue 25): lists of doubles and string maps.
+DOUBLE_LISTS = {"DEFAULT_MODE_WEIGHTS": c.DEFAULT_MODE_WEIGHTS}
+STRING_MAPS = {"INDEX_ARRAYS": c.INDEX_ARRAYS}
 
 
 # contract.weight_cache_name in each kit's language (ASCII letters, digits, '.' and '_' kept).
@@ -68,6 +78,9 @@ def kotlin() -> str:
     lines += [f"    const val {k} = {_q(v)}" for k, v in STRINGS.items()]
     lines += [f"    const val {k} = {v}" for k, v in INTS.items()]
     lines += [f"    val {k}: List<String> = listOf({', '.join(map(_q, v))})" for k, v in LISTS.items()]
+    lines += [f"    val {k}: List<Double> = listOf({', '.join(map(repr, v))})" for k, v in DOUBLE_LISTS.items()]
+    lines += [f"    val {k}: Map<String, String> = mapOf("
+              f"{', '.join(f'{_q(a)} to {_q(b)}' for a, b in v.items())})" for k, v in STRING_MAPS.items()]
     lines += ["", "    /** Live outputs vs golden.json on a device: kernel rounding only. */",
               "    class Tolerance(val denseCosineMin: Double, val maxAbs: Float)", "",
               "    /** Per quant variant: the device tolerance. */",
@@ -96,6 +109,10 @@ def swift() -> str:
     lines += [f"    public static let {_camel(k)} = {v}" for k, v in INTS.items()]
     lines += [f"    public static let {_camel(k)}: [String] = [{', '.join(map(_q, v))}]"
               for k, v in LISTS.items()]
+    lines += [f"    public static let {_camel(k)}: [Double] = [{', '.join(map(repr, v))}]"
+              for k, v in DOUBLE_LISTS.items()]
+    lines += [f"    public static let {_camel(k)}: [String: String] = "
+              f"[{', '.join(f'{_q(a)}: {_q(b)}' for a, b in v.items())}]" for k, v in STRING_MAPS.items()]
     lines += ["", "    /// Per quant variant: the device tolerance.",
               "    public static let tolerances: [String: Tolerance] = ["]
     lines += [f"        {_q(r.name)}: Tolerance(denseCosineMin: {r.device_tolerance.dense_cosine_min!r}, "

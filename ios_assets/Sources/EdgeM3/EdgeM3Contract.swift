@@ -18,11 +18,22 @@ public enum EdgeM3Contract {
     public static let testResourceFolder = "EdgeM3TestResources"
     public static let inMemoryWeightCache = ":memory"
     public static let weightCacheSuffix = ".xnnpack_cache"
+    public static let indexFormat = "edge-m3-index"
+    public static let indexManifest = "index.json"
+    public static let indexIds = "ids.json"
     public static let deviceThreads = 2
     public static let weightCacheKeyChars = 16
+    public static let indexFormatVersion = 1
+    public static let hybridCandidates = 100
     public static let specialKeys: [String] = ["bos", "pad", "eos", "unk", "mask"]
     public static let lexicalSkipKeys: [String] = ["bos", "eos", "pad", "unk"]
     public static let quants: [String] = ["fp32", "fp16", "int8", "int8-tflite214", "int4"]
+    public static let scoreSignals: [String] = ["dense", "sparse", "colbert"]
+    public static let scoreModes: [String] = ["dense", "sparse", "colbert", "sparse+dense", "colbert+sparse+dense"]
+    public static let denseStores: [String] = ["float32", "int8"]
+    public static let colbertStores: [String] = ["fp16", "int8", "none"]
+    public static let defaultModeWeights: [Double] = [1.0, 1.0, 1.0]
+    public static let indexArrays: [String: String] = ["dense": "dense.bin", "dense_scale": "dense_scale.bin", "sparse_tokens": "sparse_tokens.bin", "sparse_offsets": "sparse_offsets.bin", "sparse_rows": "sparse_rows.bin", "sparse_weights": "sparse_weights.bin", "colbert_offsets": "colbert_offsets.bin", "colbert": "colbert.bin", "colbert_scale": "colbert_scale.bin"]
 
     /// Per quant variant: the device tolerance.
     public static let tolerances: [String: Tolerance] = [

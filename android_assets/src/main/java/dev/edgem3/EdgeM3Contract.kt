@@ -19,11 +19,22 @@ object EdgeM3Contract {
     const val TEST_RESOURCE_FOLDER = "EdgeM3TestResources"
     const val IN_MEMORY_WEIGHT_CACHE = ":memory"
     const val WEIGHT_CACHE_SUFFIX = ".xnnpack_cache"
+    const val INDEX_FORMAT = "edge-m3-index"
+    const val INDEX_MANIFEST = "index.json"
+    const val INDEX_IDS = "ids.json"
     const val DEVICE_THREADS = 2
     const val WEIGHT_CACHE_KEY_CHARS = 16
+    const val INDEX_FORMAT_VERSION = 1
+    const val HYBRID_CANDIDATES = 100
     val SPECIAL_KEYS: List<String> = listOf("bos", "pad", "eos", "unk", "mask")
     val LEXICAL_SKIP_KEYS: List<String> = listOf("bos", "eos", "pad", "unk")
     val QUANTS: List<String> = listOf("fp32", "fp16", "int8", "int8-tflite214", "int4")
+    val SCORE_SIGNALS: List<String> = listOf("dense", "sparse", "colbert")
+    val SCORE_MODES: List<String> = listOf("dense", "sparse", "colbert", "sparse+dense", "colbert+sparse+dense")
+    val DENSE_STORES: List<String> = listOf("float32", "int8")
+    val COLBERT_STORES: List<String> = listOf("fp16", "int8", "none")
+    val DEFAULT_MODE_WEIGHTS: List<Double> = listOf(1.0, 1.0, 1.0)
+    val INDEX_ARRAYS: Map<String, String> = mapOf("dense" to "dense.bin", "dense_scale" to "dense_scale.bin", "sparse_tokens" to "sparse_tokens.bin", "sparse_offsets" to "sparse_offsets.bin", "sparse_rows" to "sparse_rows.bin", "sparse_weights" to "sparse_weights.bin", "colbert_offsets" to "colbert_offsets.bin", "colbert" to "colbert.bin", "colbert_scale" to "colbert_scale.bin")
 
     /** Live outputs vs golden.json on a device: kernel rounding only. */
     class Tolerance(val denseCosineMin: Double, val maxAbs: Float)

@@ -1,0 +1,543 @@
+"""An index of embedded passages: `add`, `search(query, k, mode)`, and the folder apps ship.
+
+Search returns exactly the hits docs/index-format.md defines (contract.py's scores, ties by row),
+so the kits return the same ones. Fast float32 passes (BLAS) only *select* rows, within a proven
+error bound of the exact scores; the returned scores are always the exact sequential ones.
+Saved indexes are memory-mapped back (no copy) after every file's sha256 is checked.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from edge_m3 import __version__
+from edge_m3.common.files import atomic_dir, file_entries, sha256_file
+from edge_m3.contract import (
+    COLBERT_STORES,
+    COLBERT_VECS,
+    DENSE_STORES,
+    DENSE_VECS,
+    HYBRID_CANDIDATES,
+    INDEX_ARRAYS,
+    INDEX_DTYPES,
+    INDEX_FORMAT,
+    INDEX_FORMAT_VERSION,
+    INDEX_IDS,
+    INDEX_MANIFEST,
+    LEXICAL_WEIGHTS,
+    MANIFEST,
+    hybrid_score,
+    mode_signals,
+    mode_weights,
+)
+from edge_m3.errors import EdgeM3Error, OptionError
+from edge_m3.retrieval.scores import _U32, _U64, colbert_score, seq_dots
+
+PassageId = int | str
+
+
+@dataclass(frozen=True)
+class Hit:
+    """One search result: the passage's row in the index, its id, its exact score."""
+
+    row: int
+    id: PassageId
+    score: float
+
+
+@dataclass(frozen=True)
+class BundleIdentity:
+    """The model that embedded an index's passages: queries must come from the same one."""
+
+    model_file: str
+    model_sha256: str
+    tokenizer_file: str
+    tokenizer_sha256: str
+    quant: str = ""
+    path: str = ""  # where the bundle was at build time (informational)
+
+    @classmethod
+    def of(cls, bundle: Any, fmt: str | None = None) -> BundleIdentity:
+        """The identity of a loaded bundle's model file of `fmt` (its first one when None)."""
+        entry = bundle.model_entry(fmt)
+        files = bundle.manifest.files
+        tok = bundle.manifest.tokenizer.file
+        return cls(entry.file, files.get(entry.file, {}).get("sha256", ""), tok,
+                   files.get(tok, {}).get("sha256", ""), bundle.manifest.quant,
+                   str(Path(bundle.path).resolve()))
+
+    def to_json(self) -> dict[str, str]:
+        return {"model_file": self.model_file, "model_sha256": self.model_sha256,
+                "tokenizer_file": self.tokenizer_file, "tokenizer_sha256": self.tokenizer_sha256,
+                "quant": self.quant, "path": self.path}
+
+    @classmethod
+    def from_json(cls, d: Any, where: str) -> BundleIdentity:
+        keys = ("model_file", "model_sha256", "tokenizer_file", "tokenizer_sha256")
+        if not isinstance(d, dict) or not all(isinstance(d.get(k), str) for k in keys):
+            raise EdgeM3Error(f"{where}: bundle: needs model_file, model_sha256, tokenizer_file, "
+                              "tokenizer_sha256 (strings)")
+        return cls(d["model_file"], d["model_sha256"], d["tokenizer_file"], d["tokenizer_sha256"],
+                   str(d.get("quant", "")), str(d.get("path", "")))
+
+    def check(self, bundle: Any, where: str) -> None:
+        """Refuse (one line) a bundle whose manifest lacks this model or tokenizer file."""
+        files = bundle.manifest.files
+        for name, sha in ((self.model_file, self.model_sha256), (self.tokenizer_file, self.tokenizer_sha256)):
+            if files.get(name, {}).get("sha256") != sha:
+                raise EdgeM3Error(f"{where}: built by another bundle ({name} sha256 {sha[:12]}..., "
+                                  f"{Path(bundle.path) / MANIFEST} has "
+                                  f"{str(files.get(name, {}).get('sha256', 'no such file'))[:12]}...); "
+                                  "rebuild the index with this bundle or give the index's bundle")
+
+
+def _quantize_rows(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """int8 codes and float32 per-row scales: scale = max|x| / 127 (1.0 for a zero row),
+    code = round-half-even(x / scale) (docs/index-format.md)."""
+    x = np.asarray(x, np.float32)
+    peak = np.abs(x).max(axis=1) if x.size else np.zeros(len(x), np.float32)
+    scale = np.where(peak > 0, peak / np.float32(127), np.float32(1)).astype(np.float32)
+    codes = np.clip(np.rint(x / scale[:, None]), -127, 127).astype(np.int8)
+    return codes, scale
+
+
+def _as_query(query: Mapping[str, Any], signals: Sequence[str]) -> dict[str, Any]:
+    names = {"dense": DENSE_VECS, "sparse": LEXICAL_WEIGHTS, "colbert": COLBERT_VECS}
+    missing = [names[s] for s in signals if names[s] not in query]
+    if missing:
+        raise EdgeM3Error(f"the query lacks {', '.join(missing)} (the bundle does not export that head)")
+    return dict(query)
+
+
+class Index:
+    """Passages' dense vectors, lexical weights (an inverted index) and, optionally, ColBERT vectors.
+
+    `dense`: "float32" or "int8" (per-row scale); `colbert`: "fp16", "int8" (per-vector scale)
+    or "none". `add` takes pipeline outputs (DevicePipeline.embed); `save`/`load` the folder.
+    """
+
+    def __init__(self, dim: int, dense: str = "float32", colbert: str = "fp16",
+                 bundle: BundleIdentity | None = None) -> None:
+        if dense not in DENSE_STORES:
+            raise OptionError("dense", dense, f"unknown (choose from {', '.join(DENSE_STORES)})")
+        if colbert not in COLBERT_STORES:
+            raise OptionError("colbert", colbert, f"unknown (choose from {', '.join(COLBERT_STORES)})")
+        self.dim, self.dense_store, self.colbert_store, self.bundle = int(dim), dense, colbert, bundle
+        self.ids: list[PassageId] = []
+        self.arrays: dict[str, np.ndarray] = {}
+        self._pending: list[tuple[np.ndarray, dict[int, float], np.ndarray | None]] = []
+        self._norms: dict[str, np.ndarray] = {}
+        self.path: Path | None = None
+        self._freeze()
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    @property
+    def has_colbert(self) -> bool:
+        return self.colbert_store != "none"
+
+    # ------------------------------------------------------------------ building
+
+    def add(self, outputs: Iterable[Mapping[str, Any]], ids: Iterable[PassageId] | None = None) -> None:
+        """Append passages (pipeline outputs); `ids` default to their row numbers."""
+        outputs = list(outputs)
+        ids = list(ids) if ids is not None else list(range(len(self.ids), len(self.ids) + len(outputs)))
+        if len(ids) != len(outputs):
+            raise EdgeM3Error(f"{len(ids)} ids for {len(outputs)} passages")
+        for out in outputs:
+            dense = np.asarray(out[DENSE_VECS], np.float32)
+            if dense.shape != (self.dim,) or not np.isfinite(dense).all():
+                raise EdgeM3Error(f"dense vector of shape {dense.shape} (want ({self.dim},), finite)")
+            lex = {int(k): float(np.float32(v)) for k, v in out[LEXICAL_WEIGHTS].items()}
+            if any(not (w > 0 and np.isfinite(w)) for w in lex.values()):
+                raise EdgeM3Error("lexical weights must be finite and > 0 (non-positive ones are dropped "
+                                  "by post-processing)")
+            col = None
+            if self.has_colbert:
+                col = np.asarray(out[COLBERT_VECS], np.float32).reshape(-1, self.dim)
+                if not np.isfinite(col).all():
+                    raise EdgeM3Error("ColBERT vectors must be finite")
+            self._pending.append((dense, lex, col))
+        self.ids.extend(ids)
+
+    def _freeze(self) -> None:
+        """Fold pending passages into the arrays (docs/index-format.md's layout); stored rows keep
+        their codes (an int8 row is never quantized twice)."""
+        if not self._pending and self.arrays:
+            return
+        a, new = self.arrays, self._pending
+        old_n = len(self.ids) - len(new)
+        dense = np.stack([p[0] for p in new]) if new else np.zeros((0, self.dim), np.float32)
+        out: dict[str, np.ndarray] = {}
+        if self.dense_store == "int8":
+            codes, scale = _quantize_rows(dense)
+            out["dense"] = _cat(a.get("dense"), codes)
+            out["dense_scale"] = _cat(a.get("dense_scale"), scale)
+        else:
+            out["dense"] = _cat(a.get("dense"), dense)
+        # postings: the stored (token, row, weight) triples plus the new ones, sorted by token, row
+        tok_new = np.array([t for p in new for t in p[1]], np.int64)
+        row_new = np.array([old_n + i for i, p in enumerate(new) for _ in p[1]], np.int64)
+        w_new = np.array([w for p in new for w in p[1].values()], np.float32)
+        if a:
+            lengths = np.diff(np.asarray(a["sparse_offsets"]))
+            tok = np.concatenate([np.repeat(np.asarray(a["sparse_tokens"], np.int64), lengths), tok_new])
+            row = np.concatenate([np.asarray(a["sparse_rows"], np.int64), row_new])
+            w = np.concatenate([np.asarray(a["sparse_weights"]), w_new])
+        else:
+            tok, row, w = tok_new, row_new, w_new
+        order = np.lexsort((row, tok))
+        tok, row, w = tok[order], row[order], w[order]
+        tokens, counts = np.unique(tok, return_counts=True)
+        out["sparse_tokens"] = tokens.astype(np.int32)
+        out["sparse_offsets"] = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+        out["sparse_rows"] = row.astype(np.int32)
+        out["sparse_weights"] = w.astype(np.float32)
+        if self.has_colbert:
+            cols = [p[2] for p in new]
+            counts = np.array([len(c) for c in cols], np.int64)
+            base = int(a["colbert_offsets"][-1]) if a else 0
+            out["colbert_offsets"] = _cat(a.get("colbert_offsets", np.zeros(1, np.int64))[:-1] if a else None,
+                                          base + np.concatenate([[0], np.cumsum(counts)]).astype(np.int64))
+            vecs = np.concatenate(cols).astype(np.float32) if cols else np.zeros((0, self.dim), np.float32)
+            if self.colbert_store == "int8":
+                codes, scale = _quantize_rows(vecs)
+                out["colbert"] = _cat(a.get("colbert"), codes)
+                out["colbert_scale"] = _cat(a.get("colbert_scale"), scale)
+            else:
+                out["colbert"] = _cat(a.get("colbert"), vecs.astype(np.float16))
+        self.arrays, self._pending, self._norms = out, [], {}
+
+    # ------------------------------------------------------------------ exact scores
+
+    def _stored(self, name: str, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+        """Rows of a stored matrix widened to float64 exactly, and their scales (int8 only)."""
+        x = np.asarray(self.arrays[name][rows]).astype(np.float64)
+        scale = self.arrays.get(f"{name}_scale")
+        return x, None if scale is None else np.asarray(scale[rows]).astype(np.float64)
+
+    def dense_exact(self, q: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        """dense(q, row) for `rows`, by the contract's arithmetic."""
+        x, scale = self._stored("dense", rows)
+        s = seq_dots(x, q[None, :]) if len(rows) else np.zeros(0)
+        return s if scale is None else s * scale
+
+    def _norm(self, name: str) -> np.ndarray:
+        """Each stored vector's float64 norm times its scale (cached): the error bounds' factor."""
+        if name not in self._norms:
+            out, x = [], self.arrays[name]
+            for start in range(0, len(x), 1 << 15):
+                out.append(np.linalg.norm(np.asarray(x[start:start + (1 << 15)]).astype(np.float64), axis=1))
+            norm = np.concatenate(out) if out else np.zeros(0)
+            if f"{name}_scale" in self.arrays:
+                norm = norm * np.asarray(self.arrays[f"{name}_scale"]).astype(np.float64)
+            self._norms[name] = norm * (1 + 1e-9)
+        return self._norms[name]
+
+    def _dense_fast(self, q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Every row's dense score by a float32 BLAS pass, and a bound on its distance to the exact one."""
+        q32 = q.astype(np.float32)
+        x, n = self.arrays["dense"], len(self.ids)
+        fast = np.empty(n)
+        for start in range(0, n, 1 << 14):
+            block = np.asarray(x[start:start + (1 << 14)])
+            if block.dtype != np.float32:
+                block = block.astype(np.float32)
+            fast[start:start + len(block)] = block @ q32
+        if "dense_scale" in self.arrays:
+            fast *= np.asarray(self.arrays["dense_scale"])
+        gamma = 2 * (self.dim + 2) * _U32 / (1 - (self.dim + 2) * _U32)
+        margin = gamma * float(np.linalg.norm(q)) * self._norm("dense") + 4 * _U32 * np.abs(fast) + 1e-300
+        return fast, margin
+
+    def sparse_exact(self, lex: Mapping[Any, float]) -> tuple[np.ndarray, np.ndarray]:
+        """sparse(q, row) for every row (0.0 for rows sharing no token) and the touched rows."""
+        acc = np.zeros(len(self.ids))
+        touched = np.zeros(len(self.ids), bool)
+        a = self.arrays
+        tokens, off = a["sparse_tokens"], a["sparse_offsets"]
+        q = {int(t): float(np.float32(v)) for t, v in lex.items()}
+        for tok in sorted(q):  # ascending id: each row's sum in the contract's order
+            at = int(np.searchsorted(tokens, tok))
+            if at == len(tokens) or int(tokens[at]) != tok:
+                continue
+            rows = np.asarray(a["sparse_rows"][off[at]:off[at + 1]])
+            w = np.asarray(a["sparse_weights"][off[at]:off[at + 1]]).astype(np.float64)
+            acc[rows] = acc[rows] + q[tok] * w
+            touched[rows] = True
+        return acc, np.nonzero(touched)[0]
+
+    def colbert_exact(self, q: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        """colbert(Q, row) for `rows`, by the contract's arithmetic."""
+        co, scale = self.arrays["colbert_offsets"], self.arrays.get("colbert_scale")
+        out = np.empty(len(rows))
+        for i, r in enumerate(rows):
+            lo, hi = int(co[r]), int(co[r + 1])
+            vecs = np.asarray(self.arrays["colbert"][lo:hi])
+            out[i] = colbert_score(q, vecs, None if scale is None else np.asarray(scale[lo:hi]))
+        return out
+
+    def _colbert_fast(self, q: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """colbert(Q, row) for `rows` by float32 BLAS, and a bound on the distance to the exact one."""
+        co, nq = self.arrays["colbert_offsets"], len(q)
+        fast, margin = np.zeros(len(rows)), np.zeros(len(rows))
+        if nq == 0 or not len(rows):
+            return fast, margin
+        q32 = q.astype(np.float32)
+        qn = np.linalg.norm(q, axis=1)[:, None]
+        gamma = 2 * (self.dim + 2) * _U32 / (1 - (self.dim + 2) * _U32)
+        norms, scale = self._norm("colbert"), self.arrays.get("colbert_scale")
+        lo_all, hi_all = np.asarray(co[rows]), np.asarray(co[rows + 1])
+        budget = 1 << 16  # vectors per BLAS block
+        start = 0
+        while start < len(rows):
+            stop = start + 1
+            total = hi_all[start] - lo_all[start]
+            while stop < len(rows) and total + hi_all[stop] - lo_all[stop] <= budget:
+                total += hi_all[stop] - lo_all[stop]
+                stop += 1
+            idx = np.concatenate([np.arange(lo_all[i], hi_all[i]) for i in range(start, stop)])
+            lengths = (hi_all - lo_all)[start:stop]
+            if len(idx):
+                v = np.asarray(self.arrays["colbert"][idx]).astype(np.float32)
+                s = q32 @ v.T
+                if scale is not None:
+                    s = s.astype(np.float64) * np.asarray(scale[idx])
+                s = s.astype(np.float64)
+                m = gamma * qn * norms[idx][None, :] + 4 * _U32 * np.abs(s)
+                nonempty = lengths > 0
+                starts = np.concatenate([[0], np.cumsum(lengths)[:-1]])[nonempty]
+                best = np.maximum.reduceat(s, starts, axis=1)
+                worst = np.maximum.reduceat(m, starts, axis=1)
+                sel = np.arange(start, stop)[nonempty]
+                fast[sel] = best.sum(axis=0) / nq
+                margin[sel] = worst.sum(axis=0) / nq + 1e-12 * np.abs(best).sum(axis=0) / nq
+            start = stop
+        return fast, margin
+
+    # ------------------------------------------------------------------ search
+
+    def search(self, query: Mapping[str, Any], k: int = 10, mode: str = "dense",
+               weights: Sequence[float] | None = None) -> list[Hit]:
+        """The best `k` passages for `query` (pipeline outputs) by `mode`: docs/index-format.md."""
+        signals = mode_signals(mode)
+        w = mode_weights(weights)
+        if isinstance(k, bool) or not isinstance(k, int | np.integer) or k < 1:
+            raise OptionError("k", k, "must be an integer >= 1")
+        if "colbert" in signals and not self.has_colbert:
+            raise OptionError("mode", mode, "needs ColBERT vectors; this index was built without them "
+                              "(colbert none)")
+        query = _as_query(query, signals)
+        self._freeze()
+        n = len(self.ids)
+        if n == 0:
+            return []
+        qd = np.asarray(query[DENSE_VECS], np.float32).astype(np.float64) if "dense" in signals else None
+        if qd is not None and qd.shape != (self.dim,):
+            raise EdgeM3Error(f"query dense vector of shape {qd.shape}, the index's is ({self.dim},)")
+        qc = None
+        if "colbert" in signals:
+            qc = np.asarray(query[COLBERT_VECS], np.float32).reshape(-1, self.dim).astype(np.float64)
+        if mode == "dense":
+            rows, scores = self._dense_top(qd, k)
+        elif mode == "sparse":
+            acc, touched = self.sparse_exact(query[LEXICAL_WEIGHTS])
+            rows, scores = _top_of(touched, acc[touched], k)
+        elif mode == "colbert":
+            all_rows = np.arange(n)
+            fast, margin = self._colbert_fast(qc, all_rows)
+            rows, scores = _exact_top(fast, margin, k, lambda sel: self.colbert_exact(qc, sel))
+        else:
+            rows, scores = self._hybrid(mode, query, qd, qc, k, w)
+        return [Hit(int(r), self.ids[int(r)], float(s)) for r, s in zip(rows, scores, strict=True)]
+
+    def _dense_top(self, q: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        fast, margin = self._dense_fast(q)
+        return _exact_top(fast, margin, k, lambda rows: self.dense_exact(q, rows))
+
+    def _hybrid(self, mode: str, query: Mapping[str, Any], qd: np.ndarray, qc: np.ndarray | None, k: int,
+                w: tuple[float, float, float]) -> tuple[np.ndarray, np.ndarray]:
+        c = max(k, HYBRID_CANDIDATES)
+        dense_rows, _ = self._dense_top(qd, c)
+        acc, touched = self.sparse_exact(query[LEXICAL_WEIGHTS])
+        sparse_rows, _ = _top_of(touched, acc[touched], c)
+        cand = np.union1d(dense_rows, sparse_rows).astype(np.int64)
+        d, s = self.dense_exact(qd, cand), acc[cand]
+        if qc is None:
+            h = hybrid_score(mode, d, s, np.zeros(len(cand)), w)
+            order = np.lexsort((cand, -h))[:k]
+            return cand[order], h[order]
+        cf, cm = self._colbert_fast(qc, cand)
+        h_fast = hybrid_score(mode, d, s, cf, w)
+        den = (w[0] + w[1]) + w[2]
+        h_margin = (w[2] * cm / den) * (1 + 1e-9) + 8 * _U64 * (
+            np.abs(cf * w[2]) + np.abs(s * w[1]) + np.abs(d * w[0])) / den + 1e-300
+
+        def exact(sel: np.ndarray) -> np.ndarray:
+            rows = cand[sel]
+            return hybrid_score(mode, d[sel], s[sel], self.colbert_exact(qc, rows), w)
+
+        sel, scores = _exact_top(h_fast, h_margin, k, exact)
+        return cand[sel], scores
+
+    # ------------------------------------------------------------------ the folder
+
+    def save(self, out: Path) -> Path:
+        """Write the index folder atomically (docs/index-format.md): a reader never sees half of it."""
+        self._freeze()
+        with atomic_dir(Path(out)) as tmp:
+            arrays = {}
+            for name, arr in self.arrays.items():
+                dtype = arr.dtype.name  # float32, float16, int8, int32 or int64
+                np.ascontiguousarray(arr, dtype=INDEX_DTYPES[dtype]).tofile(tmp / INDEX_ARRAYS[name])
+                arrays[name] = {"file": INDEX_ARRAYS[name], "dtype": dtype, "shape": list(arr.shape)}
+            (tmp / INDEX_IDS).write_text(json.dumps(self.ids, ensure_ascii=False), encoding="utf-8")
+            names = [INDEX_IDS] + [v["file"] for v in arrays.values()]
+            manifest = {"format": INDEX_FORMAT, "format_version": INDEX_FORMAT_VERSION,
+                        "edge_m3_version": __version__,
+                        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                        "bundle": self.bundle.to_json() if self.bundle else None,
+                        "count": len(self.ids), "dim": self.dim, "dense": self.dense_store,
+                        "colbert": self.colbert_store, "arrays": arrays,
+                        "files": file_entries(tmp, names)}
+            (tmp / INDEX_MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n", encoding="utf-8")
+        return Path(out)
+
+    @classmethod
+    def load(cls, path: Path, bundle: Any = None, verify: bool = True) -> Index:
+        """Memory-map a saved index; refuse (EdgeM3Error, one line) a corrupt one, and with
+        `bundle` (a loaded Bundle) one built by another model."""
+        path = Path(path)
+        m = read_manifest(path)
+        where = str(path)
+        ident = BundleIdentity.from_json(m["bundle"], where) if m.get("bundle") is not None else None
+        if bundle is not None:
+            if ident is None:
+                raise EdgeM3Error(f"{where}: records no bundle, so queries cannot be checked against it")
+            ident.check(bundle, where)
+        files = m["files"]
+        for name, entry in files.items():
+            f = path / name
+            if Path(name).name != name:
+                raise EdgeM3Error(f"{path / INDEX_MANIFEST}: file name {name!r} is not a plain name")
+            if not f.is_file():
+                raise EdgeM3Error(f"{f}: listed in {INDEX_MANIFEST} but missing")
+            if f.stat().st_size != entry["size"] or (verify and sha256_file(f) != entry["sha256"]):
+                raise EdgeM3Error(f"{f}: sha256 does not match {INDEX_MANIFEST}; refusing a modified or "
+                                  "corrupt index")
+        idx = cls.__new__(cls)
+        idx.dim, idx.dense_store, idx.colbert_store, idx.bundle = m["dim"], m["dense"], m["colbert"], ident
+        idx._pending, idx._norms, idx.path = [], {}, path
+        try:
+            idx.ids = json.loads((path / INDEX_IDS).read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise EdgeM3Error(f"{path / INDEX_IDS}: unreadable ({exc})") from None
+        idx.arrays = {}
+        for name, spec in m["arrays"].items():
+            shape = tuple(spec["shape"])
+            dtype = np.dtype(INDEX_DTYPES[spec["dtype"]])
+            f = path / spec["file"]
+            if f.stat().st_size != int(np.prod(shape)) * dtype.itemsize:
+                raise EdgeM3Error(f"{f}: {f.stat().st_size} bytes, {spec['dtype']} {list(shape)} needs "
+                                  f"{int(np.prod(shape)) * dtype.itemsize}")
+            idx.arrays[name] = (np.memmap(f, dtype=dtype, mode="r", shape=shape) if np.prod(shape)
+                                else np.zeros(shape, dtype))
+        _check_layout(idx, where)
+        return idx
+
+
+def read_manifest(path: Path) -> dict[str, Any]:
+    """index.json parsed and checked field by field (one line per problem)."""
+    mpath = Path(path) / INDEX_MANIFEST
+    if not mpath.is_file():
+        raise EdgeM3Error(f"{mpath}: not found (is {path} an edge-m3 index?)")
+    try:
+        m = json.loads(mpath.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise EdgeM3Error(f"{mpath}: not valid JSON ({exc})") from None
+    if not isinstance(m, dict) or m.get("format") != INDEX_FORMAT:
+        raise EdgeM3Error(f"{mpath}: not an {INDEX_FORMAT} manifest")
+    if m.get("format_version") != INDEX_FORMAT_VERSION:
+        raise EdgeM3Error(f"{mpath}: format_version {m.get('format_version')!r} unsupported "
+                          f"(this edge-m3 reads {INDEX_FORMAT_VERSION})")
+    checks: list[tuple[str, Callable[[Any], bool], str]] = [
+        ("count", lambda v: isinstance(v, int) and v >= 0, "an integer >= 0"),
+        ("dim", lambda v: isinstance(v, int) and v > 0, "an integer > 0"),
+        ("dense", lambda v: v in DENSE_STORES, f"one of {', '.join(DENSE_STORES)}"),
+        ("colbert", lambda v: v in COLBERT_STORES, f"one of {', '.join(COLBERT_STORES)}"),
+        ("arrays", lambda v: isinstance(v, dict) and all(
+            k in INDEX_ARRAYS and isinstance(s, dict) and s.get("file") == INDEX_ARRAYS[k]
+            and s.get("dtype") in INDEX_DTYPES and isinstance(s.get("shape"), list)
+            and all(isinstance(x, int) and x >= 0 for x in s["shape"]) for k, s in v.items()),
+         "known arrays with file, dtype and shape"),
+        ("files", lambda v: isinstance(v, dict) and all(
+            isinstance(e, dict) and isinstance(e.get("sha256"), str) and isinstance(e.get("size"), int)
+            for e in v.values()), "{file: {sha256, size}}"),
+    ]
+    for key, ok, want in checks:
+        if not ok(m.get(key)):
+            raise EdgeM3Error(f"{mpath}: {key}: must be {want}")
+    listed = set(m["files"])
+    for name in [INDEX_IDS] + [s["file"] for s in m["arrays"].values()]:
+        if name not in listed:
+            raise EdgeM3Error(f"{mpath}: files: {name} has no sha256")
+    return m
+
+
+def _check_layout(idx: Index, where: str) -> None:
+    """The arrays agree with each other (a hand-edited manifest cannot make search read past an end)."""
+    a, n, d = idx.arrays, len(idx.ids), idx.dim
+    need = ["dense", "sparse_tokens", "sparse_offsets", "sparse_rows", "sparse_weights"]
+    need += ["dense_scale"] if idx.dense_store == "int8" else []
+    need += ["colbert_offsets", "colbert"] if idx.has_colbert else []
+    need += ["colbert_scale"] if idx.colbert_store == "int8" else []
+    missing = [x for x in need if x not in a]
+    want = {"dense": (n, d), "dense_scale": (n,), "colbert_offsets": (n + 1,)}
+    bad = missing or [x for x, s in want.items() if x in a and a[x].shape != s]
+    if not bad and idx.has_colbert:
+        v = a["colbert"].shape
+        co = np.asarray(a["colbert_offsets"])
+        if len(v) != 2 or v[1] != d or co[0] != 0 or co[-1] != v[0] or (np.diff(co) < 0).any():
+            bad = ["colbert"]
+    if not bad:
+        off, t, p = np.asarray(a["sparse_offsets"]), a["sparse_tokens"].shape, a["sparse_rows"].shape
+        rows = np.asarray(a["sparse_rows"])
+        if off.shape != (t[0] + 1,) or off[0] != 0 or off[-1] != p[0] or (np.diff(off) < 0).any() \
+                or a["sparse_weights"].shape != p or (len(rows) and (rows.min() < 0 or rows.max() >= n)):
+            bad = ["sparse"]
+    if bad:
+        raise EdgeM3Error(f"{where}: inconsistent arrays ({', '.join(bad)}); refusing a corrupt index")
+
+
+def _cat(old: np.ndarray | None, new: np.ndarray) -> np.ndarray:
+    """Stored rows (maybe memory-mapped) followed by new ones, as one in-memory array."""
+    return new if old is None else np.concatenate([np.asarray(old), new.astype(old.dtype)])
+
+
+def _top_of(rows: np.ndarray, scores: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """The best k of exact scores: score descending, row ascending."""
+    order = np.lexsort((rows, -scores))[:k]
+    return rows[order], scores[order]
+
+
+def _exact_top(fast: np.ndarray, margin: np.ndarray, k: int,
+               exact: Callable[[np.ndarray], np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """The exact top k (score descending, index ascending) when each exact score lies within
+    `margin` of `fast`: only the indexes whose upper bound reaches the k-th best lower bound
+    can be among them, and only those are scored exactly."""
+    n = len(fast)
+    k = min(k, n)
+    if k == 0:
+        return np.zeros(0, np.int64), np.zeros(0)
+    lower = fast - margin
+    floor = np.partition(lower, n - k)[n - k]
+    cand = np.nonzero(fast + margin >= floor)[0]
+    return _top_of(cand, exact(cand), k)
