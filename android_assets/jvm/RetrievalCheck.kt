@@ -3,7 +3,7 @@
 //
 //   java -cp edge_m3_kit.jar dev.edgem3.RetrievalCheckKt score CASES
 //       per pair, weights set and mode: "PAIR SET MODE HEX" (HEX: the float64 score's bits, or "error")
-//   java -cp ... dev.edgem3.RetrievalCheckKt search INDEX QUERIES K MODE [W_DENSE W_SPARSE W_COLBERT]
+//   java -cp ... dev.edgem3.RetrievalCheckKt search INDEX QUERIES K MODE [W_DENSE W_SPARSE W_COLBERT] [--bundle DIR]
 //       per query: "QUERY ROW:HEX ROW:HEX ..." (best first), or "QUERY error MESSAGE"
 //   java -cp ... dev.edgem3.RetrievalCheckKt bench INDEX QUERIES K MODE[,MODE...] REPEATS
 //       per mode: "MODE p50 SECONDS" of one search (one thread, each query REPEATS times after a warm-up)
@@ -82,8 +82,16 @@ private fun queries(file: File): List<Retrieval.Vectors> {
     return List(t.int()) { t.vectors() }
 }
 
-private fun search(args: List<String>) {
-    val index = EdgeM3Index.open(File(args[0]))
+private fun search(all: List<String>) {
+    val at = all.indexOf("--bundle")
+    val args = if (at >= 0) all.subList(0, at) else all
+    if (args.size != 4 && args.size != 7 || (at >= 0 && at != all.size - 2)) usage()
+    // The bundle's manifest.json files: name -> sha256, what an app holding the bundle passes.
+    val bundleFiles = if (at < 0) null else {
+        val m = JsonTree.obj(MiniJson.parse(File(all[at + 1], EdgeM3Contract.MANIFEST).readText()), "manifest.json")
+        JsonTree.obj(m["files"], "manifest.json: files").mapValues { (_, v) -> JsonTree.obj(v, "files")["sha256"] as String }
+    }
+    val index = EdgeM3Index.open(File(args[0]), bundleFiles)
     val qs = queries(File(args[1]))
     val k = args[2].toIntOrNull() ?: throw EdgeM3Exception("K: not a number")
     val weights = if (args.size == 7) DoubleArray(3) { args[4 + it].toDouble() } else Retrieval.DEFAULT_WEIGHTS
@@ -126,7 +134,7 @@ fun main(args: Array<String>) {
     try {
         when (args.firstOrNull()) {
             "score" -> if (args.size == 2) score(File(args[1])) else usage()
-            "search" -> if (args.size == 5 || args.size == 8) search(args.drop(1)) else usage()
+            "search" -> search(args.drop(1))
             "bench" -> if (args.size == 6) bench(args.drop(1)) else usage()
             else -> usage()
         }

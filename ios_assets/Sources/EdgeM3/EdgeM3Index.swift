@@ -36,7 +36,7 @@ public final class EdgeM3Index: @unchecked Sendable {
     public let colbertStore: String
     /// Passage id per row.
     public let ids: [PassageID]
-    /// index.json's `bundle` entry's strings (`model_file`, `model_sha256`, `tokenizer_file`, ...).
+    /// index.json's `bundle` entry's strings (`model_file`, `model_sha256`, `tokenizer_file`, ...); empty when it records none.
     public let bundle: [String: String]
 
     private let files: [MappedFile]  // keeps the mappings alive
@@ -57,7 +57,7 @@ public final class EdgeM3Index: @unchecked Sendable {
     /// was built by that bundle's model and tokenizer. Any problem: one EdgeM3Error naming the file.
     public init(folder: URL, bundleFiles: [String: String]? = nil, verifySHA256: Bool = true) throws {
         self.folder = folder
-        let manifestName = ContractDraft.indexManifest
+        let manifestName = EdgeM3Contract.indexManifest
         let manifestURL = folder.appendingPathComponent(manifestName)
         let w = manifestURL.path
         guard let data = FileManager.default.contents(atPath: w) else {
@@ -77,21 +77,24 @@ public final class EdgeM3Index: @unchecked Sendable {
             return v
         }
         let format: String = try field(tree, "format", "")
-        guard format == ContractDraft.indexFormat else { throw EdgeM3Error("\(w): format \(format), not \(ContractDraft.indexFormat)") }
+        guard format == EdgeM3Contract.indexFormat else { throw EdgeM3Error("\(w): format \(format), not \(EdgeM3Contract.indexFormat)") }
         let version = try int(tree, "format_version", "")
-        guard version == ContractDraft.indexFormatVersion else {
-            throw EdgeM3Error("\(w): format_version \(version), this kit reads \(ContractDraft.indexFormatVersion)")
+        guard version == EdgeM3Contract.indexFormatVersion else {
+            throw EdgeM3Error("\(w): format_version \(version), this kit reads \(EdgeM3Contract.indexFormatVersion)")
         }
         count = try int(tree, "count", "")
         dim = try int(tree, "dim", "")
         guard count >= 0, dim >= 1 else { throw EdgeM3Error("\(w): count \(count), dim \(dim)") }
         denseStore = try field(tree, "dense", "")
         colbertStore = try field(tree, "colbert", "")
-        guard ContractDraft.denseStores.contains(denseStore) else { throw EdgeM3Error("\(w): dense store \(denseStore) unknown") }
-        guard ContractDraft.colbertStores.contains(colbertStore) else { throw EdgeM3Error("\(w): colbert store \(colbertStore) unknown") }
-        let bundleTree: [String: Any] = try field(tree, "bundle", "")
+        guard EdgeM3Contract.denseStores.contains(denseStore) else { throw EdgeM3Error("\(w): dense store \(denseStore) unknown") }
+        guard EdgeM3Contract.colbertStores.contains(colbertStore) else { throw EdgeM3Error("\(w): colbert store \(colbertStore) unknown") }
+        // null: built without a bundle (Python's Index), so queries cannot be checked against one.
+        let bundleTree = tree["bundle"] as? [String: Any] ?? [:]
+        guard tree["bundle"] is NSNull || tree["bundle"] is [String: Any] else { throw EdgeM3Error("\(w): bundle must be an object or null") }
         bundle = bundleTree.compactMapValues { $0 as? String }
         if let bundleFiles {
+            guard !(tree["bundle"] is NSNull) else { throw EdgeM3Error("\(w): records no bundle, so queries cannot be checked against it") }
             for key in ["model", "tokenizer"] {
                 let file: String = try field(bundleTree, "\(key)_file", "bundle.")
                 let sha: String = try field(bundleTree, "\(key)_sha256", "bundle.")
@@ -186,7 +189,7 @@ public final class EdgeM3Index: @unchecked Sendable {
         } else {
             (colbertOffsets, colbert, colbertScale) = (nil, nil, nil)
         }
-        let idsName = ContractDraft.indexIds
+        let idsName = EdgeM3Contract.indexIds
         guard let idsFile = mapped[idsName] else { throw EdgeM3Error("\(w): files has no \(idsName)") }
         let idsData = Data(bytesNoCopy: UnsafeMutableRawPointer(mutating: idsFile.base ?? UnsafeRawPointer(bitPattern: 1)!),
                            count: idsFile.size, deallocator: .none)
@@ -222,7 +225,7 @@ public final class EdgeM3Index: @unchecked Sendable {
     public func search(_ query: Retrieval.Vectors, k: Int, mode: String, weights: [Double] = Retrieval.defaultWeights) throws -> [Hit] {
         guard k >= 1 else { throw EdgeM3Error("k: must be at least 1, got \(k)") }
         let used = try Retrieval.signals(of: mode)
-        if used.count > 1 { try Retrieval.checkWeights(weights) }
+        try Retrieval.checkWeights(weights)
         let (nd, ns, nc) = (Retrieval.signals[0], Retrieval.signals[1], Retrieval.signals[2])
         if let q = query.dense, q.count != dim { throw EdgeM3Error("query dense_vecs: \(q.count) values, the index has \(dim)") }
         if let c = query.colbert, c.contains(where: { $0.count != dim }) {
@@ -246,7 +249,7 @@ public final class EdgeM3Index: @unchecked Sendable {
                 return top(k, s.rows.count) { s.acc[s.rows[$0]] }.map { Hit(row: s.rows[$0.row], score: $0.score) }
             }
         }
-        let c = max(k, ContractDraft.hybridCandidates)
+        let c = max(k, EdgeM3Contract.hybridCandidates)
         let s = sparseScores(query.lexical!)
         var candidates = Set<Int>()
         q.withUnsafeBufferPointer { qp in

@@ -48,11 +48,11 @@ public enum Retrieval {
     }
 
     /// `compute_score`'s modes.
-    public static let modes: [String] = ContractDraft.scoreModes
+    public static let modes: [String] = EdgeM3Contract.scoreModes
     /// The signals, in `weights_for_different_modes` order (dense, sparse, colbert).
-    public static let signals: [String] = ContractDraft.scoreSignals
+    public static let signals: [String] = EdgeM3Contract.scoreSignals
     /// `compute_score`'s default weights (dense, sparse, colbert).
-    public static let defaultWeights: [Double] = ContractDraft.defaultModeWeights
+    public static let defaultWeights: [Double] = EdgeM3Contract.defaultModeWeights
 
     /// float64 sum from +0.0 of exact float32 products, one at a time in index order.
     public static func dot(_ a: [Float], _ b: [Float]) throws -> Double {

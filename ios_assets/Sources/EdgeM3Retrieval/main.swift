@@ -3,7 +3,7 @@
 //
 //   edge-m3-retrieval score CASES
 //       per pair, weights set and mode: "PAIR SET MODE HEX" (HEX: the float64 score's bits, or "error")
-//   edge-m3-retrieval search INDEX QUERIES K MODE [W_DENSE W_SPARSE W_COLBERT]
+//   edge-m3-retrieval search INDEX QUERIES K MODE [W_DENSE W_SPARSE W_COLBERT] [--bundle DIR]
 //       per query: "QUERY ROW:HEX ROW:HEX ..." (best first), or "QUERY error MESSAGE"
 //   edge-m3-retrieval bench INDEX QUERIES K MODE[,MODE...] REPEATS
 //       per mode: "MODE p50 SECONDS" of one search (one thread, each query REPEATS times after a warm-up)
@@ -116,8 +116,18 @@ func queries(_ path: String) throws -> [Retrieval.Vectors] {
     return try (0..<t.int()).map { _ in try t.vectors() }
 }
 
-func search(_ a: [String]) throws {
-    let index = try EdgeM3Index(folder: URL(fileURLWithPath: a[0], isDirectory: true))
+func search(_ all: [String]) throws {
+    let at = all.firstIndex(of: "--bundle")
+    let a = at.map { Array(all[..<$0]) } ?? all
+    guard a.count == 4 || a.count == 7, at == nil || at == all.count - 2 else { usage() }
+    // The bundle's manifest.json files: name -> sha256, what an app holding the bundle passes.
+    var bundleFiles: [String: String]?
+    if let at {
+        let url = URL(fileURLWithPath: all[at + 1]).appendingPathComponent(EdgeM3Contract.manifest)
+        let manifest = try JSONDecoder().decode(Manifest.self, from: try Data(contentsOf: url))
+        bundleFiles = manifest.files.mapValues { $0.sha256 }
+    }
+    let index = try EdgeM3Index(folder: URL(fileURLWithPath: a[0], isDirectory: true), bundleFiles: bundleFiles)
     let qs = try queries(a[1])
     guard let k = Int(a[2]) else { throw EdgeM3Error("K: not a number") }
     let weights = a.count == 7 ? try a[4...].map { guard let x = Double($0) else { throw EdgeM3Error("W: not a number") }; return x }
@@ -169,7 +179,7 @@ let args = Array(CommandLine.arguments.dropFirst())
 do {
     switch args.first {
     case "score" where args.count == 2: try score(args[1])
-    case "search" where args.count == 5 || args.count == 8: try search(Array(args.dropFirst()))
+    case "search": try search(Array(args.dropFirst()))
     case "bench" where args.count == 6: try bench(Array(args.dropFirst()))
     default: usage()
     }

@@ -33,7 +33,7 @@ class EdgeM3Index private constructor(
     val colbertStore: String,
     /** Passage id per row, from ids.json: a String or a Long. */
     val ids: List<Any>,
-    /** index.json's `bundle` entry: `model_file`, `model_sha256`, `tokenizer_file`, `tokenizer_sha256`, ... */
+    /** index.json's `bundle` entry (`model_file`, `model_sha256`, `tokenizer_file`, ...); empty when it records none. */
     val bundle: Map<String, Any?>,
     private val dense: ByteBuffer,
     private val denseScale: FloatBuffer?,
@@ -68,7 +68,7 @@ class EdgeM3Index private constructor(
     fun search(query: Retrieval.Vectors, k: Int, mode: String, weights: DoubleArray = Retrieval.DEFAULT_WEIGHTS): List<Hit> {
         if (k < 1) throw EdgeM3Exception("k: must be at least 1, got $k")
         val used = Retrieval.signals(mode)
-        if (used.size > 1) Retrieval.checkWeights(weights)
+        Retrieval.checkWeights(weights)
         val (nd, ns, nc) = Retrieval.SIGNALS
         val q = query.dense?.also { if (it.size != dim) throw EdgeM3Exception("query dense_vecs: ${it.size} values, the index has $dim") }
         val lex = query.lexical
@@ -92,7 +92,7 @@ class EdgeM3Index private constructor(
                 }
             }
         }
-        val c = maxOf(k, ContractDraft.HYBRID_CANDIDATES)
+        val c = maxOf(k, EdgeM3Contract.HYBRID_CANDIDATES)
         val s = sparseScores(lex!!)
         val candidates = java.util.TreeSet<Int>()
         for (h in top(c, count) { r -> denseScore(q!!, r) }) candidates.add(h.row)
@@ -225,29 +225,31 @@ class EdgeM3Index private constructor(
          * naming the index file.
          */
         fun open(dir: File, bundleFiles: Map<String, String>? = null, verifySha256: Boolean = true): EdgeM3Index {
-            val manifestFile = File(dir, ContractDraft.INDEX_MANIFEST)
+            val manifestFile = File(dir, EdgeM3Contract.INDEX_MANIFEST)
             val w = manifestFile.path
-            if (!manifestFile.isFile) throw EdgeM3Exception("$dir: not an index (no ${ContractDraft.INDEX_MANIFEST})")
+            if (!manifestFile.isFile) throw EdgeM3Exception("$dir: not an index (no ${EdgeM3Contract.INDEX_MANIFEST})")
             val tree = try {
                 JsonTree.obj(MiniJson.parse(manifestFile.readText(Charsets.UTF_8)), w)
             } catch (e: EdgeM3Exception) {
                 throw EdgeM3Exception("$w: corrupt (${e.message})")
             }
             val format = JsonTree.field(tree, "format", w)
-            if (format != ContractDraft.INDEX_FORMAT) throw EdgeM3Exception("$w: format $format, not ${ContractDraft.INDEX_FORMAT}")
+            if (format != EdgeM3Contract.INDEX_FORMAT) throw EdgeM3Exception("$w: format $format, not ${EdgeM3Contract.INDEX_FORMAT}")
             val version = JsonTree.int(JsonTree.field(tree, "format_version", w), "$w: format_version")
-            if (version != ContractDraft.INDEX_FORMAT_VERSION) {
-                throw EdgeM3Exception("$w: format_version $version, this kit reads ${ContractDraft.INDEX_FORMAT_VERSION}")
+            if (version != EdgeM3Contract.INDEX_FORMAT_VERSION) {
+                throw EdgeM3Exception("$w: format_version $version, this kit reads ${EdgeM3Contract.INDEX_FORMAT_VERSION}")
             }
             val count = JsonTree.int(JsonTree.field(tree, "count", w), "$w: count")
             val dim = JsonTree.int(JsonTree.field(tree, "dim", w), "$w: dim")
             if (count < 0 || dim < 1) throw EdgeM3Exception("$w: count $count, dim $dim")
             val denseStore = JsonTree.str(JsonTree.field(tree, "dense", w), "$w: dense")
             val colbertStore = JsonTree.str(JsonTree.field(tree, "colbert", w), "$w: colbert")
-            if (denseStore !in ContractDraft.DENSE_STORES) throw EdgeM3Exception("$w: dense store $denseStore unknown")
-            if (colbertStore !in ContractDraft.COLBERT_STORES) throw EdgeM3Exception("$w: colbert store $colbertStore unknown")
-            val bundle = JsonTree.obj(JsonTree.field(tree, "bundle", w), "$w: bundle")
+            if (denseStore !in EdgeM3Contract.DENSE_STORES) throw EdgeM3Exception("$w: dense store $denseStore unknown")
+            if (colbertStore !in EdgeM3Contract.COLBERT_STORES) throw EdgeM3Exception("$w: colbert store $colbertStore unknown")
+            // null: built without a bundle (Python's Index), so queries cannot be checked against one.
+            val bundle = tree["bundle"]?.let { JsonTree.obj(it, "$w: bundle") } ?: emptyMap()
             if (bundleFiles != null) {
+                if (tree["bundle"] == null) throw EdgeM3Exception("$w: records no bundle, so queries cannot be checked against it")
                 for (key in listOf("model", "tokenizer")) {
                     val file = JsonTree.str(JsonTree.field(bundle, "${key}_file", "$w: bundle"), "$w: bundle.${key}_file")
                     val sha = JsonTree.str(JsonTree.field(bundle, "${key}_sha256", "$w: bundle"), "$w: bundle.${key}_sha256")
@@ -261,7 +263,7 @@ class EdgeM3Index private constructor(
             val files = JsonTree.obj(JsonTree.field(tree, "files", w), "$w: files")
             val mapped = HashMap<String, ByteBuffer>()
             for ((name, entry) in files) {
-                if (name.contains('/') || name.contains('\\') || name == ".." || name == ContractDraft.INDEX_MANIFEST) {
+                if (name.contains('/') || name.contains('\\') || name == ".." || name == EdgeM3Contract.INDEX_MANIFEST) {
                     throw EdgeM3Exception("$w: bad file name \"$name\"")
                 }
                 val e = JsonTree.obj(entry, "$w: files.$name")
@@ -269,13 +271,13 @@ class EdgeM3Index private constructor(
                 val sha = JsonTree.str(JsonTree.field(e, "sha256", "$w: files.$name"), "$w: files.$name.sha256")
                 val f = File(dir, name)
                 if (!f.isFile) throw EdgeM3Exception("$f: missing; the index is corrupt")
-                if (f.length() != size) throw EdgeM3Exception("$f: ${f.length()} bytes, ${ContractDraft.INDEX_MANIFEST} says $size; the index is corrupt")
+                if (f.length() != size) throw EdgeM3Exception("$f: ${f.length()} bytes, ${EdgeM3Contract.INDEX_MANIFEST} says $size; the index is corrupt")
                 val buf = map(f)
                 if (verifySha256) {
                     val digest = MessageDigest.getInstance("SHA-256")
                     digest.update(buf.duplicate())
                     val actual = ModelCheck.hex(digest)
-                    if (actual != sha) throw EdgeM3Exception("$f: sha256 $actual, ${ContractDraft.INDEX_MANIFEST} says $sha; the index is corrupt")
+                    if (actual != sha) throw EdgeM3Exception("$f: sha256 $actual, ${EdgeM3Contract.INDEX_MANIFEST} says $sha; the index is corrupt")
                 }
                 mapped[name] = buf
             }
@@ -330,7 +332,7 @@ class EdgeM3Index private constructor(
                 colbert = required("colbert", if (int8) "int8" else "float16", longArrayOf(v, dim.toLong()))
                 if (int8) colbertScale = required("colbert_scale", "float32", longArrayOf(v)).asFloatBuffer()
             }
-            val idsName = ContractDraft.INDEX_IDS
+            val idsName = EdgeM3Contract.INDEX_IDS
             val idsBuf = mapped[idsName] ?: throw EdgeM3Exception("$w: files has no $idsName")
             val idsText = Charsets.UTF_8.decode(idsBuf.duplicate()).toString()
             val ids = try {
@@ -338,7 +340,7 @@ class EdgeM3Index private constructor(
             } catch (e: EdgeM3Exception) {
                 throw EdgeM3Exception("$dir/$idsName: corrupt (${e.message})")
             }
-            if (ids.size != count) throw EdgeM3Exception("$dir/$idsName: ${ids.size} ids, ${ContractDraft.INDEX_MANIFEST} says $count")
+            if (ids.size != count) throw EdgeM3Exception("$dir/$idsName: ${ids.size} ids, ${EdgeM3Contract.INDEX_MANIFEST} says $count")
             return EdgeM3Index(dir, count, dim, denseStore, colbertStore, ids, bundle, dense, denseScale,
                 tokens, offsets, rows, weights, colbertOffsets, colbert, colbertScale)
         }

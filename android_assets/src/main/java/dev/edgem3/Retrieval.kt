@@ -42,13 +42,13 @@ object Retrieval {
     }
 
     /** `compute_score`'s modes. */
-    val MODES: List<String> = ContractDraft.SCORE_MODES
+    val MODES: List<String> = EdgeM3Contract.SCORE_MODES
 
     /** The signals, in `weights_for_different_modes` order (dense, sparse, colbert). */
-    val SIGNALS: List<String> = ContractDraft.SCORE_SIGNALS
+    val SIGNALS: List<String> = EdgeM3Contract.SCORE_SIGNALS
 
     /** `compute_score`'s default weights (dense, sparse, colbert). */
-    val DEFAULT_WEIGHTS: DoubleArray get() = ContractDraft.DEFAULT_MODE_WEIGHTS.toDoubleArray()
+    val DEFAULT_WEIGHTS: DoubleArray get() = EdgeM3Contract.DEFAULT_MODE_WEIGHTS.toDoubleArray()
 
     /** float64 sum from +0.0 of exact float32 products, one at a time in index order. */
     fun dot(a: FloatArray, b: FloatArray): Double {
