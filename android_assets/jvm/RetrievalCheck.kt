@@ -3,8 +3,8 @@
 //
 //   java -cp edge_m3_kit.jar dev.edgem3.RetrievalCheckKt score CASES
 //       per pair, weights set and mode: "PAIR SET MODE HEX" (HEX: the float64 score's bits, or "error")
-//   java -cp ... dev.edgem3.RetrievalCheckKt search INDEX QUERIES K MODE [W_DENSE W_SPARSE W_COLBERT] [--bundle DIR]
-//       per query: "QUERY ROW:HEX ROW:HEX ..." (best first), or "QUERY error MESSAGE"
+//   java -cp ... dev.edgem3.RetrievalCheckKt search INDEX QUERIES PLAN [--bundle DIR]
+//       per plan line and query: "LINE QUERY ROW:HEX ROW:HEX ..." (best first), or "LINE QUERY error"
 //   java -cp ... dev.edgem3.RetrievalCheckKt bench INDEX QUERIES K MODE[,MODE...] REPEATS
 //       per mode: "MODE p50 SECONDS" of one search (one thread, each query REPEATS times after a warm-up)
 //
@@ -12,6 +12,7 @@
 // 8 digits, float64: 16), so nothing is lost on the way:
 //   CASES   = "weights" K (HEX64 HEX64 HEX64)*K "pairs" N (VECTORS VECTORS)*N
 //   QUERIES = "queries" N VECTORS*N
+//   PLAN    = "plan" N (K MODE HEX64 HEX64 HEX64)*N    (K, mode, weights dense sparse colbert)
 //   VECTORS = ("D" LEN HEX32*LEN | "D" "-") ("L" N (ID HEX32)*N | "L" "-") ("C" ROWS DIM HEX32*(ROWS*DIM) | "C" "-")
 // Bad input: one line on stderr, exit 2.
 package dev.edgem3
@@ -85,7 +86,7 @@ private fun queries(file: File): List<Retrieval.Vectors> {
 private fun search(all: List<String>) {
     val at = all.indexOf("--bundle")
     val args = if (at >= 0) all.subList(0, at) else all
-    if (args.size != 4 && args.size != 7 || (at >= 0 && at != all.size - 2)) usage()
+    if (args.size != 3 || (at >= 0 && at != all.size - 2)) usage()
     // The bundle's manifest.json files: name -> sha256, what an app holding the bundle passes.
     val bundleFiles = if (at < 0) null else {
         val m = JsonTree.obj(MiniJson.parse(File(all[at + 1], EdgeM3Contract.MANIFEST).readText()), "manifest.json")
@@ -93,17 +94,22 @@ private fun search(all: List<String>) {
     }
     val index = EdgeM3Index.open(File(args[0]), bundleFiles)
     val qs = queries(File(args[1]))
-    val k = args[2].toIntOrNull() ?: throw EdgeM3Exception("K: not a number")
-    val weights = if (args.size == 7) DoubleArray(3) { args[4 + it].toDouble() } else Retrieval.DEFAULT_WEIGHTS
+    val plan = Tokens(File(args[2]).readText())
+    plan.expect("plan")
     val out = StringBuilder()
-    for ((i, q) in qs.withIndex()) {
-        out.append(i)
-        try {
-            for (h in index.search(q, k, args[3], weights)) out.append(" ${h.row}:${hex(h.score)}")
-        } catch (e: EdgeM3Exception) {
-            out.append(" error ${e.message}")
+    for (j in 0 until plan.int()) {
+        val k = plan.int()
+        val mode = plan.next()
+        val weights = DoubleArray(3) { plan.f64() }
+        for ((i, q) in qs.withIndex()) {
+            out.append("$j $i")
+            try {
+                for (h in index.search(q, k, mode, weights)) out.append(" ${h.row}:${hex(h.score)}")
+            } catch (e: EdgeM3Exception) {
+                out.append(" error")
+            }
+            out.append("\n")
         }
-        out.append("\n")
     }
     print(out)
 }
@@ -145,6 +151,6 @@ fun main(args: Array<String>) {
 }
 
 private fun usage(): Nothing {
-    System.err.println("usage: RetrievalCheckKt score CASES | search INDEX QUERIES K MODE [W W W] | bench INDEX QUERIES K MODE REPEATS")
+    System.err.println("usage: RetrievalCheckKt score CASES | search INDEX QUERIES PLAN [--bundle DIR] | bench INDEX QUERIES K MODE[,MODE...] REPEATS")
     exitProcess(2)
 }

@@ -235,7 +235,7 @@ public final class EdgeM3Index: @unchecked Sendable {
         if used.contains(ns) && query.lexical == nil { throw EdgeM3Error("mode \(mode): the query has no lexical_weights") }
         if used.contains(nc) {
             if query.colbert == nil { throw EdgeM3Error("mode \(mode): the query has no colbert_vecs") }
-            if colbert == nil { throw EdgeM3Error("mode \(mode): the index has no ColBERT vectors (built with --colbert none)") }
+            if colbertStore == "none" { throw EdgeM3Error("mode \(mode): the index has no ColBERT vectors (built with --colbert none)") }
         }
         if count == 0 { return [] }
         let q = query.dense ?? []

@@ -3,8 +3,8 @@
 //
 //   edge-m3-retrieval score CASES
 //       per pair, weights set and mode: "PAIR SET MODE HEX" (HEX: the float64 score's bits, or "error")
-//   edge-m3-retrieval search INDEX QUERIES K MODE [W_DENSE W_SPARSE W_COLBERT] [--bundle DIR]
-//       per query: "QUERY ROW:HEX ROW:HEX ..." (best first), or "QUERY error MESSAGE"
+//   edge-m3-retrieval search INDEX QUERIES PLAN [--bundle DIR]
+//       per plan line and query: "LINE QUERY ROW:HEX ROW:HEX ..." (best first), or "LINE QUERY error"
 //   edge-m3-retrieval bench INDEX QUERIES K MODE[,MODE...] REPEATS
 //       per mode: "MODE p50 SECONDS" of one search (one thread, each query REPEATS times after a warm-up)
 //
@@ -12,6 +12,7 @@
 // 8 digits, float64: 16):
 //   CASES   = "weights" K (HEX64 HEX64 HEX64)*K "pairs" N (VECTORS VECTORS)*N
 //   QUERIES = "queries" N VECTORS*N
+//   PLAN    = "plan" N (K MODE HEX64 HEX64 HEX64)*N    (K, mode, weights dense sparse colbert)
 //   VECTORS = ("D" LEN HEX32*LEN | "D" "-") ("L" N (ID HEX32)*N | "L" "-") ("C" ROWS DIM HEX32*(ROWS*DIM) | "C" "-")
 // Bad input: one line on stderr, exit 2.
 import Dispatch
@@ -119,7 +120,7 @@ func queries(_ path: String) throws -> [Retrieval.Vectors] {
 func search(_ all: [String]) throws {
     let at = all.firstIndex(of: "--bundle")
     let a = at.map { Array(all[..<$0]) } ?? all
-    guard a.count == 4 || a.count == 7, at == nil || at == all.count - 2 else { usage() }
+    guard a.count == 3, at == nil || at == all.count - 2 else { usage() }
     // The bundle's manifest.json files: name -> sha256, what an app holding the bundle passes.
     var bundleFiles: [String: String]?
     if let at {
@@ -129,18 +130,22 @@ func search(_ all: [String]) throws {
     }
     let index = try EdgeM3Index(folder: URL(fileURLWithPath: a[0], isDirectory: true), bundleFiles: bundleFiles)
     let qs = try queries(a[1])
-    guard let k = Int(a[2]) else { throw EdgeM3Error("K: not a number") }
-    let weights = a.count == 7 ? try a[4...].map { guard let x = Double($0) else { throw EdgeM3Error("W: not a number") }; return x }
-        : Retrieval.defaultWeights
+    var plan = try Tokens(a[2])
+    try plan.expect("plan")
     var out = ""
-    for (i, q) in qs.enumerated() {
-        out += "\(i)"
-        do {
-            for h in try index.search(q, k: k, mode: a[3], weights: weights) { out += " \(h.row):\(hex(h.score))" }
-        } catch {
-            out += " error \(error)"
+    for j in 0..<(try plan.int()) {
+        let k = try plan.int()
+        let mode = String(try plan.next())
+        let weights = try (0..<3).map { _ in try plan.f64() }
+        for (i, q) in qs.enumerated() {
+            out += "\(j) \(i)"
+            do {
+                for h in try index.search(q, k: k, mode: mode, weights: weights) { out += " \(h.row):\(hex(h.score))" }
+            } catch {
+                out += " error"
+            }
+            out += "\n"
         }
-        out += "\n"
     }
     print(out, terminator: "")
 }
@@ -170,7 +175,7 @@ func bench(_ a: [String]) throws {
 
 func usage() -> Never {
     FileHandle.standardError.write(
-        "usage: edge-m3-retrieval score CASES | search INDEX QUERIES K MODE [W W W] | bench INDEX QUERIES K MODE REPEATS\n"
+        "usage: edge-m3-retrieval score CASES | search INDEX QUERIES PLAN [--bundle DIR] | bench INDEX QUERIES K MODE[,MODE...] REPEATS\n"
             .data(using: .utf8)!)
     exit(2)
 }
