@@ -1,4 +1,4 @@
-"""`edge-m3` command line: build, embed, verify, check, bench.
+"""`edge-m3` command line: build, embed, verify, check, bench, index, search.
 
 The one place that knows the flags: each command's arguments become one typed options object
 (names resolved: a QuantRecipe, a Runtime, a WeightCache), and the layers below never see a
@@ -23,6 +23,7 @@ if TYPE_CHECKING:  # the options types; their modules are imported only when a c
     from edge_m3.harness.check import CheckOptions
     from edge_m3.harness.embed import EmbedOptions
     from edge_m3.harness.verify import VerifyOptions
+    from edge_m3.retrieval.build import IndexOptions, SearchOptions
     from edge_m3.runtime.registry import Runtime
 
 EXIT_USAGE = 2
@@ -124,7 +125,74 @@ def _build_parser() -> argparse.ArgumentParser:
                          "copy per signature), memory, cold (a new cache file), warm (a second "
                          "start mapping it); default cold,warm")
     bn.add_argument("--json", type=Path, default=None, help="also write the figures here")
+    _retrieval_parsers(sub, RUNTIMES)
     return p
+
+
+# --------------------------------------------------------------------------- index, search (issue 25)
+
+
+def _retrieval_parsers(sub: argparse._SubParsersAction, runtimes: dict) -> None:
+    from edge_m3.contract import COLBERT_STORES, DENSE_STORES, SCORE_MODES
+
+    ix = sub.add_parser("index", help="embed a corpus with a bundle's model into a search index folder")
+    ix.add_argument("bundle", type=Path)
+    ix.add_argument("corpus", type=Path, help="UTF-8 text (one passage per line, id = row), "
+                    ".jsonl or Parquet (id and text columns)")
+    ix.add_argument("--out", type=Path, required=True, help="the index folder to create (must not exist)")
+    ix.add_argument("--dense", default="float32", choices=DENSE_STORES,
+                    help="dense store: float32, or int8 with a scale per row")
+    ix.add_argument("--colbert", default="fp16", choices=COLBERT_STORES,
+                    help="ColBERT vectors: fp16, int8 (scale per vector) or none")
+    ix.add_argument("--id-column", default="id", help="JSON lines / Parquet: the id column")
+    ix.add_argument("--text-column", default="text", help="JSON lines / Parquet: the text column")
+    ix.add_argument("--runtime", default="litert", choices=list(runtimes))
+    ix.add_argument("--threads", type=int, default=None)
+    ix.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+
+    se = sub.add_parser("search", help="search an index: one JSON line of hits per query")
+    se.add_argument("index", type=Path)
+    se.add_argument("--queries", type=Path, required=True, help="UTF-8 file, one query per line")
+    se.add_argument("--mode", default="dense", choices=SCORE_MODES)
+    se.add_argument("--k", type=int, default=10, help="hits per query (default 10)")
+    se.add_argument("--weights", default=None,
+                    help="dense,sparse,colbert weights of the hybrid modes (default 1,1,1 as compute_score)")
+    se.add_argument("--bundle", type=Path, default=None,
+                    help="the bundle that embeds the queries (default: the one the index records); "
+                         "it must hold the index's model")
+    se.add_argument("--out", type=Path, default=None, help="write JSON lines here instead of stdout")
+    se.add_argument("--runtime", default="litert", choices=list(runtimes))
+    se.add_argument("--threads", type=int, default=None)
+
+
+def _index(a: argparse.Namespace) -> IndexOptions:
+    from edge_m3.retrieval.build import IndexOptions
+    from edge_m3.runtime.registry import RUNTIMES
+
+    return IndexOptions(bundle=a.bundle, corpus=a.corpus, out=a.out, runtime=RUNTIMES[a.runtime],
+                        dense=a.dense, colbert=a.colbert, threads=_threads(a.threads),
+                        id_column=a.id_column, text_column=a.text_column)
+
+
+def _search(a: argparse.Namespace) -> SearchOptions:
+    from edge_m3.contract import mode_weights
+    from edge_m3.errors import OptionError
+    from edge_m3.retrieval.build import SearchOptions
+    from edge_m3.runtime.registry import RUNTIMES
+
+    if a.k < 1:
+        raise OptionError("k", a.k, "must be at least 1")
+    weights = None
+    if a.weights is not None:
+        try:
+            weights = mode_weights([float(w) for w in a.weights.split(",")])
+        except ValueError:
+            raise OptionError("weights", a.weights, "must be three numbers: dense,sparse,colbert") from None
+    return SearchOptions(index=a.index, queries=a.queries, runtime=RUNTIMES[a.runtime], mode=a.mode, k=a.k,
+                         out=a.out, bundle=a.bundle, weights=weights, threads=_threads(a.threads))
+
+
+# --------------------------------------------------------------------------- the other commands
 
 
 def _build(a: argparse.Namespace) -> BuildOptions:
@@ -279,6 +347,10 @@ def _dispatch(a: argparse.Namespace) -> int:
         from edge_m3.harness.check import cmd_check
 
         return cmd_check(_check(a))
+    if a.command in ("index", "search"):  # issue 25
+        from edge_m3.retrieval.build import cmd_index, cmd_search
+
+        return cmd_index(_index(a), quiet=a.quiet) if a.command == "index" else cmd_search(_search(a))
     from edge_m3.harness.verify import cmd_verify
 
     return cmd_verify(_verify(a))

@@ -103,10 +103,10 @@ def colbert_score(q: Any, p: Any, p_scale: Any = None) -> float:
     qa = _f64(q)
     pa = np.asarray(p)
     pa = pa.astype(np.float64) if pa.dtype != np.float64 else _f64(pa)
+    if qa.size == 0 or pa.size == 0:  # JSON's [] has no second axis
+        return 0.0
     if qa.ndim != 2 or pa.ndim != 2 or (len(qa) and len(pa) and qa.shape[1] != pa.shape[1]):
         raise EdgeM3Error(f"ColBERT vectors must be [n, D] of one D, got {qa.shape} and {pa.shape}")
-    if len(qa) == 0 or len(pa) == 0:
-        return 0.0
     scale = None if p_scale is None else np.asarray(p_scale, np.float32)
     total = 0.0
     for best in _colbert_best(qa, pa, scale):

@@ -1,0 +1,232 @@
+"""`edge-m3 index` and `edge-m3 search`: a corpus embedded by a bundle's own model into an index
+folder, and queries searched from the command line (docs/index-format.md).
+
+The corpus is read by edge_m3.harness.corpus (text lines, JSON lines, Parquet; bad rows are
+skipped and counted); passages are embedded by `embed_passages`, the one function a faster
+batched engine replaces.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import sys
+import time
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from edge_m3.common.files import check_writable, write_lines_atomic
+from edge_m3.contract import COLBERT_STORES, COLBERT_VECS, DENSE_STORES, SCORE_MODES, mode_signals
+from edge_m3.errors import EdgeM3Error, OptionError
+from edge_m3.runtime.registry import Runtime
+
+# What one embedded passage keeps: the index stores no more (raw outputs are dropped).
+_KEEP = ("dense_vecs", "lexical_weights", COLBERT_VECS)
+
+
+@dataclass(frozen=True)
+class IndexOptions:
+    """What `edge-m3 index` was asked for, parsed (edge_m3.cli)."""
+
+    bundle: Path
+    corpus: Path
+    out: Path
+    runtime: Runtime
+    dense: str = "float32"  # DENSE_STORES
+    colbert: str = "fp16"  # COLBERT_STORES
+    threads: int | None = None
+    id_column: str = "id"  # JSON lines / Parquet
+    text_column: str = "text"
+
+
+@dataclass(frozen=True)
+class SearchOptions:
+    """What `edge-m3 search` was asked for, parsed (edge_m3.cli)."""
+
+    index: Path
+    queries: Path
+    runtime: Runtime
+    mode: str = "dense"  # SCORE_MODES
+    k: int = 10
+    out: Path | None = None  # JSON lines here instead of stdout
+    bundle: Path | None = None  # None: the bundle path the index records
+    weights: tuple[float, float, float] | None = None  # dense, sparse, colbert; None: compute_score's
+    threads: int | None = None
+
+
+def embed_passages(pipe: Any, texts: Iterable[str]) -> Iterator[dict[str, Any]]:
+    """Each text through the device pipeline (one at a time), keeping what an index stores.
+
+    The one place the index build embeds: a batched engine replaces this function alone."""
+    for text in texts:
+        out = pipe.embed(text)
+        yield {k: out[k] for k in _KEEP if k in out}
+
+
+def _progress(label: str, total: int | None, quiet: bool) -> Any:
+    from rich.console import Console
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeRemainingColumn,
+    )
+
+    return Progress(TextColumn(label), BarColumn(), MofNCompleteColumn(),
+                    TextColumn("{task.fields[rate]}"), TimeRemainingColumn(),
+                    console=Console(stderr=True), transient=True, disable=quiet,
+                    redirect_stdout=False, redirect_stderr=False)
+
+
+def _open_pipeline(bundle: Any, runtime: Runtime, threads: int | None, model_file: str | None = None) -> Any:
+    """The device pipeline of the bundle's model `model_file` (default: the runtime's format's)."""
+    from edge_m3.runtime.choice import require_runtime
+    from edge_m3.runtime.pipeline import DevicePipeline
+
+    entry = next((m for m in bundle.manifest.models if m.file == model_file), None) if model_file else None
+    if entry is not None and entry.format != runtime.format:
+        raise OptionError("runtime", runtime.name, f"runs {runtime.format} models; the index was embedded "
+                          f"by {entry.file}")
+    entry = require_runtime(bundle, runtime, entry=entry)
+    return DevicePipeline(bundle, runtime, threads, fmt=entry.format)
+
+
+def cmd_index(opts: IndexOptions, quiet: bool = False) -> int:
+    """Embed the corpus with the bundle's model and write the index folder atomically."""
+    from edge_m3.harness.corpus import Rejected, open_corpus
+    from edge_m3.retrieval.index import BundleIdentity, Index
+
+    if opts.dense not in DENSE_STORES:
+        raise OptionError("dense", opts.dense, f"unknown (choose from {', '.join(DENSE_STORES)})")
+    if opts.colbert not in COLBERT_STORES:
+        raise OptionError("colbert", opts.colbert, f"unknown (choose from {', '.join(COLBERT_STORES)})")
+    if opts.out.exists():
+        raise OptionError("out", opts.out, "exists; remove it or choose another folder "
+                          "(an index is never overwritten)")
+    check_writable(opts.out, "out")
+    corpus = open_corpus(opts.corpus, id_column=opts.id_column, text_column=opts.text_column,
+                         field="corpus")
+    total = corpus.count()
+    if total == 0:
+        raise OptionError("corpus", opts.corpus, "no passage in the file")
+    from edge_m3.bundle import load_bundle
+
+    bundle = load_bundle(opts.bundle)  # refuses any file whose sha256 is not the manifest's
+    if opts.colbert != "none" and "colbert" not in bundle.manifest.heads:
+        raise OptionError("colbert", opts.colbert, f"{opts.bundle} exports no ColBERT head; use none")
+    missing = [h for h in ("dense", "sparse") if h not in bundle.manifest.heads]
+    if missing:
+        raise EdgeM3Error(f"{opts.bundle}: exports no {' and '.join(missing)} head, which an index needs")
+    rejected: list[Rejected] = []
+    seen: set[Any] = set()
+    ids: list[Any] = []
+
+    def texts() -> Iterator[str]:
+        for item in corpus.rows():
+            if isinstance(item, Rejected):
+                rejected.append(item)
+            elif item.id in seen:
+                rejected.append(Rejected(item.row, item.id, "duplicate id"))
+            else:
+                seen.add(item.id)
+                ids.append(item.id)
+                yield item.text
+
+    stream = texts()
+    first = next(stream, None)  # the model is opened only for a corpus with a passage in it
+    if first is None:
+        why = f"; first: row {rejected[0].row}: {rejected[0].reason}" if rejected else ""
+        raise OptionError("corpus", opts.corpus, f"no passage to index ({len(rejected)} row(s) "
+                          f"rejected{why})")
+    pipe = _open_pipeline(bundle, opts.runtime, opts.threads)
+    index = Index(bundle.manifest.hidden_size, opts.dense, opts.colbert,
+                  BundleIdentity.of(bundle, pipe.entry.format))
+    t0 = time.perf_counter()
+    done, batch = 0, []
+    with _progress("index", total, quiet or total < 2) as progress:
+        task = progress.add_task("index", total=total, rate="")
+        for out in embed_passages(pipe, itertools.chain([first], stream)):
+            batch.append(out)
+            done += 1
+            if len(batch) == 256:
+                index.add(batch, ids[len(index):len(index) + len(batch)])
+                batch = []
+            elapsed = time.perf_counter() - t0
+            progress.update(task, completed=done + len(rejected),
+                            rate=f"{done / max(elapsed, 1e-9):.1f} texts/s")
+        if batch:
+            index.add(batch, ids[len(index):len(index) + len(batch)])
+    seconds = time.perf_counter() - t0
+    index.save(opts.out)
+    if rejected:
+        first = rejected[0]
+        sys.stderr.write(f"{len(rejected)} row(s) of {opts.corpus} skipped (first: row {first.row}: "
+                         f"{first.reason})\n")
+    sys.stderr.write(f"{len(index)} passage(s) in {seconds:.2f} s: {len(index) / max(seconds, 1e-9):.1f} "
+                     f"texts/s ({opts.runtime.name}); index written to {opts.out}\n")
+    return 0
+
+
+def cmd_search(opts: SearchOptions) -> int:
+    """One JSON line per query: {"query": i, "hits": [[passage_id, score], ...]}, best first."""
+    from edge_m3.harness.inputs import read_texts
+    from edge_m3.retrieval.index import Index, read_manifest
+
+    if opts.mode not in SCORE_MODES:
+        raise OptionError("mode", opts.mode, f"unknown (choose from {', '.join(SCORE_MODES)})")
+    if opts.k < 1:
+        raise OptionError("k", opts.k, "must be at least 1")
+    if opts.out is not None:
+        if opts.out.exists():
+            raise OptionError("out", opts.out, "exists; remove it or choose another file")
+        check_writable(opts.out, "out", is_file=True)
+    queries = read_texts(opts.queries, "queries")
+    manifest = read_manifest(opts.index)
+    bundle_path = opts.bundle
+    if bundle_path is None:
+        recorded = (manifest.get("bundle") or {}).get("path")
+        if not recorded:
+            raise OptionError("bundle", None, f"{opts.index} records no bundle path; give {{}} BUNDLE",
+                              mentions=("bundle",))
+        bundle_path = Path(recorded)
+        if not bundle_path.is_dir():
+            raise OptionError("index", opts.index, f"was built with the bundle {recorded}, which is gone; "
+                              "give {} BUNDLE (the same model)", mentions=("bundle",))
+    from edge_m3.bundle import load_bundle
+
+    bundle = load_bundle(bundle_path)
+    index = Index.load(opts.index, bundle=bundle)  # refuses a corrupt index or another bundle's
+    if "colbert" in mode_signals(opts.mode) and not index.has_colbert:
+        raise OptionError("mode", opts.mode, f"needs ColBERT vectors; {opts.index} was built with "
+                          "colbert none")
+    pipe = _open_pipeline(bundle, opts.runtime, opts.threads, index.bundle.model_file if index.bundle else None)
+    if len(index) == 0:
+        sys.stderr.write(f"{opts.index}: empty index; every query gets no hits\n")
+    no_token = []
+
+    def lines() -> Iterator[str]:
+        for i, text in enumerate(queries):
+            q = pipe.embed(text)
+            hits = index.search(q, opts.k, opts.mode, opts.weights)
+            if opts.mode == "sparse" and not hits:
+                no_token.append(i)
+            yield json.dumps({"query": i, "hits": [[h.id, h.score] for h in hits]}, ensure_ascii=False)
+
+    emit: Callable[[Iterator[str]], None]
+    if opts.out is not None:
+        def emit(ls: Iterator[str]) -> None:
+            write_lines_atomic(opts.out, ls, "out")
+    else:
+        def emit(ls: Iterator[str]) -> None:
+            for line in ls:
+                sys.stdout.write(line + "\n")
+    emit(lines())
+    if no_token:
+        sys.stderr.write(f"{len(no_token)} query(ies) share no token with the index (no sparse hits), "
+                         f"first: query {no_token[0]}\n")
+    if opts.k > len(index) and len(index):
+        sys.stderr.write(f"k {opts.k} > {len(index)} passages in the index: at most {len(index)} hits\n")
+    return 0
