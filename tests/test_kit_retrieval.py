@@ -10,6 +10,7 @@ vectors and weights, and search over indexes the Python side builds.
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -20,7 +21,15 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from edge_m3.contract import COLBERT_VECS, DEFAULT_MODE_WEIGHTS, DENSE_VECS, GOLDEN, LEXICAL_WEIGHTS, SCORE_MODES
+from edge_m3.contract import (
+    COLBERT_VECS,
+    DEFAULT_MODE_WEIGHTS,
+    DENSE_VECS,
+    GOLDEN,
+    INDEX_MANIFEST,
+    LEXICAL_WEIGHTS,
+    SCORE_MODES,
+)
 from edge_m3.errors import EdgeM3Error
 from edge_m3.retrieval import compute_score
 from edge_m3.retrieval.index import Index
@@ -46,9 +55,11 @@ def _vectors(v: Vectors) -> str:
     """One query's or passage's outputs (FlagEmbedding names) in the kits' wire format."""
     parts = []
     dense = v.get(DENSE_VECS)
-    parts.append("D -" if dense is None else f"D {len(dense)} " + " ".join(map(_h32, np.asarray(dense, np.float32))))
+    parts.append("D -" if dense is None
+                 else f"D {len(dense)} " + " ".join(map(_h32, np.asarray(dense, np.float32))))
     lex = v.get(LEXICAL_WEIGHTS)
-    parts.append("L -" if lex is None else f"L {len(lex)} " + " ".join(f"{k} {_h32(w)}" for k, w in lex.items()))
+    parts.append("L -" if lex is None
+                 else f"L {len(lex)} " + " ".join(f"{k} {_h32(w)}" for k, w in lex.items()))
     col = v.get(COLBERT_VECS)
     if col is None:
         parts.append("C -")
@@ -114,13 +125,14 @@ def _py_scores(pairs: Sequence[tuple[Vectors, Vectors]], weights: Sequence[Seque
 
 
 def _outputs(case: Mapping[str, Any]) -> dict[str, Any]:
-    return {DENSE_VECS: case[DENSE_VECS], LEXICAL_WEIGHTS: case[LEXICAL_WEIGHTS], COLBERT_VECS: case[COLBERT_VECS]}
+    return {k: case[k] for k in (DENSE_VECS, LEXICAL_WEIGHTS, COLBERT_VECS)}
 
 
 # ---- (a) golden.json's scores ------------------------------------------------------------------
 
 @pytest.mark.parametrize("kit", KITS)
-def test_golden_scores_bit_for_bit(kit: str, kit_run: Callable[..., Any], tiny_bundle: Path, tmp_path: Path) -> None:
+def test_golden_scores_bit_for_bit(kit: str, kit_run: Callable[..., Any], tiny_bundle: Path,
+                                   tmp_path: Path) -> None:
     """Every score golden.json carries, recomputed by the kit from the cases' fields, is the same float64."""
     golden = json.loads((tiny_bundle / GOLDEN).read_text(encoding="utf-8"))
     entries = golden["scores"]
@@ -133,9 +145,12 @@ def test_golden_scores_bit_for_bit(kit: str, kit_run: Callable[..., Any], tiny_b
         at = [i for i, e in enumerate(entries) if tuple(e["weights"]) == w]
         scores = _kit_scores(kit_run, kit, tmp_path, [pairs[i] for i in at], [w])
         got.update({(at[i], mode): bits for (i, _, mode), bits in scores.items()})
+    checked = 0
     for i, e in enumerate(entries):
-        for mode in SCORE_MODES:
+        for mode in (m for m in SCORE_MODES if m in e):  # a bundle without a head has fewer modes
             assert got[i, mode] == _h64(e[mode]), (i, mode, got[i, mode], e[mode])
+            checked += 1
+    assert checked == len(entries) * len(SCORE_MODES)  # the kit bundle has every head
 
 
 # ---- (b) real-weights vectors: the kits == Python bit for bit, == FlagEmbedding to float32 rounding --
@@ -168,7 +183,8 @@ def test_real_vectors_match_python_and_flagembedding(kit: str, kit_run: Callable
     flag = flag_model_class
     for i, (q, p) in enumerate(pairs):
         ref = {"dense": float(np.asarray(q[DENSE_VECS], np.float32) @ np.asarray(p[DENSE_VECS], np.float32)),
-               "sparse": float(flag.compute_lexical_matching_score(None, q[LEXICAL_WEIGHTS], p[LEXICAL_WEIGHTS])),
+               "sparse": float(flag.compute_lexical_matching_score(None, q[LEXICAL_WEIGHTS],
+                                                                   p[LEXICAL_WEIGHTS])),
                "colbert": float(flag.colbert_score(None, np.asarray(q[COLBERT_VECS], np.float32),
                                                    np.asarray(p[COLBERT_VECS], np.float32)))}
         for k, (wd, ws, wc) in enumerate(WEIGHT_SETS):
@@ -182,7 +198,8 @@ def test_real_vectors_match_python_and_flagembedding(kit: str, kit_run: Callable
 
 # ---- (b) Hypothesis: drawn vectors and weights ----------------------------------------------------
 
-_f32 = st.floats(-2.0, 2.0, width=32, allow_subnormal=True) | st.sampled_from([0.0, -0.0, 2.0 ** -100, -(2.0 ** -140), 1.0])
+_f32 = (st.floats(-2.0, 2.0, width=32, allow_subnormal=True)
+        | st.sampled_from([0.0, -0.0, 2.0 ** -100, -(2.0 ** -140), 1.0]))
 _w32 = st.floats(2.0 ** -100, 4.0, width=32, allow_subnormal=False)
 _weight = st.sampled_from([0.0, 1.0, 0.5, 1e-300, 3.0]) | st.floats(0.0, 10.0)
 
@@ -265,7 +282,8 @@ def _py_search(index: Index, queries: Sequence[Mapping[str, Any]], plan: Sequenc
 def _kit_search(kit_run: Callable[..., Any], kit: str, index: Path, queries: Sequence[Mapping[str, Any]],
                 plan: Sequence[tuple], tmp: Path, *extra: str) -> subprocess.CompletedProcess[str]:
     qf, pf = tmp / "queries.txt", tmp / "plan.txt"
-    qf.write_text(f"queries {len(queries)}\n" + "\n".join(_vectors(q) for q in queries) + "\n", encoding="ascii")
+    qf.write_text(f"queries {len(queries)}\n" + "\n".join(_vectors(q) for q in queries) + "\n",
+                  encoding="ascii")
     pf.write_text(f"plan {len(plan)}\n" + "".join(f"{k} {m} {' '.join(map(_h64, w))}\n" for k, m, w in plan),
                   encoding="ascii")
     return kit_run(kit, ["search", str(index), str(qf), str(pf), *extra])
@@ -303,11 +321,94 @@ def test_search_same_hits_as_python(kit: str, store: tuple[str, str], kit_run: C
     (those modes are errors in both) and the empty index (no hits)."""
     index, path = drawn_indexes[store]
     queries = _queries(np.random.default_rng(7), drawn_indexes["passages"], DIM)
-    plan = _plan((1, 10, 130, 300), (DEFAULT_MODE_WEIGHTS, (0.4, 0.2, 0.4))) + [(0, "dense", DEFAULT_MODE_WEIGHTS)]
+    plan = _plan((1, 10, 130, 300), (DEFAULT_MODE_WEIGHTS, (0.4, 0.2, 0.4)))
+    plan.append((0, "dense", DEFAULT_MODE_WEIGHTS))
     proc = _kit_search(kit_run, kit, path, queries, plan, tmp_path)
     assert proc.returncode == 0, proc.stderr
     want = _py_search(index, queries, plan)
     assert proc.stdout.splitlines() == want
-    if store[0] != "empty":  # the plan reached every case it means to
-        assert any(" error" in x for x in want) == (store[1] == "none" or True)
-        assert any(len(x.split()) > 2 + 130 for x in want), "no search returned more than 130 hits"
+    # the plan reaches what it means to: k = 0 refused, no-token sparse queries hit nothing,
+    # more hits than HYBRID_CANDIDATES (rows beyond the candidates), ColBERT modes refused without vectors
+    assert all(x.endswith(" error") for x in want[-len(queries):])
+    sparse_no_token = plan.index((10, "sparse", DEFAULT_MODE_WEIGHTS)) * len(queries) + len(queries) - 2
+    assert want[sparse_no_token].split() == want[sparse_no_token].split()[:2]
+    if store[0] != "empty":
+        assert max(len(x.split()) for x in want) - 2 > 130
+        assert any(x.endswith(" error") for x in want[:-len(queries)]) == (store[1] == "none")
+
+
+# ---- (c) an index `edge-m3 index` writes from the real-weights bundle; refusals ----------------
+
+CORPUS = TEXTS + ("Madrid is the capital of Spain.", "Bread needs flour.", "The Louvre is a museum in Paris.",
+                  "Die Mauer fiel 1989.", "上海是中国最大的城市。", "")
+
+
+@pytest.fixture(scope="module")
+def e5_index(e5_bundles: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """`edge-m3 index` of CORPUS with the real-weights int8 bundle (int8 dense, int8 ColBERT)."""
+    from edge_m3.cli import main
+
+    root = tmp_path_factory.mktemp("e5_index")
+    corpus = root / "corpus.txt"
+    corpus.write_text("\n".join(CORPUS) + "\n", encoding="utf-8")
+    assert main(["index", str(e5_bundles["int8"]), str(corpus), "--out", str(root / "index"), "--dense", "int8",
+                 "--colbert", "int8", "-q"]) == 0
+    return root / "index"
+
+
+@pytest.mark.parametrize("kit", KITS)
+def test_cli_index_same_hits_and_bundle_check(kit: str, kit_run: Callable[..., Any], e5_index: Path,
+                                              e5_bundles: dict[str, Path], e5_outputs: list, tiny_bundle: Path,
+                                              tmp_path: Path) -> None:
+    """Real queries on the CLI's index, with the bundle that built it: Python's hits; with
+    another bundle: refused in one line, as Python refuses it."""
+    from edge_m3.bundle import load_bundle
+
+    bundle = e5_bundles["int8"]
+    index = Index.load(e5_index, bundle=load_bundle(bundle))
+    queries = [_outputs(o) for o in e5_outputs]
+    plan = _plan((3, 20), (DEFAULT_MODE_WEIGHTS,))
+    proc = _kit_search(kit_run, kit, e5_index, queries, plan, tmp_path, "--bundle", str(bundle))
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines() == _py_search(index, queries, plan)
+    with pytest.raises(EdgeM3Error, match="another bundle"):
+        Index.load(e5_index, bundle=load_bundle(tiny_bundle))
+    proc = _kit_search(kit_run, kit, e5_index, queries, plan, tmp_path, "--bundle", str(tiny_bundle))
+    assert proc.returncode == 2 and "another bundle" in proc.stderr, proc.stderr
+    assert len(proc.stderr.splitlines()) == 1, proc.stderr
+
+
+def _flip(path: Path, at: int = 0) -> None:
+    data = bytearray(path.read_bytes())
+    data[at] ^= 1
+    path.write_bytes(bytes(data))
+
+
+@pytest.mark.parametrize("kit", KITS)
+@pytest.mark.parametrize("damage", ["flipped byte", "truncated", "missing file", "format version", "bad json"])
+def test_corrupt_index_refused(kit: str, damage: str, kit_run: Callable[..., Any], drawn_indexes: dict,
+                               tmp_path: Path) -> None:
+    """A modified index folder: the kit refuses it in one line naming the file (exit 2), as Python does."""
+    src = drawn_indexes["float32", "fp16"][1]
+    bad = tmp_path / "index"
+    shutil.copytree(src, bad)
+    name = {"flipped byte": "sparse_weights.bin", "truncated": "dense.bin", "missing file": "colbert.bin",
+            "format version": INDEX_MANIFEST, "bad json": INDEX_MANIFEST}[damage]
+    f = bad / name
+    if damage == "flipped byte":
+        _flip(f, 5)
+    elif damage == "truncated":
+        f.write_bytes(f.read_bytes()[:-4])
+    elif damage == "missing file":
+        f.unlink()
+    elif damage == "format version":
+        m = json.loads(f.read_text(encoding="utf-8"))
+        m["format_version"] = 2
+        f.write_text(json.dumps(m), encoding="utf-8")
+    else:
+        f.write_text("{", encoding="utf-8")
+    with pytest.raises(EdgeM3Error):
+        Index.load(bad)
+    proc = _kit_search(kit_run, kit, bad, [], [], tmp_path)
+    assert proc.returncode == 2 and len(proc.stderr.splitlines()) == 1, proc.stderr
+    assert name in proc.stderr, proc.stderr
