@@ -84,7 +84,7 @@ class EdgeM3Index private constructor(
         if (count == 0) return emptyList()
         if (used.size == 1) {
             return when (used[0]) {
-                nd -> top(k, count) { r -> denseScore(q!!, r) }
+                nd -> denseAll(q!!).let { d -> top(k, count) { r -> d[r] } }
                 nc -> top(k, count) { r -> colbertScore(cq!!, r) }
                 else -> {
                     val s = sparseScores(lex!!)
@@ -95,29 +95,88 @@ class EdgeM3Index private constructor(
         val c = maxOf(k, EdgeM3Contract.HYBRID_CANDIDATES)
         val s = sparseScores(lex!!)
         val candidates = java.util.TreeSet<Int>()
-        for (h in top(c, count) { r -> denseScore(q!!, r) }) candidates.add(h.row)
+        val dAll = denseAll(q!!)
+        for (h in top(c, count) { r -> dAll[r] }) candidates.add(h.row)
         for (h in top(c, s.rows.size) { i -> s.acc[s.rows[i]] }) candidates.add(s.rows[h.row])
         val rows = candidates.toIntArray()
         return top(k, rows.size) { i ->
             val r = rows[i]
-            val d = denseScore(q!!, r)
+            val d = dAll[r]
             val sp = if (s.touched[r]) s.acc[r] else 0.0
             val cb = if (nc in used) colbertScore(cq!!, r) else 0.0
             Retrieval.hybrid(mode, d, sp, cb, weights)
         }.map { Hit(rows[it.row], it.score) }
     }
 
-    /** Dense score of one row: Score arithmetic over the stored float32 values or int8 codes (then * scale). */
-    private fun denseScore(q: FloatArray, row: Int): Double {
-        val base = row * dim
-        var acc = 0.0
+    /**
+     * Every row's dense score by Score arithmetic (float32 values, or int8 codes then * scale).
+     * Four rows at a time: each row's sum is still one sequential chain, the same bits, but four
+     * independent chains keep the CPU's adders busy (about 3x faster than one row at a time).
+     */
+    private fun denseAll(q: FloatArray): DoubleArray {
+        val out = DoubleArray(count)
         val f = denseF32
-        if (f != null) {
-            for (k in 0 until dim) acc += q[k].toDouble() * f.get(base + k).toDouble()
+        val codes = dense
+        var r = 0
+        while (r + 4 <= count) {
+            val b0 = r * dim
+            val b1 = b0 + dim
+            val b2 = b1 + dim
+            val b3 = b2 + dim
+            var a0 = 0.0
+            var a1 = 0.0
+            var a2 = 0.0
+            var a3 = 0.0
+            if (f != null) {
+                for (k in 0 until dim) {
+                    val x = q[k].toDouble()
+                    a0 += x * f.get(b0 + k).toDouble()
+                    a1 += x * f.get(b1 + k).toDouble()
+                    a2 += x * f.get(b2 + k).toDouble()
+                    a3 += x * f.get(b3 + k).toDouble()
+                }
+            } else {
+                for (k in 0 until dim) {
+                    val x = q[k].toDouble()
+                    a0 += x * codes.get(b0 + k).toDouble()
+                    a1 += x * codes.get(b1 + k).toDouble()
+                    a2 += x * codes.get(b2 + k).toDouble()
+                    a3 += x * codes.get(b3 + k).toDouble()
+                }
+            }
+            out[r] = a0
+            out[r + 1] = a1
+            out[r + 2] = a2
+            out[r + 3] = a3
+            r += 4
+        }
+        for (rest in r until count) {
+            var acc = 0.0
+            val base = rest * dim
+            if (f != null) {
+                for (k in 0 until dim) acc += q[k].toDouble() * f.get(base + k).toDouble()
+            } else {
+                for (k in 0 until dim) acc += q[k].toDouble() * codes.get(base + k).toDouble()
+            }
+            out[rest] = acc
+        }
+        val scale = denseScale
+        if (scale != null) for (i in 0 until count) out[i] = out[i] * scale.get(i).toDouble()
+        return out
+    }
+
+    /** One stored ColBERT vector's dot with `q` (fp16 widened exactly, or int8 codes then * scale). */
+    private fun colbertDot(q: FloatArray, v: Int): Double {
+        val base = v * dim
+        var acc = 0.0
+        val f16 = colbertF16
+        if (f16 != null) {
+            for (k in 0 until dim) acc += q[k].toDouble() * HALF[f16.get(base + k).toInt() and 0xffff].toDouble()
             return acc
         }
-        for (k in 0 until dim) acc += q[k].toDouble() * dense.get(base + k).toDouble()
-        return acc * denseScale!!.get(row).toDouble()
+        val codes = colbert!!
+        for (k in 0 until dim) acc += q[k].toDouble() * codes.get(base + k).toDouble()
+        return acc * colbertScale!!.get(v).toDouble()
     }
 
     private fun colbertScore(qs: Array<FloatArray>, row: Int): Double {
@@ -125,19 +184,11 @@ class EdgeM3Index private constructor(
         val to = colbertOffsets.get(row + 1).toInt()
         if (qs.isEmpty() || from == to) return 0.0
         var total = 0.0
-        val f16 = colbertF16
         for (q in qs) {
             var best = Double.NEGATIVE_INFINITY
             for (v in from until to) {
-                val base = v * dim
-                var acc = 0.0
-                if (f16 != null) {
-                    for (k in 0 until dim) acc += q[k].toDouble() * HALF[f16.get(base + k).toInt() and 0xffff].toDouble()
-                } else {
-                    for (k in 0 until dim) acc += q[k].toDouble() * colbert!!.get(base + k).toDouble()
-                    acc *= colbertScale!!.get(v).toDouble()
-                }
-                if (acc > best) best = acc
+                val d = colbertDot(q, v)
+                if (d > best) best = d
             }
             total += best
         }
