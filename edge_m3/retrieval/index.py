@@ -144,6 +144,16 @@ class Index:
     def has_colbert(self) -> bool:
         return self.colbert_store != "none"
 
+    @classmethod
+    def from_arrays(cls, dim: int, dense: str, colbert: str, arrays: Mapping[str, np.ndarray],
+                    ids: Sequence[PassageId], bundle: BundleIdentity | None = None) -> Index:
+        """An index over arrays already in the folder's layout (a bulk build, a benchmark);
+        they are checked against each other as a loaded index's are."""
+        idx = cls(dim, dense, colbert, bundle)
+        idx.ids, idx.arrays = list(ids), {k: v for k, v in arrays.items() if k in INDEX_ARRAYS}
+        _check_layout(idx, "arrays")
+        return idx
+
     # ------------------------------------------------------------------ building
 
     def add(self, outputs: Iterable[Mapping[str, Any]], ids: Iterable[PassageId] | None = None) -> None:
@@ -248,9 +258,7 @@ class Index:
         x, n = self.arrays["dense"], len(self.ids)
         fast = np.empty(n)
         for start in range(0, n, 1 << 14):
-            block = np.asarray(x[start:start + (1 << 14)])
-            if block.dtype != np.float32:
-                block = block.astype(np.float32)
+            block = _as_f32(x[start:start + (1 << 14)])
             fast[start:start + len(block)] = block @ q32
         if "dense_scale" in self.arrays:
             fast *= np.asarray(self.arrays["dense_scale"])
@@ -297,24 +305,28 @@ class Index:
         norms, scale = self._norm("colbert"), self.arrays.get("colbert_scale")
         lo_all, hi_all = np.asarray(co[rows]), np.asarray(co[rows + 1])
         budget = 1 << 16  # vectors per BLAS block
+        ends = np.cumsum(hi_all - lo_all)
         start = 0
         while start < len(rows):
-            stop = start + 1
-            total = hi_all[start] - lo_all[start]
-            while stop < len(rows) and total + hi_all[stop] - lo_all[stop] <= budget:
-                total += hi_all[stop] - lo_all[stop]
-                stop += 1
-            idx = np.concatenate([np.arange(lo_all[i], hi_all[i]) for i in range(start, stop)])
-            lengths = (hi_all - lo_all)[start:stop]
-            if len(idx):
-                v = np.asarray(self.arrays["colbert"][idx]).astype(np.float32)
-                s = q32 @ v.T
+            stop = max(int(np.searchsorted(ends, (ends[start - 1] if start else 0) + budget, "right")),
+                       start + 1)
+            lo, hi = lo_all[start:stop], hi_all[start:stop]
+            lengths = hi - lo
+            total = int(lengths.sum())
+            if total:
+                if lo[-1] - lo[0] == total - lengths[-1]:  # consecutive rows: one slice
+                    idx = slice(int(lo[0]), int(hi[-1]))
+                    v = _as_f32(self.arrays["colbert"][idx])
+                else:
+                    first = np.cumsum(lengths) - lengths
+                    idx = np.arange(total) - np.repeat(first - lo, lengths)
+                    v = _as_f32(np.asarray(self.arrays["colbert"])[idx])
+                s = (q32 @ v.T).astype(np.float64)
                 if scale is not None:
-                    s = s.astype(np.float64) * np.asarray(scale[idx])
-                s = s.astype(np.float64)
+                    s *= np.asarray(scale[idx])
                 m = gamma * qn * norms[idx][None, :] + 4 * _U32 * np.abs(s)
                 nonempty = lengths > 0
-                starts = np.concatenate([[0], np.cumsum(lengths)[:-1]])[nonempty]
+                starts = (np.cumsum(lengths) - lengths)[nonempty]
                 best = np.maximum.reduceat(s, starts, axis=1)
                 worst = np.maximum.reduceat(m, starts, axis=1)
                 sel = np.arange(start, stop)[nonempty]
@@ -500,6 +512,11 @@ def _check_layout(idx: Index, where: str) -> None:
     need += ["colbert_offsets", "colbert"] if idx.has_colbert else []
     need += ["colbert_scale"] if idx.colbert_store == "int8" else []
     missing = [x for x in need if x not in a]
+    dtypes = {"dense": "int8" if idx.dense_store == "int8" else "float32", "dense_scale": "float32",
+              "sparse_tokens": "int32", "sparse_offsets": "int64", "sparse_rows": "int32",
+              "sparse_weights": "float32", "colbert_offsets": "int64",
+              "colbert": "int8" if idx.colbert_store == "int8" else "float16", "colbert_scale": "float32"}
+    missing += [f"{x} is {a[x].dtype.name}" for x in need if x in a and a[x].dtype.name != dtypes[x]]
     want = {"dense": (n, d), "dense_scale": (n,), "colbert_offsets": (n + 1,)}
     bad = missing or [x for x, s in want.items() if x in a and a[x].shape != s]
     if not bad and idx.has_colbert:
@@ -515,6 +532,18 @@ def _check_layout(idx: Index, where: str) -> None:
             bad = ["sparse"]
     if bad:
         raise EdgeM3Error(f"{where}: inconsistent arrays ({', '.join(bad)}); refusing a corrupt index")
+
+
+# float16 bits -> float32, exact: numpy's own float16 conversion is about 10x slower than a lookup.
+_F16_TO_F32 = np.arange(1 << 16, dtype=np.uint16).view(np.float16).astype(np.float32)
+
+
+def _as_f32(x: np.ndarray) -> np.ndarray:
+    """Stored vectors as float32 (exactly: float16 and int8 values are all float32 values)."""
+    x = np.asarray(x)
+    if x.dtype == np.float16:
+        return _F16_TO_F32[x.view(np.uint16)]
+    return x.astype(np.float32)
 
 
 def _cat(old: np.ndarray | None, new: np.ndarray) -> np.ndarray:
