@@ -33,56 +33,13 @@ from edge_m3.contract import (
 from edge_m3.errors import EdgeM3Error
 from edge_m3.retrieval import compute_score
 from edge_m3.retrieval.index import Index
+from tools.kit import retrieval_wire as wire
 
 KITS = ("kotlin", "swift")
 # compute_score's default and two other weight sets (one with a zero weight).
 WEIGHT_SETS = (DEFAULT_MODE_WEIGHTS, (0.4, 0.2, 0.4), (1.0, 0.0, 0.3))
 
 Vectors = Mapping[str, Any]
-
-
-# ---- the wire: whitespace-separated tokens, floats as their bits --------------------------------
-
-def _h32(x: Any) -> str:
-    return f"{int(np.float32(x).view(np.uint32)):08x}"
-
-
-def _h64(x: float) -> str:
-    return f"{int(np.float64(x).view(np.uint64)):016x}"
-
-
-def _vectors(v: Vectors) -> str:
-    """One query's or passage's outputs (FlagEmbedding names) in the kits' wire format."""
-    parts = []
-    dense = v.get(DENSE_VECS)
-    parts.append("D -" if dense is None
-                 else f"D {len(dense)} " + " ".join(map(_h32, np.asarray(dense, np.float32))))
-    lex = v.get(LEXICAL_WEIGHTS)
-    parts.append("L -" if lex is None
-                 else f"L {len(lex)} " + " ".join(f"{k} {_h32(w)}" for k, w in lex.items()))
-    col = v.get(COLBERT_VECS)
-    if col is None:
-        parts.append("C -")
-    else:
-        col = np.asarray(col, np.float32)
-        col = col.reshape(len(col), -1) if col.ndim != 2 else col
-        parts.append(f"C {col.shape[0]} {col.shape[1]} " + " ".join(map(_h32, col.ravel())))
-    return "\n".join(parts)
-
-
-def _cases(pairs: Sequence[tuple[Vectors, Vectors]], weights: Sequence[Sequence[float]]) -> str:
-    out = [f"weights {len(weights)}", *(" ".join(map(_h64, w)) for w in weights), f"pairs {len(pairs)}"]
-    for q, p in pairs:
-        out += [_vectors(q), _vectors(p)]
-    return "\n".join(out) + "\n"
-
-
-def _parse_scores(stdout: str) -> dict[tuple[int, int, str], str]:
-    got = {}
-    for line in stdout.splitlines():
-        i, k, mode, bits = line.split()
-        got[int(i), int(k), mode] = bits
-    return got
 
 
 @pytest.fixture(scope="session")
@@ -94,9 +51,9 @@ def kit_run(request: pytest.FixtureRequest) -> Callable[[str, Sequence[str]], su
         if kit not in tools:
             if kit == "kotlin":
                 jar = request.getfixturevalue("kit_jar")
-                tools[kit] = ["java", "-cp", str(jar), "dev.edgem3.RetrievalCheckKt"]
+                tools[kit] = ["java", "-cp", str(jar), wire.KOTLIN_MAIN]
             else:
-                tools[kit] = [str(request.getfixturevalue("swift_build") / "release/edge-m3-retrieval")]
+                tools[kit] = [str(request.getfixturevalue("swift_build") / "release" / wire.SWIFT_PRODUCT)]
         return subprocess.run([*tools[kit], *args], capture_output=True, text=True, timeout=300)
 
     return run
@@ -104,11 +61,11 @@ def kit_run(request: pytest.FixtureRequest) -> Callable[[str, Sequence[str]], su
 
 def _kit_scores(kit_run: Callable[..., subprocess.CompletedProcess[str]], kit: str, tmp: Path,
                 pairs: Sequence[tuple[Vectors, Vectors]], weights: Sequence[Sequence[float]]) -> dict:
-    cases = tmp / f"cases-{kit}.txt"
-    cases.write_text(_cases(pairs, weights), encoding="ascii")
-    proc = kit_run(kit, ["score", str(cases)])
+    path = tmp / f"cases-{kit}.txt"
+    path.write_text(wire.cases(pairs, weights), encoding="ascii")
+    proc = kit_run(kit, ["score", str(path)])
     assert proc.returncode == 0, proc.stderr
-    return _parse_scores(proc.stdout)
+    return wire.parse_scores(proc.stdout)
 
 
 def _py_scores(pairs: Sequence[tuple[Vectors, Vectors]], weights: Sequence[Sequence[float]]) -> dict:
@@ -118,7 +75,7 @@ def _py_scores(pairs: Sequence[tuple[Vectors, Vectors]], weights: Sequence[Seque
         for k, w in enumerate(weights):
             for mode in SCORE_MODES:
                 try:
-                    want[i, k, mode] = _h64(compute_score(q, p, w, (mode,))[mode])
+                    want[i, k, mode] = wire.h64(compute_score(q, p, w, (mode,))[mode])
                 except EdgeM3Error:
                     want[i, k, mode] = "error"
     return want
@@ -148,7 +105,7 @@ def test_golden_scores_bit_for_bit(kit: str, kit_run: Callable[..., Any], tiny_b
     checked = 0
     for i, e in enumerate(entries):
         for mode in (m for m in SCORE_MODES if m in e):  # a bundle without a head has fewer modes
-            assert got[i, mode] == _h64(e[mode]), (i, mode, got[i, mode], e[mode])
+            assert got[i, mode] == wire.h64(e[mode]), (i, mode, got[i, mode], e[mode])
             checked += 1
     assert checked == len(entries) * len(SCORE_MODES)  # the kit bundle has every head
 
@@ -192,7 +149,7 @@ def test_real_vectors_match_python_and_flagembedding(kit: str, kit_run: Callable
                                  "colbert+sparse+dense": (ref["colbert"] * wc + ref["sparse"] * ws
                                                           + ref["dense"] * wd) / (wd + ws + wc)})
             for mode in SCORE_MODES:
-                value = float(np.uint64(int(got[i, k, mode], 16)).view(np.float64))
+                value = wire.f64(got[i, k, mode])
                 assert value == pytest.approx(ref_k[mode], rel=1e-5, abs=1e-6), (i, k, mode)
 
 
@@ -272,7 +229,7 @@ def _py_search(index: Index, queries: Sequence[Mapping[str, Any]], plan: Sequenc
     for j, (k, mode, w) in enumerate(plan):
         for i, q in enumerate(queries):
             try:
-                hits = " ".join(f"{h.row}:{_h64(h.score)}" for h in index.search(q, k, mode, w))
+                hits = " ".join(f"{h.row}:{wire.h64(h.score)}" for h in index.search(q, k, mode, w))
                 lines.append(f"{j} {i} {hits}".rstrip())
             except EdgeM3Error:
                 lines.append(f"{j} {i} error")
@@ -282,10 +239,8 @@ def _py_search(index: Index, queries: Sequence[Mapping[str, Any]], plan: Sequenc
 def _kit_search(kit_run: Callable[..., Any], kit: str, index: Path, queries: Sequence[Mapping[str, Any]],
                 plan: Sequence[tuple], tmp: Path, *extra: str) -> subprocess.CompletedProcess[str]:
     qf, pf = tmp / "queries.txt", tmp / "plan.txt"
-    qf.write_text(f"queries {len(queries)}\n" + "\n".join(_vectors(q) for q in queries) + "\n",
-                  encoding="ascii")
-    pf.write_text(f"plan {len(plan)}\n" + "".join(f"{k} {m} {' '.join(map(_h64, w))}\n" for k, m, w in plan),
-                  encoding="ascii")
+    qf.write_text(wire.queries(queries), encoding="ascii")
+    pf.write_text(wire.plan(plan), encoding="ascii")
     return kit_run(kit, ["search", str(index), str(qf), str(pf), *extra])
 
 

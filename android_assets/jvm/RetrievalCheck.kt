@@ -6,7 +6,8 @@
 //   java -cp ... dev.edgem3.RetrievalCheckKt search INDEX QUERIES PLAN [--bundle DIR]
 //       per plan line and query: "LINE QUERY ROW:HEX ROW:HEX ..." (best first), or "LINE QUERY error"
 //   java -cp ... dev.edgem3.RetrievalCheckKt bench INDEX QUERIES K MODE[,MODE...] REPEATS
-//       per mode: "MODE p50 SECONDS" of one search (one thread, each query REPEATS times after a warm-up)
+//       per mode: "MODE SECONDS SECONDS ..." one search each (one thread; every query REPEATS times
+//       after one warm-up pass)
 //
 // CASES and QUERIES are whitespace-separated tokens, every float as the hex of its bits (float32:
 // 8 digits, float64: 16), so nothing is lost on the way:
@@ -117,22 +118,21 @@ private fun search(all: List<String>) {
 private fun bench(args: List<String>) {
     val t0 = System.nanoTime()
     val index = EdgeM3Index.open(File(args[0]), verifySha256 = false)
-    println("open ${"%.4f".format((System.nanoTime() - t0) / 1e9)} s, ${index.count} passages")
+    println("open ${(System.nanoTime() - t0) / 1e9} s, ${index.count} passages")
     val qs = queries(File(args[1]))
-    val k = args[2].toInt()
-    val repeats = args[4].toInt()
+    val k = args[2].toIntOrNull() ?: throw EdgeM3Exception("K: not a number")
+    val repeats = args[4].toIntOrNull() ?: throw EdgeM3Exception("REPEATS: not a number")
     for (mode in args[3].split(",")) {
         for (q in qs) index.search(q, k, mode)  // warm-up: JIT and page cache
-        val times = ArrayList<Double>()
+        val times = StringBuilder(mode)
         for (r in 0 until repeats) {
             for (q in qs) {
                 val s = System.nanoTime()
                 index.search(q, k, mode)
-                times.add((System.nanoTime() - s) / 1e9)
+                times.append(" ${(System.nanoTime() - s) / 1e9}")
             }
         }
-        times.sort()
-        println("$mode p50 ${"%.6f".format(times[times.size / 2])}")
+        println(times)
     }
 }
 

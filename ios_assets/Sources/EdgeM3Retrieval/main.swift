@@ -6,7 +6,8 @@
 //   edge-m3-retrieval search INDEX QUERIES PLAN [--bundle DIR]
 //       per plan line and query: "LINE QUERY ROW:HEX ROW:HEX ..." (best first), or "LINE QUERY error"
 //   edge-m3-retrieval bench INDEX QUERIES K MODE[,MODE...] REPEATS
-//       per mode: "MODE p50 SECONDS" of one search (one thread, each query REPEATS times after a warm-up)
+//       per mode: "MODE SECONDS SECONDS ..." one search each (one thread; every query REPEATS times
+//       after one warm-up pass)
 //
 // CASES and QUERIES are whitespace-separated tokens, every float as the hex of its bits (float32:
 // 8 digits, float64: 16):
@@ -155,21 +156,20 @@ func now() -> Double { Double(DispatchTime.now().uptimeNanoseconds) / 1e9 }
 func bench(_ a: [String]) throws {
     let t0 = now()
     let index = try EdgeM3Index(folder: URL(fileURLWithPath: a[0], isDirectory: true), verifySHA256: false)
-    print("open \(String(format: "%.4f", now() - t0)) s, \(index.count) passages")
+    print("open \(now() - t0) s, \(index.count) passages")
     let qs = try queries(a[1])
     guard let k = Int(a[2]), let repeats = Int(a[4]) else { throw EdgeM3Error("K, REPEATS: numbers") }
     for mode in a[3].split(separator: ",").map(String.init) {
         for q in qs { _ = try index.search(q, k: k, mode: mode) }  // warm-up: page cache
-        var times: [Double] = []
+        var times = mode
         for _ in 0..<repeats {
             for q in qs {
                 let s = now()
                 _ = try index.search(q, k: k, mode: mode)
-                times.append(now() - s)
+                times += " \(now() - s)"
             }
         }
-        times.sort()
-        print("\(mode) p50 \(String(format: "%.6f", times[times.count / 2]))")
+        print(times)
     }
 }
 
