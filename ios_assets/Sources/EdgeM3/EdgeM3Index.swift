@@ -269,8 +269,6 @@ public final class EdgeM3Index: @unchecked Sendable {
     }
 
     /// Every row's dense score by Score arithmetic (float32 values, or int8 codes then * scale).
-    /// Four rows at a time: each row's sum is still one sequential chain, the same bits, but four
-    /// independent chains keep the CPU's adders busy.
     private func denseAll(_ query: [Float]) -> [Double] {
         var out = [Double](repeating: 0, count: count)
         guard let dense else { return out }
@@ -278,34 +276,11 @@ public final class EdgeM3Index: @unchecked Sendable {
         query.withUnsafeBufferPointer { qb in
             out.withUnsafeMutableBufferPointer { o in
                 let q = qb.baseAddress!
-                func run<T>(_ x: UnsafePointer<T>, _ widen: (T) -> Double) {
-                    var r = 0
-                    while r + 4 <= n {
-                        let p0 = x + r * d, p1 = p0 + d, p2 = p1 + d, p3 = p2 + d
-                        var a0 = 0.0, a1 = 0.0, a2 = 0.0, a3 = 0.0
-                        for k in 0..<d {
-                            let v = Double(q[k])
-                            a0 += v * widen(p0[k])
-                            a1 += v * widen(p1[k])
-                            a2 += v * widen(p2[k])
-                            a3 += v * widen(p3[k])
-                        }
-                        (o[r], o[r + 1], o[r + 2], o[r + 3]) = (a0, a1, a2, a3)
-                        r += 4
-                    }
-                    while r < n {
-                        let p = x + r * d
-                        var acc = 0.0
-                        for k in 0..<d { acc += Double(q[k]) * widen(p[k]) }
-                        o[r] = acc
-                        r += 1
-                    }
-                }
                 if let scale = denseScale {
-                    run(dense.assumingMemoryBound(to: Int8.self)) { Double($0) }
+                    rowDots(q, dense.assumingMemoryBound(to: Int8.self), d, 0, n, { Double($0) }) { o[$0] = $1 }
                     for i in 0..<n { o[i] = o[i] * Double(scale[i]) }
                 } else {
-                    run(dense.assumingMemoryBound(to: Float.self)) { Double($0) }
+                    rowDots(q, dense.assumingMemoryBound(to: Float.self), d, 0, n, { Double($0) }) { o[$0] = $1 }
                 }
             }
         }
@@ -322,41 +297,16 @@ public final class EdgeM3Index: @unchecked Sendable {
             var best = -Double.infinity
             qv.withUnsafeBufferPointer { qb in
                 let q = qb.baseAddress!
-                // Four stored vectors at a time, as denseAll: each dot still one sequential sum.
-                func run<T>(_ x: UnsafePointer<T>, _ widen: (T) -> Double, _ scale: (Int) -> Double) {
-                    var v = from
-                    while v + 4 <= to {
-                        let p0 = x + v * d, p1 = p0 + d, p2 = p1 + d, p3 = p2 + d
-                        var a0 = 0.0, a1 = 0.0, a2 = 0.0, a3 = 0.0
-                        for k in 0..<d {
-                            let y = Double(q[k])
-                            a0 += y * widen(p0[k])
-                            a1 += y * widen(p1[k])
-                            a2 += y * widen(p2[k])
-                            a3 += y * widen(p3[k])
-                        }
-                        let s0 = a0 * scale(v), s1 = a1 * scale(v + 1), s2 = a2 * scale(v + 2), s3 = a3 * scale(v + 3)
-                        if s0 > best { best = s0 }
-                        if s1 > best { best = s1 }
-                        if s2 > best { best = s2 }
-                        if s3 > best { best = s3 }
-                        v += 4
-                    }
-                    while v < to {
-                        let p = x + v * d
-                        var acc = 0.0
-                        for k in 0..<d { acc += Double(q[k]) * widen(p[k]) }
-                        let s = acc * scale(v)
-                        if s > best { best = s }
-                        v += 1
-                    }
-                }
                 if let sc = colbertScale {
-                    run(colbert.assumingMemoryBound(to: Int8.self), { Double($0) }, { Double(sc[$0]) })
+                    rowDots(q, colbert.assumingMemoryBound(to: Int8.self), d, from, to, { Double($0) }) { v, acc in
+                        let s = acc * Double(sc[v])
+                        if s > best { best = s }
+                    }
                 } else {
-                    // x * 1.0 is x: the fp16 store has no scale
-                    run(colbert.assumingMemoryBound(to: UInt16.self), { Double(halfTable[Int(UInt16(littleEndian: $0))]) },
-                        { _ in 1.0 })
+                    rowDots(q, colbert.assumingMemoryBound(to: UInt16.self), d, from, to,
+                            { Double(halfTable[Int(UInt16(littleEndian: $0))]) }) { _, acc in
+                        if acc > best { best = acc }
+                    }
                 }
             }
             total += best
@@ -423,6 +373,38 @@ public final class EdgeM3Index: @unchecked Sendable {
             if size < m { size += 1 }
         }
         return (0..<size).map { Hit(row: rows[$0], score: scores[$0]) }
+    }
+}
+
+/// `emit(r, dot(q, row r))` for the stored rows `from..<to` (row r at `x + r * d`), in row order.
+/// Four rows at a time: each dot is still one sequential float64 sum (Score arithmetic), the
+/// same bits, but four independent chains keep the CPU's adders busy.
+@inline(__always)
+private func rowDots<T>(_ q: UnsafePointer<Float>, _ x: UnsafePointer<T>, _ d: Int, _ from: Int, _ to: Int,
+                        _ widen: (T) -> Double, _ emit: (Int, Double) -> Void) {
+    var r = from
+    while r + 4 <= to {
+        let p0 = x + r * d, p1 = p0 + d, p2 = p1 + d, p3 = p2 + d
+        var a0 = 0.0, a1 = 0.0, a2 = 0.0, a3 = 0.0
+        for k in 0..<d {
+            let v = Double(q[k])
+            a0 += v * widen(p0[k])
+            a1 += v * widen(p1[k])
+            a2 += v * widen(p2[k])
+            a3 += v * widen(p3[k])
+        }
+        emit(r, a0)
+        emit(r + 1, a1)
+        emit(r + 2, a2)
+        emit(r + 3, a3)
+        r += 4
+    }
+    while r < to {
+        let p = x + r * d
+        var acc = 0.0
+        for k in 0..<d { acc += Double(q[k]) * widen(p[k]) }
+        emit(r, acc)
+        r += 1
     }
 }
 
