@@ -109,76 +109,60 @@ class EdgeM3Index private constructor(
     }
 
     /**
-     * Every row's dense score by Score arithmetic (float32 values, or int8 codes then * scale).
-     * Four rows at a time: each row's sum is still one sequential chain, the same bits, but four
-     * independent chains keep the CPU's adders busy (about 3x faster than one row at a time).
+     * `emit(r, dot(q, row r))` for the stored rows `from until to` (row r's k-th value is
+     * `value(r * dim + k)`), in row order. Four rows at a time: each dot is still one sequential
+     * float64 sum (Score arithmetic), the same bits, but four independent chains keep the CPU's
+     * adders busy. Inline, so each store's `value` is compiled into the loop.
      */
-    private fun denseAll(q: FloatArray): DoubleArray {
-        val out = DoubleArray(count)
-        val f = denseF32
-        val codes = dense
-        var r = 0
-        while (r + 4 <= count) {
-            val b0 = r * dim
-            val b1 = b0 + dim
-            val b2 = b1 + dim
-            val b3 = b2 + dim
+    private inline fun rowDots(q: FloatArray, from: Int, to: Int, value: (Int) -> Double, emit: (Int, Double) -> Unit) {
+        val d = dim
+        var r = from
+        while (r + 4 <= to) {
+            val b0 = r * d
+            val b1 = b0 + d
+            val b2 = b1 + d
+            val b3 = b2 + d
             var a0 = 0.0
             var a1 = 0.0
             var a2 = 0.0
             var a3 = 0.0
-            if (f != null) {
-                for (k in 0 until dim) {
-                    val x = q[k].toDouble()
-                    a0 += x * f.get(b0 + k).toDouble()
-                    a1 += x * f.get(b1 + k).toDouble()
-                    a2 += x * f.get(b2 + k).toDouble()
-                    a3 += x * f.get(b3 + k).toDouble()
-                }
-            } else {
-                for (k in 0 until dim) {
-                    val x = q[k].toDouble()
-                    a0 += x * codes.get(b0 + k).toDouble()
-                    a1 += x * codes.get(b1 + k).toDouble()
-                    a2 += x * codes.get(b2 + k).toDouble()
-                    a3 += x * codes.get(b3 + k).toDouble()
-                }
+            for (k in 0 until d) {
+                val x = q[k].toDouble()
+                a0 += x * value(b0 + k)
+                a1 += x * value(b1 + k)
+                a2 += x * value(b2 + k)
+                a3 += x * value(b3 + k)
             }
-            out[r] = a0
-            out[r + 1] = a1
-            out[r + 2] = a2
-            out[r + 3] = a3
+            emit(r, a0)
+            emit(r + 1, a1)
+            emit(r + 2, a2)
+            emit(r + 3, a3)
             r += 4
         }
-        for (rest in r until count) {
+        while (r < to) {
+            val b = r * d
             var acc = 0.0
-            val base = rest * dim
-            if (f != null) {
-                for (k in 0 until dim) acc += q[k].toDouble() * f.get(base + k).toDouble()
-            } else {
-                for (k in 0 until dim) acc += q[k].toDouble() * codes.get(base + k).toDouble()
-            }
-            out[rest] = acc
+            for (k in 0 until d) acc += q[k].toDouble() * value(b + k)
+            emit(r, acc)
+            r++
         }
-        val scale = denseScale
-        if (scale != null) for (i in 0 until count) out[i] = out[i] * scale.get(i).toDouble()
+    }
+
+    /** Every row's dense score by Score arithmetic (float32 values, or int8 codes then * scale). */
+    private fun denseAll(q: FloatArray): DoubleArray {
+        val out = DoubleArray(count)
+        val f = denseF32
+        if (f != null) {
+            rowDots(q, 0, count, { f.get(it).toDouble() }) { r, s -> out[r] = s }
+        } else {
+            val codes = dense
+            val scale = denseScale!!
+            rowDots(q, 0, count, { codes.get(it).toDouble() }) { r, s -> out[r] = s * scale.get(r).toDouble() }
+        }
         return out
     }
 
-    /** One stored ColBERT vector's dot with `q` (fp16 widened exactly, or int8 codes then * scale). */
-    private fun colbertDot(q: FloatArray, v: Int): Double {
-        val base = v * dim
-        var acc = 0.0
-        val f16 = colbertF16
-        if (f16 != null) {
-            for (k in 0 until dim) acc += q[k].toDouble() * HALF[f16.get(base + k).toInt() and 0xffff].toDouble()
-            return acc
-        }
-        val codes = colbert!!
-        for (k in 0 until dim) acc += q[k].toDouble() * codes.get(base + k).toDouble()
-        return acc * colbertScale!!.get(v).toDouble()
-    }
-
+    /** `colbert(Q, row)`: stored vectors fp16 (widened exactly) or int8 codes (dot then * scale). */
     private fun colbertScore(qs: Array<FloatArray>, row: Int): Double {
         val from = colbertOffsets!!.get(row).toInt()
         val to = colbertOffsets.get(row + 1).toInt()
@@ -188,49 +172,14 @@ class EdgeM3Index private constructor(
         val codes = colbert!!
         for (q in qs) {
             var best = Double.NEGATIVE_INFINITY
-            var v = from
-            // Four stored vectors at a time, as denseAll: each dot still one sequential sum.
-            while (v + 4 <= to) {
-                val b0 = v * dim
-                val b1 = b0 + dim
-                val b2 = b1 + dim
-                val b3 = b2 + dim
-                var a0 = 0.0
-                var a1 = 0.0
-                var a2 = 0.0
-                var a3 = 0.0
-                if (f16 != null) {
-                    for (k in 0 until dim) {
-                        val x = q[k].toDouble()
-                        a0 += x * HALF[f16.get(b0 + k).toInt() and 0xffff].toDouble()
-                        a1 += x * HALF[f16.get(b1 + k).toInt() and 0xffff].toDouble()
-                        a2 += x * HALF[f16.get(b2 + k).toInt() and 0xffff].toDouble()
-                        a3 += x * HALF[f16.get(b3 + k).toInt() and 0xffff].toDouble()
-                    }
-                } else {
-                    for (k in 0 until dim) {
-                        val x = q[k].toDouble()
-                        a0 += x * codes.get(b0 + k).toDouble()
-                        a1 += x * codes.get(b1 + k).toDouble()
-                        a2 += x * codes.get(b2 + k).toDouble()
-                        a3 += x * codes.get(b3 + k).toDouble()
-                    }
-                    val sc = colbertScale!!
-                    a0 *= sc.get(v).toDouble()
-                    a1 *= sc.get(v + 1).toDouble()
-                    a2 *= sc.get(v + 2).toDouble()
-                    a3 *= sc.get(v + 3).toDouble()
+            if (f16 != null) {
+                rowDots(q, from, to, { HALF[f16.get(it).toInt() and 0xffff].toDouble() }) { _, s -> if (s > best) best = s }
+            } else {
+                val sc = colbertScale!!
+                rowDots(q, from, to, { codes.get(it).toDouble() }) { v, s ->
+                    val x = s * sc.get(v).toDouble()
+                    if (x > best) best = x
                 }
-                if (a0 > best) best = a0
-                if (a1 > best) best = a1
-                if (a2 > best) best = a2
-                if (a3 > best) best = a3
-                v += 4
-            }
-            while (v < to) {
-                val d = colbertDot(q, v)
-                if (d > best) best = d
-                v++
             }
             total += best
         }
