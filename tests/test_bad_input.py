@@ -11,7 +11,9 @@ that comes after the model ran has already cost the user the run.
 Placeholders in a case's arguments: <tmp> the test's dir (holding good.txt, bad-utf8.txt,
 empty.txt, blank.txt, not.json, other.json, a-file, a-dir), <ckpt> the tiny checkpoint, <fp32>
 and <int8> the shared read-only bundles (TFLite only; int8 is per-channel, which tflite-runtime
-2.14 cannot run), <bad> a private copy of the fp32 bundle after the case's corruption.
+2.14 cannot run), <bad> a private copy of the fp32 bundle after the case's corruption, <index> a
+shared read-only index of the fp32 bundle (no ColBERT), <badindex> a private copy of it with a
+flipped byte in its dense matrix.
 """
 
 from __future__ import annotations
@@ -97,6 +99,8 @@ BUNDLE_COMMANDS = {
 BUILD = ["build", "--checkpoint", "<ckpt>", "--out", "<tmp>/out-{quant}", "--kits", "none",
          "--seq-lens", "8,16", "--no-self-check"]
 VERIFY = ["verify", "<fp32>", "--reference", "<ckpt>"]
+INDEX = ["index", "<fp32>", "<tmp>/good.txt", "--out", "<tmp>/ix"]  # issue 25
+SEARCH = ["search", "<index>", "--queries", "<tmp>/good.txt"]
 
 
 def _on(cmd: str, bundle: str, *extra: str) -> list[str]:
@@ -228,6 +232,44 @@ CASES: list[tuple[str, Callable[[Path], None] | None, list[str], tuple[str, ...]
      ("--report", "<tmp>/a-file")),
     ("bench-json-under-a-file", None, _on("bench", "<fp32>", "--json", "<tmp>/a-file/b.json"),
      ("--json", "<tmp>/a-file")),
+    # ---- index and search (issue 25)
+    ("index-out-exists", None, [*INDEX[:-1], "<tmp>/a-dir"], ("--out", "<tmp>/a-dir")),
+    ("index-out-under-a-file", None, [*INDEX[:-1], "<tmp>/a-file/ix"], ("--out", "<tmp>/a-file")),
+    ("index-corpus-missing", None, ["index", "<fp32>", "<tmp>/no.txt", "--out", "<tmp>/ix"],
+     ("<tmp>/no.txt",)),
+    ("index-corpus-empty", None, ["index", "<fp32>", "<tmp>/empty.txt", "--out", "<tmp>/ix"],
+     ("<tmp>/empty.txt",)),
+    ("index-corpus-only-blank-rows", None, ["index", "<fp32>", "<tmp>/blank.txt", "--out", "<tmp>/ix"],
+     ("<tmp>/blank.txt", "empty text")),
+    ("index-missing-bundle", None, ["index", "<tmp>/no-bundle", "<tmp>/good.txt", "--out", "<tmp>/ix"],
+     ("<tmp>/no-bundle",)),
+    ("index-corrupt-bundle", _model_bytes_changed, ["index", "<bad>", "<tmp>/good.txt", "--out", "<tmp>/ix"],
+     (f"<bad>/{MODEL}",)),
+    ("index-dense-bogus", None, [*INDEX, "--dense", "float16"], ("--dense", "float16")),
+    ("index-colbert-bogus", None, [*INDEX, "--colbert", "fp8"], ("--colbert", "fp8")),
+    ("index-int8-on-tflite-runtime", None,
+     ["index", "<int8>", "<tmp>/good.txt", "--out", "<tmp>/ix", "--runtime", "tflite-runtime"],
+     ("--runtime tflite-runtime", "model_int8.tflite")),
+    ("search-index-missing", None, ["search", "<tmp>/no-index", "--queries", "<tmp>/good.txt"],
+     ("<tmp>/no-index",)),
+    ("search-index-is-a-bundle", None, ["search", "<fp32>", "--queries", "<tmp>/good.txt"], ("<fp32>",)),
+    ("search-corrupt-index", None, ["search", "<badindex>", "--queries", "<tmp>/good.txt"],
+     ("<badindex>/dense.bin", "corrupt")),
+    ("search-index-of-another-bundle", None, [*SEARCH, "--bundle", "<int8>"],
+     ("<index>", "another bundle")),
+    ("search-bundle-missing", None, [*SEARCH, "--bundle", "<tmp>/no-bundle"], ("<tmp>/no-bundle",)),
+    ("search-queries-missing", None, ["search", "<index>", "--queries", "<tmp>/no.txt"],
+     ("--queries", "<tmp>/no.txt")),
+    ("search-queries-empty", None, ["search", "<index>", "--queries", "<tmp>/empty.txt"],
+     ("--queries", "<tmp>/empty.txt")),
+    ("search-k-0", None, [*SEARCH, "--k", "0"], ("--k",)),
+    ("search-k-abc", None, [*SEARCH, "--k", "abc"], ("--k", "abc")),
+    ("search-mode-bogus", None, [*SEARCH, "--mode", "hybrid"], ("--mode", "hybrid")),
+    ("search-weights-two", None, [*SEARCH, "--weights", "1,2"], ("--weights",)),
+    ("search-weights-not-numbers", None, [*SEARCH, "--weights", "a,b,c"], ("--weights", "a,b,c")),
+    ("search-colbert-on-an-index-without", None, [*SEARCH, "--mode", "colbert"],
+     ("--mode colbert", "colbert none")),
+    ("search-out-exists", None, [*SEARCH, "--out", "<tmp>/a-file"], ("--out", "<tmp>/a-file")),
 ]
 
 
@@ -262,6 +304,18 @@ def no_heavy_imports(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return site
 
 
+@pytest.fixture(scope="module")
+def tiny_index(tiny_bundles: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """An index of three passages by the fp32 bundle, without ColBERT vectors. Read-only."""
+    from edge_m3.cli import main
+
+    root = tmp_path_factory.mktemp("tiny_index")
+    (root / "corpus.txt").write_text("one passage\nanother one\na third\n", encoding="utf-8")
+    assert main(["index", str(tiny_bundles["fp32"]), str(root / "corpus.txt"), "--out", str(root / "ix"),
+                 "--colbert", "none", "-q"]) == 0
+    return root / "ix"
+
+
 def _snapshot(roots: list[Path]) -> dict[str, object]:
     """Every path under `roots`: a dir, or a file's size and mtime (content changes show)."""
     seen: dict[str, object] = {}
@@ -276,7 +330,8 @@ def _snapshot(roots: list[Path]) -> dict[str, object]:
                          ids=[c[0] for c in CASES])
 def test_bad_input_is_one_line_and_writes_nothing(
         corrupt: Callable[[Path], None] | None, args: list[str], names: tuple[str, ...],
-        tiny_bundles: dict[str, Path], tiny_ckpt: Path, no_heavy_imports: Path, tmp_path: Path) -> None:
+        tiny_bundles: dict[str, Path], tiny_ckpt: Path, tiny_index: Path, no_heavy_imports: Path,
+        tmp_path: Path) -> None:
     tmp = tmp_path / "cwd"
     tmp.mkdir()
     (tmp / "good.txt").write_text("hello\n", encoding="utf-8")
@@ -288,10 +343,16 @@ def test_bad_input_is_one_line_and_writes_nothing(
     (tmp / "a-file").write_text("a regular file\n", encoding="utf-8")
     (tmp / "a-dir").mkdir()
     places = {"<tmp>": tmp, "<ckpt>": tiny_ckpt, "<fp32>": tiny_bundles["fp32"],
-              "<int8>": tiny_bundles["int8"], "<bad>": tmp / "bad"}
+              "<int8>": tiny_bundles["int8"], "<badindex>": tmp / "badindex", "<index>": tiny_index,
+              "<bad>": tmp / "bad"}
     if corrupt is not None:
         shutil.copytree(tiny_bundles["fp32"], tmp / "bad")
         corrupt(tmp / "bad")
+    if any("<badindex>" in a for a in args):
+        shutil.copytree(tiny_index, tmp / "badindex")
+        data = bytearray((tmp / "badindex/dense.bin").read_bytes())
+        data[0] ^= 0x01  # same size: only the sha256 tells
+        (tmp / "badindex/dense.bin").write_bytes(bytes(data))
 
     def fill(s: str) -> str:
         for key, path in places.items():
@@ -302,7 +363,7 @@ def test_bad_input_is_one_line_and_writes_nothing(
            "HF_HOME": str(tmp_path / "hf"), "EDGE_M3_CACHE": str(tmp / "cache"),
            "PYTHONPATH": os.pathsep.join([str(no_heavy_imports), str(ROOT)]),
            "BAD_INPUT_HEAVY_LOG": str(tmp_path / "heavy-imports.log")}
-    watched = [tmp, tiny_ckpt, *tiny_bundles.values()]
+    watched = [tmp, tiny_ckpt, tiny_index, *tiny_bundles.values()]
     before = _snapshot(watched)
     proc = subprocess.run([sys.executable, "-m", "edge_m3.cli", *map(fill, args)], cwd=tmp, env=env,
                           capture_output=True, text=True, errors="replace", timeout=300)
