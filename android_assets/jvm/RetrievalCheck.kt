@@ -6,8 +6,8 @@
 //   java -cp ... dev.edgem3.RetrievalCheckKt search INDEX QUERIES PLAN [--bundle DIR]
 //       per plan line and query: "LINE QUERY ROW:HEX ROW:HEX ..." (best first), or "LINE QUERY error"
 //   java -cp ... dev.edgem3.RetrievalCheckKt bench INDEX QUERIES K MODE[,MODE...] REPEATS
-//       per mode: "MODE SECONDS SECONDS ..." one search each (one thread; every query REPEATS times
-//       after one warm-up pass)
+//       per mode: "MODE WALL:CPU WALL:CPU ..." seconds of one search each, wall clock and the
+//       thread's CPU time (one thread; every query REPEATS times after one warm-up pass)
 //
 // CASES and QUERIES are whitespace-separated tokens, every float as the hex of its bits (float32:
 // 8 digits, float64: 16), so nothing is lost on the way:
@@ -122,14 +122,16 @@ private fun bench(args: List<String>) {
     val qs = queries(File(args[1]))
     val k = args[2].toIntOrNull() ?: throw EdgeM3Exception("K: not a number")
     val repeats = args[4].toIntOrNull() ?: throw EdgeM3Exception("REPEATS: not a number")
+    val threads = java.lang.management.ManagementFactory.getThreadMXBean()
     for (mode in args[3].split(",")) {
         for (q in qs) index.search(q, k, mode)  // warm-up: JIT and page cache
         val times = StringBuilder(mode)
         for (r in 0 until repeats) {
             for (q in qs) {
+                val c = threads.currentThreadCpuTime
                 val s = System.nanoTime()
                 index.search(q, k, mode)
-                times.append(" ${(System.nanoTime() - s) / 1e9}")
+                times.append(" ${(System.nanoTime() - s) / 1e9}:${(threads.currentThreadCpuTime - c) / 1e9}")
             }
         }
         println(times)

@@ -9,10 +9,11 @@ outputs) and the same queries (the retrieval set's, embedded by BUNDLE) go to Py
 `bench`) and the Swift kit (ios_assets `edge-m3-retrieval bench`, release build). Every
 implementation runs pinned to one CPU, one search at a time; the rounds interleave them
 (Python, Kotlin, Swift, then again), each kit process warming up on one pass per mode first.
-Prints p50 per mode and implementation (ms, k=10) and the kits' open time (no SHA-256: the
-mapping and the checks only). `colbert` scores every passage, so at sizes over 20k only the
-first --colbert-queries queries are timed in that mode. Builds the kits as the tests do
-(tools/kit/kit_jar.sh; swift build -c release into build/swift-tests).
+Prints p50 per mode and implementation (ms, k=10): wall clock, and the searching thread's CPU
+time (what an idle core would take, roughly, on a shared machine). `colbert` scores every
+passage, so at sizes over 20k only the first --colbert-queries queries are timed in that mode.
+Builds the kits as the tests do (tools/kit/kit_jar.sh; swift build -c release into
+build/swift-tests).
 """
 
 from __future__ import annotations
@@ -57,13 +58,16 @@ def _kit_tools(kits: list[str]) -> dict[str, list[str]]:
     return tools
 
 
-def _run_kit(cmd: list[str], index: Path, queries: Path, modes: list[str]) -> dict[str, list[float]]:
+Times = dict[str, list[tuple[float, float]]]  # mode -> (wall, thread CPU) seconds per search
+
+
+def _run_kit(cmd: list[str], index: Path, queries: Path, modes: list[str]) -> Times:
     out = subprocess.run(["taskset", "-c", str(CPU), *cmd, "bench", str(index), str(queries), "10",
                           ",".join(modes), "1"], capture_output=True, text=True, check=True).stdout
-    times: dict[str, list[float]] = {}
+    times: Times = {}
     for line in out.splitlines()[1:]:
         mode, *secs = line.split()
-        times[mode] = [float(s) for s in secs]
+        times[mode] = [(float(w), float(c)) for w, c in (s.split(":") for s in secs)]
     return times
 
 
@@ -90,23 +94,26 @@ def main() -> None:
             few = queries[:a.colbert_queries] if n > 20000 else queries
             cfile.write_text(wire.queries(few), encoding="ascii")
             impls = ["python", *tools]
-            times = {i: {m: [] for m in SCORE_MODES} for i in impls}
+            times: dict[str, Times] = {i: {m: [] for m in SCORE_MODES} for i in impls}
             for mode in SCORE_MODES:  # Python's first search caches the norms of its error bounds
                 index.search(queries[0], 10, mode)
             for _ in range(a.rounds):
                 for qs, modes in ((queries, [m for m in SCORE_MODES if m != "colbert"]), (few, ["colbert"])):
                     for q in qs:
                         for mode in modes:
-                            t = time.perf_counter()
+                            c, t = time.thread_time(), time.perf_counter()
                             index.search(q, 10, mode)
-                            times["python"][mode].append(time.perf_counter() - t)
+                            times["python"][mode].append((time.perf_counter() - t, time.thread_time() - c))
                 for kit, cmd in tools.items():
                     for f, modes in ((qfile, [m for m in SCORE_MODES if m != "colbert"]), (cfile, ["colbert"])):
                         for mode, secs in _run_kit(cmd, path, f, modes).items():
                             times[kit][mode] += secs
-            print(f"\n{n} passages: " + "; ".join(
-                f"{mode}: " + ", ".join(f"{i} {1e3 * np.median(times[i][mode]):.1f}" for i in impls)
-                for mode in SCORE_MODES))
+            print(f"\n{n} passages, p50 ms wall / CPU of the searching thread:")
+            for mode in SCORE_MODES:
+                print(f"  {mode}: " + "; ".join(
+                    f"{i} {1e3 * np.median([w for w, _ in times[i][mode]]):.1f} / "
+                    f"{1e3 * np.median([c for _, c in times[i][mode]]):.1f}" for i in impls))
+            print(f"  load average {os.getloadavg()[0]:.1f}")
 
 
 if __name__ == "__main__":

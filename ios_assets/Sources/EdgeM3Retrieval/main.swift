@@ -6,8 +6,8 @@
 //   edge-m3-retrieval search INDEX QUERIES PLAN [--bundle DIR]
 //       per plan line and query: "LINE QUERY ROW:HEX ROW:HEX ..." (best first), or "LINE QUERY error"
 //   edge-m3-retrieval bench INDEX QUERIES K MODE[,MODE...] REPEATS
-//       per mode: "MODE SECONDS SECONDS ..." one search each (one thread; every query REPEATS times
-//       after one warm-up pass)
+//       per mode: "MODE WALL:CPU WALL:CPU ..." seconds of one search each, wall clock and the
+//       thread's CPU time (one thread; every query REPEATS times after one warm-up pass)
 //
 // CASES and QUERIES are whitespace-separated tokens, every float as the hex of its bits (float32:
 // 8 digits, float64: 16):
@@ -19,6 +19,9 @@
 import Dispatch
 import EdgeM3
 import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
 
 struct Tokens {
     private let t: [Substring]
@@ -153,6 +156,13 @@ func search(_ all: [String]) throws {
 
 func now() -> Double { Double(DispatchTime.now().uptimeNanoseconds) / 1e9 }
 
+/// This thread's CPU time in seconds: what an idle core would take, on a shared machine.
+func threadCPU() -> Double {
+    var ts = timespec()
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts)
+    return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
+}
+
 func bench(_ a: [String]) throws {
     let t0 = now()
     let index = try EdgeM3Index(folder: URL(fileURLWithPath: a[0], isDirectory: true), verifySHA256: false)
@@ -164,9 +174,9 @@ func bench(_ a: [String]) throws {
         var times = mode
         for _ in 0..<repeats {
             for q in qs {
-                let s = now()
+                let c = threadCPU(), s = now()
                 _ = try index.search(q, k: k, mode: mode)
-                times += " \(now() - s)"
+                times += " \(now() - s):\(threadCPU() - c)"
             }
         }
         print(times)
