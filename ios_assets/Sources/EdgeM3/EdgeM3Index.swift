@@ -1,9 +1,4 @@
-import Foundation
-#if canImport(Darwin)
-import Darwin
-#elseif canImport(Glibc)
-import Glibc
-#endif
+import Foundation  // mmap, open, fstat: Foundation brings Darwin / Glibc along
 
 /// A passage index written by `edge-m3 index` (docs/index-format.md), memory-mapped in place: the
 /// arrays are read straight from the page cache, nothing is copied or parsed but `index.json` and
