@@ -661,6 +661,8 @@ INDEX_MANIFEST = "index.json"
 INDEX_IDS = "ids.json"  # the passage ids, a JSON array (strings or integers), row order
 DENSE_STORES = ("float32", "int8")
 COLBERT_STORES = ("fp16", "int8", "none")
+# The postings' weights array: named like the model output SPARSE_WEIGHTS, another thing.
+INDEX_POSTING_WEIGHTS = "sparse_weights"
 # Array name -> file; the manifest gives each one's dtype and shape.
 INDEX_ARRAYS = {
     "dense": "dense.bin",  # [N, D] float32, or int8 codes with dense_scale
@@ -668,7 +670,7 @@ INDEX_ARRAYS = {
     "sparse_tokens": "sparse_tokens.bin",  # [T] int32, ascending token ids
     "sparse_offsets": "sparse_offsets.bin",  # [T + 1] int64 into the postings
     "sparse_rows": "sparse_rows.bin",  # [P] int32 passage rows, ascending within a token
-    "sparse_weights": "sparse_weights.bin",  # [P] float32, > 0
+    INDEX_POSTING_WEIGHTS: "sparse_weights.bin",  # [P] float32, > 0
     "colbert_offsets": "colbert_offsets.bin",  # [N + 1] int64 into the vectors
     "colbert": "colbert.bin",  # [V, D] float16, or int8 codes with colbert_scale
     "colbert_scale": "colbert_scale.bin",  # [V] float32 (int8 store only)

@@ -329,6 +329,16 @@ def test_index_and_search_commands(tiny_bundles: dict[str, Path], tmp_path: Path
     assert main(["search", str(ix), "--queries", str(nothing), "--mode", "sparse"]) == 0
     got = capsys.readouterr()
     assert json.loads(got.out) == {"query": 0, "hits": []} and "no sparse hits" in got.err
+    # JSON lines with string ids: a duplicate id and a row without text are skipped, ids are the corpus's
+    rows = [{"id": "a", "text": "the cat sat"}, {"id": "b"}, {"id": "a", "text": "again"},
+            {"id": "c", "text": "dogs bark"}]
+    jsonl = tmp_path / "corpus.jsonl"
+    jsonl.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    assert main(["index", str(bundle), str(jsonl), "--out", str(tmp_path / "ixj"), "--colbert", "none",
+                 "--dense", "int8", "-q"]) == 0
+    assert "2 row(s)" in capsys.readouterr().err
+    assert main(["search", str(tmp_path / "ixj"), "--queries", str(queries), "--mode", "sparse+dense"]) == 0
+    assert {h[0] for ln in capsys.readouterr().out.splitlines() for h in json.loads(ln)["hits"]} == {"a", "c"}
     # an empty index (made by the library): every query gets no hits
     empty = Index(index.dim, bundle=BundleIdentity.of(load_bundle(bundle))).save(tmp_path / "empty")
     assert main(["search", str(empty), "--queries", str(queries), "--mode", "colbert+sparse+dense"]) == 0
@@ -460,3 +470,26 @@ def test_golden_scores_follow_the_contract_bit_for_bit(e5_bundles: dict[str, Pat
         assert (s["dense"], s["sparse"], s["colbert"]) == (d, sp, c)
         for mode in SCORE_MODES:
             assert s[mode] == hybrid_score(mode, d, sp, c, s["weights"]), mode
+
+
+def test_near_ties_are_ranked_exactly() -> None:
+    """Rows one float32 ulp apart (the fast BLAS pass cannot order them) and exact duplicates
+    (ties go to the lower row): dense and colbert hits are still the brute force's, bit for bit."""
+    rng = np.random.default_rng(6)
+    passages = _passages(rng, 1)
+    base = passages[0]
+    for i in range(1, 80):
+        d = base["dense_vecs"].copy()
+        c = base["colbert_vecs"].copy()
+        if i % 2:
+            j = int(rng.integers(len(d)))
+            d[j] = np.nextafter(d[j], np.float32(2) if i % 4 == 1 else np.float32(-2))
+            c[0, j] = np.nextafter(c[0, j], np.float32(2))
+        passages.append({"dense_vecs": d, "lexical_weights": dict(base["lexical_weights"]), "colbert_vecs": c})
+    for dense, colbert in (("float32", "fp16"), ("int8", "int8")):
+        index = Index(24, dense, colbert)
+        index.add(passages)
+        q = {"dense_vecs": base["dense_vecs"], "lexical_weights": base["lexical_weights"],
+             "colbert_vecs": base["colbert_vecs"][:3]}
+        for mode in ("dense", "colbert", "colbert+sparse+dense"):
+            assert [(h.row, h.score) for h in index.search(q, 10, mode)] == _brute(index, q, passages, mode, 10)

@@ -18,12 +18,20 @@ from pathlib import Path
 from typing import Any
 
 from edge_m3.common.files import check_writable, write_lines_atomic
-from edge_m3.contract import COLBERT_STORES, COLBERT_VECS, DENSE_STORES, SCORE_MODES, mode_signals
+from edge_m3.contract import (
+    COLBERT_STORES,
+    COLBERT_VECS,
+    DENSE_STORES,
+    DENSE_VECS,
+    LEXICAL_WEIGHTS,
+    SCORE_MODES,
+    mode_signals,
+)
 from edge_m3.errors import EdgeM3Error, OptionError
 from edge_m3.runtime.registry import Runtime
 
 # What one embedded passage keeps: the index stores no more (raw outputs are dropped).
-_KEEP = ("dense_vecs", "lexical_weights", COLBERT_VECS)
+_KEEP = (DENSE_VECS, LEXICAL_WEIGHTS, COLBERT_VECS)
 
 
 @dataclass(frozen=True)

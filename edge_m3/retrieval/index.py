@@ -31,6 +31,7 @@ from edge_m3.contract import (
     INDEX_FORMAT_VERSION,
     INDEX_IDS,
     INDEX_MANIFEST,
+    INDEX_POSTING_WEIGHTS,
     LEXICAL_WEIGHTS,
     MANIFEST,
     hybrid_score,
@@ -41,6 +42,7 @@ from edge_m3.errors import EdgeM3Error, OptionError
 from edge_m3.retrieval.scores import _U32, _U64, colbert_score, seq_dots
 
 PassageId = int | str
+_PW = INDEX_POSTING_WEIGHTS  # the postings' weights array
 
 
 @dataclass(frozen=True)
@@ -201,7 +203,7 @@ class Index:
             lengths = np.diff(np.asarray(a["sparse_offsets"]))
             tok = np.concatenate([np.repeat(np.asarray(a["sparse_tokens"], np.int64), lengths), tok_new])
             row = np.concatenate([np.asarray(a["sparse_rows"], np.int64), row_new])
-            w = np.concatenate([np.asarray(a["sparse_weights"]), w_new])
+            w = np.concatenate([np.asarray(a[_PW]), w_new])
         else:
             tok, row, w = tok_new, row_new, w_new
         order = np.lexsort((row, tok))
@@ -210,7 +212,7 @@ class Index:
         out["sparse_tokens"] = tokens.astype(np.int32)
         out["sparse_offsets"] = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
         out["sparse_rows"] = row.astype(np.int32)
-        out["sparse_weights"] = w.astype(np.float32)
+        out[_PW] = w.astype(np.float32)
         if self.has_colbert:
             cols = [p[2] for p in new]
             counts = np.array([len(c) for c in cols], np.int64)
@@ -278,7 +280,7 @@ class Index:
             if at == len(tokens) or int(tokens[at]) != tok:
                 continue
             rows = np.asarray(a["sparse_rows"][off[at]:off[at + 1]])
-            w = np.asarray(a["sparse_weights"][off[at]:off[at + 1]]).astype(np.float64)
+            w = np.asarray(a[_PW][off[at]:off[at + 1]]).astype(np.float64)
             acc[rows] = acc[rows] + q[tok] * w
             touched[rows] = True
         return acc, np.nonzero(touched)[0]
@@ -507,14 +509,14 @@ def read_manifest(path: Path) -> dict[str, Any]:
 def _check_layout(idx: Index, where: str) -> None:
     """The arrays agree with each other (a hand-edited manifest cannot make search read past an end)."""
     a, n, d = idx.arrays, len(idx.ids), idx.dim
-    need = ["dense", "sparse_tokens", "sparse_offsets", "sparse_rows", "sparse_weights"]
+    need = ["dense", "sparse_tokens", "sparse_offsets", "sparse_rows", _PW]
     need += ["dense_scale"] if idx.dense_store == "int8" else []
     need += ["colbert_offsets", "colbert"] if idx.has_colbert else []
     need += ["colbert_scale"] if idx.colbert_store == "int8" else []
     missing = [x for x in need if x not in a]
     dtypes = {"dense": "int8" if idx.dense_store == "int8" else "float32", "dense_scale": "float32",
               "sparse_tokens": "int32", "sparse_offsets": "int64", "sparse_rows": "int32",
-              "sparse_weights": "float32", "colbert_offsets": "int64",
+              _PW: "float32", "colbert_offsets": "int64",
               "colbert": "int8" if idx.colbert_store == "int8" else "float16", "colbert_scale": "float32"}
     missing += [f"{x} is {a[x].dtype.name}" for x in need if x in a and a[x].dtype.name != dtypes[x]]
     want = {"dense": (n, d), "dense_scale": (n,), "colbert_offsets": (n + 1,)}
@@ -528,7 +530,7 @@ def _check_layout(idx: Index, where: str) -> None:
         off, t, p = np.asarray(a["sparse_offsets"]), a["sparse_tokens"].shape, a["sparse_rows"].shape
         rows = np.asarray(a["sparse_rows"])
         if off.shape != (t[0] + 1,) or off[0] != 0 or off[-1] != p[0] or (np.diff(off) < 0).any() \
-                or a["sparse_weights"].shape != p or (len(rows) and (rows.min() < 0 or rows.max() >= n)):
+                or a[_PW].shape != p or (len(rows) and (rows.min() < 0 or rows.max() >= n)):
             bad = ["sparse"]
     if bad:
         raise EdgeM3Error(f"{where}: inconsistent arrays ({', '.join(bad)}); refusing a corrupt index")
