@@ -12,11 +12,15 @@ let package = Package(
     products: [
         .library(name: "EdgeM3", targets: ["EdgeM3"]),
         .executable(name: "edge-m3-tokenize", targets: ["EdgeM3Tokenize"]),
+        .executable(name: "edge-m3-retrieval", targets: ["EdgeM3Retrieval"]),
     ],
     targets: [
         .target(name: "EdgeM3", path: "Sources/EdgeM3", swiftSettings: strict),
         // The tokenizer on the command line (tools/kit/kit_tokenize.sh swift, tests/test_kit_tokenizer.py).
         .executableTarget(name: "EdgeM3Tokenize", dependencies: ["EdgeM3"], path: "Sources/EdgeM3Tokenize",
+                          swiftSettings: strict),
+        // Scores and index search on the command line (tests/test_kit_retrieval.py, tools/bench).
+        .executableTarget(name: "EdgeM3Retrieval", dependencies: ["EdgeM3"], path: "Sources/EdgeM3Retrieval",
                           swiftSettings: strict),
         .testTarget(name: "EdgeM3Tests", dependencies: ["EdgeM3"], path: "Tests/EdgeM3Tests",
                     swiftSettings: strict),

@@ -1,0 +1,410 @@
+package dev.edgem3
+
+import java.io.File
+import java.io.RandomAccessFile
+import java.nio.ByteBuffer
+import java.nio.ByteOrder
+import java.nio.FloatBuffer
+import java.nio.IntBuffer
+import java.nio.LongBuffer
+import java.nio.ShortBuffer
+import java.nio.channels.FileChannel
+import java.security.MessageDigest
+
+/**
+ * A passage index written by `edge-m3 index` (docs/index-format.md), memory-mapped in place: the
+ * arrays are read straight from the page cache, nothing is copied or parsed but `index.json` and
+ * `ids.json`. `search` returns the same hits and float64 scores as Python's `edge_m3.retrieval`
+ * on the same index and query (docs/index-format.md "Search"), because both follow one text.
+ *
+ * Thread-safe after `open` (read-only buffers, absolute reads only). Blocking: open it off the
+ * main thread (the SHA-256 of every file is read once unless `verifySha256 = false`).
+ */
+class EdgeM3Index private constructor(
+    /** The index folder. */
+    val dir: File,
+    /** Passages (rows). */
+    val count: Int,
+    /** Vector width: the bundle's hidden size. */
+    val dim: Int,
+    /** `float32` or `int8`. */
+    val denseStore: String,
+    /** `fp16`, `int8` or `none`. */
+    val colbertStore: String,
+    /** Passage id per row, from ids.json: a String or a Long. */
+    val ids: List<Any>,
+    /** index.json's `bundle` entry (`model_file`, `model_sha256`, `tokenizer_file`, ...); empty when it records none. */
+    val bundle: Map<String, Any?>,
+    private val dense: ByteBuffer,
+    private val denseScale: FloatBuffer?,
+    private val sparseTokens: IntBuffer,
+    private val sparseOffsets: LongBuffer,
+    private val sparseRows: IntBuffer,
+    private val sparseWeights: FloatBuffer,
+    private val colbertOffsets: LongBuffer?,
+    private val colbert: ByteBuffer?,
+    private val colbertScale: FloatBuffer?
+) {
+    /** One search result: the passage's row (see `ids`) and its score. */
+    class Hit(val row: Int, val score: Double) {
+        override fun toString(): String = "Hit(row=$row, score=$score)"
+    }
+
+    private val denseF32: FloatBuffer? = if (denseStore == "float32") dense.asFloatBuffer() else null
+    private val colbertF16: ShortBuffer? = if (colbertStore == "fp16") colbert?.asShortBuffer() else null
+
+    /** The passage id of a hit's row. */
+    fun id(row: Int): Any = ids[row]
+
+    /** Search with a query embedded by the same bundle (`EdgeM3Embedder.embed`). */
+    fun search(query: Embedding, k: Int, mode: String, weights: DoubleArray = Retrieval.DEFAULT_WEIGHTS): List<Hit> =
+        search(Retrieval.Vectors.of(query), k, mode, weights)
+
+    /**
+     * The best `k` rows for `mode`, best first (score descending, then row ascending). `sparse`
+     * hits only rows sharing a token with the query (none: no hits); the hybrid modes re-score
+     * the union of the best `max(k, HYBRID_CANDIDATES)` rows by dense and by sparse.
+     */
+    fun search(query: Retrieval.Vectors, k: Int, mode: String, weights: DoubleArray = Retrieval.DEFAULT_WEIGHTS): List<Hit> {
+        if (k < 1) throw EdgeM3Exception("k: must be at least 1, got $k")
+        val used = Retrieval.signals(mode)
+        Retrieval.checkWeights(weights)
+        val (nd, ns, nc) = Retrieval.SIGNALS
+        val q = query.dense?.also { if (it.size != dim) throw EdgeM3Exception("query dense_vecs: ${it.size} values, the index has $dim") }
+        val lex = query.lexical
+        val cq = query.colbert?.also { m ->
+            if (m.any { it.size != dim }) throw EdgeM3Exception("query colbert_vecs: rows must have $dim values, the index has $dim")
+        }
+        if (nd in used && q == null) throw EdgeM3Exception("mode $mode: the query has no dense_vecs")
+        if (ns in used && lex == null) throw EdgeM3Exception("mode $mode: the query has no lexical_weights")
+        if (nc in used) {
+            if (cq == null) throw EdgeM3Exception("mode $mode: the query has no colbert_vecs")
+            if (colbert == null) throw EdgeM3Exception("mode $mode: the index has no ColBERT vectors (built with --colbert none)")
+        }
+        if (count == 0) return emptyList()
+        if (used.size == 1) {
+            return when (used[0]) {
+                nd -> denseAll(q!!).let { d -> top(k, count) { r -> d[r] } }
+                nc -> top(k, count) { r -> colbertScore(cq!!, r) }
+                else -> {
+                    val s = sparseScores(lex!!)
+                    top(k, s.rows.size) { i -> s.acc[s.rows[i]] }.map { Hit(s.rows[it.row], it.score) }
+                }
+            }
+        }
+        val c = maxOf(k, EdgeM3Contract.HYBRID_CANDIDATES)
+        val s = sparseScores(lex!!)
+        val candidates = java.util.TreeSet<Int>()
+        val dAll = denseAll(q!!)
+        for (h in top(c, count) { r -> dAll[r] }) candidates.add(h.row)
+        for (h in top(c, s.rows.size) { i -> s.acc[s.rows[i]] }) candidates.add(s.rows[h.row])
+        val rows = candidates.toIntArray()
+        return top(k, rows.size) { i ->
+            val r = rows[i]
+            val d = dAll[r]
+            val sp = if (s.touched[r]) s.acc[r] else 0.0
+            val cb = if (nc in used) colbertScore(cq!!, r) else 0.0
+            Retrieval.hybrid(mode, d, sp, cb, weights)
+        }.map { Hit(rows[it.row], it.score) }
+    }
+
+    /**
+     * `emit(r, dot(q, row r))` for the stored rows `from until to` (row r's k-th value is
+     * `value(r * dim + k)`), in row order. Four rows at a time: each dot is still one sequential
+     * float64 sum (Score arithmetic), the same bits, but four independent chains keep the CPU's
+     * adders busy. Inline, so each store's `value` is compiled into the loop.
+     */
+    private inline fun rowDots(q: FloatArray, from: Int, to: Int, value: (Int) -> Double, emit: (Int, Double) -> Unit) {
+        val d = dim
+        var r = from
+        while (r + 4 <= to) {
+            val b0 = r * d
+            val b1 = b0 + d
+            val b2 = b1 + d
+            val b3 = b2 + d
+            var a0 = 0.0
+            var a1 = 0.0
+            var a2 = 0.0
+            var a3 = 0.0
+            for (k in 0 until d) {
+                val x = q[k].toDouble()
+                a0 += x * value(b0 + k)
+                a1 += x * value(b1 + k)
+                a2 += x * value(b2 + k)
+                a3 += x * value(b3 + k)
+            }
+            emit(r, a0)
+            emit(r + 1, a1)
+            emit(r + 2, a2)
+            emit(r + 3, a3)
+            r += 4
+        }
+        while (r < to) {
+            val b = r * d
+            var acc = 0.0
+            for (k in 0 until d) acc += q[k].toDouble() * value(b + k)
+            emit(r, acc)
+            r++
+        }
+    }
+
+    /** Every row's dense score by Score arithmetic (float32 values, or int8 codes then * scale). */
+    private fun denseAll(q: FloatArray): DoubleArray {
+        val out = DoubleArray(count)
+        val f = denseF32
+        if (f != null) {
+            rowDots(q, 0, count, { f.get(it).toDouble() }) { r, s -> out[r] = s }
+        } else {
+            val codes = dense
+            val scale = denseScale!!
+            rowDots(q, 0, count, { codes.get(it).toDouble() }) { r, s -> out[r] = s * scale.get(r).toDouble() }
+        }
+        return out
+    }
+
+    /** `colbert(Q, row)`: stored vectors fp16 (widened exactly) or int8 codes (dot then * scale). */
+    private fun colbertScore(qs: Array<FloatArray>, row: Int): Double {
+        val from = colbertOffsets!!.get(row).toInt()
+        val to = colbertOffsets.get(row + 1).toInt()
+        if (qs.isEmpty() || from == to) return 0.0
+        var total = 0.0
+        val f16 = colbertF16
+        val codes = colbert!!
+        for (q in qs) {
+            var best = Double.NEGATIVE_INFINITY
+            if (f16 != null) {
+                rowDots(q, from, to, { HALF[f16.get(it).toInt() and 0xffff].toDouble() }) { _, s -> if (s > best) best = s }
+            } else {
+                val sc = colbertScale!!
+                rowDots(q, from, to, { codes.get(it).toDouble() }) { v, s ->
+                    val x = s * sc.get(v).toDouble()
+                    if (x > best) best = x
+                }
+            }
+            total += best
+        }
+        return total / qs.size
+    }
+
+    private class SparseScores(val acc: DoubleArray, val touched: BooleanArray, val rows: IntArray)
+
+    /** Every row's lexical score through the postings, query tokens in ascending id (the pairwise order). */
+    private fun sparseScores(q: Retrieval.Lexical): SparseScores {
+        val acc = DoubleArray(count)
+        val touched = BooleanArray(count)
+        var n = 0
+        val tokens = sparseTokens.limit()
+        var t = 0
+        for (i in 0 until q.size) {
+            val id = q.ids[i]
+            // Both ascending: advance through the index's tokens (binary search from t).
+            var lo = t
+            var hi = tokens
+            while (lo < hi) {
+                val mid = (lo + hi) ushr 1
+                if (sparseTokens.get(mid) < id) lo = mid + 1 else hi = mid
+            }
+            t = lo
+            if (t >= tokens || sparseTokens.get(t) != id) continue
+            val w = q.weights[i].toDouble()
+            for (p in sparseOffsets.get(t).toInt() until sparseOffsets.get(t + 1).toInt()) {
+                val r = sparseRows.get(p)
+                if (!touched[r]) { touched[r] = true; n++ }
+                acc[r] += w * sparseWeights.get(p).toDouble()
+            }
+        }
+        val rows = IntArray(n)
+        var j = 0
+        for (r in 0 until count) if (touched[r]) rows[j++] = r
+        return SparseScores(acc, touched, rows)
+    }
+
+    /** The best `k` of items 0..n-1 by `score`: score descending, then item ascending. */
+    private inline fun top(k: Int, n: Int, score: (Int) -> Double): List<Hit> {
+        val m = minOf(k, n)
+        val rows = IntArray(m)
+        val scores = DoubleArray(m)
+        var size = 0
+        for (i in 0 until n) {
+            val s = score(i)
+            // Items come in ascending order, so an equal score never displaces an earlier item.
+            if (size == m && !(s > scores[m - 1])) continue
+            var at = if (size == m) m - 1 else size
+            while (at > 0 && s > scores[at - 1]) {
+                scores[at] = scores[at - 1]
+                rows[at] = rows[at - 1]
+                at--
+            }
+            scores[at] = s
+            rows[at] = i
+            if (size < m) size++
+        }
+        return List(size) { Hit(rows[it], scores[it]) }
+    }
+
+    companion object {
+        /** float16 bits -> float32 (exact), a table so the ColBERT loop stays one load per value. */
+        private val HALF: FloatArray = FloatArray(65536) { halfToFloat(it) }
+
+        private fun halfToFloat(h: Int): Float {
+            val sign = if (h and 0x8000 != 0) -1f else 1f
+            val exp = (h ushr 10) and 0x1f
+            val mant = h and 0x3ff
+            return when (exp) {
+                0 -> sign * mant * Math.scalb(1f, -24)
+                31 -> if (mant == 0) sign * Float.POSITIVE_INFINITY else Float.NaN
+                else -> sign * Math.scalb(1f + mant / 1024f, exp - 15)
+            }
+        }
+
+        private val ITEM_SIZE = mapOf("float32" to 4, "float16" to 2, "int8" to 1, "int32" to 4, "int64" to 8)
+
+        /**
+         * Opens and checks an index folder: format and version, every file's size and (unless
+         * `verifySha256` is false, e.g. after a first successful open) SHA-256, the arrays' shapes,
+         * and with `bundleFiles` (the bundle's manifest.json `files`: name -> sha256) that the
+         * index was built by that bundle's model and tokenizer. Any problem: one EdgeM3Exception
+         * naming the index file.
+         */
+        fun open(dir: File, bundleFiles: Map<String, String>? = null, verifySha256: Boolean = true): EdgeM3Index {
+            val manifestFile = File(dir, EdgeM3Contract.INDEX_MANIFEST)
+            val w = manifestFile.path
+            if (!manifestFile.isFile) throw EdgeM3Exception("$dir: not an index (no ${EdgeM3Contract.INDEX_MANIFEST})")
+            val tree = try {
+                JsonTree.obj(MiniJson.parse(manifestFile.readText(Charsets.UTF_8)), w)
+            } catch (e: EdgeM3Exception) {
+                throw EdgeM3Exception("$w: corrupt (${e.message})")
+            }
+            val format = JsonTree.field(tree, "format", w)
+            if (format != EdgeM3Contract.INDEX_FORMAT) throw EdgeM3Exception("$w: format $format, not ${EdgeM3Contract.INDEX_FORMAT}")
+            val version = JsonTree.int(JsonTree.field(tree, "format_version", w), "$w: format_version")
+            if (version != EdgeM3Contract.INDEX_FORMAT_VERSION) {
+                throw EdgeM3Exception("$w: format_version $version, this kit reads ${EdgeM3Contract.INDEX_FORMAT_VERSION}")
+            }
+            val count = JsonTree.int(JsonTree.field(tree, "count", w), "$w: count")
+            val dim = JsonTree.int(JsonTree.field(tree, "dim", w), "$w: dim")
+            if (count < 0 || dim < 1) throw EdgeM3Exception("$w: count $count, dim $dim")
+            val denseStore = JsonTree.str(JsonTree.field(tree, "dense", w), "$w: dense")
+            val colbertStore = JsonTree.str(JsonTree.field(tree, "colbert", w), "$w: colbert")
+            if (denseStore !in EdgeM3Contract.DENSE_STORES) throw EdgeM3Exception("$w: dense store $denseStore unknown")
+            if (colbertStore !in EdgeM3Contract.COLBERT_STORES) throw EdgeM3Exception("$w: colbert store $colbertStore unknown")
+            // null: built without a bundle (Python's Index), so queries cannot be checked against one.
+            val bundle = tree["bundle"]?.let { JsonTree.obj(it, "$w: bundle") } ?: emptyMap()
+            if (bundleFiles != null) {
+                if (tree["bundle"] == null) throw EdgeM3Exception("$w: records no bundle, so queries cannot be checked against it")
+                for (key in listOf("model", "tokenizer")) {
+                    val file = JsonTree.str(JsonTree.field(bundle, "${key}_file", "$w: bundle"), "$w: bundle.${key}_file")
+                    val sha = JsonTree.str(JsonTree.field(bundle, "${key}_sha256", "$w: bundle"), "$w: bundle.${key}_sha256")
+                    if (bundleFiles[file] != sha) {
+                        throw EdgeM3Exception("$dir: index built by another bundle ($file sha256 ${sha.take(12)}..., " +
+                            "the bundle's is ${bundleFiles[file]?.take(12) ?: "absent"}); rebuild it with edge-m3 index")
+                    }
+                }
+            }
+            // Every listed file: present, its size, its SHA-256 (mapped, so hashing reads the page cache).
+            val files = JsonTree.obj(JsonTree.field(tree, "files", w), "$w: files")
+            val mapped = HashMap<String, ByteBuffer>()
+            for ((name, entry) in files) {
+                if (name.contains('/') || name.contains('\\') || name == ".." || name == EdgeM3Contract.INDEX_MANIFEST) {
+                    throw EdgeM3Exception("$w: bad file name \"$name\"")
+                }
+                val e = JsonTree.obj(entry, "$w: files.$name")
+                val size = JsonTree.field(e, "size", "$w: files.$name").let { (it as? Long) ?: -1L }
+                val sha = JsonTree.str(JsonTree.field(e, "sha256", "$w: files.$name"), "$w: files.$name.sha256")
+                val f = File(dir, name)
+                if (!f.isFile) throw EdgeM3Exception("$f: missing; the index is corrupt")
+                if (f.length() != size) throw EdgeM3Exception("$f: ${f.length()} bytes, ${EdgeM3Contract.INDEX_MANIFEST} says $size; the index is corrupt")
+                val buf = map(f)
+                if (verifySha256) {
+                    val digest = MessageDigest.getInstance("SHA-256")
+                    digest.update(buf.duplicate())
+                    val actual = ModelCheck.hex(digest)
+                    if (actual != sha) throw EdgeM3Exception("$f: sha256 $actual, ${EdgeM3Contract.INDEX_MANIFEST} says $sha; the index is corrupt")
+                }
+                mapped[name] = buf
+            }
+            val arrays = JsonTree.obj(JsonTree.field(tree, "arrays", w), "$w: arrays")
+
+            fun array(name: String, dtype: String, shape: LongArray): ByteBuffer? {
+                val a = arrays[name] ?: return null
+                val aw = "$w: arrays.$name"
+                val o = JsonTree.obj(a, aw)
+                val file = JsonTree.str(JsonTree.field(o, "file", aw), "$aw.file")
+                val got = JsonTree.str(JsonTree.field(o, "dtype", aw), "$aw.dtype")
+                val gotShape = JsonTree.list(JsonTree.field(o, "shape", aw), "$aw.shape").map { (it as? Long) ?: -1L }
+                if (got != dtype || gotShape != shape.toList()) {
+                    throw EdgeM3Exception("$aw: $got $gotShape, expected $dtype ${shape.toList()}")
+                }
+                val buf = mapped[file] ?: throw EdgeM3Exception("$aw: $file is not among the files with a sha256")
+                val bytes = shape.fold(1L) { x, y -> x * y } * ITEM_SIZE.getValue(dtype)
+                if (buf.capacity().toLong() != bytes) throw EdgeM3Exception("$dir/$file: ${buf.capacity()} bytes, shape $gotShape needs $bytes")
+                return buf.duplicate().order(ByteOrder.LITTLE_ENDIAN)
+            }
+
+            fun required(name: String, dtype: String, shape: LongArray): ByteBuffer =
+                array(name, dtype, shape) ?: throw EdgeM3Exception("$w: arrays.$name missing")
+
+            fun arrayLength(name: String): Long {
+                val o = JsonTree.obj(arrays[name] ?: throw EdgeM3Exception("$w: arrays.$name missing"), "$w: arrays.$name")
+                val shape = JsonTree.list(JsonTree.field(o, "shape", "$w: arrays.$name"), "$w: arrays.$name.shape")
+                return (shape.firstOrNull() as? Long) ?: throw EdgeM3Exception("$w: arrays.$name.shape")
+            }
+
+            val n = count.toLong()
+            val int8Dense = denseStore == "int8"
+            val dense = required("dense", if (int8Dense) "int8" else "float32", longArrayOf(n, dim.toLong()))
+            val denseScale = if (int8Dense) required("dense_scale", "float32", longArrayOf(n)).asFloatBuffer() else null
+            val t = arrayLength("sparse_tokens")
+            val p = arrayLength("sparse_rows")
+            val tokens = required("sparse_tokens", "int32", longArrayOf(t)).asIntBuffer()
+            val offsets = required("sparse_offsets", "int64", longArrayOf(t + 1)).asLongBuffer()
+            val rows = required("sparse_rows", "int32", longArrayOf(p)).asIntBuffer()
+            val weights = required("sparse_weights", "float32", longArrayOf(p)).asFloatBuffer()
+            checkOffsets(offsets, p, "$dir/sparse_offsets")
+            for (i in 1 until t.toInt()) if (tokens.get(i - 1) >= tokens.get(i)) throw EdgeM3Exception("$dir: sparse_tokens not ascending; the index is corrupt")
+            for (i in 0 until p.toInt()) if (rows.get(i) !in 0 until count) throw EdgeM3Exception("$dir: sparse_rows out of range; the index is corrupt")
+            var colbertOffsets: LongBuffer? = null
+            var colbert: ByteBuffer? = null
+            var colbertScale: FloatBuffer? = null
+            if (colbertStore != "none") {
+                val v = arrayLength("colbert")
+                colbertOffsets = required("colbert_offsets", "int64", longArrayOf(n + 1)).asLongBuffer()
+                checkOffsets(colbertOffsets, v, "$dir/colbert_offsets")
+                val int8 = colbertStore == "int8"
+                colbert = required("colbert", if (int8) "int8" else "float16", longArrayOf(v, dim.toLong()))
+                if (int8) colbertScale = required("colbert_scale", "float32", longArrayOf(v)).asFloatBuffer()
+            }
+            val idsName = EdgeM3Contract.INDEX_IDS
+            val idsBuf = mapped[idsName] ?: throw EdgeM3Exception("$w: files has no $idsName")
+            val idsText = Charsets.UTF_8.decode(idsBuf.duplicate()).toString()
+            val ids = try {
+                JsonTree.list(MiniJson.parse(idsText), idsName).map { it as? String ?: it as? Long ?: throw EdgeM3Exception("ids must be strings or integers") }
+            } catch (e: EdgeM3Exception) {
+                throw EdgeM3Exception("$dir/$idsName: corrupt (${e.message})")
+            }
+            if (ids.size != count) throw EdgeM3Exception("$dir/$idsName: ${ids.size} ids, ${EdgeM3Contract.INDEX_MANIFEST} says $count")
+            return EdgeM3Index(dir, count, dim, denseStore, colbertStore, ids, bundle, dense, denseScale,
+                tokens, offsets, rows, weights, colbertOffsets, colbert, colbertScale)
+        }
+
+        private fun checkOffsets(o: LongBuffer, total: Long, where: String) {
+            var prev = 0L
+            if (o.limit() == 0 || o.get(0) != 0L) throw EdgeM3Exception("$where: must start at 0; the index is corrupt")
+            for (i in 0 until o.limit()) {
+                val x = o.get(i)
+                if (x < prev || x > total) throw EdgeM3Exception("$where: not ascending within 0..$total; the index is corrupt")
+                prev = x
+            }
+            if (prev != total) throw EdgeM3Exception("$where: must end at $total; the index is corrupt")
+        }
+
+        /** The file memory-mapped read-only (the mapping outlives the closed channel). */
+        private fun map(f: File): ByteBuffer {
+            RandomAccessFile(f, "r").use { raf ->
+                val size = raf.length()
+                if (size > Int.MAX_VALUE) throw EdgeM3Exception("$f: over 2 GiB, more than one mapping holds; split the corpus")
+                return raf.channel.map(FileChannel.MapMode.READ_ONLY, 0, size).order(ByteOrder.LITTLE_ENDIAN)
+            }
+        }
+    }
+}

@@ -1,0 +1,444 @@
+import Foundation  // mmap, open, fstat: Foundation brings Darwin / Glibc along
+
+/// A passage index written by `edge-m3 index` (docs/index-format.md), memory-mapped in place: the
+/// arrays are read straight from the page cache, nothing is copied or parsed but `index.json` and
+/// `ids.json`. `search` returns the same hits and float64 scores as Python's `edge_m3.retrieval`
+/// on the same index and query (docs/index-format.md "Search"), because both follow one text.
+///
+/// Immutable after `init`, so safe to share between threads. Blocking: open it off the main
+/// thread (the SHA-256 of every file is read once unless `verifySHA256` is false).
+public final class EdgeM3Index: @unchecked Sendable {
+    /// One search result: the passage's row (see `ids`) and its score.
+    public struct Hit: Hashable, Sendable {
+        public let row: Int
+        public let score: Double
+    }
+
+    /// A passage id from ids.json: a string or an integer.
+    public enum PassageID: Hashable, Sendable {
+        case string(String)
+        case int(Int64)
+    }
+
+    public let folder: URL
+    /// Passages (rows).
+    public let count: Int
+    /// Vector width: the bundle's hidden size.
+    public let dim: Int
+    /// `float32` or `int8`.
+    public let denseStore: String
+    /// `fp16`, `int8` or `none`.
+    public let colbertStore: String
+    /// Passage id per row.
+    public let ids: [PassageID]
+    /// index.json's `bundle` entry's strings (`model_file`, `model_sha256`, `tokenizer_file`, ...); empty when it records none.
+    public let bundle: [String: String]
+
+    private let files: [MappedFile]  // keeps the mappings alive
+    private let dense: UnsafeRawPointer?
+    private let denseScale: UnsafePointer<Float>?
+    private let sparseTokens: UnsafePointer<Int32>?
+    private let tokenCount: Int
+    private let sparseOffsets: UnsafePointer<Int64>
+    private let sparseRows: UnsafePointer<Int32>?
+    private let sparseWeights: UnsafePointer<Float>?
+    private let colbertOffsets: UnsafePointer<Int64>?
+    private let colbert: UnsafeRawPointer?
+    private let colbertScale: UnsafePointer<Float>?
+
+    /// Opens and checks an index folder: format and version, every file's size and (unless
+    /// `verifySHA256` is false, e.g. after a first successful open) SHA-256, the arrays' shapes,
+    /// and with `bundleFiles` (the bundle's manifest.json `files`: name -> sha256) that the index
+    /// was built by that bundle's model and tokenizer. Any problem: one EdgeM3Error naming the file.
+    public init(folder: URL, bundleFiles: [String: String]? = nil, verifySHA256: Bool = true) throws {
+        self.folder = folder
+        let manifestName = EdgeM3Contract.indexManifest
+        let manifestURL = folder.appendingPathComponent(manifestName)
+        let w = manifestURL.path
+        guard let data = FileManager.default.contents(atPath: w) else {
+            throw EdgeM3Error("\(folder.path): not an index (no \(manifestName))")
+        }
+        guard let tree = (try? JSONSerialization.jsonObject(with: data)) as? [String: Any] else {
+            throw EdgeM3Error("\(w): corrupt (not a JSON object)")
+        }
+        func field<T>(_ o: [String: Any], _ key: String, _ at: String) throws -> T {
+            guard let v = o[key] as? T else { throw EdgeM3Error("\(w): \(at)\(key) missing or of the wrong type") }
+            return v
+        }
+        func int(_ o: [String: Any], _ key: String, _ at: String) throws -> Int {
+            guard let n = o[key] as? NSNumber, let v = Int(exactly: n.doubleValue) else {
+                throw EdgeM3Error("\(w): \(at)\(key) must be an integer")
+            }
+            return v
+        }
+        let format: String = try field(tree, "format", "")
+        guard format == EdgeM3Contract.indexFormat else { throw EdgeM3Error("\(w): format \(format), not \(EdgeM3Contract.indexFormat)") }
+        let version = try int(tree, "format_version", "")
+        guard version == EdgeM3Contract.indexFormatVersion else {
+            throw EdgeM3Error("\(w): format_version \(version), this kit reads \(EdgeM3Contract.indexFormatVersion)")
+        }
+        count = try int(tree, "count", "")
+        dim = try int(tree, "dim", "")
+        guard count >= 0, dim >= 1 else { throw EdgeM3Error("\(w): count \(count), dim \(dim)") }
+        denseStore = try field(tree, "dense", "")
+        colbertStore = try field(tree, "colbert", "")
+        guard EdgeM3Contract.denseStores.contains(denseStore) else { throw EdgeM3Error("\(w): dense store \(denseStore) unknown") }
+        guard EdgeM3Contract.colbertStores.contains(colbertStore) else { throw EdgeM3Error("\(w): colbert store \(colbertStore) unknown") }
+        // null: built without a bundle (Python's Index), so queries cannot be checked against one.
+        let bundleTree = tree["bundle"] as? [String: Any] ?? [:]
+        guard tree["bundle"] is NSNull || tree["bundle"] is [String: Any] else { throw EdgeM3Error("\(w): bundle must be an object or null") }
+        bundle = bundleTree.compactMapValues { $0 as? String }
+        if let bundleFiles {
+            guard !(tree["bundle"] is NSNull) else { throw EdgeM3Error("\(w): records no bundle, so queries cannot be checked against it") }
+            for key in ["model", "tokenizer"] {
+                let file: String = try field(bundleTree, "\(key)_file", "bundle.")
+                let sha: String = try field(bundleTree, "\(key)_sha256", "bundle.")
+                guard bundleFiles[file] == sha else {
+                    throw EdgeM3Error("\(folder.path): index built by another bundle (\(file) sha256 \(sha.prefix(12))..., "
+                        + "the bundle's is \(bundleFiles[file].map { String($0.prefix(12)) } ?? "absent")); rebuild it with edge-m3 index")
+                }
+            }
+        }
+        // Every listed file: present, its size, its SHA-256 (mapped, so hashing reads the page cache).
+        let fileTree: [String: Any] = try field(tree, "files", "")
+        var mapped: [String: MappedFile] = [:]
+        for (name, entry) in fileTree.sorted(by: { $0.key < $1.key }) {
+            guard !name.contains("/"), !name.contains("\\"), name != "..", name != manifestName else {
+                throw EdgeM3Error("\(w): bad file name \"\(name)\"")
+            }
+            guard let e = entry as? [String: Any] else { throw EdgeM3Error("\(w): files.\(name) must be an object") }
+            let size = try int(e, "size", "files.\(name).")
+            let sha: String = try field(e, "sha256", "files.\(name).")
+            let url = folder.appendingPathComponent(name)
+            let file = try MappedFile(url)
+            guard file.size == size else {
+                throw EdgeM3Error("\(url.path): \(file.size) bytes, \(manifestName) says \(size); the index is corrupt")
+            }
+            if verifySHA256 {
+                var hasher = StreamingSHA256()
+                hasher.update(UnsafeRawBufferPointer(start: file.base, count: file.size))
+                let actual = hasher.hexDigest()
+                guard actual == sha else {
+                    throw EdgeM3Error("\(url.path): sha256 \(actual), \(manifestName) says \(sha); the index is corrupt")
+                }
+            }
+            mapped[name] = file
+        }
+        files = Array(mapped.values)
+        let arrays: [String: Any] = try field(tree, "arrays", "")
+        let itemSize = ["float32": 4, "float16": 2, "int8": 1, "int32": 4, "int64": 8]
+
+        func array(_ name: String, _ dtype: String, _ shape: [Int]) throws -> UnsafeRawPointer? {
+            guard let a = arrays[name] else { return nil }
+            guard let o = a as? [String: Any], let file = o["file"] as? String, let got = o["dtype"] as? String,
+                  let gotShape = (o["shape"] as? [NSNumber])?.map({ $0.intValue }) else {
+                throw EdgeM3Error("\(w): arrays.\(name) needs file, dtype and shape")
+            }
+            guard got == dtype, gotShape == shape else {
+                throw EdgeM3Error("\(w): arrays.\(name): \(got) \(gotShape), expected \(dtype) \(shape)")
+            }
+            guard let m = mapped[file] else { throw EdgeM3Error("\(w): arrays.\(name): \(file) is not among the files with a sha256") }
+            let bytes = shape.reduce(1, *) * itemSize[dtype]!
+            guard m.size == bytes else { throw EdgeM3Error("\(m.url.path): \(m.size) bytes, shape \(gotShape) needs \(bytes)") }
+            return m.base
+        }
+        func required(_ name: String, _ dtype: String, _ shape: [Int]) throws -> UnsafeRawPointer? {
+            guard arrays[name] != nil else { throw EdgeM3Error("\(w): arrays.\(name) missing") }
+            return try array(name, dtype, shape)
+        }
+        func length(_ name: String) throws -> Int {
+            guard let o = arrays[name] as? [String: Any], let n = (o["shape"] as? [NSNumber])?.first?.intValue else {
+                throw EdgeM3Error("\(w): arrays.\(name) missing")
+            }
+            return n
+        }
+
+        let int8Dense = denseStore == "int8"
+        dense = try required("dense", int8Dense ? "int8" : "float32", [count, dim])
+        denseScale = int8Dense ? try required("dense_scale", "float32", [count])?.assumingMemoryBound(to: Float.self) : nil
+        let t = try length("sparse_tokens"), p = try length("sparse_rows")
+        tokenCount = t
+        let tokens = try required("sparse_tokens", "int32", [t])?.assumingMemoryBound(to: Int32.self)
+        guard let offsets = try required("sparse_offsets", "int64", [t + 1])?.assumingMemoryBound(to: Int64.self) else {
+            throw EdgeM3Error("\(folder.path)/sparse_offsets: empty; the index is corrupt")
+        }
+        let postRows = try required("sparse_rows", "int32", [p])?.assumingMemoryBound(to: Int32.self)
+        sparseWeights = try required("sparse_weights", "float32", [p])?.assumingMemoryBound(to: Float.self)
+        try EdgeM3Index.checkOffsets(offsets, t + 1, total: p, "\(folder.path)/sparse_offsets")
+        for i in 1..<max(t, 1) where tokens![i - 1] >= tokens![i] {
+            throw EdgeM3Error("\(folder.path): sparse_tokens not ascending; the index is corrupt")
+        }
+        for i in 0..<p where postRows![i] < 0 || Int(postRows![i]) >= count {
+            throw EdgeM3Error("\(folder.path): sparse_rows out of range; the index is corrupt")
+        }
+        (sparseTokens, sparseOffsets, sparseRows) = (tokens, offsets, postRows)
+        if colbertStore != "none" {
+            let v = try length("colbert")
+            let o = try required("colbert_offsets", "int64", [count + 1])?.assumingMemoryBound(to: Int64.self)
+            guard let o else { throw EdgeM3Error("\(folder.path)/colbert_offsets: empty; the index is corrupt") }
+            try EdgeM3Index.checkOffsets(o, count + 1, total: v, "\(folder.path)/colbert_offsets")
+            colbertOffsets = o
+            let int8 = colbertStore == "int8"
+            colbert = try required("colbert", int8 ? "int8" : "float16", [v, dim])
+            colbertScale = int8 ? try required("colbert_scale", "float32", [v])?.assumingMemoryBound(to: Float.self) : nil
+        } else {
+            (colbertOffsets, colbert, colbertScale) = (nil, nil, nil)
+        }
+        let idsName = EdgeM3Contract.indexIds
+        guard let idsFile = mapped[idsName] else { throw EdgeM3Error("\(w): files has no \(idsName)") }
+        let idsData = Data(bytesNoCopy: UnsafeMutableRawPointer(mutating: idsFile.base ?? UnsafeRawPointer(bitPattern: 1)!),
+                           count: idsFile.size, deallocator: .none)
+        guard let list = (try? JSONSerialization.jsonObject(with: idsData)) as? [Any] else {
+            throw EdgeM3Error("\(idsFile.url.path): corrupt (not a JSON array)")
+        }
+        ids = try list.map { x -> PassageID in
+            if let s = x as? String { return .string(s) }
+            if let n = x as? NSNumber, let v = Int64(exactly: n.doubleValue) { return .int(v) }
+            throw EdgeM3Error("\(idsFile.url.path): corrupt (ids must be strings or integers)")
+        }
+        guard ids.count == count else { throw EdgeM3Error("\(idsFile.url.path): \(ids.count) ids, \(manifestName) says \(count)") }
+    }
+
+    private static func checkOffsets(_ o: UnsafePointer<Int64>, _ n: Int, total: Int, _ at: String) throws {
+        guard o[0] == 0 else { throw EdgeM3Error("\(at): must start at 0; the index is corrupt") }
+        var prev: Int64 = 0
+        for i in 0..<n {
+            guard o[i] >= prev, o[i] <= Int64(total) else { throw EdgeM3Error("\(at): not ascending within 0..\(total); the index is corrupt") }
+            prev = o[i]
+        }
+        guard prev == Int64(total) else { throw EdgeM3Error("\(at): must end at \(total); the index is corrupt") }
+    }
+
+    /// Search with a query embedded by the same bundle (`EdgeM3Embedder.embed`).
+    public func search(_ query: Embedding, k: Int, mode: String, weights: [Double] = Retrieval.defaultWeights) throws -> [Hit] {
+        try search(try Retrieval.Vectors(query), k: k, mode: mode, weights: weights)
+    }
+
+    /// The best `k` rows for `mode`, best first (score descending, then row ascending). `sparse`
+    /// hits only rows sharing a token with the query (none: no hits); the hybrid modes re-score
+    /// the union of the best `max(k, HYBRID_CANDIDATES)` rows by dense and by sparse.
+    public func search(_ query: Retrieval.Vectors, k: Int, mode: String, weights: [Double] = Retrieval.defaultWeights) throws -> [Hit] {
+        guard k >= 1 else { throw EdgeM3Error("k: must be at least 1, got \(k)") }
+        let used = try Retrieval.signals(of: mode)
+        try Retrieval.checkWeights(weights)
+        let (nd, ns, nc) = (Retrieval.signals[0], Retrieval.signals[1], Retrieval.signals[2])
+        if let q = query.dense, q.count != dim { throw EdgeM3Error("query dense_vecs: \(q.count) values, the index has \(dim)") }
+        if let c = query.colbert, c.contains(where: { $0.count != dim }) {
+            throw EdgeM3Error("query colbert_vecs: rows must have \(dim) values, the index has \(dim)")
+        }
+        if used.contains(nd) && query.dense == nil { throw EdgeM3Error("mode \(mode): the query has no dense_vecs") }
+        if used.contains(ns) && query.lexical == nil { throw EdgeM3Error("mode \(mode): the query has no lexical_weights") }
+        if used.contains(nc) {
+            if query.colbert == nil { throw EdgeM3Error("mode \(mode): the query has no colbert_vecs") }
+            if colbertStore == "none" { throw EdgeM3Error("mode \(mode): the index has no ColBERT vectors (built with --colbert none)") }
+        }
+        if count == 0 { return [] }
+        let q = query.dense ?? []
+        let cq = query.colbert ?? []
+        if used.count == 1 {
+            switch used[0] {
+            case nd:
+                let d = denseAll(q)
+                return top(k, count) { d[$0] }
+            case nc: return top(k, count) { colbertScore(cq, $0) }
+            default:
+                let s = sparseScores(query.lexical!)
+                return top(k, s.rows.count) { s.acc[s.rows[$0]] }.map { Hit(row: s.rows[$0.row], score: $0.score) }
+            }
+        }
+        let c = max(k, EdgeM3Contract.hybridCandidates)
+        let s = sparseScores(query.lexical!)
+        var candidates = Set<Int>()
+        let dAll = denseAll(q)
+        for h in top(c, count, { dAll[$0] }) { candidates.insert(h.row) }
+        for h in top(c, s.rows.count, { s.acc[s.rows[$0]] }) { candidates.insert(s.rows[h.row]) }
+        let rows = candidates.sorted()
+        let withColbert = used.contains(nc)
+        var scores = [Double](repeating: 0, count: rows.count)
+        for (i, r) in rows.enumerated() {
+            let sp = s.touched[r] ? s.acc[r] : 0
+            let cb = withColbert ? colbertScore(cq, r) : 0
+            scores[i] = try Retrieval.hybrid(mode, dense: dAll[r], sparse: sp, colbert: cb, weights: weights)
+        }
+        return top(k, rows.count) { scores[$0] }.map { Hit(row: rows[$0.row], score: $0.score) }
+    }
+
+    /// Every row's dense score by Score arithmetic (float32 values, or int8 codes then * scale).
+    private func denseAll(_ query: [Float]) -> [Double] {
+        var out = [Double](repeating: 0, count: count)
+        guard let dense else { return out }
+        let d = dim, n = count
+        query.withUnsafeBufferPointer { qb in
+            out.withUnsafeMutableBufferPointer { o in
+                let q = qb.baseAddress!
+                if let scale = denseScale {
+                    rowDots(q, dense.assumingMemoryBound(to: Int8.self), d, 0, n, { Double($0) }) { o[$0] = $1 }
+                    for i in 0..<n { o[i] = o[i] * Double(scale[i]) }
+                } else {
+                    rowDots(q, dense.assumingMemoryBound(to: Float.self), d, 0, n, { Double($0) }) { o[$0] = $1 }
+                }
+            }
+        }
+        return out
+    }
+
+    private func colbertScore(_ qs: [[Float]], _ row: Int) -> Double {
+        guard let offsets = colbertOffsets, let colbert else { return 0 }
+        let from = Int(offsets[row]), to = Int(offsets[row + 1])
+        if qs.isEmpty || from == to { return 0 }
+        let d = dim
+        var total = 0.0
+        for qv in qs {
+            var best = -Double.infinity
+            qv.withUnsafeBufferPointer { qb in
+                let q = qb.baseAddress!
+                if let sc = colbertScale {
+                    rowDots(q, colbert.assumingMemoryBound(to: Int8.self), d, from, to, { Double($0) }) { v, acc in
+                        let s = acc * Double(sc[v])
+                        if s > best { best = s }
+                    }
+                } else {
+                    rowDots(q, colbert.assumingMemoryBound(to: UInt16.self), d, from, to,
+                            { Double(halfTable[Int(UInt16(littleEndian: $0))]) }) { _, acc in
+                        if acc > best { best = acc }
+                    }
+                }
+            }
+            total += best
+        }
+        return total / Double(qs.count)
+    }
+
+    private struct SparseScores {
+        var acc: [Double]
+        var touched: [Bool]
+        var rows: [Int]
+    }
+
+    /// Every row's lexical score through the postings, query tokens in ascending id (the pairwise order).
+    private func sparseScores(_ q: Retrieval.Lexical) -> SparseScores {
+        var acc = [Double](repeating: 0, count: count)
+        var touched = [Bool](repeating: false, count: count)
+        var rows: [Int] = []
+        guard let tokens = sparseTokens, let postRows = sparseRows, let postWeights = sparseWeights else {
+            return SparseScores(acc: acc, touched: touched, rows: rows)
+        }
+        var t = 0
+        for i in 0..<q.ids.count {
+            let id = q.ids[i]
+            var lo = t, hi = tokenCount
+            while lo < hi {
+                let mid = (lo + hi) / 2
+                if tokens[mid] < id { lo = mid + 1 } else { hi = mid }
+            }
+            t = lo
+            guard t < tokenCount, tokens[t] == id else { continue }
+            let w = Double(q.weights[i])
+            for p in Int(sparseOffsets[t])..<Int(sparseOffsets[t + 1]) {
+                let r = Int(postRows[p])
+                if !touched[r] {
+                    touched[r] = true
+                    rows.append(r)
+                }
+                acc[r] += w * Double(postWeights[p])
+            }
+        }
+        rows.sort()
+        return SparseScores(acc: acc, touched: touched, rows: rows)
+    }
+
+    /// The best `k` of items 0..<n by `score`: score descending, then item ascending.
+    private func top(_ k: Int, _ n: Int, _ score: (Int) throws -> Double) rethrows -> [Hit] {
+        let m = min(k, n)
+        var rows = [Int](repeating: 0, count: m)
+        var scores = [Double](repeating: 0, count: m)
+        var size = 0
+        for i in 0..<n {
+            let s = try score(i)
+            // Items come in ascending order, so an equal score never displaces an earlier item.
+            if size == m && !(s > scores[m - 1]) { continue }
+            var at = size == m ? m - 1 : size
+            while at > 0 && s > scores[at - 1] {
+                scores[at] = scores[at - 1]
+                rows[at] = rows[at - 1]
+                at -= 1
+            }
+            scores[at] = s
+            rows[at] = i
+            if size < m { size += 1 }
+        }
+        return (0..<size).map { Hit(row: rows[$0], score: scores[$0]) }
+    }
+}
+
+/// `emit(r, dot(q, row r))` for the stored rows `from..<to` (row r at `x + r * d`), in row order.
+/// Four rows at a time: each dot is still one sequential float64 sum (Score arithmetic), the
+/// same bits, but four independent chains keep the CPU's adders busy.
+@inline(__always)
+private func rowDots<T>(_ q: UnsafePointer<Float>, _ x: UnsafePointer<T>, _ d: Int, _ from: Int, _ to: Int,
+                        _ widen: (T) -> Double, _ emit: (Int, Double) -> Void) {
+    var r = from
+    while r + 4 <= to {
+        let p0 = x + r * d, p1 = p0 + d, p2 = p1 + d, p3 = p2 + d
+        var a0 = 0.0, a1 = 0.0, a2 = 0.0, a3 = 0.0
+        for k in 0..<d {
+            let v = Double(q[k])
+            a0 += v * widen(p0[k])
+            a1 += v * widen(p1[k])
+            a2 += v * widen(p2[k])
+            a3 += v * widen(p3[k])
+        }
+        emit(r, a0)
+        emit(r + 1, a1)
+        emit(r + 2, a2)
+        emit(r + 3, a3)
+        r += 4
+    }
+    while r < to {
+        let p = x + r * d
+        var acc = 0.0
+        for k in 0..<d { acc += Double(q[k]) * widen(p[k]) }
+        emit(r, acc)
+        r += 1
+    }
+}
+
+/// float16 bits -> Float (exact), a table so the ColBERT loop stays one load per value (and works
+/// where Swift has no `Float16`, e.g. macOS on Intel).
+private let halfTable: [Float] = (0..<65536).map { h in
+    let sign: Float = h & 0x8000 != 0 ? -1 : 1
+    let exp = (h >> 10) & 0x1f, mant = h & 0x3ff
+    switch exp {
+    case 0: return sign * Float(mant) * Float(sign: .plus, exponent: -24, significand: 1)
+    case 31: return mant == 0 ? sign * .infinity : .nan
+    default: return sign * Float(sign: .plus, exponent: exp - 15, significand: 1 + Float(mant) / 1024)
+    }
+}
+
+/// A file memory-mapped read-only for the life of the object (an empty file maps to nothing).
+final class MappedFile: @unchecked Sendable {
+    let url: URL
+    let size: Int
+    let base: UnsafeRawPointer?
+
+    init(_ url: URL) throws {
+        self.url = url
+        let fd = open(url.path, O_RDONLY)
+        guard fd >= 0 else { throw EdgeM3Error("\(url.path): missing; the index is corrupt") }
+        defer { close(fd) }
+        var st = stat()
+        guard fstat(fd, &st) == 0 else { throw EdgeM3Error("\(url.path): cannot read its size") }
+        size = Int(st.st_size)
+        if size == 0 {
+            base = nil
+            return
+        }
+        let p = mmap(nil, size, PROT_READ, MAP_PRIVATE, fd, 0)
+        guard let p, p != MAP_FAILED else { throw EdgeM3Error("\(url.path): cannot be memory-mapped") }
+        base = UnsafeRawPointer(p)
+    }
+
+    deinit {
+        if let base { munmap(UnsafeMutableRawPointer(mutating: base), size) }
+    }
+}

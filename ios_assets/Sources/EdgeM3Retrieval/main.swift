@@ -1,0 +1,204 @@
+// The kit's Retrieval scores and EdgeM3Index search on the command line, driven by
+// tests/test_kit_retrieval.py (the Kotlin twin: android_assets/jvm/RetrievalCheck.kt, same protocol).
+//
+//   edge-m3-retrieval score CASES
+//       per pair, weights set and mode: "PAIR SET MODE HEX" (HEX: the float64 score's bits, or "error")
+//   edge-m3-retrieval search INDEX QUERIES PLAN [--bundle DIR]
+//       per plan line and query: "LINE QUERY ROW:HEX ROW:HEX ..." (best first), or "LINE QUERY error"
+//   edge-m3-retrieval bench INDEX QUERIES K MODE[,MODE...] REPEATS
+//       per mode: "MODE WALL:CPU WALL:CPU ..." seconds of one search each, wall clock and the
+//       thread's CPU time (one thread; every query REPEATS times after one warm-up pass)
+//
+// CASES and QUERIES are whitespace-separated tokens, every float as the hex of its bits (float32:
+// 8 digits, float64: 16):
+//   CASES   = "weights" K (HEX64 HEX64 HEX64)*K "pairs" N (VECTORS VECTORS)*N
+//   QUERIES = "queries" N VECTORS*N
+//   PLAN    = "plan" N (K MODE HEX64 HEX64 HEX64)*N    (K, mode, weights dense sparse colbert)
+//   VECTORS = ("D" LEN HEX32*LEN | "D" "-") ("L" N (ID HEX32)*N | "L" "-") ("C" ROWS DIM HEX32*(ROWS*DIM) | "C" "-")
+// Bad input: one line on stderr, exit 2.
+import Dispatch
+import EdgeM3
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+
+struct Tokens {
+    private let t: [Substring]
+    private var i = 0
+
+    init(_ path: String) throws {
+        guard let data = FileManager.default.contents(atPath: path), let text = String(data: data, encoding: .utf8) else {
+            throw EdgeM3Error("\(path): not found")
+        }
+        t = text.split(whereSeparator: { $0 == " " || $0 == "\n" || $0 == "\t" || $0 == "\r" })
+    }
+
+    mutating func next() throws -> Substring {
+        guard i < t.count else { throw EdgeM3Error("input ends early") }
+        i += 1
+        return t[i - 1]
+    }
+
+    mutating func expect(_ word: String) throws {
+        let got = try next()
+        guard got == word else { throw EdgeM3Error("expected \"\(word)\", got \"\(got)\"") }
+    }
+
+    mutating func int() throws -> Int {
+        guard let v = Int(try next()) else { throw EdgeM3Error("expected a number") }
+        return v
+    }
+
+    mutating func f32() throws -> Float {
+        guard let bits = UInt32(try next(), radix: 16) else { throw EdgeM3Error("expected 8 hex digits") }
+        return Float(bitPattern: bits)
+    }
+
+    mutating func f64() throws -> Double {
+        guard let bits = UInt64(try next(), radix: 16) else { throw EdgeM3Error("expected 16 hex digits") }
+        return Double(bitPattern: bits)
+    }
+
+    mutating func absent() -> Bool {
+        if i < t.count && t[i] == "-" {
+            i += 1
+            return true
+        }
+        return false
+    }
+
+    mutating func vectors() throws -> Retrieval.Vectors {
+        try expect("D")
+        var dense: [Float]?
+        if !absent() { dense = try (0..<int()).map { _ in try f32() } }
+        try expect("L")
+        var lexical: Retrieval.Lexical?
+        if !absent() {
+            var ids: [Int32] = [], ws: [Float] = []
+            for _ in 0..<(try int()) {
+                ids.append(Int32(try int()))
+                ws.append(try f32())
+            }
+            lexical = try Retrieval.Lexical(Dictionary(uniqueKeysWithValues: zip(ids.map(String.init), ws)))
+        }
+        try expect("C")
+        var colbert: [[Float]]?
+        if !absent() {
+            let rows = try int(), dim = try int()
+            colbert = try (0..<rows).map { _ in try (0..<dim).map { _ in try f32() } }
+        }
+        return Retrieval.Vectors(dense: dense, lexical: lexical, colbert: colbert)
+    }
+}
+
+func hex(_ x: Double) -> String {
+    let s = String(x.bitPattern, radix: 16)
+    return String(repeating: "0", count: 16 - s.count) + s
+}
+
+func score(_ path: String) throws {
+    var t = try Tokens(path)
+    try t.expect("weights")
+    let sets = try (0..<t.int()).map { _ in try (0..<3).map { _ in try t.f64() } }
+    try t.expect("pairs")
+    var out = ""
+    for i in 0..<(try t.int()) {
+        let q = try t.vectors(), p = try t.vectors()
+        for (k, w) in sets.enumerated() {
+            for mode in Retrieval.modes {
+                let s = (try? Retrieval.score(q, p, mode: mode, weights: w)).map(hex) ?? "error"
+                out += "\(i) \(k) \(mode) \(s)\n"
+            }
+        }
+    }
+    print(out, terminator: "")
+}
+
+func queries(_ path: String) throws -> [Retrieval.Vectors] {
+    var t = try Tokens(path)
+    try t.expect("queries")
+    return try (0..<t.int()).map { _ in try t.vectors() }
+}
+
+func search(_ all: [String]) throws {
+    let at = all.firstIndex(of: "--bundle")
+    let a = at.map { Array(all[..<$0]) } ?? all
+    guard a.count == 3, at == nil || at == all.count - 2 else { usage() }
+    // The bundle's manifest.json files: name -> sha256, what an app holding the bundle passes.
+    var bundleFiles: [String: String]?
+    if let at {
+        let url = URL(fileURLWithPath: all[at + 1]).appendingPathComponent(EdgeM3Contract.manifest)
+        let manifest = try JSONDecoder().decode(Manifest.self, from: try Data(contentsOf: url))
+        bundleFiles = manifest.files.mapValues { $0.sha256 }
+    }
+    let index = try EdgeM3Index(folder: URL(fileURLWithPath: a[0], isDirectory: true), bundleFiles: bundleFiles)
+    let qs = try queries(a[1])
+    var plan = try Tokens(a[2])
+    try plan.expect("plan")
+    var out = ""
+    for j in 0..<(try plan.int()) {
+        let k = try plan.int()
+        let mode = String(try plan.next())
+        let weights = try (0..<3).map { _ in try plan.f64() }
+        for (i, q) in qs.enumerated() {
+            out += "\(j) \(i)"
+            do {
+                for h in try index.search(q, k: k, mode: mode, weights: weights) { out += " \(h.row):\(hex(h.score))" }
+            } catch {
+                out += " error"
+            }
+            out += "\n"
+        }
+    }
+    print(out, terminator: "")
+}
+
+func now() -> Double { Double(DispatchTime.now().uptimeNanoseconds) / 1e9 }
+
+/// This thread's CPU time in seconds: what an idle core would take, on a shared machine.
+func threadCPU() -> Double {
+    var ts = timespec()
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts)
+    return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
+}
+
+func bench(_ a: [String]) throws {
+    let t0 = now()
+    let index = try EdgeM3Index(folder: URL(fileURLWithPath: a[0], isDirectory: true), verifySHA256: false)
+    print("open \(now() - t0) s, \(index.count) passages")
+    let qs = try queries(a[1])
+    guard let k = Int(a[2]), let repeats = Int(a[4]) else { throw EdgeM3Error("K, REPEATS: numbers") }
+    for mode in a[3].split(separator: ",").map(String.init) {
+        for q in qs { _ = try index.search(q, k: k, mode: mode) }  // warm-up: page cache
+        var times = mode
+        for _ in 0..<repeats {
+            for q in qs {
+                let c = threadCPU(), s = now()
+                _ = try index.search(q, k: k, mode: mode)
+                times += " \(now() - s):\(threadCPU() - c)"
+            }
+        }
+        print(times)
+    }
+}
+
+func usage() -> Never {
+    FileHandle.standardError.write(
+        "usage: edge-m3-retrieval score CASES | search INDEX QUERIES PLAN [--bundle DIR] | bench INDEX QUERIES K MODE[,MODE...] REPEATS\n"
+            .data(using: .utf8)!)
+    exit(2)
+}
+
+let args = Array(CommandLine.arguments.dropFirst())
+do {
+    switch args.first {
+    case "score" where args.count == 2: try score(args[1])
+    case "search": try search(Array(args.dropFirst()))
+    case "bench" where args.count == 6: try bench(Array(args.dropFirst()))
+    default: usage()
+    }
+} catch {
+    FileHandle.standardError.write("\(error)\n".data(using: .utf8)!)
+    exit(2)
+}

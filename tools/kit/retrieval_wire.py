@@ -1,0 +1,82 @@
+"""The files the kits' retrieval tools read, and their answers (tests/test_kit_retrieval.py,
+tools/bench/bench_kit_search.py).
+
+The tools are android_assets/jvm/RetrievalCheck.kt (`java -cp KIT_JAR dev.edgem3.RetrievalCheckKt`)
+and ios_assets/Sources/EdgeM3Retrieval (`edge-m3-retrieval`); their header comments define the
+format: whitespace-separated tokens, every float as the hex of its bits, so nothing is lost on
+the way and each answer compares bit for bit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from edge_m3.contract import COLBERT_VECS, DENSE_VECS, LEXICAL_WEIGHTS
+
+KOTLIN_MAIN = "dev.edgem3.RetrievalCheckKt"
+SWIFT_PRODUCT = "edge-m3-retrieval"
+
+
+def h32(x: Any) -> str:
+    """A float32's bits as 8 hex digits."""
+    return f"{int(np.float32(x).view(np.uint32)):08x}"
+
+
+def h64(x: float) -> str:
+    """A float64's bits as 16 hex digits."""
+    return f"{int(np.float64(x).view(np.uint64)):016x}"
+
+
+def f64(bits: str) -> float:
+    """The float64 of 16 hex digits."""
+    return float(np.uint64(int(bits, 16)).view(np.float64))
+
+
+def vectors(v: Mapping[str, Any]) -> str:
+    """One text's pipeline outputs (FlagEmbedding's names; a missing head is left out)."""
+    parts = []
+    dense = v.get(DENSE_VECS)
+    parts.append("D -" if dense is None
+                 else f"D {len(dense)} " + " ".join(map(h32, np.asarray(dense, np.float32))))
+    lex = v.get(LEXICAL_WEIGHTS)
+    parts.append("L -" if lex is None
+                 else f"L {len(lex)} " + " ".join(f"{k} {h32(w)}" for k, w in lex.items()))
+    col = v.get(COLBERT_VECS)
+    if col is None:
+        parts.append("C -")
+    else:
+        col = np.asarray(col, np.float32)
+        col = col.reshape(len(col), -1) if col.ndim != 2 else col
+        parts.append(f"C {col.shape[0]} {col.shape[1]} " + " ".join(map(h32, col.ravel())))
+    return "\n".join(parts)
+
+
+def cases(pairs: Sequence[tuple[Mapping[str, Any], Mapping[str, Any]]],
+          weights: Sequence[Sequence[float]]) -> str:
+    """`score CASES`: every pair under every weight set."""
+    out = [f"weights {len(weights)}", *(" ".join(map(h64, w)) for w in weights), f"pairs {len(pairs)}"]
+    for q, p in pairs:
+        out += [vectors(q), vectors(p)]
+    return "\n".join(out) + "\n"
+
+
+def queries(qs: Sequence[Mapping[str, Any]]) -> str:
+    """`search`/`bench` QUERIES."""
+    return f"queries {len(qs)}\n" + "".join(vectors(q) + "\n" for q in qs)
+
+
+def plan(lines: Sequence[tuple[int, str, Sequence[float]]]) -> str:
+    """`search` PLAN: (k, mode, weights) per line."""
+    return f"plan {len(lines)}\n" + "".join(f"{k} {m} {' '.join(map(h64, w))}\n" for k, m, w in lines)
+
+
+def parse_scores(stdout: str) -> dict[tuple[int, int, str], str]:
+    """`score`'s answer: (pair, weight set, mode) -> float64 bits, or "error"."""
+    got = {}
+    for line in stdout.splitlines():
+        i, k, mode, bits = line.split()
+        got[int(i), int(k), mode] = bits
+    return got
