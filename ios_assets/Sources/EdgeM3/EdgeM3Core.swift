@@ -7,11 +7,6 @@ import Foundation
 // Reference: edge_m3/tokenizer/, edge_m3/runtime/pipeline.py, edge_m3/runtime/postprocess.py;
 // names and tolerances: EdgeM3Contract.swift, generated from edge_m3/contract.py.
 
-/// Runs one signature on `[1, L]` int32 ids and mask (a TFLite interpreter, or a replay in tests).
-public protocol ModelRunner {
-    func run(_ signature: Signature, inputIds: [Int32], attentionMask: [Int32]) throws -> RawOutputs
-}
-
 /// One text's ids (original vocabulary, truncated, unpadded) and the signature that runs them.
 public struct Encoded: Hashable, Sendable {
     public var inputIds: [Int]
@@ -20,19 +15,6 @@ public struct Encoded: Hashable, Sendable {
     public init(inputIds: [Int], signature: Signature) {
         self.inputIds = inputIds
         self.signature = signature
-    }
-}
-
-/// A signature's outputs without the batch axis: `[H]`, `[L]`, `[L-1][H]`; nil for a head not exported.
-public struct RawOutputs: Hashable, Sendable {
-    public var denseVecs: [Float]?
-    public var sparseWeights: [Float]?
-    public var colbertVecs: [[Float]]?
-
-    public init(denseVecs: [Float]?, sparseWeights: [Float]?, colbertVecs: [[Float]]?) {
-        self.denseVecs = denseVecs
-        self.sparseWeights = sparseWeights
-        self.colbertVecs = colbertVecs
     }
 }
 
