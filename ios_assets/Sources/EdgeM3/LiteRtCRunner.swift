@@ -162,8 +162,10 @@ public final class LiteRtCRunner: ModelRunner {
 
     /// Opens `modelPath` for the manifest's `model` entry with `threads` XNNPACK threads and its
     /// in-memory weight cache (the signatures share one packed copy of the weights, as Python's
-    /// LiteRTRunner does).
-    public init(library: LiteRtLibrary, modelPath: String, model entry: ModelEntry,
+    /// LiteRTRunner does). `file`: the manifest's entry for the model file, checked first (size,
+    /// SHA-256). Give it unless the file is already checked (EdgeM3Embedder does): LiteRT 2.x does
+    /// not verify the flatbuffer, and a file cut short crashes the process inside LiteRT.
+    public init(library: LiteRtLibrary, modelPath: String, model entry: ModelEntry, file: FileEntry? = nil,
                 threads: Int = EdgeM3Contract.deviceThreads) throws {
         if threads < 1 { throw EdgeM3Error("threads: \(threads), expected 1 or more") }
         self.library = library
@@ -172,6 +174,7 @@ public final class LiteRtCRunner: ModelRunner {
         do {
             try lib.check(lib.createEnvironment(0, nil, &environment), "LiteRtCreateEnvironment")
             guard FileManager.default.fileExists(atPath: modelPath) else { throw EdgeM3Error("\(modelPath): not found") }
+            if let file { try FileCheck.verify(URL(fileURLWithPath: modelPath), against: file) }
             try lib.check(lib.createModelFromFile(environment, modelPath, &model),
                           "could not read \(modelPath) as a model")
             var count = 0
@@ -289,7 +292,8 @@ public final class LiteRtCRunner: ModelRunner {
 
 extension EdgeM3Embedder {
     /// A bundle folder on LiteRT's C API (`library`: LiteRtLibrary of the ai-edge-litert wheel):
-    /// the same checks as the app's `init(directory:)`, the model on `LiteRtCRunner`.
+    /// the same checks as the app's `init(directory:)` (the model file's size and SHA-256 among
+    /// them, before LiteRT reads it), the model on `LiteRtCRunner`.
     public convenience init(directory: URL, liteRt library: LiteRtLibrary, threads: Int = EdgeM3Contract.deviceThreads,
                             checksumMemo: URL? = nil) throws {
         let opened = try EdgeM3Embedder.openBundle(directory: directory, checksumMemo: checksumMemo)
