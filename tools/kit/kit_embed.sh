@@ -19,6 +19,7 @@ usage="usage: tools/kit/kit_embed.sh {kotlin|swift} [--bench] [--repeats N] [--t
 [ $# -ge 3 ] || { echo "$usage" >&2; exit 2; }
 port=$1
 shift
+case "$port" in kotlin|swift) ;; *) echo "$usage" >&2; exit 2 ;; esac
 args=()
 lib=${EDGE_M3_LITERT_LIB:-}
 while [ $# -gt 0 ]; do
