@@ -157,32 +157,33 @@ def test_kit_embed_swift_matches_python(swift_build: Path, e5_bundles: dict[str,
     tol = RECIPES["int8"].device_tolerance
     assert len(kit) == len(want) == 3
     assert {w["signature"] for w in want} == {"embed_16", "embed_128"}  # both lengths
-    for k, w in zip(kit, want):
+    for k, w in zip(kit, want, strict=True):
         assert list(k) == list(w) and k["input_ids"] == w["input_ids"] and k["signature"] == w["signature"]
         a, b = np.array(k["dense_vecs"]), np.array(w["dense_vecs"])
         assert float(a @ b / np.linalg.norm(a) / np.linalg.norm(b)) >= tol.dense_cosine_min
         assert np.abs(a - b).max() <= tol.max_abs
-        keys = set(k["lexical_weights"]) | set(w["lexical_weights"])
-        assert all(abs(k["lexical_weights"].get(t, 0) - w["lexical_weights"].get(t, 0)) <= tol.max_abs for t in keys)
+        lk, lw = k["lexical_weights"], w["lexical_weights"]
+        assert all(abs(lk.get(t, 0) - lw.get(t, 0)) <= tol.max_abs for t in set(lk) | set(lw))
         assert np.abs(np.array(k["colbert_vecs"]) - np.array(w["colbert_vecs"])).max() <= tol.max_abs
 
 
 @pytest.mark.parametrize(("args", "message"), [
-    (["java-script", "B", "T"], "usage: tools/kit/kit_embed.sh"),
-    (["swift", "--lib", "/nonexistent/libLiteRt.so", "B", "T"], "/nonexistent/libLiteRt.so: no such LiteRT library"),
-    (["swift", "--lib", "{lib}", "/nonexistent", "T"], "/nonexistent: not a bundle (no manifest.json)"),
-    (["swift", "--lib", "{lib}", "{bundle}", "/nonexistent.txt"], "/nonexistent.txt: not found"),
-    (["swift", "--lib", "{lib}", "--repeats", "0", "{bundle}", "T"], "--repeats 0: expected a whole number >= 1"),
-    (["swift", "--lib", "{bundle}/golden.json", "{bundle}", "{bundle}/golden.json"], "cannot load it as a library"),
+    ("java-script B T", "usage: tools/kit/kit_embed.sh"),
+    ("swift --lib /nonexistent/libLiteRt.so B T", "/nonexistent/libLiteRt.so: no such LiteRT library"),
+    ("swift --lib {lib} /nonexistent T", "/nonexistent: not a bundle (no manifest.json)"),
+    ("swift --lib {lib} {bundle} /nonexistent.txt", "/nonexistent.txt: not found"),
+    ("swift --lib {lib} --repeats 0 {bundle} T", "--repeats 0: expected a whole number >= 1"),
+    ("swift --lib {bundle}/golden.json {bundle} {bundle}/golden.json", "cannot load it as a library"),
 ])
-def test_kit_embed_bad_input(swift_build: Path, tiny_bundle: Path, litert_lib: Path, args: list[str],
+def test_kit_embed_bad_input(swift_build: Path, tiny_bundle: Path, litert_lib: Path, args: str,
                              message: str) -> None:
     """One line on stderr naming the file or option, exit 2."""
-    argv = [a.format(lib=litert_lib, bundle=tiny_bundle) for a in args]
+    argv = args.format(lib=litert_lib, bundle=tiny_bundle).split()
+    env = os.environ | {"EDGE_M3_SWIFT_EMBED": str(swift_build / "release/edge-m3-embed")}
     proc = subprocess.run([str(ROOT / "tools/kit/kit_embed.sh"), *argv], capture_output=True, text=True,
-                          timeout=120, env=os.environ | {"EDGE_M3_SWIFT_EMBED": str(swift_build / "release/edge-m3-embed")})
+                          timeout=120, env=env)
     assert proc.returncode == 2 and message in proc.stderr, proc.stderr
-    assert len([line for line in proc.stderr.splitlines() if line.startswith("kit_embed") or "usage" in line]) == 1
+    assert len([line for line in proc.stderr.splitlines() if line.startswith(("kit_embed", "usage"))]) == 1
 
 
 def test_swift_golden_replay_catches_drift(swift_test: SwiftTest, drifted_bundle: tuple[Path, str],
