@@ -94,7 +94,8 @@ def run_child(cmd: list[str], env: dict[str, str]) -> tuple[dict[str, Any], floa
         err.seek(0)
         text, errors = out.read().decode(), err.read().decode(errors="replace")
     if proc.returncode != 0:
-        raise SystemExit(f"bench_kits: {' '.join(cmd[:3])} ... failed (exit {proc.returncode}):\n{errors[-2000:]}")
+        head = " ".join(cmd[:3])
+        raise SystemExit(f"bench_kits: {head} ... failed (exit {proc.returncode}):\n{errors[-2000:]}")
     rss_kib = usage.ru_maxrss if sys.platform != "darwin" else usage.ru_maxrss / 1024
     return json.loads(text.strip().splitlines()[-1]), rss_kib / 1024
 
@@ -112,8 +113,8 @@ def prepare_kits(env: dict[str, str]) -> list[str]:
     else:
         print(f"note: no Swift kit (swift build failed):\n{swift.stderr[-1500:]}", file=sys.stderr)
     if not (ROOT / "android_assets/jvm/KitEmbed.kt").is_file():
-        print("note: no Kotlin kit row: android_assets/jvm/KitEmbed.kt (dev.edgem3.KitEmbedKt) does not exist yet",
-              file=sys.stderr)
+        print("note: no Kotlin kit row: android_assets/jvm/KitEmbed.kt (dev.edgem3.KitEmbedKt) does not "
+              "exist yet", file=sys.stderr)
         return ports
     jar = subprocess.run([str(ROOT / "tools/kit/kit_jar.sh")], capture_output=True, text=True)
     if jar.returncode == 0:
@@ -153,8 +154,8 @@ def main(argv: list[str] | None = None) -> int:
     cmds = {"python (LiteRT)": [sys.executable, "-m", "tools.bench.bench_kits", "--python-child", str(a.bundle),
                                 str(work / "texts.txt"), *common]}
     for port in ports:
-        cmds[f"{port} kit"] = [str(ROOT / "tools/kit/kit_embed.sh"), port, "--bench", *common, "--lib", str(lib),
-                               str(a.bundle), str(work / "texts.txt")]
+        cmds[f"{port} kit"] = [str(ROOT / "tools/kit/kit_embed.sh"), port, "--bench", *common,
+                               "--lib", str(lib), str(a.bundle), str(work / "texts.txt")]
     results: dict[str, list[tuple[dict[str, Any], float]]] = {name: [] for name in cmds}
     names = list(cmds)
     for r in range(a.rounds):
@@ -179,7 +180,8 @@ def main(argv: list[str] | None = None) -> int:
     print("| " + " | ".join(header) + " |")
     print("|" + "---|" * len(header))
     for row in rows:
-        cells = [row["contender"], f"{row['open_to_first_ms']:.0f}", *[f"{row[f'p50_{n}_ms']:.2f}" for n in lengths],
+        p50s = [f"{row[f'p50_{n}_ms']:.2f}" for n in lengths]
+        cells = [row["contender"], f"{row['open_to_first_ms']:.0f}", *p50s,
                  f"{row[f'ratio_{lengths[-1]}']:.3f}", f"{row['peak_rss_mib']:.0f}"]
         print("| " + " | ".join(cells) + " |")
     print(f"\n{a.rounds} interleaved rounds x {a.repeats} timed embeds per text after {WARMUP} warm-ups, "
