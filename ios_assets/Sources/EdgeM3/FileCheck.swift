@@ -4,7 +4,7 @@ import CryptoKit
 #endif
 
 /// The bundle's files against manifest.json's `files` entries: size always, SHA-256 once per
-/// file version (a 568 MB model costs about a second to hash; see README "Integrity").
+/// file version (the 584.5 MB int8 model costs seconds to hash; see README "Integrity").
 public enum FileCheck {
     /// Lowercase hex SHA-256 of a file, streamed in 1 MiB chunks (no whole-file copy in memory).
     public static func sha256(of url: URL) throws -> String {
