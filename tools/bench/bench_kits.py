@@ -103,15 +103,13 @@ def run_child(cmd: list[str], env: dict[str, str]) -> tuple[dict[str, Any], floa
 def prepare_kits(env: dict[str, str]) -> list[str]:
     """Builds the Swift tool and the Kotlin jar before anything is timed; the ports present."""
     ports = []
-    scratch = ROOT / "build/kit_embed/swift"
-    swift = subprocess.run(["swift", "build", "-c", "release", "--package-path", str(ROOT / "ios_assets"),
-                            "--scratch-path", str(scratch), "--product", "edge-m3-embed"],
-                           capture_output=True, text=True)
+    swift = subprocess.run([str(ROOT / "tools/kit/kit_swift.sh"), "edge-m3-embed"], capture_output=True,
+                           text=True)
     if swift.returncode == 0:
-        env["EDGE_M3_SWIFT_EMBED"] = str(scratch / "release/edge-m3-embed")
+        env["EDGE_M3_SWIFT_EMBED"] = swift.stdout.strip().splitlines()[-1]
         ports.append("swift")
     else:
-        print(f"note: no Swift kit (swift build failed):\n{swift.stderr[-1500:]}", file=sys.stderr)
+        print(f"note: no Swift kit row (swift build failed):\n{swift.stderr[-1500:]}", file=sys.stderr)
     if not (ROOT / "android_assets/jvm/KitEmbed.kt").is_file():
         print("note: no Kotlin kit row: android_assets/jvm/KitEmbed.kt (dev.edgem3.KitEmbedKt) does not "
               "exist yet", file=sys.stderr)

@@ -10,7 +10,7 @@
 # prints one JSON line instead: open_to_first_ms, p50_ms and runs per signature length (each line
 # embedded N times, default 20, after 3 warm-ups; --threads: XNNPACK threads, default 1 as `edge-m3 embed`).
 # The library: --lib, else $EDGE_M3_LITERT_LIB, else the ai-edge-litert wheel of the repo's .venv.
-# Builds are cached (kotlin: tools/kit/kit_jar.sh; swift: build/kit_embed/swift; $EDGE_M3_KIT_JAR
+# Builds are cached (kotlin: tools/kit/kit_jar.sh; swift: tools/kit/kit_swift.sh; $EDGE_M3_KIT_JAR
 # and $EDGE_M3_SWIFT_EMBED name prebuilt ones, as the tests do).
 # Bad input (unknown port, missing file or library, not a bundle): one line on stderr, exit 2.
 set -euo pipefail
@@ -52,16 +52,8 @@ case "$port" in
     ;;
   swift)
     [ -z "${EDGE_M3_SWIFT_EMBED:-}" ] || exec "$EDGE_M3_SWIFT_EMBED" --lib "$lib" "${args[@]}"  # a build of the tests'
-    swift=$(command -v swift || echo /opt/swift/usr/bin/swift)
-    [ -x "$swift" ] || { echo "kit_embed: swift not found (a Swift 5.9+ toolchain)" >&2; exit 2; }
-    scratch=$root/build/kit_embed/swift
-    if ! log=$("$swift" build -c release --package-path "$root/ios_assets" --scratch-path "$scratch" \
-                 --product edge-m3-embed 2>&1); then
-      echo "$log" >&2
-      echo "kit_embed: swift build failed" >&2
-      exit 2
-    fi
-    exec "$scratch/release/edge-m3-embed" --lib "$lib" "${args[@]}"
+    exe=$("$root/tools/kit/kit_swift.sh" edge-m3-embed)
+    exec "$exe" --lib "$lib" "${args[@]}"
     ;;
   *)
     echo "$usage" >&2

@@ -42,6 +42,18 @@ public enum FileCheck {
     }
 }
 
+/// A UTF-8 text file's lines, split on "\n" only (a Swift Character would keep "\r\n" together),
+/// as Python's `edge-m3 embed --texts` and the kits' command-line tools read them.
+public func textLines(ofFile path: String) throws -> [String] {
+    guard let data = FileManager.default.contents(atPath: path) else { throw EdgeM3Error("\(path): not found") }
+    guard String(data: data, encoding: .utf8) != nil else { throw EdgeM3Error("\(path): not valid UTF-8") }
+    let bytes = [UInt8](data)
+    if bytes.isEmpty { return [] }
+    var lines = bytes.split(separator: 10, omittingEmptySubsequences: false).map { String(decoding: $0, as: UTF8.self) }
+    if bytes.last == 10 { lines.removeLast() }
+    return lines
+}
+
 #if canImport(CryptoKit)
 /// CryptoKit's SHA-256 (hardware-accelerated on Apple CPUs).
 struct StreamingSHA256 {

@@ -219,10 +219,10 @@ public final class LiteRtCRunner: ModelRunner {
     }
 
     /// A signature's inputs or outputs as the model declares them, with the library's type structs.
-    private static func tensors(_ lib: LiteRtLibrary, _ s: OpaquePointer?, input: Bool) throws -> ([ModelTensor], [RankedTensorType]) {
+    private static func tensors(_ lib: LiteRtLibrary, _ s: OpaquePointer?, input: Bool) throws -> ([TensorSpec], [RankedTensorType]) {
         var n = 0
         try lib.check(input ? lib.getNumSignatureInputs(s, &n) : lib.getNumSignatureOutputs(s, &n), "signature tensor count")
-        var tensors = [ModelTensor]()
+        var tensors = [TensorSpec]()
         var types = [RankedTensorType]()
         for i in 0..<n {
             var name: UnsafePointer<CChar>?
@@ -232,7 +232,7 @@ public final class LiteRtCRunner: ModelRunner {
                                 : lib.getSignatureOutputTensorByIndex(s, i, &tensor), "tensor")
             var type = RankedTensorType()
             try type.bytes.withUnsafeMutableBytes { try lib.check(lib.getRankedTensorType(tensor, $0.baseAddress!), "LiteRtGetRankedTensorType") }
-            tensors.append(ModelTensor(name: name.map { String(cString: $0) } ?? "", shape: type.shape, dtype: type.dtype))
+            tensors.append(TensorSpec(name: name.map { String(cString: $0) } ?? "", shape: type.shape, dtype: type.dtype))
             types.append(type)
         }
         return (tensors, types)

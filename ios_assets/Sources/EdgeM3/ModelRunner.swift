@@ -25,34 +25,21 @@ public struct RawOutputs: Hashable, Sendable {
     }
 }
 
-/// One tensor as a runtime reports it from the model file: name, shape, element type
-/// (the manifest's dtype names: "int32", "float32"; anything else as the runtime names it).
-public struct ModelTensor: Hashable, Sendable {
-    public var name: String
-    public var shape: [Int]
-    public var dtype: String
-
-    public init(name: String, shape: [Int], dtype: String) {
-        self.name = name
-        self.shape = shape
-        self.dtype = dtype
-    }
-}
-
 /// A manifest signature bound to the model file's own tensors of that signature. Made once per
 /// signature by a runner; `init` refuses a model whose signature differs from the manifest (a
 /// missing or extra input, a missing output, another shape or type) with one line naming both.
 public struct SignatureBinding: Hashable, Sendable {
     public let signature: Signature
-    /// The model's inputs and outputs in the model's order (the order a runtime takes buffers in).
-    public let inputs: [ModelTensor]
-    public let outputs: [ModelTensor]
+    /// The model's inputs and outputs as the runtime reports them from the file (dtype: the
+    /// manifest's names, "int32", "float32"), in the model's order (the order a runtime takes buffers in).
+    public let inputs: [TensorSpec]
+    public let outputs: [TensorSpec]
 
     public static let inputNames: Set<String> = [EdgeM3Contract.inputIds, EdgeM3Contract.attentionMask]
     public static let outputNames = [EdgeM3Contract.denseVecs, EdgeM3Contract.sparseWeights, EdgeM3Contract.colbertVecs]
 
     /// `file`: the model file, for the message.
-    public init(_ signature: Signature, inputs: [ModelTensor], outputs: [ModelTensor], file: String) throws {
+    public init(_ signature: Signature, inputs: [TensorSpec], outputs: [TensorSpec], file: String) throws {
         func differs(_ what: String) -> EdgeM3Error {
             EdgeM3Error("\(file): signature \(signature.name) differs from manifest.json: \(what)")
         }
@@ -116,7 +103,7 @@ public struct SignatureBinding: Hashable, Sendable {
     /// model's signature keys; `tensors(key)`: its inputs and outputs). One error for the first
     /// signature that is missing or differs.
     public static func bind(_ model: ModelEntry, keys: [String],
-                            tensors: (String) throws -> (inputs: [ModelTensor], outputs: [ModelTensor])) throws -> [String: SignatureBinding] {
+                            tensors: (String) throws -> (inputs: [TensorSpec], outputs: [TensorSpec])) throws -> [String: SignatureBinding] {
         var out = [String: SignatureBinding]()
         for s in model.signatures {
             guard keys.contains(s.name) else {

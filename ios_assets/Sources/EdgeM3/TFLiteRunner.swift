@@ -133,8 +133,8 @@ public final class TFLiteRunner: ModelRunner {
     private func signatureRunner(_ signature: Signature) throws -> (SignatureRunner, SignatureBinding) {
         if let r = runners[signature.name] { return r }
         let r = try interpreter.signatureRunner(with: signature.name)
-        func tensor(_ t: Tensor) -> ModelTensor {
-            ModelTensor(name: t.name, shape: t.shape.dimensions,
+        func tensor(_ t: Tensor) -> TensorSpec {
+            TensorSpec(name: t.name, shape: t.shape.dimensions,
                         dtype: t.dataType == .float32 ? "float32" : t.dataType == .int32 ? "int32" : "\(t.dataType)")
         }
         let binding = try SignatureBinding(signature, inputs: r.inputs.map { tensor(try r.input(named: $0)) },

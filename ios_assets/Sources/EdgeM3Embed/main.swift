@@ -50,17 +50,6 @@ struct Options {
     }
 }
 
-/// The file's lines, split on "\n" only (a Swift Character would keep "\r\n" together).
-func readLines(_ path: String) throws -> [String] {
-    guard let data = FileManager.default.contents(atPath: path) else { throw UsageError(message: "\(path): not found") }
-    guard String(data: data, encoding: .utf8) != nil else { throw UsageError(message: "\(path): not valid UTF-8") }
-    let bytes = [UInt8](data)
-    if bytes.isEmpty { return [] }
-    var lines = bytes.split(separator: 10, omittingEmptySubsequences: false).map { String(decoding: $0, as: UTF8.self) }
-    if bytes.last == 10 { lines.removeLast() }
-    return lines
-}
-
 /// JSON of one embedding with `edge-m3 embed`'s keys and order; floats as the float32's value
 /// printed as a double (what Python's `float(np.float32(x))` prints), lexical keys in token order.
 func json(_ e: Embedding) -> String {
@@ -99,7 +88,7 @@ func run(_ argv: [String]) throws {
     guard FileManager.default.fileExists(atPath: bundle + "/" + EdgeM3Contract.manifest, isDirectory: &isDir), !isDir.boolValue else {
         throw UsageError(message: "\(bundle): not a bundle (no manifest.json)")
     }
-    let texts = try readLines(textsFile)
+    let texts = try textLines(ofFile: textsFile)
     if texts.isEmpty { throw UsageError(message: "\(textsFile): no lines to embed") }
     let library = try LiteRtLibrary(path: libPath)
     let t0 = DispatchTime.now().uptimeNanoseconds
