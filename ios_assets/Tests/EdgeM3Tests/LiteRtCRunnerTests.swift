@@ -68,8 +68,8 @@ final class LiteRtCRunnerTests: XCTestCase {
 
     /// Model files LiteRT cannot read: not a model at all, and a model cut short.
     func testModelTheLibraryCannotRun() throws {
+        let (dir, pipeline) = try bundle()  // first: no bundle, nothing to run (a skip)
         let lib = try Self.library()
-        let (dir, pipeline) = try bundle()
         let garbage = try scratch().appendingPathComponent("model.tflite")
         try Data(repeating: 7, count: 4096).write(to: garbage)
         assertError("LiteRT could not read") { try LiteRtCRunner(library: lib, modelPath: garbage.path, model: pipeline.model) }
@@ -96,8 +96,8 @@ final class LiteRtCRunnerTests: XCTestCase {
     /// A manifest whose signatures are not the model's: a name it lacks, another length, another
     /// output shape or dtype, an output the model does not have.
     func testSignaturesThatDifferFromTheManifest() throws {
+        let (dir, pipeline) = try bundle()  // first: no bundle, nothing to run (a skip)
         let lib = try Self.library()
-        let (dir, pipeline) = try bundle()
         let path = dir.appendingPathComponent(pipeline.model.file).path
         let model = pipeline.model
         func entry(_ change: (inout Signature) -> Void) throws -> ModelEntry {
