@@ -170,17 +170,24 @@ def main(argv: list[str] | None = None) -> int:
             row[f"p50_{n}_ms"] = statistics.median(r["p50_ms"][str(n)] for r, _ in runs)
         rows.append(row)
     base = rows[0]
-    for row in rows:
+    top = lengths[-1]
+    base_runs = results[names[0]]
+    for row, runs in zip(rows, results.values(), strict=True):
         for n in lengths:
             row[f"ratio_{n}"] = row[f"p50_{n}_ms"] / base[f"p50_{n}_ms"]
+        # Round by round (a round runs every contender back to back): how far the noise moves it.
+        per_round = [r["p50_ms"][str(top)] / b["p50_ms"][str(top)] for (r, _), (b, _) in zip(runs, base_runs,
+                                                                                                strict=True)]
+        row[f"ratio_{top}_rounds"] = per_round
     header = ["contender", "open to first (ms)", *[f"p50 {n} tok (ms)" for n in lengths],
-              f"x python at {lengths[-1]}", "peak RSS (MiB)"]
+              f"x python at {top} (rounds: min-max)", "peak RSS (MiB)"]
     print("| " + " | ".join(header) + " |")
     print("|" + "---|" * len(header))
     for row in rows:
         p50s = [f"{row[f'p50_{n}_ms']:.2f}" for n in lengths]
         cells = [row["contender"], f"{row['open_to_first_ms']:.0f}", *p50s,
-                 f"{row[f'ratio_{lengths[-1]}']:.3f}", f"{row['peak_rss_mib']:.0f}"]
+                 f"{row[f'ratio_{top}']:.3f} ({min(row[f'ratio_{top}_rounds']):.2f}-"
+                 f"{max(row[f'ratio_{top}_rounds']):.2f})", f"{row['peak_rss_mib']:.0f}"]
         print("| " + " | ".join(cells) + " |")
     print(f"\n{a.rounds} interleaved rounds x {a.repeats} timed embeds per text after {WARMUP} warm-ups, "
           f"{a.threads} thread(s); texts of {', '.join(str(n) for n in lengths)}-token signatures; "
