@@ -6,8 +6,11 @@ with environment variables naming the bundle under test (Tests/EdgeM3Tests/EdgeM
 ids from the kit's own tokenizer, signature choice, post-processing of the recorded raw outputs
 and the embedder's async path, all bit for bit, every bundle file's SHA-256, and bad input (lone
 surrogates, text past the longest signature) answered as the Python pipeline answers it
-(conftest `_write_input_cases`). The TensorFlow Lite runner, compiled only where that module
-exists, is type-checked with swiftc against a compile-only stand-in (ios_assets/ci/stubs/).
+(conftest `_write_input_cases`). The model runs live on LiteRT's C API (LiteRtCRunner.swift,
+the ai-edge-litert wheel's libLiteRt named by EDGE_M3_LITERT_LIB) on the tiny bundles and the
+real-weights e5-small int8/int4 bundles, within the variant's device tolerance; `kit_embed.sh
+swift` is held against `edge-m3 embed`. The TensorFlow Lite runner (phone only) is type-checked
+with swiftc against a compile-only stand-in (ios_assets/ci/stubs/).
 """
 
 from __future__ import annotations
@@ -26,7 +29,8 @@ ROOT = Path(__file__).resolve().parents[1]
 IOS = ROOT / "ios_assets"
 SOURCES = IOS / "Sources/EdgeM3"
 TESTS = IOS / "Tests/EdgeM3Tests"
-BUNDLE_ENV = ("EDGE_M3_BUNDLE", "EDGE_M3_TEST_RESOURCES", "EDGE_M3_INPUT_CASES")
+BUNDLE_ENV = ("EDGE_M3_BUNDLE", "EDGE_M3_TEST_RESOURCES", "EDGE_M3_INPUT_CASES", "EDGE_M3_LITERT_LIB")
+LIVE = "EdgeM3GoldenTests/testLiveOutputsWithinTolerance"
 SwiftTest = Callable[..., subprocess.CompletedProcess[str]]  # conftest `swift_test`
 
 
@@ -48,10 +52,33 @@ def _swift_test(swift_test: SwiftTest, suite: str,
     return proc, (int(m.group(1)), int(m.group(2) or 0), int(m.group(3)))
 
 
-def _kit_env(bundle: Path, inputs: Path, test_resources: Path | None = None) -> dict[str, str]:
+@pytest.fixture(scope="session")
+def litert_lib() -> Path:
+    """The ai-edge-litert wheel's LiteRT C library, which the kit's LiteRtCRunner loads
+    (missing: a skip here, a failure where CI requires Swift)."""
+    import importlib.util
+    import sys
+
+    from tests.conftest import _tool_missing
+
+    spec = importlib.util.find_spec("ai_edge_litert")
+    name = "libLiteRt.dylib" if sys.platform == "darwin" else "libLiteRt.so"
+    lib = Path(spec.origin).with_name(name) if spec and spec.origin else None
+    if lib is None or not lib.is_file():
+        _tool_missing(f"no {name} from the ai-edge-litert wheel", "EDGE_M3_REQUIRE_SWIFT")
+    assert lib is not None
+    return lib
+
+
+def _kit_env(bundle: Path, inputs: Path | None, test_resources: Path | None = None,
+             lib: Path | None = None) -> dict[str, str]:
     """What EdgeM3GoldenTests reads: the bundle, golden.json's folder (default: the bundle),
-    the Python pipeline's answers to bad input."""
-    env = {"EDGE_M3_BUNDLE": str(bundle), "EDGE_M3_INPUT_CASES": str(inputs)}
+    the Python pipeline's answers to bad input, the LiteRT library the live test runs on."""
+    env = {"EDGE_M3_BUNDLE": str(bundle)}
+    if inputs is not None:
+        env["EDGE_M3_INPUT_CASES"] = str(inputs)
+    if lib is not None:
+        env["EDGE_M3_LITERT_LIB"] = str(lib)
     if test_resources is not None:
         env["EDGE_M3_TEST_RESOURCES"] = str(test_resources)
     return env
@@ -63,21 +90,106 @@ def test_swift_core_unit_tests(swift_test: SwiftTest) -> None:
     assert summary == (_test_count("EdgeM3CoreTests"), 0, 0), proc.stdout[-6000:]
 
 
-def test_swift_core_reproduces_golden(swift_test: SwiftTest, tiny_bundle: Path) -> None:
-    """The app layout `--kits` writes: the bundle in EdgeM3Resources, golden.json in EdgeM3TestResources."""
+def test_swift_core_reproduces_golden(swift_test: SwiftTest, tiny_bundle: Path, litert_lib: Path) -> None:
+    """The app layout `--kits` writes: the bundle in EdgeM3Resources, golden.json in EdgeM3TestResources;
+    every test runs, the live one on LiteRT's C API."""
     kit = tiny_bundle.parent / "kits/ios_assets"
     env = _kit_env(kit / "EdgeM3Resources", tiny_bundle.parent / "input_cases.json",
-                   kit / "EdgeM3TestResources")
+                   kit / "EdgeM3TestResources", lib=litert_lib)
     proc, summary = _swift_test(swift_test, "EdgeM3GoldenTests", **env)
-    # Skipped: the live TFLite outputs (no TensorFlowLite module on this machine).
-    assert summary == (_test_count("EdgeM3GoldenTests"), 1, 0), proc.stdout[-6000:]
+    assert summary == (_test_count("EdgeM3GoldenTests"), 0, 0), proc.stdout[-6000:]
     assert proc.returncode == 0
 
 
+@pytest.mark.parametrize("quant", ["int8", "int4"])
+def test_swift_live_golden_real_weights(swift_test: SwiftTest, e5_bundles: dict[str, Path], litert_lib: Path,
+                                        quant: str) -> None:
+    """golden.json of the real-weights e5-small bundles run live through LiteRtCRunner, every
+    signature, within the variant's device tolerance (EdgeM3Contract, from edge_m3/contract.py)."""
+    proc, summary = _swift_test(swift_test, LIVE, **_kit_env(e5_bundles[quant], None, lib=litert_lib))
+    assert summary == (1, 0, 0), proc.stdout[-6000:]
+
+
+def test_swift_live_golden_fails_without_library_in_ci(swift_test: SwiftTest, tiny_bundle: Path) -> None:
+    """No EDGE_M3_LITERT_LIB: a skip on a developer machine, a failure where CI requires Swift."""
+    env = _kit_env(tiny_bundle, None)
+    proc, summary = _swift_test(swift_test, LIVE, **env, CI="1")
+    assert summary == (1, 0, 1) and proc.returncode != 0, proc.stdout[-3000:]
+    assert "EDGE_M3_LITERT_LIB is not set" in proc.stdout
+    quiet = {k: v for k, v in os.environ.items() if k not in ("CI", "EDGE_M3_REQUIRE_SWIFT", *BUNDLE_ENV)} | env
+    proc = swift_test("--filter", LIVE, env=quiet)
+    assert proc.returncode == 0 and "Executed 1 test, with 1 test skipped" in proc.stdout, proc.stdout[-3000:]
+
+
+def test_swift_runner_bad_input(swift_test: SwiftTest, tiny_bundle: Path, litert_lib: Path) -> None:
+    """LiteRtCRunner's one-line errors: a missing library, a file that is no library, a library
+    without LiteRT's symbols, model files LiteRT cannot read (not a model, cut short), a manifest
+    whose signatures differ from the model's; then every signature runs."""
+    proc, summary = _swift_test(swift_test, "LiteRtCRunnerTests", **_kit_env(tiny_bundle, None, lib=litert_lib))
+    assert summary == (_test_count("LiteRtCRunnerTests"), 0, 0), proc.stdout[-6000:]
+
+
+def test_kit_embed_swift_matches_python(swift_build: Path, e5_bundles: dict[str, Path], litert_lib: Path,
+                                        tmp_path: Path) -> None:
+    """`kit_embed.sh swift` against `edge-m3 embed` (LiteRT, one thread each) on real weights:
+    the same keys, ids and signatures exactly, the vectors within the variant's device tolerance."""
+    import json
+
+    import numpy as np
+
+    from edge_m3.cli import main
+    from edge_m3.contract import RECIPES
+
+    bundle = e5_bundles["int8"]
+    texts = tmp_path / "texts.txt"
+    texts.write_text("What is BGE-M3?\nLe modèle produit des vecteurs denses, lexicaux et multi-vecteurs "
+                     "pour la recherche, dans plus de cent langues, à partir de textes courts ou longs.\n"
+                     "深度学习 ✓ <mask>\n", encoding="utf-8")
+    ref = tmp_path / "python.jsonl"
+    assert main(["embed", str(bundle), "--texts", str(texts), "--out", str(ref), "--runtime", "litert",
+                 "--threads", "1"]) == 0
+    proc = subprocess.run([str(ROOT / "tools/kit/kit_embed.sh"), "swift", "--lib", str(litert_lib), str(bundle),
+                           str(texts)], capture_output=True, text=True, timeout=300,
+                          env=os.environ | {"EDGE_M3_SWIFT_EMBED": str(swift_build / "release/edge-m3-embed")})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    kit = [json.loads(line) for line in proc.stdout.splitlines()]
+    want = [json.loads(line) for line in ref.read_text(encoding="utf-8").splitlines()]
+    tol = RECIPES["int8"].device_tolerance
+    assert len(kit) == len(want) == 3
+    assert {w["signature"] for w in want} == {"embed_16", "embed_128"}  # both lengths
+    for k, w in zip(kit, want, strict=True):
+        assert list(k) == list(w) and k["input_ids"] == w["input_ids"] and k["signature"] == w["signature"]
+        a, b = np.array(k["dense_vecs"]), np.array(w["dense_vecs"])
+        assert float(a @ b / np.linalg.norm(a) / np.linalg.norm(b)) >= tol.dense_cosine_min
+        assert np.abs(a - b).max() <= tol.max_abs
+        lk, lw = k["lexical_weights"], w["lexical_weights"]
+        assert all(abs(lk.get(t, 0) - lw.get(t, 0)) <= tol.max_abs for t in set(lk) | set(lw))
+        assert np.abs(np.array(k["colbert_vecs"]) - np.array(w["colbert_vecs"])).max() <= tol.max_abs
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    ("java-script B T", "usage: tools/kit/kit_embed.sh"),
+    ("swift --lib /nonexistent/libLiteRt.so B T", "/nonexistent/libLiteRt.so: no such LiteRT library"),
+    ("swift --lib {lib} /nonexistent T", "/nonexistent: not a bundle (no manifest.json)"),
+    ("swift --lib {lib} {bundle} /nonexistent.txt", "/nonexistent.txt: not found"),
+    ("swift --lib {lib} --repeats 0 {bundle} T", "--repeats 0: expected a whole number >= 1"),
+    ("swift --lib {bundle}/golden.json {bundle} {bundle}/golden.json", "cannot load it as a library"),
+])
+def test_kit_embed_bad_input(swift_build: Path, tiny_bundle: Path, litert_lib: Path, args: str,
+                             message: str) -> None:
+    """One line on stderr naming the file or option, exit 2."""
+    argv = args.format(lib=litert_lib, bundle=tiny_bundle).split()
+    env = os.environ | {"EDGE_M3_SWIFT_EMBED": str(swift_build / "release/edge-m3-embed")}
+    proc = subprocess.run([str(ROOT / "tools/kit/kit_embed.sh"), *argv], capture_output=True, text=True,
+                          timeout=120, env=env)
+    assert proc.returncode == 2 and message in proc.stderr, proc.stderr
+    assert len([line for line in proc.stderr.splitlines() if line.startswith(("kit_embed", "usage"))]) == 1
+
+
 def test_swift_golden_replay_catches_drift(swift_test: SwiftTest, drifted_bundle: tuple[Path, str],
-                                           tiny_bundle: Path) -> None:
+                                           tiny_bundle: Path, litert_lib: Path) -> None:
     bundle, key = drifted_bundle
-    env = _kit_env(bundle, tiny_bundle.parent / "input_cases.json")
+    env = _kit_env(bundle, tiny_bundle.parent / "input_cases.json", lib=litert_lib)
     proc, (executed, _, failures) = _swift_test(swift_test, "EdgeM3GoldenTests", **env)
     assert proc.returncode != 0 and executed == _test_count("EdgeM3GoldenTests")
     assert failures >= 3
@@ -86,11 +198,11 @@ def test_swift_golden_replay_catches_drift(swift_test: SwiftTest, drifted_bundle
 
 
 @pytest.mark.slow
-def test_swift_core_trimmed_vocabulary(swift_test: SwiftTest, trimmed_bundle: Path) -> None:
-    """Trimmed-table rows for the model and for padding, original ids as lexical keys."""
-    env = _kit_env(trimmed_bundle, trimmed_bundle.parent / "input_cases.json")
+def test_swift_core_trimmed_vocabulary(swift_test: SwiftTest, trimmed_bundle: Path, litert_lib: Path) -> None:
+    """Trimmed-table rows for the model and for padding, original ids as lexical keys (live too)."""
+    env = _kit_env(trimmed_bundle, trimmed_bundle.parent / "input_cases.json", lib=litert_lib)
     proc, summary = _swift_test(swift_test, "EdgeM3GoldenTests", **env)
-    assert summary == (_test_count("EdgeM3GoldenTests"), 1, 0), proc.stdout[-6000:]
+    assert summary == (_test_count("EdgeM3GoldenTests"), 0, 0), proc.stdout[-6000:]
 
 
 def test_tflite_runner_typechecks(swift: Path, tmp_path: Path) -> None:
@@ -151,8 +263,10 @@ def test_package_layout(tiny_bundle: Path) -> None:
     allowed = {"Foundation", "Dispatch", "CryptoKit", "TensorFlowLite", "EdgeM3"}
     for p in SOURCES.rglob("*.swift"):
         imports = set(re.findall(r"^\s*import (\w+)", p.read_text(encoding="utf-8"), re.M))
-        # The pod's C API (the XNNPACK delegate) in the runner alone, behind canImport(TensorFlowLite).
+        # The pod's C API (the XNNPACK delegate) in the phone runner alone, behind canImport(TensorFlowLite);
+        # dlopen (the C library) in the desktop runner alone.
         c_api = {"TensorFlowLiteC"} if p.name == "TFLiteRunner.swift" else set()
+        c_api |= {"Darwin", "Glibc"} if p.name == "LiteRtCRunner.swift" else set()
         assert imports <= allowed | c_api, (p, imports)
     lines = (SOURCES / "TFLiteRunner.swift").read_text(encoding="utf-8").splitlines()
     code = [line for line in lines if line.strip() and not line.lstrip().startswith("//")]

@@ -5,7 +5,7 @@
 #
 # prints one JSON list of XLM-R ids (<s> ... </s>) per line of the UTF-8 file (lines split on "\n"
 # only), from the Android kit's XlmrTokenizer on the JVM or the iOS kit's in Swift. The build is
-# cached (kotlin: tools/kit/kit_jar.sh; swift: build/kit_tokenize/swift; $EDGE_M3_KIT_JAR and
+# cached (kotlin: tools/kit/kit_jar.sh; swift: tools/kit/kit_swift.sh; $EDGE_M3_KIT_JAR and
 # $EDGE_M3_SWIFT_TOKENIZE name prebuilt ones, as the tests do). `--bench` before BUNDLE
 # prints load time and single-threaded texts/s instead.
 # Bad input (unknown port, missing file, not a bundle): one line on stderr, exit 2.
@@ -23,16 +23,8 @@ case "$port" in
     ;;
   swift)
     [ -z "${EDGE_M3_SWIFT_TOKENIZE:-}" ] || exec "$EDGE_M3_SWIFT_TOKENIZE" "$@"  # a build of the tests'
-    swift=$(command -v swift || echo /opt/swift/usr/bin/swift)
-    [ -x "$swift" ] || { echo "kit_tokenize: swift not found (a Swift 5.9+ toolchain)" >&2; exit 2; }
-    scratch=$root/build/kit_tokenize/swift
-    if ! log=$("$swift" build -c release --package-path "$root/ios_assets" --scratch-path "$scratch" \
-                 --product edge-m3-tokenize 2>&1); then
-      echo "$log" >&2
-      echo "kit_tokenize: swift build failed" >&2
-      exit 2
-    fi
-    exec "$scratch/release/edge-m3-tokenize" "$@"
+    exe=$("$root/tools/kit/kit_swift.sh" edge-m3-tokenize)
+    exec "$exe" "$@"
     ;;
   *)
     echo "$usage" >&2

@@ -4,7 +4,7 @@ import Foundation
 /// BGE-M3 embeddings for an app: `embed(_:)` gives FlagEmbedding's dense_vecs, lexical_weights
 /// and colbert_vecs (whichever heads the bundle exports).
 ///
-/// The model runner (a TFLite `Interpreter`: see TFLiteRunner.swift) is not thread-safe, so
+/// The model runner (TFLiteRunner.swift on a phone, LiteRtCRunner.swift on a desktop) is not thread-safe, so
 /// every call runs on the embedder's own serial queue: share one instance freely, callers
 /// queue; `await embed(_:)` waits without blocking a thread of Swift's cooperative pool.
 /// For parallel throughput create one embedder per worker (they share the mapped model pages).
@@ -19,7 +19,8 @@ public final class EdgeM3Embedder: @unchecked Sendable {  // mutable state only 
     private let runner: any ModelRunner
     private let queue = DispatchQueue(label: "dev.edgem3.embedder", qos: .userInitiated)
 
-    /// `init(directory:)` (TFLiteRunner.swift) builds all three from a bundle folder.
+    /// `init(directory:)` (TFLiteRunner.swift) and `init(directory:liteRt:)` (LiteRtCRunner.swift)
+    /// build all three from a bundle folder.
     public init(pipeline: Pipeline, tokenizer: XlmrTokenizer, runner: any ModelRunner) {
         self.pipeline = pipeline
         self.tokenizer = tokenizer
@@ -65,6 +66,21 @@ public final class EdgeM3Embedder: @unchecked Sendable {  // mutable state only 
 
     public func embed(ids: [Int]) async throws -> Embedding {
         try await onQueue { try $0.pipeline.run($0.pipeline.encode(ids: ids), on: $0.runner) }
+    }
+
+    /// A bundle folder as every runner opens it: manifest.json, vocab_map.json (trimmed bundles),
+    /// the tokenizer from sentencepiece.bpe.model, and the model file checked against the
+    /// manifest (size; SHA-256 on the first load, remembered in `checksumMemo` when given).
+    public static func openBundle(directory: URL, checksumMemo: URL?) throws
+        -> (pipeline: Pipeline, tokenizer: XlmrTokenizer, modelFile: URL, entry: FileEntry?) {
+        let pipeline = try Pipeline(directory: directory, format: "tflite")
+        let tokenizer = try XlmrTokenizer(directory: directory, spec: pipeline.manifest.tokenizer)
+        let file = directory.appendingPathComponent(pipeline.model.file)
+        let entry = pipeline.manifest.files[pipeline.model.file]
+        if let entry {
+            try FileCheck.verify(file, against: entry, memo: checksumMemo)
+        }
+        return (pipeline, tokenizer, file, entry)
     }
 
     private func onQueue<T: Sendable>(_ work: @escaping @Sendable (EdgeM3Embedder) throws -> T) async throws -> T {

@@ -4,7 +4,7 @@ import CryptoKit
 #endif
 
 /// The bundle's files against manifest.json's `files` entries: size always, SHA-256 once per
-/// file version (a 568 MB model costs about a second to hash; see README "Integrity").
+/// file version (the 584.5 MB int8 model costs seconds to hash; see README "Integrity").
 public enum FileCheck {
     /// Lowercase hex SHA-256 of a file, streamed in 1 MiB chunks (no whole-file copy in memory).
     public static func sha256(of url: URL) throws -> String {
@@ -40,6 +40,18 @@ public enum FileCheck {
         }
         return true
     }
+}
+
+/// A UTF-8 text file's lines, split on "\n" only (a Swift Character would keep "\r\n" together),
+/// as Python's `edge-m3 embed --texts` and the kits' command-line tools read them.
+public func textLines(ofFile path: String) throws -> [String] {
+    guard let data = FileManager.default.contents(atPath: path) else { throw EdgeM3Error("\(path): not found") }
+    guard String(data: data, encoding: .utf8) != nil else { throw EdgeM3Error("\(path): not valid UTF-8") }
+    let bytes = [UInt8](data)
+    if bytes.isEmpty { return [] }
+    var lines = bytes.split(separator: 10, omittingEmptySubsequences: false).map { String(decoding: $0, as: UTF8.self) }
+    if bytes.last == 10 { lines.removeLast() }
+    return lines
 }
 
 #if canImport(CryptoKit)

@@ -33,7 +33,9 @@ public final class TFLiteRunner: ModelRunner {
     public let interpreter: Interpreter
     /// The delegate holding the cache; the interpreter holds it too, so it goes after the interpreter.
     private let delegate: XNNPackDelegate?
-    private var runners = [String: SignatureRunner]()  // one per signature, created on first use
+    /// One per signature, created and checked against the manifest on first use.
+    private var runners = [String: (SignatureRunner, SignatureBinding)]()
+    private let modelFile: String
 
     /// Opens the model (TFLite memory-maps it) on the CPU: XNNPACK, `threads` intra-op threads.
     /// `.file` needs `modelSha256` (the manifest's) to name the file; without it, `.memory`.
@@ -43,6 +45,7 @@ public final class TFLiteRunner: ModelRunner {
                                            modelSha256: modelSha256)
         interpreter = opened.interpreter
         delegate = opened.delegate
+        modelFile = URL(fileURLWithPath: modelPath).lastPathComponent
     }
 
     /// One open at a time in the process: XNNPACK truncates a cache file it cannot load, so a
@@ -111,32 +114,33 @@ public final class TFLiteRunner: ModelRunner {
         return "\(version)-\(build)-\(Int(built?.timeIntervalSince1970 ?? 0))"
     }
 
+    /// The phone binding proper: bytes in and out of the interpreter. Names, checks and shapes
+    /// are SignatureBinding's (ModelRunner.swift), which the desktop's LiteRtCRunner runs in CI.
     public func run(_ signature: Signature, inputIds: [Int32], attentionMask: [Int32]) throws -> RawOutputs {
-        let runner = try signatureRunner(signature.name)
-        try runner.invoke(with: [EdgeM3Contract.inputIds: inputIds.withUnsafeBufferPointer { Data(buffer: $0) },
-                                 EdgeM3Contract.attentionMask: attentionMask.withUnsafeBufferPointer { Data(buffer: $0) }])
-        // Flat float32, copied out (Data's bytes need not be Float-aligned); absent heads stay nil.
-        func floats(_ name: String) throws -> [Float]? {
-            guard signature.output(named: name) != nil else { return nil }
-            let data = try runner.output(named: name).data
+        let (runner, binding) = try signatureRunner(signature)
+        let values = try binding.inputValues(inputIds: inputIds, attentionMask: attentionMask)
+        try runner.invoke(with: Dictionary(uniqueKeysWithValues: zip(binding.inputs.map(\.name), values.map {
+            $0.withUnsafeBufferPointer { Data(buffer: $0) }
+        })))
+        return try binding.rawOutputs { i in  // copied out: Data's bytes need not be Float-aligned
+            let data = try runner.output(named: binding.outputs[i].name).data
             var out = [Float](repeating: 0, count: data.count / MemoryLayout<Float>.stride)
             _ = out.withUnsafeMutableBytes { data.copyBytes(to: $0) }
             return out
         }
-        var colbert: [[Float]]? = nil
-        if let flat = try floats(EdgeM3Contract.colbertVecs), let spec = signature.output(named: EdgeM3Contract.colbertVecs) {
-            let (rows, width) = (spec.shape[1], spec.shape[2])  // [1, L-1, H]
-            colbert = (0..<rows).map { Array(flat[($0 * width)..<(($0 + 1) * width)]) }
-        }
-        return RawOutputs(denseVecs: try floats(EdgeM3Contract.denseVecs),
-                          sparseWeights: try floats(EdgeM3Contract.sparseWeights), colbertVecs: colbert)
     }
 
-    private func signatureRunner(_ name: String) throws -> SignatureRunner {
-        if let r = runners[name] { return r }
-        let r = try interpreter.signatureRunner(with: name)
-        runners[name] = r
-        return r
+    private func signatureRunner(_ signature: Signature) throws -> (SignatureRunner, SignatureBinding) {
+        if let r = runners[signature.name] { return r }
+        let r = try interpreter.signatureRunner(with: signature.name)
+        func tensor(_ t: Tensor) -> TensorSpec {
+            TensorSpec(name: t.name, shape: t.shape.dimensions,
+                        dtype: t.dataType == .float32 ? "float32" : t.dataType == .int32 ? "int32" : "\(t.dataType)")
+        }
+        let binding = try SignatureBinding(signature, inputs: r.inputs.map { tensor(try r.input(named: $0)) },
+                                           outputs: r.outputs.map { tensor(try r.output(named: $0)) }, file: modelFile)
+        runners[signature.name] = (r, binding)
+        return (r, binding)
     }
 }
 
@@ -177,20 +181,15 @@ extension EdgeM3Embedder {
     public convenience init(directory: URL, threads: Int = EdgeM3Contract.deviceThreads,
                             weightCache: TFLiteRunner.WeightCache = .caches,
                             checksumMemo: URL? = EdgeM3Embedder.defaultChecksumMemo) throws {
-        let pipeline = try Pipeline(directory: directory, format: "tflite")
-        let tokenizer = try XlmrTokenizer(directory: directory, spec: pipeline.manifest.tokenizer)
-        let file = directory.appendingPathComponent(pipeline.model.file)
-        let entry = pipeline.manifest.files[pipeline.model.file]
-        if let entry {
-            try FileCheck.verify(file, against: entry, memo: checksumMemo)
-        }
-        let runner = try TFLiteRunner(modelPath: file.path, threads: threads, weightCache: weightCache,
-                                      modelSha256: entry?.sha256)
+        let opened = try EdgeM3Embedder.openBundle(directory: directory, checksumMemo: checksumMemo)
+        let pipeline = opened.pipeline
+        let runner = try TFLiteRunner(modelPath: opened.modelFile.path, threads: threads, weightCache: weightCache,
+                                      modelSha256: opened.entry?.sha256)
         let keys = runner.interpreter.signatureKeys
         for s in pipeline.model.signatures where !keys.contains(s.name) {
-            throw EdgeM3Error("\(pipeline.model.file): no signature \(s.name) (has \(keys))")
+            throw EdgeM3Error("\(pipeline.model.file): no signature \(s.name) as manifest.json says (has \(keys))")
         }
-        self.init(pipeline: pipeline, tokenizer: tokenizer, runner: runner)
+        self.init(pipeline: pipeline, tokenizer: opened.tokenizer, runner: runner)
     }
 
     /// The bundle copied into the app: `<bundle>/EdgeM3Resources/`.

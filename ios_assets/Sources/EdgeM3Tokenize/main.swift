@@ -42,17 +42,6 @@ func loadTokenizer(_ dir: String) throws -> XlmrTokenizer {
     return try XlmrTokenizer(directory: folder, spec: spec)
 }
 
-/// The file's lines, split on "\n" only (a Swift Character would keep "\r\n" together).
-func readLines(_ path: String) throws -> [String] {
-    let data = try readFile(path)
-    guard String(data: data, encoding: .utf8) != nil else { throw UsageError(message: "\(path): not valid UTF-8") }
-    let bytes = [UInt8](data)
-    if bytes.isEmpty { return [] }
-    var lines = bytes.split(separator: 10, omittingEmptySubsequences: false).map { String(decoding: $0, as: UTF8.self) }
-    if bytes.last == 10 { lines.removeLast() }
-    return lines
-}
-
 func json(_ ids: [Int]) -> String {
     return "[" + ids.map(String.init).joined(separator: ", ") + "]"
 }
@@ -107,7 +96,7 @@ func run(_ argv: [String]) throws {
     let t0 = DispatchTime.now().uptimeNanoseconds
     let tok = try loadTokenizer(rest[0])
     let loadS = seconds(since: t0)
-    let lines = try readLines(rest[1])
+    let lines = try textLines(ofFile: rest[1])
     var out = ""
     switch mode {
     case "--bench":

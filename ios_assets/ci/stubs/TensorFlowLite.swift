@@ -31,12 +31,28 @@ public protocol Delegate: AnyObject {
 }
 
 public final class SignatureRunner {
+    public var inputs: [String] { fatalError("stub") }
+    public var outputs: [String] { fatalError("stub") }
+
     public func invoke(with inputs: [String: Data]) throws { fatalError("stub") }
+
+    public func input(named name: String) throws -> Tensor { fatalError("stub") }
 
     public func output(named name: String) throws -> Tensor { fatalError("stub") }
 }
 
 public struct Tensor {
     public let name: String
+    public let dataType: DataType
+    public let shape: Shape
     public let data: Data
+
+    public enum DataType: Equatable, Hashable {
+        case float16, bfloat16, float32, float64, int8, int16, uInt8, uInt16, int32, uInt32, int64, uInt64, bool
+    }
+
+    public struct Shape: Equatable, Hashable {
+        public let rank: Int
+        public let dimensions: [Int]
+    }
 }
