@@ -224,3 +224,29 @@ def test_bad_options_are_one_line(tiny_bundles: dict[str, Path], tmp_path: Path,
     for name in names:
         assert name in err
     assert not (tmp_path / "o.parquet").exists()
+
+
+def test_runtime_install_writes_npy_and_jsonl(tiny_bundles: dict[str, Path], tmp_path: Path) -> None:
+    """`pip install edge-m3` (no pyarrow, no Ray) runs bulk jobs to .npy and JSON lines, and names
+    the extra to install for Parquet and Ray in one line."""
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(
+        "import sys\n"
+        "class Block:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name.split('.')[0] in ('pyarrow', 'ray', 'pandas', 'torch', 'tensorflow'):\n"
+        "            raise ImportError('not in the runtime install: ' + name)\n"
+        "sys.meta_path.insert(0, Block())\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), str(ROOT)])}
+    f = tmp_path / "c.txt"
+    _corpus(f, 9)
+    for suffix in (".npy", ".jsonl"):
+        done = subprocess.run(_job(tiny_bundles["int8"], f, tmp_path / f"o{suffix}"), env=env,
+                              capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr[-2000:]
+        assert "7 text(s) embedded" in done.stderr
+    for extra, want in (([], "pip install 'edge-m3[parquet]'"), (["--engine", "ray"], "edge-m3[ray]")):
+        done = subprocess.run(_job(tiny_bundles["int8"], f, tmp_path / "p.parquet", *extra), env=env,
+                              capture_output=True, text=True)
+        assert done.returncode == 2 and want in done.stderr and len(done.stderr.strip().splitlines()) == 1

@@ -141,8 +141,8 @@ def run_ray_job(opts: Any, address: str | None = None, workers: int = 2) -> dict
     if out.exists() or rejected_path(out).exists():
         raise OptionError("out", out, "exists (choose another path)")
     check_writable(out, "out")
+    ray = require_ray()  # before pyarrow: the [ray] extra brings both
     pa = require_pyarrow()
-    ray = require_ray()
     bundle = load_bundle(opts.bundle)
     require_runtime(bundle, opts.runtime)
     outputs = parse_outputs(opts.outputs or bundle.manifest.heads, bundle)
