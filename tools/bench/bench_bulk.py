@@ -19,7 +19,9 @@ seeded from edge_m3/data/corpus_multilingual.txt, one to eight lines joined), al
   (no Ray): Ray's overhead per batch is (ray1's execution time - direct's) / batches.
 
 Sides run interleaved (side after side, repeat after repeat) so that a busy machine slows them
-alike; the table gives each side's median and its ratio to FlagEmbedding's.
+alike; the table gives each side's median and its ratio to FlagEmbedding's, by wall time and by
+CPU seconds (user + system of the process: on a machine other jobs share, CPU seconds are the
+steadier measure of the work; Ray's own processes are not counted, so not for the ray sides).
 """
 
 from __future__ import annotations
@@ -68,6 +70,14 @@ def _direct_child(bundle: str, texts_file: str, threads: int) -> None:
         fn(pa.Table.from_batches([batch]))
         n += 1
     print(json.dumps({"seconds": time.perf_counter() - t0, "batches": n}))
+
+
+def _cpu() -> float:
+    """CPU seconds (user + system) of the children waited for so far."""
+    import resource
+
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
 
 
 def _run(cmd: list[str], env: dict[str, str], keep_stdout: bool = True) -> tuple[float, str]:
@@ -129,7 +139,9 @@ def main(argv: list[str] | None = None) -> int:
                     workers = int(side[3:])
                     cmd = [*embed, "--out", str(Path(tmp) / f"{side}-{rep}"), "--engine", "ray",
                            "--ray-workers", str(workers)]
+                cpu0 = _cpu()
                 seconds, text = _run(cmd, env, keep_stdout=side != "embed-json")
+                times.setdefault(f"{side}:cpu", []).append(_cpu() - cpu0)
                 times[side].append(seconds)
                 m = re.search(r"embedded in ([\d.]+) s", text)
                 if m:
@@ -146,12 +158,16 @@ def main(argv: list[str] | None = None) -> int:
     n = len(texts)
     table = Table(title=f"{n:,} texts, {a.threads} threads, dense + sparse + ColBERT, whole command timed "
                         f"(start-up included), median of {a.repeats} interleaved repeats")
-    for col in ("side", "seconds (whole)", "texts/s", "vs FlagEmbedding", "inner seconds"):
+    for col in ("side", "seconds (whole)", "texts/s", "vs FlagEmbedding", "inner seconds", "CPU s",
+                "vs FlagEmbedding (CPU)"):
         table.add_column(col, justify="left" if col == "side" else "right")
     for side in sides:
         inner = med.get(f"{side}:inner")
+        cpu, ref_cpu = med.get(f"{side}:cpu"), med.get("flag:cpu")
         table.add_row(side, f"{med[side]:.1f}", f"{n / med[side]:.1f}",
-                      f"{ref / med[side]:.2f}x" if ref else "-", f"{inner:.1f}" if inner else "-")
+                      f"{ref / med[side]:.2f}x" if ref else "-", f"{inner:.1f}" if inner else "-",
+                      f"{cpu:.1f}" if cpu else "-",
+                      f"{ref_cpu / cpu:.2f}x" if cpu and ref_cpu and not side.startswith("ray") else "-")
     Console(width=140).print(table)
     if "ray1:inner" in med and "direct:inner" in med and "batches" in notes:
         per = (med["ray1:inner"] - med["direct:inner"]) / int(notes["batches"])
