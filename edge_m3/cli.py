@@ -70,10 +70,27 @@ def _build_parser() -> argparse.ArgumentParser:
     e = sub.add_parser("embed", help="run the device pipeline from a bundle")
     e.add_argument("bundle", type=Path)
     e.add_argument("text", nargs="*")
-    e.add_argument("--texts", type=Path, help="UTF-8 file, one text per line")
-    e.add_argument("--out", type=Path, help="write JSON lines here instead of stdout")
+    e.add_argument("--texts", type=Path, help="UTF-8 file, one text per line; or, with --out, a corpus: "
+                   ".txt (one text per line), .jsonl, .parquet or a Parquet dataset directory")
+    e.add_argument("--out", type=Path, help="bulk job: X.parquet (dataset dir), X.npy (dir of arrays) or "
+                   "X.jsonl, written in committed parts (default: JSON lines on stdout)")
     e.add_argument("--runtime", default="litert", choices=list(RUNTIMES))
     e.add_argument("--threads", type=int, default=None)
+    e.add_argument("--outputs", default=None,
+                   help=f"with --out: heads to write, comma list of {', '.join(HEADS)} (default: all the "
+                        "bundle has)")
+    e.add_argument("--resume", action="store_true", help="with --out: continue the job that wrote it")
+    e.add_argument("--id-column", default="id", help="JSON-lines / Parquet id key ('' for the row number)")
+    e.add_argument("--text-column", default="text", help="JSON-lines / Parquet text key")
+    e.add_argument("--part-rows", type=int, default=4096,
+                   help="with --out: rows per committed part (what a killed job redoes at most)")
+    e.add_argument("--lanes", type=int, default=None,
+                   help="with --out: model instances sharing --threads (default: one per thread)")
+    e.add_argument("--engine", default="local", choices=("local", "ray"),
+                   help="ray: Ray Data (pip install 'edge-m3[ray]'); --out is a Parquet dataset dir")
+    e.add_argument("--ray-address", default=None,
+                   help="a running cluster (ray start --head prints it; default: a local one)")
+    e.add_argument("--ray-workers", type=int, default=2, help="with --engine ray: model actors")
 
     v = sub.add_parser("verify", help="gate a bundle on parity, latency and memory")
     v.add_argument("bundle", type=Path)
@@ -269,11 +286,24 @@ def _runtimes(value: str | None, flag: str) -> tuple[Runtime, ...]:
 
 
 def _embed(a: argparse.Namespace) -> EmbedOptions:
+    from edge_m3.common.options import parse_choices
+    from edge_m3.contract import HEADS
     from edge_m3.harness.embed import EmbedOptions
     from edge_m3.runtime.registry import RUNTIMES
 
+    bulk_only = [f for f, on in (("--outputs", a.outputs), ("--resume", a.resume),
+                                 ("--engine ray", a.engine == "ray")) if on]
+    if bulk_only and not a.out:
+        raise EdgeM3Error(f"{bulk_only[0]}: needs --out (a bulk job's X.parquet, X.npy or X.jsonl)")
+    for flag, value in (("--part-rows", a.part_rows), ("--lanes", a.lanes), ("--ray-workers", a.ray_workers)):
+        if value is not None and value < 1:
+            raise EdgeM3Error(f"{flag} {value}: must be at least 1")
     return EmbedOptions(bundle=a.bundle, runtime=RUNTIMES[a.runtime], texts=tuple(a.text),
-                        texts_file=a.texts, out=a.out, threads=_threads(a.threads))
+                        texts_file=a.texts, out=a.out, threads=_threads(a.threads),
+                        outputs=tuple(parse_choices(a.outputs, "--outputs", HEADS)) if a.outputs else (),
+                        resume=a.resume, id_column=a.id_column or None, text_column=a.text_column,
+                        part_rows=a.part_rows, lanes=a.lanes, engine=a.engine,
+                        ray_address=a.ray_address, ray_workers=a.ray_workers)
 
 
 def _verify(a: argparse.Namespace) -> VerifyOptions:

@@ -78,6 +78,12 @@ def _replace_with(path: Path, fill: Callable[[Path], None], field: str | None) -
         raise
 
 
+def fill_atomic(path: Path, fill: Callable[[Path], None], field: str | None = None) -> None:
+    """`fill(tmp)` writes the content (any writer: Parquet, .npy) to a temp name beside `path`,
+    renamed over `path` when it returns: a reader, or a resumed job, never sees half a file."""
+    _replace_with(path, fill, field)
+
+
 def write_atomic(path: Path, text: str, field: str | None = None) -> None:
     """Write text through a temp file and rename: a reader never sees half a file."""
     _replace_with(path, lambda tmp: tmp.write_text(text, encoding="utf-8"), field)

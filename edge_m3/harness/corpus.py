@@ -216,16 +216,24 @@ class Corpus:
                 row += n
 
     def _parquet_row(self, row: int, rid: Any, text: Any) -> Row | Rejected:
-        if rid is None:
-            return Rejected(row, None, f"null '{self.id_column}'")
-        if isinstance(text, bytes):  # a binary column: its bytes may be anything
-            try:
-                text = text.decode("utf-8")
-            except UnicodeDecodeError as exc:
-                return Rejected(row, rid, f"not UTF-8 (byte {exc.start + 1} of the text)")
-        if text is None:
-            return Rejected(row, rid, f"null '{self.text_column}'")
-        return Rejected(row, rid, "empty text") if _empty(text) else Row(row, rid, text)
+        return check_row(row, rid, text, self.id_column, self.text_column)
+
+
+def check_row(row: int, rid: Any, text: Any, id_column: str | None = DEFAULT_ID_COLUMN,
+              text_column: str = DEFAULT_TEXT_COLUMN) -> Row | Rejected:
+    """One columnar row (Parquet, Arrow: Ray's batches) as a Row, or why it cannot be embedded."""
+    if rid is None:
+        return Rejected(row, None, f"null '{id_column}'")
+    if isinstance(text, bytes):  # a binary column: its bytes may be anything
+        try:
+            text = text.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            return Rejected(row, rid, f"not UTF-8 (byte {exc.start + 1} of the text)")
+    if text is None:
+        return Rejected(row, rid, f"null '{text_column}'")
+    if not isinstance(text, str):
+        return Rejected(row, rid, f"a {type(text).__name__} as '{text_column}' (a string)")
+    return Rejected(row, rid, "empty text") if _empty(text) else Row(row, rid, text)
 
 
 def open_corpus(path: Path, *, format: CorpusFormat | str | None = None,
