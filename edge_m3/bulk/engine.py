@@ -143,7 +143,15 @@ class BulkEmbedder:
     def embed(self, rows: Sequence[Row], encs: Sequence[Encoded],
               progress: Callable[[int], None] | None = None) -> Embedded:
         """The chunk's outputs, in the rows' order."""
-        n = len(rows)
+        results = self.run(encs)
+        if progress:
+            progress(len(rows))
+        return self.columns(rows, [e.input_ids for e in encs], results)
+
+    def run(self, encs: Sequence[Encoded]) -> list[dict[str, Any]]:
+        """Each text's FlagEmbedding-named outputs, in order; the lanes take the texts sorted by
+        length (the index build reads these as they are, `embed` turns them into columns)."""
+        n = len(encs)
         by_length = sorted(range(n), key=lambda i: encs[i].seq_len)
         results: list[Any] = [None] * n
         errors: list[BaseException] = []
@@ -159,9 +167,7 @@ class BulkEmbedder:
                 t.join()
         if errors:
             raise errors[0]
-        if progress:
-            progress(n)
-        return self.columns(rows, [e.input_ids for e in encs], results)
+        return results
 
     def columns(self, rows: Sequence[Row], input_ids: Sequence[Sequence[int]],
                 results: Sequence[dict[str, Any]]) -> Embedded:

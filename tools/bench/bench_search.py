@@ -34,19 +34,27 @@ from edge_m3.retrieval.index import Index, _quantize_rows  # noqa: E402
 
 
 def _embed(bundle_path: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]], int]:
+    from edge_m3.bulk.engine import BulkEmbedder
     from edge_m3.bundle import load_bundle
+    from edge_m3.harness.corpus import Row
     from edge_m3.harness.inputs import retrieval_set
     from edge_m3.retrieval.build import embed_passages
-    from edge_m3.runtime.pipeline import DevicePipeline
     from edge_m3.runtime.registry import RUNTIMES
 
     bundle = load_bundle(bundle_path)
-    pipe = DevicePipeline(bundle, RUNTIMES["litert"], threads=1)
+    embedder = BulkEmbedder(bundle, RUNTIMES["litert"], 2, ("dense", "sparse", "colbert"))
     data = retrieval_set()
     extra = resources.files("edge_m3").joinpath("data/corpus_multilingual.txt").read_text("utf-8")
     texts = list(data["passages"]) + [t for t in extra.split("\n") if t.strip()]
-    passages = list(embed_passages(pipe, texts))
-    queries = list(embed_passages(pipe, [q["text"] for q in data["queries"]]))
+
+    def run(items: list[str]) -> list[dict[str, Any]]:
+        rejected: list[Any] = []
+        out = [o for _, o in embed_passages(embedder, [Row(i, i, t) for i, t in enumerate(items)], rejected)]
+        assert not rejected, rejected[:1]
+        return out
+
+    passages = run(texts)
+    queries = run([q["text"] for q in data["queries"]])
     return passages, queries, bundle.manifest.hidden_size
 
 
