@@ -31,6 +31,13 @@ SAMPLE_FILE = "data/fidelity_sample.jsonl"
 LENGTH_BUCKETS = (16, 32, 64, 128, 256, 512)
 
 
+def default_corpus() -> Path:
+    """Where tools/inputs/make_fidelity_corpus.py writes the corpus (outside git: ~1.6 MB)."""
+    from edge_m3.harness.references import default_cache_dir
+
+    return default_cache_dir() / "fidelity" / "corpus.jsonl"
+
+
 @dataclass(frozen=True)
 class Corpus:
     """Queries and passages with a language each; `group` ties queries to their passages."""

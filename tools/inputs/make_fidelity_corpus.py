@@ -73,7 +73,6 @@ MAN_SHARE = 0.5  # of a language's groups, from manual pages when it has them
 # Passage lengths in characters, drawn log-uniformly: a few words to past 512 tokens.
 PASSAGE_CHARS = (20, 5000)
 SAMPLE_SIZE = 180  # the committed sample: every language with both kinds, verified in CI
-DEFAULT_OUT = Path.home() / ".cache" / "edge-m3" / "fidelity" / "corpus.jsonl"
 
 URL = re.compile(r"https?://|www\.\w|\w@\w+\.\w")
 CODE = re.compile(r"(^|\s)--?[A-Za-z][\w-]*|[{};]|\$\{?\w|%[-0-9.]*[sdluxf]|/(usr|etc|var|dev|tmp)/"
@@ -348,8 +347,10 @@ def write_jsonl(path: Path, records: Sequence[dict[str, Any]]) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from edge_m3.harness.fidelity import default_corpus
+
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--out", type=Path, default=DEFAULT_OUT, help="the corpus (JSON lines)")
+    p.add_argument("--out", type=Path, default=default_corpus(), help="the corpus (JSON lines)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--groups-per-lang", type=int, default=GROUPS_PER_LANG)
     p.add_argument("--sample", type=Path, help="also write the stratified sample here "
