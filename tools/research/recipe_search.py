@@ -31,7 +31,7 @@ from edge_m3.harness.fidelity import default_corpus
 # --------------------------------------------------------------------------- ONNX int8
 
 def _onnx_per_row(last_float: int = 0, parts: Sequence[str] = (), tables: str = "row",
-                  everywhere: Sequence[str] = ()) -> Callable[[Any], None]:
+                  everywhere: Sequence[str] = (), levels: int = 255) -> Callable[[Any], None]:
     """Per-row activations (edge_m3.export.onnx.per_row_int8_matmuls); the last `last_float`
     encoder layers' MatMuls in float (only `parts` of them when given), the MatMuls named by
     `everywhere` in float in every layer; tables int8 one scale per row ("row") or float."""
@@ -41,7 +41,7 @@ def _onnx_per_row(last_float: int = 0, parts: Sequence[str] = (), tables: str = 
         keep = [f"{layer}1/{p}" if parts else layer for layer in last_layers(model, last_float)
                 for p in (parts or [""])]
         keep += [f"/{p}" for p in everywhere]
-        per_row_int8_matmuls(model, keep)
+        per_row_int8_matmuls(model, keep, levels)
         if tables == "row":
             per_row_int8_tables(model)
     return rewrite
@@ -49,6 +49,8 @@ def _onnx_per_row(last_float: int = 0, parts: Sequence[str] = (), tables: str = 
 
 ONNX_CANDIDATES: dict[str, Callable[[Any], None]] = {
     "per row + tables, last 2 layers float (the shipped int8)": _onnx_per_row(2),
+    "per row 7-bit activations + tables, last 2 layers float": _onnx_per_row(2, levels=127),
+    "per row 7-bit activations + tables, all int8": _onnx_per_row(0, levels=127),
     "per row + tables, all int8": _onnx_per_row(0),
     "per row + tables, last 4 layers float": _onnx_per_row(4),
     "per row + tables, last 6 layers float": _onnx_per_row(6),
