@@ -6,6 +6,7 @@ retrieval ranking here is the ranking an app using FlagEmbedding's formulas woul
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -171,7 +172,7 @@ def compare(ours: Sequence[Mapping[str, Any]], ref: Sequence[Mapping[str, Any]],
     `text_sets` names groups of text indexes (user texts, queries, passages) so dense cosine is
     reported per group; `relevant[i]` is the passage (position in `passages`), or passages,
     of query i; `labels` (a language per text) adds the figures per language and per length
-    (edge_m3.harness.fidelity).
+    (`per_label`, `per_length`).
     """
     pairs = list(zip(ours, ref, strict=True))
     methods = [m for m in methods_of(ours) if m in methods_of(ref)]
@@ -202,11 +203,61 @@ def compare(ours: Sequence[Mapping[str, Any]], ref: Sequence[Mapping[str, Any]],
         figures["recall_at_10"] = {"bundle": {m: recall_at(mo[m], relevant) for m in methods},
                                    "reference": {m: recall_at(mr[m], relevant) for m in methods}}
     if labels is not None:
-        from edge_m3.harness.fidelity import per_label, per_length
-
         figures["per_language"] = per_label(figures, labels, ours, ref, queries, (mo, mr))
         figures["per_length"] = per_length(figures, ref)
     return figures
+
+
+# Token-length buckets of the per-length figures (upper bounds; the last holds truncated texts).
+LENGTH_BUCKETS = (16, 32, 64, 128, 256, 512)
+
+
+def _stats(values: Sequence[float]) -> dict[str, float]:
+    v = np.asarray(values, np.float64)
+    return {"min": float(v.min()), "p1": float(np.percentile(v, 1)), "mean": float(v.mean()),
+            "texts": int(len(v))} if len(v) else {}
+
+
+def per_label(figures: Mapping[str, Any], labels: Sequence[str], ours: Sequence[Mapping[str, Any]],
+              ref: Sequence[Mapping[str, Any]], queries: Sequence[int],
+              mats: tuple[Mapping[str, np.ndarray], Mapping[str, np.ndarray]]) -> dict[str, Any]:
+    """Per label (a language): dense cosine min/p1/mean of its texts, the largest lexical
+    weight error of its texts, ColBERT score error and top-10 agreement of its queries (against
+    every passage)."""
+    cos = figures.get("dense_cosine", {}).get("per_text")
+    mo, mr = mats
+    q_rows: dict[str, list[int]] = defaultdict(list)
+    for row, i in enumerate(queries):
+        q_rows[labels[i]].append(row)
+    out: dict[str, Any] = {}
+    for label in sorted(set(labels)):
+        idx = [i for i, lab in enumerate(labels) if lab == label]
+        f: dict[str, Any] = {"texts": len(idx), "queries": len(q_rows[label])}
+        if cos is not None:
+            f["dense_cosine"] = _stats([cos[i] for i in idx])
+        if "lexical_abs_err" in figures:
+            f["lexical_abs_err"] = max(lexical_abs_err(ours[i][LEXICAL_WEIGHTS],
+                                                       ref[i][LEXICAL_WEIGHTS]) for i in idx)
+        rows = q_rows[label]
+        if rows and "colbert" in mo:
+            f["colbert_score_abs_err"] = float(np.abs(mo["colbert"][rows] - mr["colbert"][rows]).max())
+        if rows and mo:
+            agree = {m: topk_agreement(mo[m][rows], mr[m][rows]) for m in mo}
+            f["retrieval_top10_agreement"] = {**agree, "min": min(agree.values())}
+        out[label] = f
+    return out
+
+
+def per_length(figures: Mapping[str, Any], ref: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """Dense cosine by the reference's token count, in LENGTH_BUCKETS (<= each bound)."""
+    cos = figures.get("dense_cosine", {}).get("per_text")
+    if cos is None:
+        return {}
+    buckets: dict[int, list[float]] = defaultdict(list)
+    for c, r in zip(cos, ref, strict=True):
+        n = len(r["input_ids"])
+        buckets[next((b for b in LENGTH_BUCKETS if n <= b), LENGTH_BUCKETS[-1])].append(c)
+    return {str(b): _stats(buckets[b]) for b in LENGTH_BUCKETS if buckets[b]}
 
 
 # The figures a thresholds file may bound: name -> where `compare`'s result holds it.
