@@ -1,5 +1,5 @@
 """Fidelity on a corpus of real text (issue 26): the corpus file `verify --texts` reads, its
-stratified sample, and the figures per language and per length.
+stratified sample, and the languages whose own figures (metrics.per_label) miss a bound.
 
 Why per language: a variant can hold the gate on the whole corpus and fail one script (a
 table quantized too coarsely for Thai's rows, say); the worst language is the figure a recipe
