@@ -96,7 +96,12 @@ def _build_parser() -> argparse.ArgumentParser:
     v.add_argument("bundle", type=Path)
     v.add_argument("--reference", required=True, help="hub id or checkpoint directory")
     v.add_argument("--texts", type=Path,
-                   help="UTF-8 file, one text per line, checked with the built-in retrieval set")
+                   help="UTF-8 file, one text per line, checked with the built-in retrieval set; "
+                        "or a corpus FILE.jsonl of queries and passages (tools/inputs/"
+                        "make_fidelity_corpus.py) checked instead of it, with figures per language")
+    v.add_argument("--sample", type=int, default=None,
+                   help="with a corpus: verify on a stratified sample of at most N texts")
+    v.add_argument("--seed", type=int, default=0, help="the --sample's seed (default 0)")
     v.add_argument("--report", type=Path, default=None,
                    help="dir for report.json, report.md and plots (default reports/<bundle name>)")
     v.add_argument("--runtime", default=None,
@@ -310,7 +315,10 @@ def _verify(a: argparse.Namespace) -> VerifyOptions:
     from edge_m3.harness.references import default_cache_dir
     from edge_m3.harness.verify import VerifyOptions
 
-    return VerifyOptions(bundle=a.bundle, reference=a.reference, texts_file=a.texts, report=a.report,
+    if a.sample is not None and a.sample < 2:
+        raise OptionError("sample", a.sample, "must be at least 2 (a query and a passage)")
+    return VerifyOptions(bundle=a.bundle, reference=a.reference, texts_file=a.texts,
+                         sample=a.sample, seed=a.seed, report=a.report,
                          runtimes=_runtimes(a.runtime, "--runtime"), thresholds=a.thresholds,
                          threads=_threads(a.threads) or 1,
                          cache=None if a.no_cache else Path(a.cache or default_cache_dir()))

@@ -191,6 +191,15 @@ CASES: list[tuple[str, Callable[[Path], None] | None, list[str], tuple[str, ...]
     ("embed-texts-empty", None, ["embed", "<fp32>", "--texts", "<tmp>/empty.txt"],
      ("<tmp>/empty.txt",)),
     ("verify-texts-empty", None, [*VERIFY, "--texts", "<tmp>/empty.txt"], ("<tmp>/empty.txt",)),
+    # ---- verify on a corpus (issue 26): a bad line, no passage, --sample without a corpus
+    ("verify-corpus-bad-line", None, [*VERIFY, "--texts", "<tmp>/bad.jsonl"],
+     ("--texts", "<tmp>/bad.jsonl", "line 2")),
+    ("verify-corpus-no-passage", None, [*VERIFY, "--texts", "<tmp>/queries.jsonl"],
+     ("--texts", "<tmp>/queries.jsonl")),
+    ("verify-sample-without-corpus", None, [*VERIFY, "--texts", "<tmp>/good.txt", "--sample", "9"],
+     ("--sample", "--texts")),
+    ("verify-sample-below-2", None, [*VERIFY, "--texts", "<tmp>/queries.jsonl", "--sample", "1"],
+     ("--sample 1",)),
     ("coverage-texts-empty", None, ["coverage", "<fp32>", "<tmp>/empty.txt"], ("<tmp>/empty.txt",)),
     ("coverage-texts-blank", None, ["coverage", "<fp32>", "<tmp>/blank.txt"], ("<tmp>/blank.txt",)),
     ("build-vocab-corpus-empty", None, [*BUILD, "--vocab-corpus", "<tmp>/empty.txt"],
@@ -339,6 +348,10 @@ def test_bad_input_is_one_line_and_writes_nothing(
     (tmp / "empty.txt").write_bytes(b"")
     (tmp / "blank.txt").write_bytes(b"\n  \n")
     (tmp / "not.json").write_text("{not json", encoding="utf-8")
+    query = {"text": "q", "lang": "en", "group": "g", "kind": "query"}
+    (tmp / "queries.jsonl").write_text(json.dumps(query) + "\n", encoding="utf-8")
+    (tmp / "bad.jsonl").write_text(json.dumps(query) + "\n" + json.dumps({**query, "kind": "doc"})
+                                   + "\n", encoding="utf-8")
     (tmp / "other.json").write_text(json.dumps({"int3": {"dense_cosine_min": 0.9}}), encoding="utf-8")
     (tmp / "a-file").write_text("a regular file\n", encoding="utf-8")
     (tmp / "a-dir").mkdir()

@@ -89,7 +89,9 @@ def parse_rules(text: str) -> list[Rule]:
 # on real weights (multilingual-e5-small; docs/benchmarks.md, issue 13). int4: FULLY_CONNECTED
 # 4-bit in blocks of 64 (per channel loses too much: dense cosine 0.967 with everything 4-bit;
 # blocks of 32 are 20% slower than int8 under XNNPACK), the tables 4-bit in blocks of 128
-# (their error hardly depends on the block), and 8-bit where 4 bits cost the most: the heads
+# (their error hardly depends on the block on the built-in texts; on real text in 24 languages
+# it does, and no recipe within 0.6x of int8's file met int8's bounds: docs/benchmarks.md,
+# issue 26), and 8-bit where 4 bits cost the most: the heads
 # (the sparse head is one [H] vector, one scale) and the last five encoder layers.
 AEQ_RECIPES: dict[str, list[Rule]] = {
     "aeq-int4-mixed": [("all_fc", 4, "BLOCKWISE_64"), ("embeddings", 4, "BLOCKWISE_128"),

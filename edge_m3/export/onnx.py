@@ -213,7 +213,7 @@ def quantize_int8(src: Path, work: Path, op_types: Sequence[str] = INT8_OP_TYPES
     return onnx.load(str(dst))
 
 
-def per_row_int8_matmuls(model: Any, keep_float: Sequence[str] = ()) -> int:
+def per_row_int8_matmuls(model: Any, keep_float: Sequence[str] = (), levels: int = 255) -> int:
     """Every MatMul by a float weight matrix becomes a uint8 x int8 MatMulInteger with one
     weight scale per output column and one activation scale and zero point per row (token),
     computed per call: TFLite's hybrid arithmetic, in standard ops.
@@ -228,6 +228,10 @@ def per_row_int8_matmuls(model: Any, keep_float: Sequence[str] = ()) -> int:
     values (the sparse head's [H, 1]) stay float, as the TFLite converter keeps them: the
     lexical weights come straight out of that product; so do MatMuls whose node name holds
     one of `keep_float`. Returns how many MatMuls it rewrote.
+
+    `levels` 127 keeps activations to 7 bits ([0, 127]): on x86 CPUs without VNNI,
+    onnxruntime's u8 x s8 kernel adds pairs of products in int16 with saturation
+    (`vpmaddubsw`), which 2 x 255 x 127 overflows and 2 x 127 x 127 does not.
     """
     import numpy as np
     import onnx
@@ -235,10 +239,10 @@ def per_row_int8_matmuls(model: Any, keep_float: Sequence[str] = ()) -> int:
 
     graph = model.graph
     inits = {t.name: t for t in graph.initializer}
-    consts = {"edge_m3_row_eps": 1e-12, "edge_m3_row_0": 0.0, "edge_m3_row_255": 255.0}
+    consts = {"edge_m3_row_eps": 1e-12, "edge_m3_row_0": 0.0, f"edge_m3_row_{levels}": float(levels)}
     graph.initializer.extend(numpy_helper.from_array(np.array(v, np.float32), k)
                              for k, v in consts.items())
-    eps, zero, c255 = consts
+    eps, zero, top = consts
     done: dict[str, tuple[str, str, str]] = {}
     nodes, count = [], 0
     for node in graph.node:
@@ -268,10 +272,10 @@ def per_row_int8_matmuls(model: Any, keep_float: Sequence[str] = ()) -> int:
 
         hi = op("Max", [op("ReduceMax", [x], "/max", axes=[-1], keepdims=1), zero], "/hi")
         lo = op("Min", [op("ReduceMin", [x], "/min", axes=[-1], keepdims=1), zero], "/lo")
-        s = op("Div", [op("Max", [op("Sub", [hi, lo], "/range"), eps], "/range1"), c255], "/s")
+        s = op("Div", [op("Max", [op("Sub", [hi, lo], "/range"), eps], "/range1"), top], "/s")
         z = op("Round", [op("Neg", [op("Div", [lo, s], "/lo_s")], "/neg")], "/z")
         q = op("Add", [op("Round", [op("Div", [x, s], "/x_s")], "/round"), z], "/shift")
-        q = op("Cast", [op("Clip", [q, zero, c255], "/clip")], "/q", to=onnx.TensorProto.UINT8)
+        q = op("Cast", [op("Clip", [q, zero, top], "/clip")], "/q", to=onnx.TensorProto.UINT8)
         acc = op("Cast", [op("MatMulInteger", [q, wq], "/mm")], "/acc", to=onnx.TensorProto.FLOAT)
         acc = op("Sub", [acc, op("Mul", [z, colsum], "/zsum")], "/centred")
         nodes.append(helper.make_node("Mul", [op("Mul", [acc, s], "/rows"), ws], [y],

@@ -6,12 +6,13 @@ retrieval ranking here is the ranking an app using FlagEmbedding's formulas woul
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
-from edge_m3.contract import DENSE_VECS, HEADS, LEXICAL_WEIGHTS, RESULT_OUTPUTS
+from edge_m3.contract import COLBERT_VECS, DENSE_VECS, HEADS, LEXICAL_WEIGHTS, RESULT_OUTPUTS
 from edge_m3.errors import OptionError
 
 TOP_K = 10
@@ -68,9 +69,61 @@ def methods_of(outs: Sequence[Mapping[str, Any]]) -> list[str]:
     return [m for m in METHODS if outs and all(RESULT_OUTPUTS[m] in o for o in outs)]
 
 
+def _colbert_matrix(outs: Sequence[Mapping[str, Any]], queries: Sequence[int],
+                    passages: Sequence[int], block: int = 8192) -> np.ndarray:
+    """colbert_score for every query x passage pair, as a few large products (the pairwise
+    loop takes minutes on thousands of texts): per query vector its best match in each
+    passage, summed per query and divided by its vector count, exactly colbert_score's sum."""
+    key = COLBERT_VECS
+    q_vecs = [np.asarray(outs[i][key], np.float32).reshape(-1, np.shape(outs[i][key])[-1])
+              for i in queries]
+    p_vecs = [np.asarray(outs[j][key], np.float32) for j in passages]
+    out = np.zeros((len(queries), len(passages)))
+    q_len = np.array([len(q) for q in q_vecs])
+    p_len = np.array([len(p) for p in p_vecs])
+    if not q_len.sum() or not p_len.sum():
+        return out
+    q_all = np.concatenate([q for q in q_vecs if len(q)])
+    q_starts = np.concatenate([[0], np.cumsum(q_len[q_len > 0])[:-1]])
+    live_p = np.flatnonzero(p_len)
+    j = 0
+    while j < len(live_p):  # passages in blocks of about `block` vectors
+        k, n = j, 0
+        while k < len(live_p) and (n == 0 or n + p_len[live_p[k]] <= block):
+            n += p_len[live_p[k]]
+            k += 1
+        cols = live_p[j:k]
+        p_all = np.concatenate([p_vecs[c] for c in cols])
+        p_starts = np.concatenate([[0], np.cumsum(p_len[cols])[:-1]])
+        best = np.maximum.reduceat(q_all @ p_all.T, p_starts, axis=1)  # [query vecs, passages]
+        sums = np.add.reduceat(best, q_starts, axis=0)  # [queries with vecs, passages]
+        out[np.ix_(np.flatnonzero(q_len), cols)] = sums / q_len[q_len > 0][:, None]
+        j = k
+    return out
+
+
+def _sparse_matrix(outs: Sequence[Mapping[str, Any]], queries: Sequence[int],
+                   passages: Sequence[int]) -> np.ndarray:
+    """compute_lexical_matching_score for every pair: weights on the queries' tokens only
+    (the only ones a product can be non-zero on), one product."""
+    key = LEXICAL_WEIGHTS
+    vocab = {t: c for c, t in enumerate(sorted({t for i in queries for t in outs[i][key]}))}
+    qm = np.zeros((len(queries), len(vocab)))
+    pm = np.zeros((len(passages), len(vocab)))
+    for row, i in enumerate(queries):
+        for t, w in outs[i][key].items():
+            qm[row, vocab[t]] = float(w)
+    for row, j in enumerate(passages):
+        for t, w in outs[j][key].items():
+            if t in vocab:
+                pm[row, vocab[t]] = float(w)
+    return qm @ pm.T
+
+
 def score_matrices(outs: Sequence[Mapping[str, Any]], queries: Sequence[int],
                    passages: Sequence[int], methods: Sequence[str] = METHODS) -> dict[str, np.ndarray]:
-    """Query x passage scores by dense, sparse and colbert for one set of outputs."""
+    """Query x passage scores by dense, sparse and colbert for one set of outputs (the same
+    sums as sparse_score and colbert_score, computed for all pairs at once)."""
     shape = (len(queries), len(passages))
     mats: dict[str, np.ndarray] = {}
     if "dense" in methods and queries and passages:
@@ -79,11 +132,10 @@ def score_matrices(outs: Sequence[Mapping[str, Any]], queries: Sequence[int],
         mats["dense"] = (dq @ dp.T).astype(np.float64)
     elif "dense" in methods:
         mats["dense"] = np.zeros(shape)
-    pairwise = {"sparse": sparse_score, "colbert": colbert_score}
-    for m in (m for m in ("sparse", "colbert") if m in methods):
-        key, fn = RESULT_OUTPUTS[m], pairwise[m]
-        mats[m] = np.array([[fn(outs[qi][key], outs[pj][key]) for pj in passages]
-                            for qi in queries], dtype=np.float64).reshape(shape)
+    if "sparse" in methods:
+        mats["sparse"] = _sparse_matrix(outs, queries, passages).reshape(shape)
+    if "colbert" in methods:
+        mats["colbert"] = _colbert_matrix(outs, queries, passages).reshape(shape)
     return mats
 
 
@@ -97,11 +149,13 @@ def topk_agreement(ours: np.ndarray, ref: np.ndarray, k: int = TOP_K) -> float:
     return float(np.mean(agree))
 
 
-def recall_at(scores: np.ndarray, relevant: Sequence[int], k: int = TOP_K) -> float:
-    """Share of queries whose relevant passage ranks in the top k (quality, not parity)."""
+def recall_at(scores: np.ndarray, relevant: Sequence[int | Sequence[int]], k: int = TOP_K) -> float:
+    """Share of queries with a relevant passage (one, or any of several) in the top k
+    (quality, not parity)."""
     if not len(relevant):
         return 1.0
-    hits = [rel in np.argsort(-row, kind="stable")[:k] for row, rel in zip(scores, relevant, strict=True)]
+    hits = [bool(set(np.atleast_1d(rel).tolist()) & set(np.argsort(-row, kind="stable")[:k].tolist()))
+            for row, rel in zip(scores, relevant, strict=True)]
     return float(np.mean(hits))
 
 
@@ -111,11 +165,14 @@ def _min_mean(values: Sequence[float]) -> dict[str, float]:
 
 def compare(ours: Sequence[Mapping[str, Any]], ref: Sequence[Mapping[str, Any]],
             text_sets: Mapping[str, Sequence[int]], queries: Sequence[int],
-            passages: Sequence[int], relevant: Sequence[int] = ()) -> dict[str, Any]:
+            passages: Sequence[int], relevant: Sequence[int | Sequence[int]] = (),
+            labels: Sequence[str] | None = None) -> dict[str, Any]:
     """Every parity figure of `verify` for one set of outputs against a reference.
 
     `text_sets` names groups of text indexes (user texts, queries, passages) so dense cosine is
-    reported per group; `relevant[i]` is the passage (position in `passages`) for query i.
+    reported per group; `relevant[i]` is the passage (position in `passages`), or passages,
+    of query i; `labels` (a language per text) adds the figures per language and per length
+    (`per_label`, `per_length`).
     """
     pairs = list(zip(ours, ref, strict=True))
     methods = [m for m in methods_of(ours) if m in methods_of(ref)]
@@ -128,6 +185,8 @@ def compare(ours: Sequence[Mapping[str, Any]], ref: Sequence[Mapping[str, Any]],
             "all": _min_mean(cos),
             **{name: _min_mean([cos[i] for i in idx]) for name, idx in text_sets.items() if len(idx)},
             "per_text": [float(c) for c in cos]}
+        if cos:
+            figures["dense_cosine"]["all"]["p1"] = float(np.percentile(cos, 1))
     if "sparse" in methods:
         lw = [(o[LEXICAL_WEIGHTS], r[LEXICAL_WEIGHTS]) for o, r in pairs]
         figures["lexical_top10_overlap"] = _min_mean([lexical_overlap(o, r) for o, r in lw])
@@ -143,7 +202,62 @@ def compare(ours: Sequence[Mapping[str, Any]], ref: Sequence[Mapping[str, Any]],
     if len(relevant) and methods:
         figures["recall_at_10"] = {"bundle": {m: recall_at(mo[m], relevant) for m in methods},
                                    "reference": {m: recall_at(mr[m], relevant) for m in methods}}
+    if labels is not None:
+        figures["per_language"] = per_label(figures, labels, ours, ref, queries, (mo, mr))
+        figures["per_length"] = per_length(figures, ref)
     return figures
+
+
+# Token-length buckets of the per-length figures (upper bounds; the last holds truncated texts).
+LENGTH_BUCKETS = (16, 32, 64, 128, 256, 512)
+
+
+def _stats(values: Sequence[float]) -> dict[str, float]:
+    v = np.asarray(values, np.float64)
+    return {"min": float(v.min()), "p1": float(np.percentile(v, 1)), "mean": float(v.mean()),
+            "texts": int(len(v))} if len(v) else {}
+
+
+def per_label(figures: Mapping[str, Any], labels: Sequence[str], ours: Sequence[Mapping[str, Any]],
+              ref: Sequence[Mapping[str, Any]], queries: Sequence[int],
+              mats: tuple[Mapping[str, np.ndarray], Mapping[str, np.ndarray]]) -> dict[str, Any]:
+    """Per label (a language): dense cosine min/p1/mean of its texts, the largest lexical
+    weight error of its texts, ColBERT score error and top-10 agreement of its queries (against
+    every passage)."""
+    cos = figures.get("dense_cosine", {}).get("per_text")
+    mo, mr = mats
+    q_rows: dict[str, list[int]] = defaultdict(list)
+    for row, i in enumerate(queries):
+        q_rows[labels[i]].append(row)
+    out: dict[str, Any] = {}
+    for label in sorted(set(labels)):
+        idx = [i for i, lab in enumerate(labels) if lab == label]
+        f: dict[str, Any] = {"texts": len(idx), "queries": len(q_rows[label])}
+        if cos is not None:
+            f["dense_cosine"] = _stats([cos[i] for i in idx])
+        if "lexical_abs_err" in figures:
+            f["lexical_abs_err"] = max(lexical_abs_err(ours[i][LEXICAL_WEIGHTS],
+                                                       ref[i][LEXICAL_WEIGHTS]) for i in idx)
+        rows = q_rows[label]
+        if rows and "colbert" in mo:
+            f["colbert_score_abs_err"] = float(np.abs(mo["colbert"][rows] - mr["colbert"][rows]).max())
+        if rows and mo:
+            agree = {m: topk_agreement(mo[m][rows], mr[m][rows]) for m in mo}
+            f["retrieval_top10_agreement"] = {**agree, "min": min(agree.values())}
+        out[label] = f
+    return out
+
+
+def per_length(figures: Mapping[str, Any], ref: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """Dense cosine by the reference's token count, in LENGTH_BUCKETS (<= each bound)."""
+    cos = figures.get("dense_cosine", {}).get("per_text")
+    if cos is None:
+        return {}
+    buckets: dict[int, list[float]] = defaultdict(list)
+    for c, r in zip(cos, ref, strict=True):
+        n = len(r["input_ids"])
+        buckets[next((b for b in LENGTH_BUCKETS if n <= b), LENGTH_BUCKETS[-1])].append(c)
+    return {str(b): _stats(buckets[b]) for b in LENGTH_BUCKETS if buckets[b]}
 
 
 # The figures a thresholds file may bound: name -> where `compare`'s result holds it.

@@ -42,6 +42,14 @@ def _fmt(key: str, value: float) -> str:
     return f"{value:.2e}" if "err" in key else f"{value:.3f}"
 
 
+def _texts_source(t: Mapping[str, Any]) -> str:
+    c = t.get("corpus")
+    if not c:
+        return "the built-in retrieval set"
+    sampled = f", stratified sample of {c['sample']} with seed {c['seed']}" if c.get("sample") else ""
+    return f"the corpus {c['file']}{sampled}, {len(c.get('scripts', []))} scripts"
+
+
 def markdown(r: Mapping[str, Any]) -> str:
     """The report for people: what was checked against what, every figure, the verdict."""
     t, th = r["texts"], r["thresholds"]
@@ -55,7 +63,7 @@ def markdown(r: Mapping[str, Any]) -> str:
              f"- references: {refs}",
              f"- runtimes checked: {', '.join(r['runtimes_checked'])} ({r['threads']} thread(s))",
              f"- texts: {t['total']} ({t['user']} from --texts, {t['queries']} queries and "
-             f"{t['passages']} passages of the built-in retrieval set in {len(t['languages'])} "
+             f"{t['passages']} passages of {_texts_source(t)} in {len(t['languages'])} "
              f"languages), max_length {t['max_length']}",
              f"- thresholds: `{th['file']}` [{th['variant']}]",
              f"- result: **{'PASS' if r['passed'] else 'FAIL'}**", ""]
@@ -119,6 +127,7 @@ def markdown(r: Mapping[str, Any]) -> str:
                          f"| {_v(k, 'lexical_abs_err', '.2e')} "
                          f"| {_v(k, 'colbert_score_abs_err', '.2e')} "
                          f"| {_v(k, 'retrieval_top10_agreement.min', '.3f')} |")
+    lines += _per_language_md(ok)
     lines += ["", "## Memory and first-run cost", "",
               "| runtime | weight cache | model file MB | model peak RSS MB | x file | gated "
               "| open s | first call per signature ms |", "|" + " --- |" * 8]
@@ -141,8 +150,47 @@ def markdown(r: Mapping[str, Any]) -> str:
     lines += ["", "Peak RSS: each runtime and reference measured alone in its own process "
               "(VmHWM), interpreter and imports included; \"before load\" is its RSS once the "
               "runtime is imported, before the model is opened.",
-              "Plots: `cosine.png` (dense cosine per text), `latency.png` (p50/p95 by length).", ""]
+              "Plots: `cosine.png` (dense cosine per text), `latency.png` (p50/p95 by length)"
+              + (", `fidelity.png` (per language and per length)" if _has_corpus(ok) else "")
+              + ".", ""]
     return "\n".join(lines)
+
+
+def _has_corpus(ok: Mapping[str, Any]) -> bool:
+    return any("per_language" in f for f in ok.values())
+
+
+def _per_language_md(ok: Mapping[str, Any]) -> list[str]:
+    """With a corpus: each language's own figures, and dense cosine by token length."""
+    if not _has_corpus(ok):
+        return []
+    ok = {rt: f for rt, f in ok.items() if "per_language" in f}
+    lines = ["", "## Per language (the corpus)", "",
+             "Cells: dense cosine min / lexical err / ColBERT err / top-10 agreement min (the "
+             "language's queries against every passage).", "",
+             "| language | texts (queries) | " + " | ".join(ok) + " |", "| --- | --- |" + " --- |" * len(ok)]
+    langs = sorted({lang for f in ok.values() for lang in f["per_language"]})
+    for lang in langs:
+        first = next(f["per_language"][lang] for f in ok.values() if lang in f["per_language"])
+        cells = [f"{_v(f['per_language'].get(lang), 'dense_cosine.min', '.5f')} / "
+                 f"{_v(f['per_language'].get(lang), 'lexical_abs_err', '.3f')} / "
+                 f"{_v(f['per_language'].get(lang), 'colbert_score_abs_err', '.3f')} / "
+                 f"{_v(f['per_language'].get(lang), 'retrieval_top10_agreement.min', '.2f')}"
+                 for f in ok.values()]
+        lines.append(f"| {lang} | {first['texts']} ({first['queries']}) | " + " | ".join(cells) + " |")
+    for rt, f in ok.items():
+        if f.get("worse_languages"):
+            lines.append(f"\n{rt}: languages past the gate on their own: "
+                         + "; ".join(f["worse_languages"]))
+    lines += ["", "Dense cosine by the reference's token count (min / 1st percentile):", "",
+              "| tokens <= | " + " | ".join(ok) + " |", "| --- |" + " --- |" * len(ok)]
+    buckets = sorted({int(b) for f in ok.values() for b in f["per_length"]})
+    for b in buckets:
+        cells = [f"{_v(f['per_length'].get(str(b)), 'min', '.5f')} / "
+                 f"{_v(f['per_length'].get(str(b)), 'p1', '.5f')} "
+                 f"({_v(f['per_length'].get(str(b)), 'texts', 'd')})" for f in ok.values()]
+        lines.append(f"| {b} | " + " | ".join(cells) + " |")
+    return lines
 
 
 def plots(out_dir: Path, r: Mapping[str, Any]) -> list[Path]:
@@ -190,7 +238,40 @@ def plots(out_dir: Path, r: Mapping[str, Any]) -> list[Path]:
     fig.tight_layout()
     fig.savefig(lat_path, dpi=100)
     plt.close(fig)
-    return [cos_path, lat_path]
+    return [cos_path, lat_path] + ([_fidelity_plot(out_dir, r, ok, plt)] if _has_corpus(ok) else [])
+
+
+def _fidelity_plot(out_dir: Path, r: Mapping[str, Any], ok: Mapping[str, Any], plt: Any) -> Path:
+    """fidelity.png: 1 - dense cosine (worst text) per language, and per token length."""
+    path = out_dir / "fidelity.png"
+    ok = {rt: f for rt, f in ok.items() if "per_language" in f}
+    langs = sorted({lang for f in ok.values() for lang in f["per_language"]})
+    limit = r["thresholds"]["limits"].get("dense_cosine_min")
+    fig, (ax, bx) = plt.subplots(1, 2, figsize=(12, 4), gridspec_kw={"width_ratios": [3, 1]})
+    width = 0.8 / max(len(ok), 1)
+    for i, (rt, f) in enumerate(ok.items()):
+        gap = [max(1.0 - f["per_language"].get(lang, {}).get("dense_cosine", {}).get("min", 1.0),
+                   1e-12) for lang in langs]
+        ax.bar(np.arange(len(langs)) + i * width, gap, width, label=rt)
+        buckets = sorted(f["per_length"], key=int)
+        bx.plot([int(b) for b in buckets],
+                [max(1.0 - f["per_length"][b]["min"], 1e-12) for b in buckets], marker="o", label=rt)
+    for axis in (ax, bx):
+        if limit is not None:
+            axis.axhline(max(1.0 - limit, 1e-12), color="red", linestyle="--",
+                         label=f"threshold (cos {limit:g})")
+        axis.set_yscale("log")
+    ax.set_xticks(np.arange(len(langs)) + 0.4 - width / 2, langs, rotation=60, fontsize=8)
+    ax.set_ylabel("1 - dense cosine, worst text")
+    ax.set_title(f"{r['quant']}: per language ({r['texts']['total']} texts)")
+    ax.legend(fontsize=8)
+    bx.set_xscale("log", base=2)
+    bx.set_xlabel("tokens (reference), bucket upper bound")
+    bx.set_title("per length")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
 
 
 def print_summary(r: Mapping[str, Any], report_dir: Path) -> None:

@@ -16,6 +16,8 @@ import numpy as np
 
 from edge_m3.common.files import check_writable
 from edge_m3.contract import RSS_GATE_MIN_BYTES
+from edge_m3.errors import OptionError
+from edge_m3.harness.fidelity import Corpus, is_corpus, read_corpus, sample, worst_labels
 from edge_m3.harness.inputs import load_thresholds, read_texts, retrieval_set
 from edge_m3.harness.metrics import compare, gate
 from edge_m3.harness.references import compute_references
@@ -31,7 +33,9 @@ class VerifyOptions:
 
     bundle: Path
     reference: str  # hub id or checkpoint directory
-    texts_file: Path | None = None  # checked with the built-in retrieval set
+    texts_file: Path | None = None  # checked with the built-in retrieval set; a corpus instead of it
+    sample: int | None = None  # a corpus's stratified sample of at most this many texts
+    seed: int = 0
     report: Path | None = None  # default reports/<bundle name>
     runtimes: tuple[Runtime, ...] = ()  # none: every installed one
     thresholds: Path | None = None  # {variant: limits} instead of the variant's own
@@ -45,14 +49,25 @@ def _latency(meta: Mapping[str, Any]) -> dict[str, dict[str, float]]:
             for n, v in sorted(meta["latency"].items(), key=lambda kv: int(kv[0]))}
 
 
-def _formula_check(refs: Mapping[str, Any], sets: Mapping[str, list[int]]) -> dict[str, float] | None:
+# FlagEmbedding scores pairs one call at a time: on a corpus, the formula check takes the first
+# queries and passages only (the built-in set fits whole).
+FORMULA_CHECK_PAIRS = (32, 256)
+
+
+def formula_pairs(sets: Mapping[str, list[int]]) -> dict[str, list[int]]:
+    """The query and passage indexes whose scores FlagEmbedding's own functions recompute."""
+    nq, np_ = FORMULA_CHECK_PAIRS
+    return {"queries": sets["queries"][:nq], "passages": sets["passages"][:np_]}
+
+
+def _formula_check(refs: Mapping[str, Any], pairs: Mapping[str, list[int]]) -> dict[str, float] | None:
     """Largest difference between our scores and FlagEmbedding's own, on its own outputs."""
     if "flagembedding" not in refs or not refs["flagembedding"][1].get("scores"):
         return None
     from edge_m3.harness.metrics import score_matrices
 
     outs, meta = refs["flagembedding"]
-    ours = score_matrices(outs, sets["queries"], sets["passages"])
+    ours = score_matrices(outs, pairs["queries"], pairs["passages"])
     return {m: float(np.abs(ours[m] - np.asarray(v)).max(initial=0.0))
             for m, v in meta["scores"].items()}
 
@@ -79,6 +94,21 @@ def _memory(meta: Mapping[str, Any], runtime: Runtime) -> dict[str, Any]:
             "gated": memory_gated(runtime, meta["model_bytes"])}
 
 
+def _corpus(opts: VerifyOptions) -> Corpus | None:
+    """The corpus `--texts` names (a .jsonl file), sampled when asked; None for a plain file."""
+    if opts.texts_file is None or not is_corpus(opts.texts_file):
+        if opts.sample is not None:
+            raise OptionError("sample", opts.sample, "needs {} FILE.jsonl (a corpus)", ["texts"])
+        return None
+    corpus = read_corpus(opts.texts_file, "texts")
+    if opts.sample is not None:
+        corpus = sample(corpus, opts.sample, opts.seed)
+    if not corpus.queries or not corpus.passages:
+        raise OptionError("texts", opts.texts_file, "the corpus (or its sample) needs both "
+                          "queries and passages")
+    return corpus
+
+
 def cmd_verify(opts: VerifyOptions) -> int:
     """The whole `verify` command; 0 when every checked runtime meets every threshold, else 1."""
     from edge_m3.bundle import load_bundle
@@ -88,26 +118,36 @@ def cmd_verify(opts: VerifyOptions) -> int:
     quant = bundle.manifest.quant
     limits, limits_source = load_thresholds(opts.thresholds, bundle.manifest.recipe)
     runtimes = select_runtimes(bundle, opts.runtimes)
-    user = read_texts(opts.texts_file) if opts.texts_file else []
+    corpus = _corpus(opts)
+    user = read_texts(opts.texts_file) if opts.texts_file and corpus is None else []
     report_dir = opts.report or Path("reports") / Path(opts.bundle).resolve().name
     check_writable(report_dir, "report")  # before the references, not after
     ckpt_dir, _ = resolve_checkpoint(opts.reference, field="reference")
-    rs = retrieval_set()
-    queries, passages = [q["text"] for q in rs["queries"]], list(rs["passages"])
+    labels: list[str] | None = None
+    relevant: list[Any]
+    if corpus is None:
+        rs = retrieval_set()
+        queries, passages = [q["text"] for q in rs["queries"]], list(rs["passages"])
+        relevant = [int(q["relevant"]) for q in rs["queries"]]
+        languages = sorted({q["lang"] for q in rs["queries"]})
+    else:
+        queries = [r["text"] for r in corpus.queries]
+        passages = [r["text"] for r in corpus.passages]
+        relevant, languages = corpus.relevant(), corpus.languages()
+        labels = [r["lang"] for r in [*corpus.queries, *corpus.passages]]
     texts = [*user, *queries, *passages]
     sets = {"user": list(range(len(user))),
             "queries": list(range(len(user), len(user) + len(queries))),
             "passages": list(range(len(user) + len(queries), len(texts)))}
-    relevant = [int(q["relevant"]) for q in rs["queries"]]
+    pairs = formula_pairs(sets)
     max_length = bundle.manifest.max_length
 
     with tempfile.TemporaryDirectory(prefix="edge-m3-verify-") as tmp_s:
         tmp = Path(tmp_s)
-        refs = compute_references(Path(ckpt_dir), texts, max_length, tmp, opts.cache,
-                                  {"queries": sets["queries"], "passages": sets["passages"]})
+        refs = compute_references(Path(ckpt_dir), texts, max_length, tmp, opts.cache, pairs)
         primary = "flagembedding" if "flagembedding" in refs else "keras"
         ref_outs = refs[primary][0]
-        formulas = _formula_check(refs, sets)
+        formulas = _formula_check(refs, pairs)
         results: dict[str, Any] = {}
         for rt in runtimes:  # one after another, so latencies are not disturbed
             out = tmp / rt.name
@@ -118,7 +158,10 @@ def cmd_verify(opts: VerifyOptions) -> int:
                 results[rt.name] = {"error": error, "failed": [error]}
                 continue
             outs, meta = load_outputs(out)
-            figures = compare(outs, ref_outs, sets, sets["queries"], sets["passages"], relevant)
+            figures = compare(outs, ref_outs, sets, sets["queries"], sets["passages"], relevant,
+                              labels)
+            if labels is not None:
+                figures["worse_languages"] = worst_labels(figures["per_language"], limits)
             if primary != "keras":
                 figures["vs_keras"] = _brief(compare(outs, refs["keras"][0], sets,
                                                      sets["queries"], sets["passages"]))
@@ -147,8 +190,10 @@ def cmd_verify(opts: VerifyOptions) -> int:
         "keras_vs_flagembedding": keras_vs_flag,
         "score_formulas_vs_flagembedding": formulas,
         "texts": {"total": len(texts), "user": len(user), "queries": len(queries),
-                  "passages": len(passages), "max_length": max_length,
-                  "languages": sorted({q["lang"] for q in rs["queries"]})},
+                  "passages": len(passages), "max_length": max_length, "languages": languages,
+                  "corpus": None if corpus is None else {
+                      "file": str(opts.texts_file), "sample": opts.sample, "seed": opts.seed,
+                      "scripts": sorted({str(r.get("script", "")) for r in corpus.records})}},
         "thresholds": {"file": limits_source, "variant": quant, "limits": limits},
         "runtimes_checked": [rt.name for rt in runtimes],
         "runtimes": results,
