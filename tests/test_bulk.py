@@ -18,6 +18,7 @@ import pytest
 
 from edge_m3.cli import main
 from edge_m3.contract import recipe
+from tests.support import blocked_imports_env
 
 ROOT = Path(__file__).resolve().parents[1]
 TEXTS = ["Hello world", "Ein kurzer deutscher Satz.", "这是一个中文句子。", "a " * 40,
@@ -229,16 +230,7 @@ def test_bad_options_are_one_line(tiny_bundles: dict[str, Path], tmp_path: Path,
 def test_runtime_install_writes_npy_and_jsonl(tiny_bundles: dict[str, Path], tmp_path: Path) -> None:
     """`pip install edge-m3` (no pyarrow, no Ray) runs bulk jobs to .npy and JSON lines, and names
     the extra to install for Parquet and Ray in one line."""
-    site = tmp_path / "site"
-    site.mkdir()
-    (site / "sitecustomize.py").write_text(
-        "import sys\n"
-        "class Block:\n"
-        "    def find_spec(self, name, path=None, target=None):\n"
-        "        if name.split('.')[0] in ('pyarrow', 'ray', 'pandas', 'torch', 'tensorflow'):\n"
-        "            raise ImportError('not in the runtime install: ' + name)\n"
-        "sys.meta_path.insert(0, Block())\n")
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), str(ROOT)])}
+    env = blocked_imports_env(tmp_path, ("pyarrow", "ray", "pandas", "torch", "tensorflow"))
     f = tmp_path / "c.txt"
     _corpus(f, 9)
     for suffix in (".npy", ".jsonl"):

@@ -9,7 +9,6 @@ unimportable (children included).
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -24,6 +23,7 @@ from edge_m3.common.files import file_entries
 from edge_m3.common.options import version_tuple
 from edge_m3.contract import GOLDEN, MANIFEST, RECIPES
 from edge_m3.runtime import available_runtimes
+from tests.support import blocked_imports_env
 
 pytestmark = pytest.mark.models  # builds bundles
 ROOT = Path(__file__).resolve().parents[1]
@@ -196,7 +196,7 @@ def test_runtime_install_declares_only_runtime_packages() -> None:
     assert names(project["dependencies"]) == RUNTIME_DISTRIBUTIONS
     extras = project["optional-dependencies"]
     assert {"tensorflow-cpu", "tf2onnx", "onnx", "edge-m3"} <= names(extras["build"])
-    assert "edge-m3[tflite-runtime,onnx]" in extras["build"] and "edge-m3[build]" in extras["dev"]
+    assert "edge-m3[tflite-runtime,onnx]" in extras["build"] and "edge-m3[build,parquet,ray]" in extras["dev"]
     assert {"torch", "flagembedding", "sentencepiece", "pytest"} <= names(extras["dev"])
     assert names(extras["onnx"]) == {"onnxruntime"}
     assert project["requires-python"] == ">=3.11,<3.14"
@@ -206,16 +206,7 @@ def test_check_and_embed_run_with_only_the_runtime_importable(bundles: dict[str,
                                                               tmp_path: Path) -> None:
     """What a Pi has: the builder's and the tests' packages unimportable, in the command and
     in every child it starts (a sitecustomize on PYTHONPATH blocks them everywhere)."""
-    site = tmp_path / "site"
-    site.mkdir()
-    (site / "sitecustomize.py").write_text(
-        "import sys\n"
-        "class Block:\n"
-        "    def find_spec(self, name, path=None, target=None):\n"
-        f"        if name.split('.')[0] in {NOT_IN_THE_RUNTIME!r}:\n"
-        "            raise ImportError('not in the runtime install: ' + name)\n"
-        "sys.meta_path.insert(0, Block())\n")
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), str(ROOT)])}
+    env = blocked_imports_env(tmp_path, NOT_IN_THE_RUNTIME)
     texts = tmp_path / "texts.txt"
     texts.write_text("".join(f"text number {i}\n" for i in range(50)))
     for args in (["check", str(bundles["int8"]), "--runtime", "litert", "--report",

@@ -133,7 +133,7 @@ def test_names_are_spelled_only_in_the_contract() -> None:
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.Constant) and node.value in names:
                 # "input_ids" is also the key of a result's token ids, the same name on purpose
-                if node.value == c.INPUT_IDS and path.parent.name in ("harness", "runtime"):
+                if node.value == c.INPUT_IDS and path.parent.name in ("harness", "runtime", "bulk"):
                     continue
                 offenders.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.value!r}")
     assert not offenders, offenders

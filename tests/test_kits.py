@@ -30,6 +30,7 @@ import pytest
 from edge_m3.bundle import load_bundle
 from edge_m3.contract import weight_cache_name
 from edge_m3.tokenizer import Tokenizer
+from tests.support import python_embed
 
 pytestmark = pytest.mark.models  # builds Keras models, bundles or references
 
@@ -274,14 +275,12 @@ def test_kit_embed_matches_edge_m3_embed(kit_jar: Path, e5_bundles: dict[str, Pa
     bundle: ids and signature exact, vectors within the variant's device tolerance."""
     import numpy as np
 
-    from edge_m3.cli import main
     from edge_m3.contract import RECIPES
 
     bundle = e5_bundles["int8"]
     texts = tmp_path / "texts.txt"
     texts.write_text("\n".join(DIFF_TEXTS) + "\n", encoding="utf-8")
-    assert main(["embed", str(bundle), "--texts", str(texts), "--out", str(tmp_path / "py.jsonl")]) == 0
-    want = [json.loads(line) for line in (tmp_path / "py.jsonl").read_text(encoding="utf-8").splitlines()]
+    want = python_embed(bundle, texts)
     proc = _kit_embed(kit_jar, "--lib", litert_c_library, bundle, texts)
     assert proc.returncode == 0, proc.stderr[-3000:]
     got = [json.loads(line) for line in proc.stdout.splitlines()]

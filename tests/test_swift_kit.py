@@ -23,6 +23,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support import python_embed
+
 pytestmark = pytest.mark.models  # builds bundles and the Swift package
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -137,7 +139,6 @@ def test_kit_embed_swift_matches_python(swift_build: Path, e5_bundles: dict[str,
 
     import numpy as np
 
-    from edge_m3.cli import main
     from edge_m3.contract import RECIPES
 
     bundle = e5_bundles["int8"]
@@ -145,15 +146,12 @@ def test_kit_embed_swift_matches_python(swift_build: Path, e5_bundles: dict[str,
     texts.write_text("What is BGE-M3?\nLe modèle produit des vecteurs denses, lexicaux et multi-vecteurs "
                      "pour la recherche, dans plus de cent langues, à partir de textes courts ou longs.\n"
                      "深度学习 ✓ <mask>\n", encoding="utf-8")
-    ref = tmp_path / "python.jsonl"
-    assert main(["embed", str(bundle), "--texts", str(texts), "--out", str(ref), "--runtime", "litert",
-                 "--threads", "1"]) == 0
+    want = python_embed(bundle, texts, "--runtime", "litert", "--threads", "1")
     proc = subprocess.run([str(ROOT / "tools/kit/kit_embed.sh"), "swift", "--lib", str(litert_lib), str(bundle),
                            str(texts)], capture_output=True, text=True, timeout=300,
                           env=os.environ | {"EDGE_M3_SWIFT_EMBED": str(swift_build / "release/edge-m3-embed")})
     assert proc.returncode == 0, proc.stderr[-3000:]
     kit = [json.loads(line) for line in proc.stdout.splitlines()]
-    want = [json.loads(line) for line in ref.read_text(encoding="utf-8").splitlines()]
     tol = RECIPES["int8"].device_tolerance
     assert len(kit) == len(want) == 3
     assert {w["signature"] for w in want} == {"embed_16", "embed_128"}  # both lengths

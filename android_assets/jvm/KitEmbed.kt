@@ -4,7 +4,7 @@
 //   java -cp kit.jar:jna.jar dev.edgem3.KitEmbedKt [--bench] [--repeats N] [--threads N] --lib LIBLITERT BUNDLE TEXTS_FILE
 //
 // Without --bench: for each line of the UTF-8 file (split on "\n" only) one JSON object with the
-// keys of `edge-m3 embed --out FILE.jsonl`: input_ids, signature, dense_vecs, lexical_weights,
+// keys of `edge-m3 embed BUNDLE --texts FILE` (its JSON lines on stdout): input_ids, signature, dense_vecs, lexical_weights,
 // colbert_vecs (the heads the bundle exports). With --bench: one JSON line
 //   {"open_to_first_ms": X, "p50_ms": {"<seq_len>": X}, "runs": {"<seq_len>": N}}
 // open_to_first_ms: manifest, checksums, tokenizer, model open and the first line's embed;

@@ -90,7 +90,7 @@ private fun search(all: List<String>) {
     if (args.size != 3 || (at >= 0 && at != all.size - 2)) usage()
     // The bundle's manifest.json files: name -> sha256, what an app holding the bundle passes.
     val bundleFiles = if (at < 0) null else {
-        val m = JsonTree.obj(MiniJson.parse(File(all[at + 1], EdgeM3Contract.MANIFEST).readText()), "manifest.json")
+        val m = JsonTree.obj(MiniJson.parse(File(all[at + 1], EdgeM3Contract.MANIFEST).readText()), EdgeM3Contract.MANIFEST)
         JsonTree.obj(m["files"], "manifest.json: files").mapValues { (_, v) -> JsonTree.obj(v, "files")["sha256"] as String }
     }
     val index = EdgeM3Index.open(File(args[0]), bundleFiles)

@@ -5,7 +5,7 @@
 #   tools/kit/kit_embed.sh {kotlin|swift} [--bench] [--repeats N] [--threads N] [--lib LIBLITERT] BUNDLE TEXTS_FILE
 #
 # prints for each line of the UTF-8 file (lines split on "\n" only) one JSON object with the keys of
-# `edge-m3 embed --out FILE.jsonl` (input_ids, signature, dense_vecs, lexical_weights,
+# `edge-m3 embed BUNDLE --texts FILE` (its JSON lines on stdout) (input_ids, signature, dense_vecs, lexical_weights,
 # colbert_vecs), from the Android kit on the JVM (JNA) or the iOS kit in Swift (dlopen). `--bench`
 # prints one JSON line instead: open_to_first_ms, p50_ms and runs per signature length (each line
 # embedded N times, default 20, after 3 warm-ups; --threads: XNNPACK threads, default 1 as `edge-m3 embed`).

@@ -21,6 +21,7 @@ public enum EdgeM3Contract {
     public static let indexFormat = "edge-m3-index"
     public static let indexManifest = "index.json"
     public static let indexIds = "ids.json"
+    public static let indexPostingWeights = "sparse_weights"
     public static let deviceThreads = 2
     public static let weightCacheKeyChars = 16
     public static let indexFormatVersion = 1

@@ -163,7 +163,7 @@ public final class EdgeM3Index: @unchecked Sendable {
             throw EdgeM3Error("\(folder.path)/sparse_offsets: empty; the index is corrupt")
         }
         let postRows = try required("sparse_rows", "int32", [p])?.assumingMemoryBound(to: Int32.self)
-        sparseWeights = try required("sparse_weights", "float32", [p])?.assumingMemoryBound(to: Float.self)
+        sparseWeights = try required(EdgeM3Contract.indexPostingWeights, "float32", [p])?.assumingMemoryBound(to: Float.self)
         try EdgeM3Index.checkOffsets(offsets, t + 1, total: p, "\(folder.path)/sparse_offsets")
         for i in 1..<max(t, 1) where tokens![i - 1] >= tokens![i] {
             throw EdgeM3Error("\(folder.path): sparse_tokens not ascending; the index is corrupt")

@@ -3,7 +3,7 @@
 //   edge-m3-embed [--bench] [--repeats N] [--threads N] --lib LIBLITERT BUNDLE TEXTS_FILE
 //
 // For each line of the UTF-8 file (split on "\n" only) one JSON object with the keys of
-// `edge-m3 embed --out FILE.jsonl`: input_ids, signature, dense_vecs, lexical_weights, colbert_vecs.
+// `edge-m3 embed BUNDLE --texts FILE` (its JSON lines on stdout): input_ids, signature, dense_vecs, lexical_weights, colbert_vecs.
 // `--bench`: one JSON line instead, {"open_to_first_ms", "p50_ms": {seq_len: ms}, "runs": {seq_len: n}}:
 // the bundle, tokenizer and model opened and the first line embedded, then every line embedded
 // `repeats` times (default 20) after 3 warm-ups, each full embed() call timed and grouped by the

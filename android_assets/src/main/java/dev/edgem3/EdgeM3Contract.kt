@@ -22,6 +22,7 @@ object EdgeM3Contract {
     const val INDEX_FORMAT = "edge-m3-index"
     const val INDEX_MANIFEST = "index.json"
     const val INDEX_IDS = "ids.json"
+    const val INDEX_POSTING_WEIGHTS = "sparse_weights"
     const val DEVICE_THREADS = 2
     const val WEIGHT_CACHE_KEY_CHARS = 16
     const val INDEX_FORMAT_VERSION = 1

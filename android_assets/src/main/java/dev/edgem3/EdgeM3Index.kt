@@ -359,7 +359,7 @@ class EdgeM3Index private constructor(
             val tokens = required("sparse_tokens", "int32", longArrayOf(t)).asIntBuffer()
             val offsets = required("sparse_offsets", "int64", longArrayOf(t + 1)).asLongBuffer()
             val rows = required("sparse_rows", "int32", longArrayOf(p)).asIntBuffer()
-            val weights = required("sparse_weights", "float32", longArrayOf(p)).asFloatBuffer()
+            val weights = required(EdgeM3Contract.INDEX_POSTING_WEIGHTS, "float32", longArrayOf(p)).asFloatBuffer()
             checkOffsets(offsets, p, "$dir/sparse_offsets")
             for (i in 1 until t.toInt()) if (tokens.get(i - 1) >= tokens.get(i)) throw EdgeM3Exception("$dir: sparse_tokens not ascending; the index is corrupt")
             for (i in 0 until p.toInt()) if (rows.get(i) !in 0 until count) throw EdgeM3Exception("$dir: sparse_rows out of range; the index is corrupt")
