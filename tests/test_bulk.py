@@ -176,7 +176,13 @@ def test_killed_job_resumes_and_loses_nothing(tiny_bundles: dict[str, Path], tmp
     proc = subprocess.Popen(_job(bundle, f, out), env=env, stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE)
     deadline = time.monotonic() + 120
-    while not (work / "part-00000" f"{suffix}").exists():
+    def committed() -> int:  # parts the job record counts (written atomically after each part)
+        try:
+            return int(json.loads((work / "_edge_m3_job.json").read_text())["parts"])
+        except (OSError, ValueError, KeyError):
+            return 0
+
+    while committed() < 1:
         assert proc.poll() is None, proc.stderr.read().decode()[-2000:]  # type: ignore[union-attr]
         assert time.monotonic() < deadline
         time.sleep(0.005)

@@ -97,8 +97,11 @@ def parse_outputs(heads: Sequence[str], bundle: Bundle) -> tuple[str, ...]:
 
 
 def split_threads(threads: int, lanes: int | None) -> tuple[int, int]:
-    """(lanes, threads per lane): by default one single-threaded lane per thread."""
-    lanes = max(1, min(lanes or threads, threads))
+    """(lanes, threads per lane): by default one lane of `threads` threads. Lanes are Python
+    threads, and LiteRT's Python binding holds the GIL while it runs a model, so two lanes ran
+    one after the other on an idle machine (27.8 s against 17.0 s for one lane of two threads,
+    2,000 texts, docs/benchmarks.md issue 27); more lanes pay only where the runtime lets go."""
+    lanes = max(1, min(lanes or 1, threads))
     return lanes, max(1, threads // lanes)
 
 

@@ -45,7 +45,7 @@ class BulkOptions:
     texts: tuple[str, ...] = ()  # given on the command line (rows 0.., before none of the file)
     outputs: tuple[str, ...] = ()  # heads to write; () = every head the bundle exports
     threads: int = 2
-    lanes: int | None = None  # model instances (None: one single-threaded lane per thread)
+    lanes: int | None = None  # model instances sharing the threads (None: one, engine.split_threads)
     resume: bool = False
     part_rows: int = DEFAULT_PART_ROWS
     id_column: str | None = DEFAULT_ID_COLUMN
