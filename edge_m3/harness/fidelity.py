@@ -96,7 +96,9 @@ def _record(line: str, n: int, path: Path, field: str) -> Mapping[str, Any]:
 def bundled_sample() -> Corpus:
     """The committed stratified sample (edge_m3/data/fidelity_sample.jsonl)."""
     path = resources.files("edge_m3").joinpath(SAMPLE_FILE)
-    return Corpus(tuple(json.loads(line) for line in path.read_text("utf-8").splitlines() if line))
+    lines = path.read_text("utf-8").splitlines()
+    return Corpus(tuple(_record(line, n, Path(str(path)), "texts") for n, line in enumerate(lines, 1)
+                        if line.strip()))
 
 
 def sample(corpus: Corpus, n: int, seed: int) -> Corpus:
