@@ -85,7 +85,7 @@ def _build_parser() -> argparse.ArgumentParser:
     e.add_argument("--part-rows", type=int, default=4096,
                    help="with --out: rows per committed part (what a killed job redoes at most)")
     e.add_argument("--lanes", type=int, default=None,
-                   help="with --out: model instances sharing --threads (default: 1)")
+                   help="with --out: model processes sharing --threads (default: one a thread; 1: in process)")
     e.add_argument("--engine", default="local", choices=("local", "ray"),
                    help="ray: Ray Data (pip install 'edge-m3[ray]'); --out is a Parquet dataset dir")
     e.add_argument("--ray-address", default=None,

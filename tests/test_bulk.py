@@ -248,3 +248,80 @@ def test_runtime_install_writes_npy_and_jsonl(tiny_bundles: dict[str, Path], tmp
         done = subprocess.run(_job(tiny_bundles["int8"], f, tmp_path / "p.parquet", *extra), env=env,
                               capture_output=True, text=True)
         assert done.returncode == 2 and want in done.stderr and len(done.stderr.strip().splitlines()) == 1
+
+
+def test_lanes_in_processes_equal_one_lane_and_stop_in_one_line(tiny_bundles: dict[str, Path],
+                                                                tmp_path: Path) -> None:
+    """Two lane processes write exactly what one in-process lane writes (same floats, same order,
+    ids and rejects), and the index build's per-text path through them equals the in-process one;
+    a child that cannot open its model stops the job in one line."""
+    import pyarrow.parquet as pq
+
+    from edge_m3.bulk.engine import BulkEmbedder
+    from edge_m3.bulk.lanes import LaneProcess, wait_ready
+    from edge_m3.bundle import load_bundle
+    from edge_m3.errors import EdgeM3Error
+    from edge_m3.harness.corpus import Row
+    from edge_m3.runtime import RUNTIMES
+
+    bundle = tiny_bundles["int8"]
+    f = tmp_path / "corpus.txt"
+    _corpus(f, 61)
+    outs = {}
+    for lanes in ("1", "2"):
+        outs[lanes] = tmp_path / f"l{lanes}.parquet"
+        assert main(["embed", str(bundle), "--texts", str(f), "--out", str(outs[lanes]), "--threads", "2",
+                     "--lanes", lanes, "--part-rows", "16"]) == 0
+    assert pq.read_table(outs["1"]).equals(pq.read_table(outs["2"]))
+    rejected = [(tmp_path / f"l{n}.parquet.rejected.jsonl").read_bytes() for n in (1, 2)]
+    assert rejected[0] == rejected[1]
+
+    b = load_bundle(bundle)
+    heads = ("dense", "sparse", "colbert")
+    rows = [Row(i, i, t) for i, t in enumerate(TEXTS * 3)]
+    with BulkEmbedder(b, RUNTIMES["litert"], 2, heads, lanes=1) as one, \
+            BulkEmbedder(b, RUNTIMES["litert"], 2, heads, lanes=2) as two:
+        assert len(two.children) == 2 and not one.children
+        procs = [child.proc for child in two.children]
+        _, encs, _ = one.encode(rows)
+        for a, c in zip(one.run(encs), two.run(encs), strict=True):
+            assert a.keys() == c.keys() and a["lexical_weights"] == c["lexical_weights"]
+            np.testing.assert_array_equal(a["dense_vecs"], c["dense_vecs"])
+            np.testing.assert_array_equal(a["colbert_vecs"], c["colbert_vecs"])
+    assert all(p.poll() is not None for p in procs)  # closed with the embedder
+
+    broken = LaneProcess(tmp_path / "no-bundle", "litert", 1, heads, None)
+    with pytest.raises(EdgeM3Error) as err:
+        wait_ready([broken], {})
+    assert "no-bundle" in str(err.value) and "\n" not in str(err.value)
+    assert broken.proc.poll() is not None
+
+
+def test_lane_frames_carry_plain_arrays_only() -> None:
+    """The pipe between the job and its lanes holds numbers, never objects: a frame round-trips,
+    an object dtype or an oversized header is refused, a cut stream ends cleanly."""
+    import io
+
+    from edge_m3.bulk.lanes import read_frame, write_frame
+    from edge_m3.errors import EdgeM3Error
+
+    buf = io.BytesIO()
+    arrays = {"a": np.arange(6, dtype=np.int32).reshape(2, 3), "b": np.ones(0, np.float32),
+              "c": np.array([1.5, -2.0], np.float32)}
+    write_frame(buf, arrays)
+    write_frame(buf, {})
+    buf.seek(0)
+    got = read_frame(buf)
+    assert got is not None and got.keys() == arrays.keys()
+    for k, v in arrays.items():
+        np.testing.assert_array_equal(got[k], v)
+        assert got[k].dtype == v.dtype
+    assert read_frame(buf) == {} and read_frame(buf) is None
+    header = json.dumps([["x", "|O", [1]]]).encode()
+    with pytest.raises(EdgeM3Error, match="refused"):
+        read_frame(io.BytesIO(len(header).to_bytes(8, "little") + header + b"\0" * 8))
+    with pytest.raises(EdgeM3Error, match="not a lane stream"):
+        read_frame(io.BytesIO((1 << 40).to_bytes(8, "little")))
+    whole = io.BytesIO()
+    write_frame(whole, arrays)
+    assert read_frame(io.BytesIO(whole.getvalue()[:-3])) is None

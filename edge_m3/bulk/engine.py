@@ -4,12 +4,14 @@ The model step is the one an app runs, text by text at the smallest fixed length
 (`DevicePipeline`: the same tokenizer, runner and post-processing), so every output equals the
 one-text-per-call pipeline's exactly. What bulk adds is around it:
 
-- lanes: the threads a job is given run as that many model instances of one thread each, every
-  instance taking every other text of a length-sorted chunk (LiteRT and onnxruntime release the
-  GIL while they run). On 2 cores two 1-thread lanes beat one 2-thread instance: XNNPACK splits
-  one text's small matrices across threads poorly (docs/benchmarks.md, issue 27). Batching
-  texts into one call does not apply: the bundles' graphs are traced at batch 1, and resizing
-  the batch dimension fails in LiteRT (XNNPACK cannot reshape the traced reshapes);
+- lanes: the threads a job is given run as that many model instances of one thread each, each in
+  its own process (edge_m3.bulk.lanes: LiteRT's Python binding holds the GIL while a model runs,
+  so lanes as threads took turns), every lane taking every other text of a length-sorted chunk.
+  On 2 cores two 1-thread lanes beat one 2-thread instance: XNNPACK splits one text's small
+  matrices across threads poorly (docs/benchmarks.md, issue 27). Batching texts into one call
+  does not apply: the bundles' graphs are traced at batch 1, resizing the batch dimension fails in
+  LiteRT (XNNPACK cannot reshape the traced reshapes), and per token a 16-token call costs only
+  1.3x a 64-token one, so a batch signature could win little over the lanes;
 - length sorting: a chunk's texts run grouped by signature, each lane reusing its buffers;
 - columns: the results of a chunk come out as flat arrays plus offsets (`Embedded`), which the
   sinks write to Parquet or .npy without a Python object per float.
@@ -17,20 +19,19 @@ one-text-per-call pipeline's exactly. What bulk adds is around it:
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from edge_m3.bulk.lanes import LaneProcess, ids_frame, wait_ready
 from edge_m3.bundle import Bundle
 from edge_m3.contract import COLBERT_VECS, DENSE_VECS, HEADS, LEXICAL_WEIGHTS, RESULT_OUTPUTS
 from edge_m3.errors import EdgeM3Error
 from edge_m3.harness.corpus import Rejected, Row
-from edge_m3.runtime.pipeline import DevicePipeline, Encoded
+from edge_m3.runtime.pipeline import DevicePipeline, Encoded, special_rows
 from edge_m3.runtime.registry import Runtime, WeightCache
-from edge_m3.runtime.runners import Runner, open_runner
 
 ID = "id"  # the input's id, beside the outputs (edge_m3.harness.corpus)
 ROW = "row"  # the 0-based input row (line N of a text file is row N-1)
@@ -97,27 +98,120 @@ def parse_outputs(heads: Sequence[str], bundle: Bundle) -> tuple[str, ...]:
 
 
 def split_threads(threads: int, lanes: int | None) -> tuple[int, int]:
-    """(lanes, threads per lane): by default one lane of `threads` threads. Lanes are Python
-    threads, and LiteRT's Python binding holds the GIL while it runs a model, so two lanes ran
-    one after the other on an idle machine (27.8 s against 17.0 s for one lane of two threads,
-    2,000 texts, docs/benchmarks.md issue 27); more lanes pay only where the runtime lets go."""
-    lanes = max(1, min(lanes or 1, threads))
+    """(lanes, threads per lane): by default one lane of one thread per thread given. A lane
+    is its own process (edge_m3.bulk.lanes) with its own model instance: on 2 cores two
+    1-thread lanes beat one instance of 2 threads, whose XNNPACK splits one text's small
+    matrices poorly (docs/benchmarks.md, issue 27). `lanes=1` keeps the model in this process."""
+    lanes = max(1, min(lanes or threads, threads))
     return lanes, max(1, threads // lanes)
 
 
+def result_columns(results: Sequence[dict[str, Any]], heads: Sequence[str],
+                   hidden: int) -> dict[str, np.ndarray]:
+    """Per-text named outputs (FlagEmbedding's) -> flat arrays and offsets, for the heads asked:
+    what a chunk's `Embedded` holds and what a lane process sends back."""
+    cols: dict[str, np.ndarray] = {}
+    if "dense" in heads:
+        cols["dense"] = (np.stack([r[DENSE_VECS] for r in results]).astype(np.float32, copy=False)
+                         if results else np.zeros((0, hidden), np.float32))
+    if "sparse" in heads:
+        lex = [r[LEXICAL_WEIGHTS] for r in results]
+        ids = Ragged.of([np.fromiter(map(int, d), np.int32, len(d)) for d in lex], np.int32)
+        cols["lex_ids"], cols["lex_offsets"] = ids.values, ids.offsets
+        cols["lex_weights"] = np.fromiter((w for d in lex for w in d.values()), np.float32,
+                                          int(ids.offsets[-1]))
+    if "colbert" in heads:
+        vecs = Ragged.of([r[COLBERT_VECS] for r in results], np.float32, hidden)
+        cols["colbert"], cols["colbert_offsets"] = vecs.values, vecs.offsets
+    return cols
+
+
+def _gather(parts: Sequence[tuple[Sequence[int], dict[str, np.ndarray]]], n: int,
+            hidden: int) -> dict[str, np.ndarray]:
+    """Lanes' columns (each for its own positions of a chunk) -> one set in chunk order."""
+    cols: dict[str, np.ndarray] = {}
+    first = parts[0][1]
+    if "dense" in first:
+        dense = np.zeros((n, hidden), np.float32)
+        for pos, c in parts:
+            dense[np.asarray(pos, np.int64)] = c["dense"]
+        cols["dense"] = dense
+    for values, offsets, extra, width in (("lex_ids", "lex_offsets", "lex_weights", None),
+                                          ("colbert", "colbert_offsets", None, hidden)):
+        if values not in first:
+            continue
+        per_text: list[Any] = [None] * n
+        per_extra: list[Any] = [None] * n
+        for pos, c in parts:
+            rag = Ragged(c[values], c[offsets])
+            for j, i in enumerate(pos):
+                per_text[i] = rag[j]
+                if extra:
+                    per_extra[i] = c[extra][rag.offsets[j]:rag.offsets[j + 1]]
+        dtype = first[values].dtype
+        joined = Ragged.of(per_text, dtype, width)
+        cols[values], cols[offsets] = joined.values, joined.offsets
+        if extra:
+            cols[extra] = Ragged.of(per_extra, np.float32).values
+    return cols
+
+
+def _results_of(cols: dict[str, np.ndarray], n: int) -> list[dict[str, Any]]:
+    """Columns -> per-text named outputs, as postprocess gives them (values are exact: the
+    columns hold the same float32s)."""
+    out: list[dict[str, Any]] = [{} for _ in range(n)]
+    if "dense" in cols:
+        for i in range(n):
+            out[i][DENSE_VECS] = cols["dense"][i]
+    if "lex_ids" in cols:
+        ids, offs, w = cols["lex_ids"].tolist(), cols["lex_offsets"], cols["lex_weights"].tolist()
+        for i in range(n):
+            a, b = int(offs[i]), int(offs[i + 1])
+            out[i][LEXICAL_WEIGHTS] = {str(k): v for k, v in zip(ids[a:b], w[a:b], strict=True)}
+    if "colbert" in cols:
+        rag = Ragged(cols["colbert"], cols["colbert_offsets"])
+        for i in range(n):
+            out[i][COLBERT_VECS] = rag[i]
+    return out
+
+
 class BulkEmbedder:
-    """One bundle's tokenizer and `lanes` model instances, loaded once, embedding chunks of rows."""
+    """One bundle's tokenizer and `lanes` model instances, loaded once, embedding chunks of rows.
+
+    With one lane the model runs in this process; with more, each lane is a child process
+    (edge_m3.bulk.lanes) and this process only tokenizes and gathers. Call `close()` (or use it
+    as a context manager) to stop the children; they also stop when this process ends."""
 
     def __init__(self, bundle: Bundle, runtime: Runtime, threads: int, outputs: Sequence[str],
                  lanes: int | None = None, weight_cache: WeightCache | None = None) -> None:
         self.outputs = tuple(outputs)
         self.lanes, per_lane = split_threads(threads, lanes)
-        self.pipe = DevicePipeline(bundle, runtime, per_lane, weight_cache=weight_cache)
-        entry = self.pipe.entry
-        self.runners: list[Runner] = [self.pipe.runner] + [
-            open_runner(bundle.path / entry.file, entry.signatures, runtime, per_lane, weight_cache)
-            for _ in range(self.lanes - 1)]
+        self.threads_per_lane = per_lane
         self.hidden = int(bundle.manifest.hidden_size)
+        self.children: list[LaneProcess] = []
+        if self.lanes == 1:
+            self.pipe = DevicePipeline(bundle, runtime, per_lane, weight_cache=weight_cache)
+            return
+        # The children open their models while this process loads the tokenizer.
+        self.children = [LaneProcess(bundle.path, runtime.name, per_lane, self.outputs, weight_cache)
+                         for _ in range(self.lanes)]
+        try:
+            self.pipe = DevicePipeline(bundle, runtime, per_lane, open_model=False)
+        except BaseException:
+            self.close()
+            raise
+        wait_ready(self.children, special_rows(self.pipe.tokenizer))
+
+    def close(self) -> None:
+        for child in self.children:
+            child.close()
+        self.children = []
+
+    def __enter__(self) -> BulkEmbedder:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     def encode(self, rows: Sequence[Row]) -> tuple[list[Row], list[Encoded], list[Rejected]]:
         """Tokenize (the step a thread runs ahead of the model); a text the tokenizer refuses
@@ -132,62 +226,58 @@ class BulkEmbedder:
             kept.append(r)
         return kept, encs, bad
 
-    def _lane(self, runner: Runner, order: Sequence[int], encs: Sequence[Encoded],
-              out: list[Any], errors: list[BaseException]) -> None:
-        try:
-            for i in order:
-                enc = encs[i]
-                ids, mask = self.pipe.model_inputs(enc)
-                raw = runner.run(ids, mask)
-                out[i] = self.pipe.postprocess(enc.input_ids, raw)
-        except BaseException as exc:  # re-raised by the caller's thread
-            errors.append(exc)
-
     def embed(self, rows: Sequence[Row], encs: Sequence[Encoded],
               progress: Callable[[int], None] | None = None) -> Embedded:
         """The chunk's outputs, in the rows' order."""
-        results = self.run(encs)
+        cols = self._columns(encs)
         if progress:
             progress(len(rows))
-        return self.columns(rows, [e.input_ids for e in encs], results)
+        return self.columns(rows, [e.input_ids for e in encs], cols)
 
     def run(self, encs: Sequence[Encoded]) -> list[dict[str, Any]]:
-        """Each text's FlagEmbedding-named outputs, in order; the lanes take the texts sorted by
-        length (the index build reads these as they are, `embed` turns them into columns)."""
-        n = len(encs)
-        by_length = sorted(range(n), key=lambda i: encs[i].seq_len)
-        results: list[Any] = [None] * n
-        errors: list[BaseException] = []
-        if self.lanes == 1 or n < 2:
-            self._lane(self.runners[0], by_length, encs, results, errors)
-        else:
-            threads = [threading.Thread(target=self._lane, daemon=True,
-                                        args=(r, by_length[k::self.lanes], encs, results, errors))
-                       for k, r in enumerate(self.runners)]
-            for t in threads:
-                t.start()
-            for t in threads:
-                t.join()
-        if errors:
-            raise errors[0]
+        """Each text's FlagEmbedding-named outputs, in order (the index build reads these)."""
+        if not self.children:
+            return self._run_here(encs)
+        return _results_of(self._columns(encs), len(encs))
+
+    def _run_here(self, encs: Sequence[Encoded]) -> list[dict[str, Any]]:
+        """One lane in this process, the texts sorted by length (each signature's buffers reused)."""
+        results: list[Any] = [None] * len(encs)
+        for i in sorted(range(len(encs)), key=lambda i: encs[i].seq_len):
+            enc = encs[i]
+            results[i] = self.pipe.postprocess(enc.input_ids, self.pipe.run(enc))
         return results
 
+    def _columns(self, encs: Sequence[Encoded]) -> dict[str, np.ndarray]:
+        """The chunk's columns in its order: here, or dealt to the lane children in length
+        order (child k takes every k-th text, so each gets the same mix of lengths)."""
+        if not self.children or len(encs) < 2:
+            if self.children:
+                self.children[0].send(ids_frame(self.pipe, encs))
+                return _gather([(range(len(encs)), self.children[0].receive())], len(encs), self.hidden)
+            return result_columns(self._run_here(encs), self.outputs, self.hidden)
+        by_length = sorted(range(len(encs)), key=lambda i: encs[i].seq_len)
+        shares = [by_length[k::len(self.children)] for k in range(len(self.children))]
+        busy = []
+        for child, share in zip(self.children, shares, strict=True):
+            if share:
+                child.send(ids_frame(self.pipe, [encs[i] for i in share]))
+                busy.append((child, share))
+        return _gather([(share, child.receive()) for child, share in busy], len(encs), self.hidden)
+
     def columns(self, rows: Sequence[Row], input_ids: Sequence[Sequence[int]],
-                results: Sequence[dict[str, Any]]) -> Embedded:
-        """Per-text named outputs (FlagEmbedding's) -> columns."""
+                cols: dict[str, np.ndarray]) -> Embedded:
+        """A chunk's columns (`result_columns`) with its rows, ids and token ids."""
         got = Embedded(rows=np.fromiter((r.row for r in rows), np.int64, len(rows)),
                        ids=[r.id for r in rows],
                        input_ids=Ragged.of([np.asarray(i, np.int32) for i in input_ids], np.int32))
-        if "dense" in self.outputs:
-            got.dense = (np.stack([r[DENSE_VECS] for r in results]).astype(np.float32, copy=False)
-                         if results else np.zeros((0, self.hidden), np.float32))
-        if "sparse" in self.outputs:
-            lex = [r[LEXICAL_WEIGHTS] for r in results]
-            got.lexical_ids = Ragged.of([np.fromiter(map(int, d), np.int32, len(d)) for d in lex], np.int32)
-            got.lexical_weights = (np.fromiter((w for d in lex for w in d.values()), np.float32,
-                                               int(got.lexical_ids.offsets[-1])))
-        if "colbert" in self.outputs:
-            got.colbert = Ragged.of([r[COLBERT_VECS] for r in results], np.float32, self.hidden)
+        if "dense" in cols:
+            got.dense = cols["dense"]
+        if "lex_ids" in cols:
+            got.lexical_ids = Ragged(cols["lex_ids"], cols["lex_offsets"])
+            got.lexical_weights = cols["lex_weights"]
+        if "colbert" in cols:
+            got.colbert = Ragged(cols["colbert"], cols["colbert_offsets"])
         return got
 
 

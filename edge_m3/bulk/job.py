@@ -2,8 +2,8 @@
 
 Three stages overlap, each in its own thread, joined by small queues (at most two chunks wait
 in each, so memory stays bounded whatever the corpus size): the reader-tokenizer (pure Python),
-the model lanes (edge_m3.bulk.engine; the runtimes release the GIL), and the writer (Parquet
-and .npy writes are native code). A part is committed (edge_m3.bulk.sinks) before the job
+the model lanes (edge_m3.bulk.engine: child processes, which this thread feeds), and the writer
+(Parquet and .npy writes are native code). A part is committed (edge_m3.bulk.sinks) before the job
 record counts it, so `--resume` starts from the first row no committed part holds.
 """
 
@@ -23,6 +23,7 @@ import numpy as np
 
 from edge_m3.bulk.engine import BulkEmbedder, Embedded, Ragged
 from edge_m3.bulk.sinks import Sink, make_sink, out_format, rejected_path
+from edge_m3.bundle import Bundle
 from edge_m3.common.files import check_writable
 from edge_m3.contract import MANIFEST
 from edge_m3.errors import EdgeM3Error, OptionError
@@ -45,7 +46,7 @@ class BulkOptions:
     texts: tuple[str, ...] = ()  # given on the command line (rows 0.., before none of the file)
     outputs: tuple[str, ...] = ()  # heads to write; () = every head the bundle exports
     threads: int = 2
-    lanes: int | None = None  # model instances sharing the threads (None: one, engine.split_threads)
+    lanes: int | None = None  # model instances sharing the threads (None: one per thread, engine.split_threads)
     resume: bool = False
     part_rows: int = DEFAULT_PART_ROWS
     id_column: str | None = DEFAULT_ID_COLUMN
@@ -150,7 +151,7 @@ def _put(q: queue.Queue, item: Any, stop: threading.Event, consumer: _Stage | No
     return False
 
 
-def prepare(opts: BulkOptions) -> tuple[Corpus | _Inline, Sink, list[str]]:
+def prepare(opts: BulkOptions) -> tuple[Corpus | _Inline, Sink, list[str], Bundle]:
     """Everything checked before the model loads: the input, the output's state, `--resume`."""
     out_format(opts.out)
     if opts.part_rows < 1:
@@ -176,20 +177,17 @@ def prepare(opts: BulkOptions) -> tuple[Corpus | _Inline, Sink, list[str]]:
         raise OptionError("out", opts.out, "exists (add {} to continue the job that wrote it, or "
                           "choose another path)", mentions=("resume",))
     check_writable(opts.out, "out", is_file=out_format(opts.out) == "jsonl")
-    return corpus, sink, outputs
+    return corpus, sink, outputs, bundle
 
 
 def run_job(opts: BulkOptions, log: Callable[[str], None] | None = None) -> dict[str, Any]:
     """Run (or resume) the job; returns its figures. Raises EdgeM3Error for the one-line cases."""
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-    from edge_m3.bundle import load_bundle
     from edge_m3.runtime.choice import require_runtime
 
     log = log or (lambda s: sys.stderr.write(s + "\n"))
     t_start = time.perf_counter()
-    corpus, sink, outputs = prepare(opts)
+    corpus, sink, outputs, bundle = prepare(opts)
     identity = job_identity(opts, outputs)
     first_part = 0
     record = sink.record()
@@ -208,9 +206,21 @@ def run_job(opts: BulkOptions, log: Callable[[str], None] | None = None) -> dict
         sink.drop_parts_from(first_part)
     else:
         record = None
-    bundle = load_bundle(opts.bundle)
     require_runtime(bundle, opts.runtime)
     embedder = BulkEmbedder(bundle, opts.runtime, opts.threads, outputs, opts.lanes)
+    try:
+        return _run(opts, corpus, sink, identity, record, first_part, embedder, log, t_start)
+    finally:
+        embedder.close()
+
+
+def _run(opts: BulkOptions, corpus: Corpus | _Inline, sink: Sink, identity: dict[str, Any],
+         record: dict[str, Any] | None, first_part: int, embedder: BulkEmbedder,
+         log: Callable[[str], None], t_start: float) -> dict[str, Any]:
+    """The three stages over the rows not committed yet (`run_job` has checked everything)."""
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
     sink.begin()
     state = dict(identity, parts=first_part, complete=False)
     sink.save_record(state)
@@ -288,7 +298,7 @@ def run_job(opts: BulkOptions, log: Callable[[str], None] | None = None) -> dict
                "parts": parts, "resumed_from_row": start_row}
     rate = counts["rows"] / max(seconds, 1e-9)
     msg = (f"{counts['rows']} text(s) embedded in {seconds:.2f} s: {rate:.1f} texts/s "
-           f"({opts.runtime.name}, {embedder.lanes} lane(s) x {max(1, opts.threads // embedder.lanes)} "
+           f"({opts.runtime.name}, {embedder.lanes} lane(s) x {embedder.threads_per_lane} "
            f"thread(s), model load excluded) -> {opts.out}")
     if start_row:
         msg += f"; resumed at row {start_row}"

@@ -163,7 +163,7 @@ def cmd_index(opts: IndexOptions, quiet: bool = False) -> int:
                   BundleIdentity.of(bundle, embedder.pipe.entry.format))
     t0 = time.perf_counter()
     done, batch, ids = 0, [], []
-    with _progress("index", total, quiet or total < 2) as progress:
+    with embedder, _progress("index", total, quiet or total < 2) as progress:
         task = progress.add_task("index", total=total, rate="")
         for pid, out in embed_passages(embedder, itertools.chain([first], stream), rejected):
             batch.append(out)

@@ -84,12 +84,15 @@ class DevicePipeline:
         return named_outputs(self.tokenizer, input_ids, raw)
 
 
+def special_rows(tokenizer: Tokenizer) -> dict[str, int]:
+    """The special tokens' model rows (a trimmed vocabulary moves them)."""
+    return {k: tokenizer.to_model_ids([v])[0] for k, v in tokenizer.spec.special_ids.items()}
+
+
 def named_outputs(tokenizer: Tokenizer, input_ids: list[int], raw: Mapping[str, Any]) -> dict[str, Any]:
     """Raw signature outputs -> FlagEmbedding's names, for the bundle's ids (golden.json's rule)."""
     # A trimmed vocabulary runs on table rows but reports the original ids.
-    rows = tokenizer.to_model_ids(input_ids)
-    special_rows = {k: tokenizer.to_model_ids([v])[0] for k, v in tokenizer.spec.special_ids.items()}
-    return postprocess(raw, rows, special_rows, original_ids=input_ids)
+    return postprocess(raw, tokenizer.to_model_ids(input_ids), special_rows(tokenizer), original_ids=input_ids)
 
 
 def to_jsonable(result: dict[str, Any], raw: bool = False) -> dict[str, Any]:
