@@ -8,8 +8,10 @@ Every side is one process started from scratch and timed from its start to its e
 model load, reading, writing included), on the same texts (tools.bench.bench_throughput's:
 seeded from edge_m3/data/corpus_multilingual.txt, one to eight lines joined), all three outputs:
 
-- embed: `edge-m3 embed BUNDLE --texts T --out X.parquet --threads N` (N lanes of one thread);
-- embed-1lane: the same with `--lanes 1` (one model instance of N threads);
+- embed: `edge-m3 embed BUNDLE --texts T --out X.parquet --threads N` (N lane processes of one
+  thread);
+- embed-1lane: the same with `--lanes 1` (one model instance of N threads, in the process);
+- embed-alt: `embed` on `--alt-bundle` (the same weights built otherwise, e.g. finer `--seq-lens`);
 - embed-json: `edge-m3 embed BUNDLE --texts T` (one text per call, JSON lines to stdout: the
   path before issue 27);
 - flag: FlagEmbedding's `BGEM3FlagModel(CHECKPOINT, use_fp16=False).encode(texts, batch_size=32)`
@@ -20,8 +22,10 @@ seeded from edge_m3/data/corpus_multilingual.txt, one to eight lines joined), al
 
 Sides run interleaved (side after side, repeat after repeat) so that a busy machine slows them
 alike; the table gives each side's median and its ratio to FlagEmbedding's, by wall time and by
-CPU seconds (user + system of the process: on a machine other jobs share, CPU seconds are the
-steadier measure of the work; Ray's own processes are not counted, so not for the ray sides).
+CPU seconds (user + system of the process and the children it waited for: on a machine other
+jobs share, CPU seconds are the steadier measure of the work; Ray's own processes are not
+counted, so not for the ray sides), and the peak resident memory of the command's process tree
+(the lanes' model copies added up; for the ray sides, the Ray processes the command started).
 """
 
 from __future__ import annotations
@@ -40,7 +44,7 @@ from pathlib import Path
 
 from tools.bench.bench_throughput import make_texts
 
-SIDES = ("embed", "embed-1lane", "embed-json", "flag", "ray1", "ray2", "direct")
+SIDES = ("embed", "embed-1lane", "embed-alt", "embed-json", "flag", "ray1", "ray2", "direct")
 
 
 def _flag_child(checkpoint: str, texts_file: str, threads: int, batch: int, max_length: int) -> None:
@@ -80,14 +84,30 @@ def _cpu() -> float:
     return r.ru_utime + r.ru_stime
 
 
-def _run(cmd: list[str], env: dict[str, str], keep_stdout: bool = True) -> tuple[float, str]:
+def _run(cmd: list[str], env: dict[str, str], keep_stdout: bool = True) -> tuple[float, str, float]:
+    """(seconds, output, peak MiB of the process and its children together, sampled every
+    0.1 s: the lanes' model copies count)."""
+    import psutil
+
     t0 = time.perf_counter()
-    done = subprocess.run(cmd, stdout=subprocess.PIPE if keep_stdout else subprocess.DEVNULL,
-                          stderr=subprocess.PIPE, text=True, env=env)
-    seconds = time.perf_counter() - t0
-    if done.returncode != 0:
-        raise SystemExit(f"{' '.join(cmd[:6])} ... failed: {done.stderr.strip()[-800:]}")
-    return seconds, done.stderr + (done.stdout or "")
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        proc = subprocess.Popen(cmd, stdout=out if keep_stdout else subprocess.DEVNULL, stderr=err, env=env)
+        peak = 0
+        root = psutil.Process(proc.pid)
+        while proc.poll() is None:
+            try:
+                tree = [root, *root.children(recursive=True)]
+                peak = max(peak, sum(p.memory_info().rss for p in tree))
+            except psutil.Error:
+                pass
+            time.sleep(0.1)
+        seconds = time.perf_counter() - t0
+        out.seek(0)
+        err.seek(0)
+        text = err.read().decode("utf-8", "replace") + out.read().decode("utf-8", "replace")
+    if proc.returncode != 0:
+        raise SystemExit(f"{' '.join(cmd[:6])} ... failed: {text.strip()[-800:]}")
+    return seconds, text, peak / 2**20
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -100,6 +120,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--batch", type=int, default=32, help="FlagEmbedding's batch size")
     ap.add_argument("--sides", default="embed,embed-1lane,flag,ray1,ray2,direct")
     ap.add_argument("--json", type=Path)
+    ap.add_argument("--alt-bundle", type=Path, help="the bundle of the embed-alt side")
     a = ap.parse_args(argv)
     from rich.console import Console
     from rich.table import Table
@@ -126,6 +147,11 @@ def main(argv: list[str] | None = None) -> int:
                 out = Path(tmp) / f"{side}-{rep}.parquet"
                 if side == "embed":
                     cmd = [*embed, "--out", str(out)]
+                elif side == "embed-alt":
+                    if a.alt_bundle is None:
+                        raise SystemExit("--sides embed-alt needs --alt-bundle")
+                    cmd = [*embed, "--out", str(out)]
+                    cmd[cmd.index(str(a.bundle))] = str(a.alt_bundle)
                 elif side == "embed-1lane":
                     cmd = [*embed, "--out", str(out), "--lanes", "1"]
                 elif side == "embed-json":
@@ -140,7 +166,8 @@ def main(argv: list[str] | None = None) -> int:
                     cmd = [*embed, "--out", str(Path(tmp) / f"{side}-{rep}"), "--engine", "ray",
                            "--ray-workers", str(workers)]
                 cpu0 = _cpu()
-                seconds, text = _run(cmd, env, keep_stdout=side != "embed-json")
+                seconds, text, mib = _run(cmd, env, keep_stdout=side != "embed-json")
+                times.setdefault(f"{side}:rss", []).append(mib)
                 times.setdefault(f"{side}:cpu", []).append(_cpu() - cpu0)
                 times[side].append(seconds)
                 m = re.search(r"embedded in ([\d.]+) s", text)
@@ -159,7 +186,7 @@ def main(argv: list[str] | None = None) -> int:
     table = Table(title=f"{n:,} texts, {a.threads} threads, dense + sparse + ColBERT, whole command timed "
                         f"(start-up included), median of {a.repeats} interleaved repeats")
     for col in ("side", "seconds (whole)", "texts/s", "vs FlagEmbedding", "inner seconds", "CPU s",
-                "vs FlagEmbedding (CPU)"):
+                "vs FlagEmbedding (CPU)", "peak RSS MiB (tree)"):
         table.add_column(col, justify="left" if col == "side" else "right")
     for side in sides:
         inner = med.get(f"{side}:inner")
@@ -167,7 +194,8 @@ def main(argv: list[str] | None = None) -> int:
         table.add_row(side, f"{med[side]:.1f}", f"{n / med[side]:.1f}",
                       f"{ref / med[side]:.2f}x" if ref else "-", f"{inner:.1f}" if inner else "-",
                       f"{cpu:.1f}" if cpu else "-",
-                      f"{ref_cpu / cpu:.2f}x" if cpu and ref_cpu and not side.startswith("ray") else "-")
+                      f"{ref_cpu / cpu:.2f}x" if cpu and ref_cpu and not side.startswith("ray") else "-",
+                      f"{max(times[f'{side}:rss']):.0f}")
     Console(width=140).print(table)
     if "ray1:inner" in med and "direct:inner" in med and "batches" in notes:
         per = (med["ray1:inner"] - med["direct:inner"]) / int(notes["batches"])
