@@ -229,16 +229,35 @@ class BulkEmbedder:
     def embed(self, rows: Sequence[Row], encs: Sequence[Encoded],
               progress: Callable[[int], None] | None = None) -> Embedded:
         """The chunk's outputs, in the rows' order."""
-        cols = self._columns(encs)
+        got = self.submit(rows, encs).result()
         if progress:
             progress(len(rows))
-        return self.columns(rows, [e.input_ids for e in encs], cols)
+        return got
+
+    def submit(self, rows: Sequence[Row], encs: Sequence[Encoded]) -> Submitted:
+        """Hand a chunk to the lanes and return at once (with lanes in this process, run it
+        now): the caller submits the next chunk before collecting this one, so the children
+        never wait while this process gathers and hands on results."""
+        if not self.children:
+            cols = result_columns(self._run_here(encs), self.outputs, self.hidden)
+            return Submitted(self, rows, encs, [], cols)
+        if len(encs) < 2:
+            shares = [list(range(len(encs)))]
+        else:
+            by_length = sorted(range(len(encs)), key=lambda i: encs[i].seq_len)
+            shares = [by_length[k::len(self.children)] for k in range(len(self.children))]
+        busy = []
+        for child, share in zip(self.children, shares, strict=False):
+            if share or not busy:
+                child.send(ids_frame(self.pipe, [encs[i] for i in share]))
+                busy.append((child, share))
+        return Submitted(self, rows, encs, busy, None)
 
     def run(self, encs: Sequence[Encoded]) -> list[dict[str, Any]]:
         """Each text's FlagEmbedding-named outputs, in order (the index build reads these)."""
         if not self.children:
             return self._run_here(encs)
-        return _results_of(self._columns(encs), len(encs))
+        return _results_of(self.submit([], encs).columns(), len(encs))
 
     def _run_here(self, encs: Sequence[Encoded]) -> list[dict[str, Any]]:
         """One lane in this process, the texts sorted by length (each signature's buffers reused)."""
@@ -247,23 +266,6 @@ class BulkEmbedder:
             enc = encs[i]
             results[i] = self.pipe.postprocess(enc.input_ids, self.pipe.run(enc))
         return results
-
-    def _columns(self, encs: Sequence[Encoded]) -> dict[str, np.ndarray]:
-        """The chunk's columns in its order: here, or dealt to the lane children in length
-        order (child k takes every k-th text, so each gets the same mix of lengths)."""
-        if not self.children or len(encs) < 2:
-            if self.children:
-                self.children[0].send(ids_frame(self.pipe, encs))
-                return _gather([(range(len(encs)), self.children[0].receive())], len(encs), self.hidden)
-            return result_columns(self._run_here(encs), self.outputs, self.hidden)
-        by_length = sorted(range(len(encs)), key=lambda i: encs[i].seq_len)
-        shares = [by_length[k::len(self.children)] for k in range(len(self.children))]
-        busy = []
-        for child, share in zip(self.children, shares, strict=True):
-            if share:
-                child.send(ids_frame(self.pipe, [encs[i] for i in share]))
-                busy.append((child, share))
-        return _gather([(share, child.receive()) for child, share in busy], len(encs), self.hidden)
 
     def columns(self, rows: Sequence[Row], input_ids: Sequence[Sequence[int]],
                 cols: dict[str, np.ndarray]) -> Embedded:
@@ -279,6 +281,27 @@ class BulkEmbedder:
         if "colbert" in cols:
             got.colbert = Ragged(cols["colbert"], cols["colbert_offsets"])
         return got
+
+
+@dataclass
+class Submitted:
+    """A chunk handed to the lanes; `result()` waits for its columns (children answer in the
+    order they were sent requests)."""
+
+    embedder: BulkEmbedder
+    rows: Sequence[Row]
+    encs: Sequence[Encoded]
+    busy: list[tuple[LaneProcess, list[int]]]
+    cols: dict[str, np.ndarray] | None
+
+    def columns(self) -> dict[str, np.ndarray]:
+        if self.cols is None:
+            parts = [(share, child.receive()) for child, share in self.busy]
+            self.cols = _gather(parts, len(self.encs), self.embedder.hidden)
+        return self.cols
+
+    def result(self) -> Embedded:
+        return self.embedder.columns(self.rows, [e.input_ids for e in self.encs], self.columns())
 
 
 OUTPUT_COLUMNS = RESULT_OUTPUTS  # head -> column name (the JSON keys)

@@ -271,15 +271,21 @@ def _run(opts: BulkOptions, corpus: Corpus | _Inline, sink: Sink, identity: dict
             task = progress.add_task("embed", total=total, completed=min(start_row, total))
             reader.start()
             writer.start()
+            # Chunk k+1 goes to the lanes before chunk k's results are gathered and handed on.
+            waiting = None
             while True:
                 item = _get(tokenized, reader)
+                if item is not _END:
+                    part, last, kept, encs, bad = item
+                    item = (part, last, embedder.submit(kept, encs), bad)
+                if waiting is not None:
+                    part_, last_, sub, bad_ = waiting
+                    if not _put(embedded, (part_, last_, sub.result(), bad_), stop, writer):
+                        break
+                    progress.advance(task, len(sub.rows) + len(bad_))
                 if item is _END:
                     break
-                part, last, kept, encs, bad = item
-                emb = embedder.embed(kept, encs)
-                if not _put(embedded, (part, last, emb, bad), stop, writer):
-                    break
-                progress.advance(task, len(kept) + len(bad))
+                waiting = item
             _put(embedded, _END, stop, writer)
             writer.join()
     finally:

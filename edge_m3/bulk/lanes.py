@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import queue
 import struct
 import subprocess
 import sys
@@ -143,9 +144,12 @@ class LaneProcess:
         return frame
 
     def close(self) -> None:
+        """Stop the child: at the end of its input it exits; a result nobody will read (a job
+        that stopped on an error) breaks its pipe rather than keeping it waiting."""
         if self.proc.poll() is None:
             try:
                 self.proc.stdin.close()  # type: ignore[union-attr]
+                self.proc.stdout.close()  # type: ignore[union-attr]
                 self.proc.wait(timeout=10)
             except (OSError, subprocess.TimeoutExpired):
                 self.proc.kill()
@@ -199,8 +203,20 @@ def _serve(argv: Sequence[str]) -> int:
     if setup is None:
         return 0
     special = {str(k): int(v) for k, v in json.loads(frame_text(setup)).items()}
+    # Requests are read by a thread as they come: the parent sends the next chunk while this
+    # one runs, and must never block on a full pipe while this process writes its result.
+    requests: queue.Queue[dict[str, np.ndarray] | None] = queue.Queue()
+
+    def read_requests() -> None:
+        try:
+            while (frame := read_frame(stdin)) is not None:
+                requests.put(frame)
+        finally:
+            requests.put(None)
+
+    threading.Thread(target=read_requests, daemon=True).start()
     while True:
-        req = read_frame(stdin)
+        req = requests.get()
         if req is None:
             return 0
         try:
