@@ -14,6 +14,7 @@ import queue
 import sys
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from edge_m3.bulk.engine import BulkEmbedder, Embedded, Ragged
+from edge_m3.bulk.engine import BulkEmbedder, Embedded, Ragged, Submitted
 from edge_m3.bulk.sinks import Sink, make_sink, out_format, rejected_path
 from edge_m3.bundle import Bundle
 from edge_m3.common.files import check_writable
@@ -31,6 +32,7 @@ from edge_m3.harness.corpus import DEFAULT_ID_COLUMN, DEFAULT_TEXT_COLUMN, Corpu
 from edge_m3.runtime.registry import Runtime
 
 CHUNK_ROWS = 256  # tokenized and run together: the unit the three stages hand on
+LOOKAHEAD = 2  # chunks handed to the lane processes beyond the one being gathered
 DEFAULT_PART_ROWS = 4096  # rows per committed part: what a killed job may have to redo
 JOB_VERSION = 1
 
@@ -271,21 +273,23 @@ def _run(opts: BulkOptions, corpus: Corpus | _Inline, sink: Sink, identity: dict
             task = progress.add_task("embed", total=total, completed=min(start_row, total))
             reader.start()
             writer.start()
-            # Chunk k+1 goes to the lanes before chunk k's results are gathered and handed on.
-            waiting = None
-            while True:
-                item = _get(tokenized, reader)
-                if item is not _END:
-                    part, last, kept, encs, bad = item
-                    item = (part, last, embedder.submit(kept, encs), bad)
-                if waiting is not None:
-                    part_, last_, sub, bad_ = waiting
-                    if not _put(embedded, (part_, last_, sub.result(), bad_), stop, writer):
+            # Chunks k+1 and k+2 go to the lanes before chunk k's results are gathered and handed
+            # on, so the children always have the next chunk queued.
+            waiting: deque[tuple[int, bool, Submitted, list[Rejected]]] = deque()
+            ended = False
+            while waiting or not ended:
+                if not ended:
+                    item = _get(tokenized, reader)
+                    if item is _END:
+                        ended = True
+                    else:
+                        part, last, kept, encs, bad = item
+                        waiting.append((part, last, embedder.submit(kept, encs), bad))
+                if waiting and (ended or len(waiting) > LOOKAHEAD):
+                    part, last, sub, bad = waiting.popleft()
+                    if not _put(embedded, (part, last, sub.result(), bad), stop, writer):
                         break
-                    progress.advance(task, len(sub.rows) + len(bad_))
-                if item is _END:
-                    break
-                waiting = item
+                    progress.advance(task, len(sub.rows) + len(bad))
             _put(embedded, _END, stop, writer)
             writer.join()
     finally:
