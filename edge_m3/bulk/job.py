@@ -22,7 +22,8 @@ from typing import Any
 
 import numpy as np
 
-from edge_m3.bulk.engine import BulkEmbedder, Embedded, Ragged, Submitted
+from edge_m3.bulk.columns import Ragged
+from edge_m3.bulk.engine import BulkEmbedder, Embedded, Submitted
 from edge_m3.bulk.sinks import Sink, make_sink, out_format, rejected_path
 from edge_m3.bundle import Bundle
 from edge_m3.common.files import check_writable

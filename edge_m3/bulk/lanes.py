@@ -176,7 +176,7 @@ def _serve(argv: Sequence[str]) -> int:
     os.dup2(2, 1)  # native libraries' prints go to stderr, never into a frame
     bundle_path, runtime_name, threads, outputs, cache = argv
     try:
-        from edge_m3.bulk.engine import result_columns
+        from edge_m3.bulk.columns import result_columns
         from edge_m3.bundle import load_bundle
         from edge_m3.runtime.postprocess import postprocess
         from edge_m3.runtime.registry import RUNTIMES

@@ -32,7 +32,8 @@ from typing import Any
 
 import numpy as np
 
-from edge_m3.bulk.engine import ID, ROW, Embedded, Ragged
+from edge_m3.bulk.columns import Ragged
+from edge_m3.bulk.engine import ID, ROW, Embedded
 from edge_m3.common.files import fill_atomic, write_json
 from edge_m3.contract import COLBERT_VECS, DENSE_VECS, LEXICAL_WEIGHTS
 from edge_m3.errors import OptionError
