@@ -11,7 +11,7 @@ one-text-per-call pipeline's exactly. What bulk adds is around it:
   matrices across threads poorly (docs/benchmarks.md, issue 27). Batching texts into one call
   does not apply: the bundles' graphs are traced at batch 1, resizing the batch dimension fails in
   LiteRT (XNNPACK cannot reshape the traced reshapes), and per token a 16-token call costs only
-  1.3x a 64-token one, so a batch signature could win little over the lanes;
+  1.2-1.4x a 64-token one, so a batch signature could win little over the lanes;
 - length sorting: a chunk's texts run grouped by signature, each lane reusing its buffers;
 - columns: the results of a chunk come out as flat arrays plus offsets (`Embedded`), which the
   sinks write to Parquet or .npy without a Python object per float.
