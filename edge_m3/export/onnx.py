@@ -215,9 +215,9 @@ def quantize_int8(src: Path, work: Path, op_types: Sequence[str] = INT8_OP_TYPES
 
 def per_row_int8_matmuls(model: Any, keep_float: Sequence[str] = (), levels: int = 255,
                          weight_levels: int = 127, unsigned_weights: bool = False) -> int:
-    """Every MatMul by a float weight matrix becomes a uint8 x int8 MatMulInteger with one
-    weight scale per output column and one activation scale and zero point per row (token),
-    computed per call: TFLite's hybrid arithmetic, in standard ops.
+    """Every MatMul by a float weight matrix becomes a uint8 x int8 (or uint8) MatMulInteger
+    with one weight scale per output column and one activation scale and zero point per row
+    (token), computed per call: TFLite's hybrid arithmetic, in standard ops.
 
     onnxruntime's dynamic quantization scales a whole activation tensor at once; on real
     weights the feed-forward inputs' outliers then cost the lexical weights 0.13 (the gate is
@@ -447,7 +447,11 @@ def _float32(model: Any) -> None:
 
 
 def _dynamic_int8_per_row(model: Any) -> None:
-    per_row_int8_matmuls(model, last_layers(model, ROW_INT8_FLOAT_LAST_LAYERS))
+    # uint8-stored weights: the same products as int8 ones, but onnxruntime runs its u8 x u8
+    # kernel, exact on every x86; u8 x s8 saturates int16 pair sums on AVX2 without VNNI
+    # (e5-small: dense cosine 0.993, ColBERT error 0.20 there; docs/benchmarks.md, issue 26).
+    per_row_int8_matmuls(model, last_layers(model, ROW_INT8_FLOAT_LAST_LAYERS),
+                         unsigned_weights=True)
     per_row_int8_tables(model)
 
 

@@ -82,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--texts", type=Path, default=ROOT / "edge_m3/data/fidelity_sample.jsonl")
     p.add_argument("--n", type=int, default=60)
     p.add_argument("--length", type=int, default=128)
-    p.add_argument("--only", default="shipped,7-bit")
+    p.add_argument("--only", default="shipped,7-bit,int8 weights")
     p.add_argument("--time", type=int, default=0, metavar="R", help="also time natively, R repeats")
     p.add_argument("--skip-avx2", action="store_true", help="native runs only (with --time)")
     a = p.parse_args(argv)

@@ -51,13 +51,14 @@ def _onnx_per_row(last_float: int = 0, parts: Sequence[str] = (), tables: str = 
 
 
 ONNX_CANDIDATES: dict[str, Callable[[Any], None]] = {
-    "per row + tables, last 2 layers float (the shipped int8)": _onnx_per_row(2),
+    "per row + tables, last 2 layers float (int8 weights: the shipped int8 before issue 26)": _onnx_per_row(2),
     "per row 7-bit activations + tables, last 2 layers float": _onnx_per_row(2, levels=127),
     "per row 7-bit activations + tables, all int8": _onnx_per_row(0, levels=127),
     "per row, 7-bit weights -63..63 + tables, last 2 layers float": _onnx_per_row(2, weight_levels=63),
     "per row, 7-bit weights -64..64 (reduce_range) + tables, last 2 layers float":
         _onnx_per_row(2, weight_levels=64),
-    "per row, uint8 weights (zero point 128) + tables, last 2 layers float": _onnx_per_row(2, unsigned=True),
+    "per row, uint8 weights (zero point 128) + tables, last 2 layers float (the shipped int8)":
+        _onnx_per_row(2, unsigned=True),
     "per row + tables, all int8": _onnx_per_row(0),
     "per row + tables, last 4 layers float": _onnx_per_row(4),
     "per row + tables, last 6 layers float": _onnx_per_row(6),
