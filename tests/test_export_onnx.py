@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 import onnx
 import pytest
+from onnx import numpy_helper
 
 from edge_m3.checkpoint import load_checkpoint
 from edge_m3.contract import HEADS, RECIPES, CheckResult, ModelEntry, Signature
@@ -132,9 +133,14 @@ def test_graph_passes_checker_with_contract_io(
         tables = [inits[n.input[0]] for n in model.graph.node
                   if n.op_type == "Gather" and n.input[0] in inits and len(inits[n.input[0]].dims) == 2]
         assert len(tables) == 2 and {t.data_type for t in tables} == {onnx.TensorProto.INT8}
-        int8 = [t for t in weights if t.data_type == onnx.TensorProto.INT8
-                and np.prod(t.dims) >= ROW_INT8_MIN_ELEMENTS]
-        assert len(int8) > len(tables)  # and MatMul weights (the last layers stay float)
+        # MatMul weights: int8 codes stored as uint8 + 128 (u8 x u8 never saturates on AVX2);
+        # the last layers stay float
+        uint8 = [t for t in weights if t.data_type == onnx.TensorProto.UINT8
+                 and np.prod(t.dims) >= ROW_INT8_MIN_ELEMENTS]
+        assert uint8 and all(numpy_helper.to_array(t).min() >= 1 for t in uint8)
+        mms = [n for n in model.graph.node if n.op_type == "MatMulInteger"]
+        assert len(mms) >= len(uint8) and all(n.input[3] == mms[0].input[3] for n in mms)
+        assert numpy_helper.to_array(inits[mms[0].input[3]]).tolist() == 128
 
 
 @pytest.mark.parametrize("quant", QUANTS)

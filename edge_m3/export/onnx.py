@@ -213,10 +213,11 @@ def quantize_int8(src: Path, work: Path, op_types: Sequence[str] = INT8_OP_TYPES
     return onnx.load(str(dst))
 
 
-def per_row_int8_matmuls(model: Any, keep_float: Sequence[str] = (), levels: int = 255) -> int:
-    """Every MatMul by a float weight matrix becomes a uint8 x int8 MatMulInteger with one
-    weight scale per output column and one activation scale and zero point per row (token),
-    computed per call: TFLite's hybrid arithmetic, in standard ops.
+def per_row_int8_matmuls(model: Any, keep_float: Sequence[str] = (), levels: int = 255,
+                         weight_levels: int = 127, unsigned_weights: bool = False) -> int:
+    """Every MatMul by a float weight matrix becomes a uint8 x int8 (or uint8) MatMulInteger
+    with one weight scale per output column and one activation scale and zero point per row
+    (token), computed per call: TFLite's hybrid arithmetic, in standard ops.
 
     onnxruntime's dynamic quantization scales a whole activation tensor at once; on real
     weights the feed-forward inputs' outliers then cost the lexical weights 0.13 (the gate is
@@ -232,6 +233,10 @@ def per_row_int8_matmuls(model: Any, keep_float: Sequence[str] = (), levels: int
     `levels` 127 keeps activations to 7 bits ([0, 127]): on x86 CPUs without VNNI,
     onnxruntime's u8 x s8 kernel adds pairs of products in int16 with saturation
     (`vpmaddubsw`), which 2 x 255 x 127 overflows and 2 x 127 x 127 does not.
+    `weight_levels` 63 (or 64, onnxruntime's `reduce_range`) keeps the weights to 7 bits
+    instead: 2 x 255 x 64 fits too. `unsigned_weights` stores the same int8 codes plus 128 as
+    uint8 with a zero point of 128, so the products are bit for bit the same; onnxruntime then
+    runs its u8 x u8 kernel, which widens to int16 before multiplying and never saturates.
     """
     import numpy as np
     import onnx
@@ -255,14 +260,21 @@ def per_row_int8_matmuls(model: Any, keep_float: Sequence[str] = (), levels: int
         name = node.input[1]
         if name not in done:  # a weight shared by several MatMuls is quantized once
             weight = numpy_helper.to_array(w)
-            scale = (np.maximum(np.abs(weight).max(axis=0), 1e-30) / 127.0).astype(np.float32)
-            q = np.clip(np.round(weight / scale), -127, 127).astype(np.int8)
-            w.CopyFrom(numpy_helper.from_array(q, name + "_int8"))
+            wl = float(weight_levels)
+            scale = (np.maximum(np.abs(weight).max(axis=0), 1e-30) / wl).astype(np.float32)
+            q = np.clip(np.round(weight / scale), -wl, wl).astype(np.int8)
+            stored = (q.astype(np.int16) + 128).astype(np.uint8) if unsigned_weights else q
+            w.CopyFrom(numpy_helper.from_array(stored, name + "_int8"))
             graph.initializer.extend([
                 numpy_helper.from_array(scale, name + "_scale"),
                 numpy_helper.from_array(q.astype(np.float32).sum(axis=0), name + "_colsum")])
             done[name] = (name + "_int8", name + "_scale", name + "_colsum")
+            if unsigned_weights and "edge_m3_row_w128" not in inits:
+                inits["edge_m3_row_w128"] = numpy_helper.from_array(np.array(128, np.uint8),
+                                                                    "edge_m3_row_w128")
+                graph.initializer.append(inits["edge_m3_row_w128"])
         wq, ws, colsum = done[name]
+        zp_w = ["", "edge_m3_row_w128"] if unsigned_weights else []
         x, y = node.input[0], node.output[0]
         p = (node.name or y) + "/row_int8"
 
@@ -276,7 +288,7 @@ def per_row_int8_matmuls(model: Any, keep_float: Sequence[str] = (), levels: int
         z = op("Round", [op("Neg", [op("Div", [lo, s], "/lo_s")], "/neg")], "/z")
         q = op("Add", [op("Round", [op("Div", [x, s], "/x_s")], "/round"), z], "/shift")
         q = op("Cast", [op("Clip", [q, zero, top], "/clip")], "/q", to=onnx.TensorProto.UINT8)
-        acc = op("Cast", [op("MatMulInteger", [q, wq], "/mm")], "/acc", to=onnx.TensorProto.FLOAT)
+        acc = op("Cast", [op("MatMulInteger", [q, wq, *zp_w], "/mm")], "/acc", to=onnx.TensorProto.FLOAT)
         acc = op("Sub", [acc, op("Mul", [z, colsum], "/zsum")], "/centred")
         nodes.append(helper.make_node("Mul", [op("Mul", [acc, s], "/rows"), ws], [y],
                                       name=p + "/cols"))
@@ -435,7 +447,11 @@ def _float32(model: Any) -> None:
 
 
 def _dynamic_int8_per_row(model: Any) -> None:
-    per_row_int8_matmuls(model, last_layers(model, ROW_INT8_FLOAT_LAST_LAYERS))
+    # uint8-stored weights: the same products as int8 ones, but onnxruntime runs its u8 x u8
+    # kernel, exact on every x86; u8 x s8 saturates int16 pair sums on AVX2 without VNNI
+    # (e5-small: dense cosine 0.993, ColBERT error 0.20 there; docs/benchmarks.md, issue 26).
+    per_row_int8_matmuls(model, last_layers(model, ROW_INT8_FLOAT_LAST_LAYERS),
+                         unsigned_weights=True)
     per_row_int8_tables(model)
 
 

@@ -11,6 +11,8 @@ the fp32 bundle's ONNX file and run on the first `--n` texts of the corpus at `-
 tokens, under `qemu-x86_64-static -cpu max` (AVX2 and FMA, no AVX-512; the emulator
 tools/research/tolerance_spread.py uses) and natively; figures against the fp32 file run
 natively: dense cosine min / mean, largest sparse weight and ColBERT vector error.
+`--time R` also times the candidates natively, one thread, R repeats interleaved (a ratio on a
+shared machine, not a speed): uint8 weights run onnxruntime's slower u8 x u8 kernel.
 """
 
 from __future__ import annotations
@@ -44,6 +46,30 @@ def _err(got: dict[str, np.ndarray], ref: dict[str, np.ndarray], key: str, n: in
     return float(np.abs(got[key][0, :n] - ref[key][0, :n]).max())
 
 
+def _time(tmp: Path, names: list[str], arrays: dict[str, np.ndarray], repeats: int) -> None:
+    """Median ms of one text per candidate file, natively, one thread, interleaved."""
+    import time
+
+    import onnxruntime as ort
+
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads, opts.log_severity_level = 1, 3
+    sess = [ort.InferenceSession(str(tmp / f"c{c}.onnx"), opts, providers=["CPUExecutionProvider"])
+            for c in range(len(names))]
+    feeds = {"input_ids": arrays["ids0"], "attention_mask": arrays["mask0"]}
+    times: list[list[float]] = [[] for _ in sess]
+    for s in sess:
+        s.run(None, feeds)  # warm-up
+    for _ in range(repeats):
+        for s, t in zip(sess, times, strict=True):
+            t0 = time.perf_counter()
+            s.run(None, feeds)
+            t.append(time.perf_counter() - t0)
+    med = [float(np.median(t)) * 1e3 for t in times]
+    for name, m in zip(names, med, strict=True):
+        print(f"| {name} | native, 1 thread | {m:.1f} ms | {m / med[0]:.2f}x |")
+
+
 def main(argv: list[str] | None = None) -> int:
     from edge_m3.bundle import load_bundle
     from edge_m3.harness.fidelity import read_corpus
@@ -56,7 +82,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--texts", type=Path, default=ROOT / "edge_m3/data/fidelity_sample.jsonl")
     p.add_argument("--n", type=int, default=60)
     p.add_argument("--length", type=int, default=128)
-    p.add_argument("--only", default="shipped,7-bit")
+    p.add_argument("--only", default="shipped,7-bit,int8 weights")
+    p.add_argument("--time", type=int, default=0, metavar="R", help="also time natively, R repeats")
+    p.add_argument("--skip-avx2", action="store_true", help="native runs only (with --time)")
     a = p.parse_args(argv)
     bundle = load_bundle(a.fp32)
     tok = Tokenizer(bundle.sentencepiece_path, bundle.manifest.tokenizer)
@@ -84,14 +112,15 @@ def main(argv: list[str] | None = None) -> int:
         for c, (name, rewrite) in enumerate(cands.items()):
             model = tmp / f"c{c}.onnx"
             onnx_file(a.fp32, rewrite, model, "int8")
-            for cpu, prefix in (("AVX2 (QEMU)", AVX2), ("native", ())):
+            for cpu, prefix in (("AVX2 (QEMU)", AVX2), ("native", ()))[a.skip_avx2:]:
                 got = run(model, prefix, f"c{c}{cpu[:3]}")
                 cos = [float(got[f"dense_vecs{i}"][0] @ ref[f"dense_vecs{i}"][0]) for i in range(len(texts))]
                 lex = max(_err(got, ref, f"sparse_weights{i}", n) for i, n in enumerate(lens))
                 col = max(_err(got, ref, f"colbert_vecs{i}", n - 1) for i, n in enumerate(lens))
                 print(f"| {name} | {cpu} | {min(cos):.5f} / {np.mean(cos):.5f} | {lex:.3f} | {col:.3f} |",
                       flush=True)
-            model.unlink()
+        if a.time:
+            _time(tmp, list(cands), arrays, a.time)
     print(f"\n{len(texts)} texts of {a.texts} at {a.length} tokens; reference: the fp32 ONNX file, native.")
     return 0
 

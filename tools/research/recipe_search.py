@@ -31,26 +31,34 @@ from edge_m3.harness.fidelity import default_corpus
 # --------------------------------------------------------------------------- ONNX int8
 
 def _onnx_per_row(last_float: int = 0, parts: Sequence[str] = (), tables: str = "row",
-                  everywhere: Sequence[str] = (), levels: int = 255) -> Callable[[Any], None]:
-    """Per-row activations (edge_m3.export.onnx.per_row_int8_matmuls); the last `last_float`
-    encoder layers' MatMuls in float (only `parts` of them when given), the MatMuls named by
-    `everywhere` in float in every layer; tables int8 one scale per row ("row") or float."""
+                  everywhere: Sequence[str] = (), levels: int = 255, weight_levels: int = 127,
+                  unsigned: bool = False) -> Callable[[Any], None]:
+    """Per-row activations (edge_m3.export.onnx.per_row_int8_matmuls, `levels` activation
+    codes, weights in -`weight_levels`..`weight_levels`, stored as uint8 + 128 when `unsigned`);
+    the last `last_float` encoder layers' MatMuls in float (only `parts` of them when given),
+    the MatMuls named by `everywhere` in float in every layer; tables int8 one scale per row
+    ("row") or float."""
     def rewrite(model: Any) -> None:
         from edge_m3.export.onnx import last_layers, per_row_int8_matmuls, per_row_int8_tables
 
         keep = [f"{layer}1/{p}" if parts else layer for layer in last_layers(model, last_float)
                 for p in (parts or [""])]
         keep += [f"/{p}" for p in everywhere]
-        per_row_int8_matmuls(model, keep, levels)
+        per_row_int8_matmuls(model, keep, levels, weight_levels, unsigned)
         if tables == "row":
             per_row_int8_tables(model)
     return rewrite
 
 
 ONNX_CANDIDATES: dict[str, Callable[[Any], None]] = {
-    "per row + tables, last 2 layers float (the shipped int8)": _onnx_per_row(2),
+    "per row + tables, last 2 layers float (int8 weights: the shipped int8 before issue 26)": _onnx_per_row(2),
     "per row 7-bit activations + tables, last 2 layers float": _onnx_per_row(2, levels=127),
     "per row 7-bit activations + tables, all int8": _onnx_per_row(0, levels=127),
+    "per row, 7-bit weights -63..63 + tables, last 2 layers float": _onnx_per_row(2, weight_levels=63),
+    "per row, 7-bit weights -64..64 (reduce_range) + tables, last 2 layers float":
+        _onnx_per_row(2, weight_levels=64),
+    "per row, uint8 weights (zero point 128) + tables, last 2 layers float (the shipped int8)":
+        _onnx_per_row(2, unsigned=True),
     "per row + tables, all int8": _onnx_per_row(0),
     "per row + tables, last 4 layers float": _onnx_per_row(4),
     "per row + tables, last 6 layers float": _onnx_per_row(6),
@@ -82,10 +90,14 @@ def onnx_file(fp32: Path, rewrite: Callable[[Any], None], dst: Path, quant: str)
 
 # --------------------------------------------------------------------------- int4
 
-def _int4(block: int, tables: int, last8: int, extra8: Sequence[str] = ()) -> list[tuple[Any, ...]]:
+def _int4(block: int, tables: int | str, last8: int, extra8: Sequence[str] = ()) -> list[tuple[Any, ...]]:
+    """FULLY_CONNECTED 4-bit in blocks of `block`; tables 4-bit in blocks of `tables`, or by
+    an AEQ rule tail such as "CHANNELWISE:MSE" (one scale a row, clipped to the least squared
+    error) or "BLOCKWISE_64:OCTAV"; the heads, `extra8` and the last `last8` layers 8-bit."""
     from edge_m3.export.aeq import CHANNELWISE
 
-    return [("all_fc", 4, f"BLOCKWISE_{block}"), ("embeddings", 4, f"BLOCKWISE_{tables}"),
+    table = (f"BLOCKWISE_{tables}",) if isinstance(tables, int) else tuple(tables.split(":"))
+    return [("all_fc", 4, f"BLOCKWISE_{block}"), ("embeddings", 4, *table),
             ("heads", 8, CHANNELWISE), *((g, 8, CHANNELWISE) for g in extra8),
             *((f"layer_-{i}", 8, CHANNELWISE) for i in range(1, last8 + 1))]
 
@@ -103,6 +115,14 @@ def int4_candidates() -> dict[str, list[tuple[Any, ...]]]:
         "blocks 32, tables 32, last 10 layers 8-bit": _int4(32, 32, 10),
         "every FULLY_CONNECTED 8-bit, tables 4-bit blocks 32": [("all_fc", 8, CHANNELWISE),
                                                                ("embeddings", 4, "BLOCKWISE_32")],
+        "blocks 64, tables 64, last 5 layers 8-bit": _int4(64, 64, 5),
+        "blocks 64, tables 64, last 7 layers 8-bit": _int4(64, 64, 7),
+        "blocks 64, tables per row MSE, last 5 layers 8-bit": _int4(64, "CHANNELWISE:MSE", 5),
+        "blocks 64, tables per row MSE, last 10 layers 8-bit": _int4(64, "CHANNELWISE:MSE", 10),
+        "blocks 64, tables 64 OCTAV, last 7 layers 8-bit": _int4(64, "BLOCKWISE_64:OCTAV", 7),
+        "blocks 64, tables 128 OCTAV, last 10 layers 8-bit": _int4(64, "BLOCKWISE_128:OCTAV", 10),
+        "every FULLY_CONNECTED 8-bit, tables 4-bit per row MSE": [("all_fc", 8, CHANNELWISE),
+                                                                 ("embeddings", 4, CHANNELWISE, "MSE")],
     }
 
 
