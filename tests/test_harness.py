@@ -24,7 +24,9 @@ from edge_m3.runtime import RUNTIMES, WeightCache, available_runtimes
 pytestmark = pytest.mark.models  # builds Keras models, bundles or references
 ROOT = Path(__file__).resolve().parents[1]
 
-TEXTS = ["Hello world", "안녕하세요, 세계.", "the lazy dog"]  # under 32 tokens: no truncation
+# Under 32 tokens: no truncation. A literal "<pad>" (Dutch for "path", in dpkg's messages) is
+# <pad>'s id, attended to but given no position by XLM-R: the tokens after it keep theirs.
+TEXTS = ["Hello world", "안녕하세요, 세계.", "the lazy dog", "zie <pad> en <pad>/naam voor het pad"]
 HAS_ONNX = importlib.util.find_spec("edge_m3.export.onnx") is not None
 
 

@@ -188,8 +188,13 @@ class BGEM3Encoder(keras.Model):
         values; see `_embedding_lookup`)."""
         mask = tf.cast(attention_mask, tf.int32)
         ids = tf.cast(input_ids, tf.int32)
-        # XLM-R position ids: cumsum over real tokens, padding_idx for pads, counted from it.
-        positions = tf.math.cumsum(mask, axis=1) * mask + self.pad_id
+        # XLM-R position ids (create_position_ids_from_input_ids): a cumsum over the tokens that
+        # are not <pad>, counted from padding_idx, and padding_idx for <pad>. They follow the ids,
+        # not the mask: a literal "<pad>" in a text (Dutch for "path", in dpkg's messages) is
+        # <pad>'s id with mask 1, attended to but given no position, as in the reference. A
+        # trimmed table keeps <pad> at its row (kept ids are sorted and hold <s> and <pad>).
+        real = tf.cast(tf.not_equal(ids, self.pad_id), tf.int32)
+        positions = tf.math.cumsum(real, axis=1) * real + self.pad_id
         if lookup:
             x = _lookup(self.word, ids) + _lookup(self.position, positions)
         else:
