@@ -148,7 +148,7 @@ def test_verify_passes_then_fails_on_a_strict_threshold(bundle: Path, tiny_ckpt:
     assert verified["rc"] == 0
     data = json.loads((report / "report.json").read_text())
     assert data["passed"] and data["primary_reference"] == "flagembedding"
-    assert data["texts"]["user"] == 3 and data["texts"]["queries"] >= 24
+    assert data["texts"]["user"] == len(TEXTS) and data["texts"]["queries"] >= 24
     assert data["texts"]["passages"] >= 60 and len(data["texts"]["languages"]) >= 8
     expected = [r for r in ("tflite-runtime", "litert", "tf") if r in _installed()]
     if HAS_ONNX and "onnxruntime" in _installed():
