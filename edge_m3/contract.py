@@ -90,8 +90,9 @@ def choose_length(n_tokens: int, lengths: Sequence[int]) -> int:
 # report plus _min (the figure must be >= the value) or _max (<=); see
 # edge_m3.harness.metrics.GATE_PATHS. dense_cosine: worst text; lexical_top10_overlap: mean over
 # texts of the share of the reference's 10 heaviest tokens the bundle also ranks top 10;
-# lexical_abs_err: largest weight difference over tokens both sides keep; colbert_score_abs_err:
-# largest late-interaction score difference over query x passage pairs;
+# lexical_abs_err: largest weight difference over tokens both sides keep (per text; the figure is
+# the largest over texts, lexical_abs_err_p99 their 99th percentile); colbert_score_abs_err:
+# largest late-interaction score difference over query x passage pairs (_p99: the percentile);
 # retrieval_top10_agreement: worst of dense/sparse/colbert, mean over queries of the overlap of the
 # top-10 passages; input_ids_match: share of texts tokenized exactly as the reference;
 # model_rss_ratio: the model's peak RSS (every signature run; the process's RSS just before the
@@ -187,17 +188,25 @@ class QuantRecipe:
         return int(param_count * self.bytes_per_param * 0.9)
 
 
-def _limits(cos: float, overlap: float, lex: float, colbert: float,
-            rss: float = 1.3) -> dict[str, float]:
-    """One variant's ship gate; `rss`: the model's peak RSS over its file size (issue 17)."""
+def _limits(cos: float, overlap: float, lex: float, colbert: float, rss: float = 1.3,
+            lex_p99: float | None = None, colbert_p99: float | None = None) -> dict[str, float]:
+    """One variant's ship gate; `rss`: the model's peak RSS over its file size (issue 17);
+    `lex_p99`, `colbert_p99`: bounds of the errors' 99th percentile (default: the max's)."""
     return {"dense_cosine_min": cos, "lexical_top10_overlap_min": overlap,
             "lexical_abs_err_max": lex, "colbert_score_abs_err_max": colbert,
+            "lexical_abs_err_p99_max": lex if lex_p99 is None else lex_p99,
+            "colbert_score_abs_err_p99_max": colbert if colbert_p99 is None else colbert_p99,
             "retrieval_top10_agreement_min": 0.9, "input_ids_match_min": 1.0,
             "model_rss_ratio_max": rss}
 
 
 _INT8_TOLERANCE = Tolerance(0.999, 5e-2)
-_INT8_LIMITS = _limits(0.995, 0.8, 0.05, 0.05)  # the default gate (`int8`)
+# The default gate (`int8`), from the spread on real text (docs/benchmarks.md, issue 26: e5-small,
+# 2,146 texts in 24 languages, TFLite and ONNX int8 against FlagEmbedding). The largest errors
+# sit on two- and three-word queries and grow with the number of texts (0.043 -> 0.12 ColBERT,
+# 500 -> 2,146 texts), so the maxima get ~1.25x the whole corpus's (lexical 0.060, ColBERT
+# 0.122) and the 99th percentiles, which do not grow, the tight bounds (0.040 and 0.015 there).
+_INT8_LIMITS = _limits(0.995, 0.8, 0.08, 0.15, lex_p99=0.05, colbert_p99=0.03)
 RECIPES: dict[str, QuantRecipe] = {r.name: r for r in (
     QuantRecipe("fp32", "float32 weights and compute", 4.0, converter("float32"),
                 onnx_recipe("float32"), "2.14.0", _limits(0.99999, 0.99, 0.001, 0.001),

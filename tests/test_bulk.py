@@ -325,3 +325,42 @@ def test_lane_frames_carry_plain_arrays_only() -> None:
     whole = io.BytesIO()
     write_frame(whole, arrays)
     assert read_frame(io.BytesIO(whole.getvalue()[:-3])) is None
+
+
+def test_parquet_parts_take_chunks_as_row_groups_and_leave_no_temp(tiny_bundles: dict[str, Path],
+                                                                  tmp_path: Path) -> None:
+    """Each chunk is written to its part's temp file when it comes (so writing overlaps the
+    model); a part begun and not committed leaves nothing, and a killed job's temp is dropped."""
+    import pyarrow.parquet as pq
+
+    from edge_m3.bulk.columns import Ragged
+    from edge_m3.bulk.engine import Embedded
+    from edge_m3.bulk.job import CHUNK_ROWS
+    from edge_m3.bulk.sinks import ParquetSink
+
+    f = tmp_path / "corpus.txt"
+    f.write_text("".join(f"{TEXTS[i % len(TEXTS)]} {i}\n" for i in range(CHUNK_ROWS * 2 + 150)), "utf-8")
+    out = tmp_path / "s.parquet"
+    assert main(["embed", str(tiny_bundles["int8"]), "--texts", str(f), "--out", str(out),
+                 "--part-rows", str(CHUNK_ROWS * 2 + 50), "--outputs", "dense"]) == 0
+    parts = sorted(out.glob("part-*.parquet"))
+    assert [pq.ParquetFile(p).metadata.num_rows for p in parts] == [CHUNK_ROWS * 2 + 50, 100]
+    assert [pq.ParquetFile(p).num_row_groups for p in parts] == [3, 1]  # 256 + 256 + 50; 100
+    assert pq.read_table(out).column("row").to_pylist() == list(range(CHUNK_ROWS * 2 + 150))
+
+    sink = ParquetSink(tmp_path / "t.parquet", ("dense",), 4)
+    stale = sink.work / ".part-00003.parquet.part"
+    stale.parent.mkdir()
+    stale.write_bytes(b"half a file")
+    sink.begin()
+    assert not stale.exists()
+    emb = Embedded(rows=np.arange(2), ids=[0, 1], input_ids=Ragged.of([np.array([0, 2])] * 2, np.int32),
+                   dense=np.ones((2, 4), np.float32), lexical_ids=None, lexical_weights=None, colbert=None)
+    sink.add(0, emb)
+    assert [p.name for p in sink.work.glob(".part-*")] == [".part-00000.parquet.part"]
+    sink.abort()
+    assert not list(sink.work.glob("*part-*"))
+    sink.add(0, emb)
+    sink.commit(0, [])
+    assert pq.read_table(sink.work / "part-00000.parquet").column("row").to_pylist() == [0, 1]
+    assert not list(sink.work.glob(".part-*"))

@@ -381,3 +381,37 @@ def test_memory_gate_applies_to_shipping_runtimes_and_real_sizes() -> None:
     assert memory_gated(rt["litert"], RSS_GATE_MIN_BYTES) and memory_gated(rt["tflite-runtime"], 10**9)
     assert not memory_gated(rt["litert"], RSS_GATE_MIN_BYTES - 1)
     assert not memory_gated(rt["onnxruntime"], 10**9) and not memory_gated(rt["tf"], 10**9)
+
+
+def test_error_spread_and_where_the_worst_is() -> None:
+    """The gate bounds the 99th percentile of the lexical and ColBERT errors besides their
+    largest value (which grows with the number of texts); the report says which text and which
+    query x passage pair hold the largest."""
+    from edge_m3.harness.metrics import ERR_PERCENTILE, check_limits, compare, gate
+
+    rng = np.random.default_rng(1)
+    n = 40
+    ref = [{"input_ids": [0, 5 + i, 6 + i, 2], "dense_vecs": rng.normal(size=4),
+            "lexical_weights": {str(5 + i): 0.3, str(6 + i): 0.2},
+            "colbert_vecs": rng.normal(size=(3, 4)) / 2} for i in range(n)]
+    ours = [{**r, "lexical_weights": {k: w + 0.001 * i for k, w in r["lexical_weights"].items()},
+             "colbert_vecs": r["colbert_vecs"].copy()} for i, r in enumerate(ref)]
+    ours[7]["lexical_weights"] = {"12": 0.3 + 0.5, "13": 0.2}  # one text far off
+    ours[3]["colbert_vecs"] = ours[3]["colbert_vecs"] * 1.5  # one query far off
+    queries, passages = list(range(10)), list(range(10, n))
+    labels = ["xx" if i == 7 else "yy" for i in range(n)]
+    f = compare(ours, ref, {"queries": queries, "passages": passages}, queries, passages,
+                labels=labels)
+    lex = [max(abs(w - ref[i]["lexical_weights"][k]) for k, w in ours[i]["lexical_weights"].items())
+           for i in range(n)]
+    assert f["lexical_abs_err"] == pytest.approx(0.5)
+    assert f["lexical_abs_err_p99"] == pytest.approx(np.percentile(lex, ERR_PERCENTILE))
+    assert f["worst"]["lexical_abs_err"] == {"text": 7, "value": pytest.approx(0.5), "tokens": 4,
+                                             "label": "xx"}
+    w = f["worst"]["colbert_score_abs_err"]
+    assert w["query"] == 3 and w["passage"] in passages and w["value"] == f["colbert_score_abs_err"]
+    assert 0 < f["colbert_score_abs_err_p99"] <= f["colbert_score_abs_err"]
+    # One text past the maximum bound fails it; the percentile bound reads the spread.
+    limits = check_limits({"lexical_abs_err_max": 0.6, "lexical_abs_err_p99_max": 0.1,
+                           "colbert_score_abs_err_p99_max": 1.0}, "t")
+    assert [r.split(":")[0] for r in gate(f, limits)] == ["lexical_abs_err_p99_max"]

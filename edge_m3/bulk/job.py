@@ -3,8 +3,9 @@
 Three stages overlap, each in its own thread, joined by small queues (at most two chunks wait
 in each, so memory stays bounded whatever the corpus size): the reader-tokenizer (pure Python),
 the model lanes (edge_m3.bulk.engine: child processes, which this thread feeds), and the writer
-(Parquet and .npy writes are native code). A part is committed (edge_m3.bulk.sinks) before the job
-record counts it, so `--resume` starts from the first row no committed part holds.
+(Parquet and .npy writes are native code; Parquet takes each chunk as a row group when it comes,
+so the writing overlaps the model). A part is committed (edge_m3.bulk.sinks) before the job record
+counts it, so `--resume` starts from the first row no committed part holds.
 """
 
 from __future__ import annotations
@@ -20,10 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
-from edge_m3.bulk.columns import Ragged
-from edge_m3.bulk.engine import BulkEmbedder, Embedded, Submitted
+from edge_m3.bulk.engine import BulkEmbedder, Submitted
 from edge_m3.bulk.sinks import Sink, make_sink, out_format, rejected_path
 from edge_m3.bundle import Bundle
 from edge_m3.common.files import check_writable
@@ -101,29 +99,6 @@ def _chunks(rows: Iterator[Row | Rejected], first: int, part_rows: int,
             buf_rows, buf_bad, n = [], [], 0
     if row % part_rows:  # the input ended inside a part: close it (maybe with an empty chunk)
         yield (row - 1) // part_rows, True, buf_rows, buf_bad
-
-
-def _concat(parts: Sequence[Embedded]) -> Embedded:
-    """Chunks of one part as one."""
-    if len(parts) == 1:
-        return parts[0]
-
-    def rag(rs: Sequence[Ragged | None]) -> Ragged | None:
-        if rs[0] is None:
-            return None
-        offs, shift = [np.zeros(1, np.int64)], 0
-        for r in rs:
-            offs.append(r.offsets[1:] + shift)  # type: ignore[union-attr]
-            shift += int(r.offsets[-1])  # type: ignore[union-attr]
-        return Ragged(np.concatenate([r.values for r in rs]), np.concatenate(offs))  # type: ignore[union-attr]
-
-    return Embedded(rows=np.concatenate([p.rows for p in parts]), ids=[i for p in parts for i in p.ids],
-                    input_ids=rag([p.input_ids for p in parts]),  # type: ignore[arg-type]
-                    dense=None if parts[0].dense is None else np.concatenate([p.dense for p in parts]),
-                    lexical_ids=rag([p.lexical_ids for p in parts]),
-                    lexical_weights=None if parts[0].lexical_weights is None else
-                    np.concatenate([p.lexical_weights for p in parts]),
-                    colbert=rag([p.colbert for p in parts]))
 
 
 class _Stage(threading.Thread):
@@ -246,26 +221,27 @@ def _run(opts: BulkOptions, corpus: Corpus | _Inline, sink: Sink, identity: dict
                 return
         _put(tokenized, _END, stop)
 
-    def write() -> None:  # stage 3: commit parts in order
-        pending: list[Embedded] = []
-        pending_bad: list[Rejected] = []
-        while True:
-            item = embedded.get()
-            if item is _END:
-                return
-            part, last, emb, bad = item
-            pending.append(emb)
-            pending_bad.extend(bad)
-            if not last:
-                continue
-            whole = _concat(pending)
-            pending_bad.sort(key=lambda r: r.row)
-            sink.write(part, whole, pending_bad)
-            counts["rows"] += len(whole)
-            counts["rejected"] += len(pending_bad)
-            state["parts"] = part + 1
-            sink.save_record(state)
-            pending, pending_bad = [], []
+    def write() -> None:  # stage 3: each chunk into its part as it comes, parts committed in order
+        part_bad: list[Rejected] = []
+        try:
+            while True:
+                item = embedded.get()
+                if item is _END:
+                    return
+                part, last, emb, bad = item
+                sink.add(part, emb)
+                counts["rows"] += len(emb)
+                part_bad.extend(bad)
+                if not last:
+                    continue
+                part_bad.sort(key=lambda r: r.row)
+                sink.commit(part, part_bad)
+                counts["rejected"] += len(part_bad)
+                state["parts"] = part + 1
+                sink.save_record(state)
+                part_bad = []
+        finally:
+            sink.abort()  # a part begun but not committed (an error, a stop) leaves nothing
 
     reader, writer = _Stage(read), _Stage(write)
     t0 = time.perf_counter()

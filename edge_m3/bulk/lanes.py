@@ -34,6 +34,7 @@ _DTYPES = frozenset({"<i4", "<i8", "<f4", "|u1"})  # all a frame may hold
 _LEN = struct.Struct("<Q")
 ERROR = "error"  # a frame key: a UTF-8 message in place of a result
 MAX_HEADER = 1 << 20
+REPLIES_AHEAD = 2  # a child's replies waiting for the parent to read them (memory: two chunks' columns)
 
 
 def write_frame(out: IO[bytes], arrays: dict[str, np.ndarray]) -> None:
@@ -214,10 +215,25 @@ def _serve(argv: Sequence[str]) -> int:
         finally:
             requests.put(None)
 
+    # Replies are written by another thread: the model goes on with the next request while the
+    # parent drains this one through the pipe (which holds 64 KiB; a reply is megabytes).
+    replies: queue.Queue[dict[str, np.ndarray] | None] = queue.Queue(maxsize=REPLIES_AHEAD)
+
+    def write_replies() -> None:
+        try:
+            while (reply := replies.get()) is not None:
+                write_frame(proto, reply)
+        except OSError:  # the parent closed its end: nobody is left to answer
+            os._exit(1)
+
     threading.Thread(target=read_requests, daemon=True).start()
+    writer = threading.Thread(target=write_replies, daemon=True)
+    writer.start()
     while True:
         req = requests.get()
         if req is None:
+            replies.put(None)
+            writer.join()
             return 0
         try:
             offsets, ids, model_ids, masks = req["offsets"], req["ids"], req["model_ids"], req["masks"]
@@ -232,7 +248,7 @@ def _serve(argv: Sequence[str]) -> int:
             reply = result_columns(results, heads, hidden)
         except Exception as exc:  # noqa: BLE001 - one line to the parent, which raises it
             reply = error_frame(str(exc) or type(exc).__name__)
-        write_frame(proto, reply)
+        replies.put(reply)
 
 
 if __name__ == "__main__":

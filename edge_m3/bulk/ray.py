@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from edge_m3.bulk.engine import ID, ROW, BulkEmbedder
+from edge_m3.bulk.job import job_identity
 from edge_m3.bulk.sinks import JOB_FILE, arrow_table, rejected_path
 from edge_m3.common.files import check_writable, fill_atomic, write_json
 from edge_m3.contract import HEADS
@@ -53,6 +54,9 @@ from edge_m3.harness.corpus import (
 RAY_EXTRA = "pip install 'edge-m3[ray]'"
 BATCH_ROWS = 256  # rows per map_batches call: the same chunk as a single-machine job
 BLOCK_ROWS = 4096  # rows per block the driver puts into the object store
+# Rows a Parquet file gathers at least (Ray writes a file per output block, one per batch, else):
+# what a killed job redoes for each file it was writing, as a one-machine job's part.
+FILE_ROWS = 4096
 # Each actor reserves half a CPU: an actor pool that reserves every CPU starves Ray Data's own
 # read and write tasks of a slot, and the job waits forever (seen on 2 cores).
 ACTOR_CPUS = 0.5
@@ -130,16 +134,15 @@ def run_ray_job(opts: Any, address: str | None = None, workers: int = 2) -> dict
 
     t_start = time.perf_counter()
     out = Path(opts.out)
-    if opts.resume:
-        raise OptionError("resume", None, "not with {} (Ray Data retries failed tasks itself; "
-                          "rerun into a new --out)", mentions=("engine",))
     if out.suffix and out.suffix.lower() != ".parquet":
         raise OptionError("out", out, "--engine ray writes a Parquet dataset: a directory, or X.parquet")
     if not opts.texts_file:
         raise OptionError("texts", None, "--engine ray needs a corpus file or dataset")
     corpus = open_corpus(opts.texts_file, id_column=opts.id_column, text_column=opts.text_column)
-    if out.exists() or rejected_path(out).exists():
-        raise OptionError("out", out, "exists (choose another path)")
+    exists = out.exists() or rejected_path(out).exists()
+    if exists and not opts.resume:
+        raise OptionError("out", out, "exists (add {} to continue the job that wrote it, or choose "
+                          "another path)", mentions=("resume",))
     check_writable(out, "out")
     ray = require_ray()  # before pyarrow: the [ray] extra brings both
     pa = require_pyarrow()
@@ -147,6 +150,19 @@ def run_ray_job(opts: Any, address: str | None = None, workers: int = 2) -> dict
     require_runtime(bundle, opts.runtime)
     outputs = parse_outputs(opts.outputs or bundle.manifest.heads, bundle)
     threads = max(1, opts.threads // workers) if workers <= opts.threads else 1
+    identity = {**job_identity(opts, outputs), "engine": "ray"}
+    done: set[int] = set()
+    if exists:
+        record = _record(out)
+        if record is None or {k: record.get(k) for k in identity} != identity:
+            diff = sorted(k for k in identity if record is None or record.get(k) != identity[k])
+            raise OptionError("resume", out, f"was not written by this job (differs in: "
+                              f"{', '.join(diff) or 'everything'}); nothing was changed")
+        if record.get("complete"):
+            sys.stderr.write(f"{out}: complete already; nothing to do\n")
+            return {"rows": 0, "rejected": 0, "seconds": 0.0, "skipped": True}
+        done = written_rows(out)
+    write_json(out / JOB_FILE, {**identity, "complete": False}, "out")
 
     started = not ray.is_initialized()
     if started:
@@ -177,13 +193,63 @@ def run_ray_job(opts: Any, address: str | None = None, workers: int = 2) -> dict
         if isinstance(item, Rejected):
             rejected.append(item)
             continue
+        if item.row in done:  # written by the run this one resumes
+            continue
         buf.append(item)
         if len(buf) == block_rows:
             flush()
     flush()
-    if not refs:
+    if not refs and not done:
         raise OptionError("texts", opts.texts_file, "no row that can be embedded")
     t0 = time.perf_counter()
+    if refs:
+        _run_ray(ray, refs, opts, out, outputs, threads, workers, started)
+    elif started:
+        ray.shutdown()
+    seconds = time.perf_counter() - t0
+    rows = sum(pa.parquet.ParquetFile(p).metadata.num_rows for p in out.glob("*.parquet"))
+    if rejected:
+        lines = "".join(json.dumps(r.to_json(), ensure_ascii=False) + "\n" for r in rejected)
+        fill_atomic(rejected_path(out), lambda tmp: tmp.write_text(lines, "utf-8"), "out")
+    write_json(out / JOB_FILE, {**identity, "workers": workers, "rows": rows,
+                                "rejected": len(rejected), "complete": True}, "out")
+    new_rows = rows - len(done)
+    sys.stderr.write(f"{new_rows} text(s) embedded in {seconds:.2f} s: {new_rows / max(seconds, 1e-9):.1f} "
+                     f"texts/s (Ray Data, {workers} worker(s) x {threads} thread(s), {opts.runtime.name}, "
+                     f"actor start-up included) -> {out}"
+                     + (f"; resumed: {len(done)} row(s) written before kept" if done else "") + "\n")
+    if rejected:
+        sys.stderr.write(f"{len(rejected)} row(s) rejected (row, id and reason in {rejected_path(out)})\n")
+    return {"rows": new_rows, "rejected": len(rejected), "seconds": seconds, "resumed_rows": len(done),
+            "wall_seconds": time.perf_counter() - t_start}
+
+
+def _record(out: Path) -> dict[str, Any] | None:
+    try:
+        record = json.loads((out / JOB_FILE).read_text("utf-8"))
+    except (OSError, ValueError):
+        return None
+    return record if isinstance(record, dict) else None
+
+
+def written_rows(out: Path) -> set[int]:
+    """The input rows a killed Ray job wrote whole: its readable Parquet files' `row` column.
+    A file cut short (no footer) is deleted: its rows are embedded again."""
+    pq = require_pyarrow().parquet
+    done: set[int] = set()
+    for p in sorted(out.glob("*.parquet")):
+        try:
+            rows = pq.read_table(p, columns=[ROW]).column(ROW).to_pylist()
+        except Exception:  # pyarrow raises ArrowInvalid (a ValueError) or OSError for a cut file
+            p.unlink(missing_ok=True)
+            continue
+        done.update(rows)
+    return done
+
+
+def _run_ray(ray: Any, refs: list[Any], opts: Any, out: Path, outputs: Sequence[str], threads: int,
+             workers: int, started: bool) -> None:
+    """Ray Data reads the blocks, runs the actors and appends Parquet files to `out`."""
     ds = ray.data.from_arrow_refs(refs).map_batches(
         EmbedBatches, batch_size=BATCH_ROWS, batch_format="pyarrow",
         fn_constructor_kwargs={"bundle": str(Path(opts.bundle).resolve()), "outputs": outputs,
@@ -191,22 +257,7 @@ def run_ray_job(opts: Any, address: str | None = None, workers: int = 2) -> dict
                                "text_column": "text"},
         compute=ray.data.ActorPoolStrategy(size=workers), num_cpus=ACTOR_CPUS)
     try:
-        ds.write_parquet(str(out.resolve()))
+        ds.write_parquet(str(out.resolve()), min_rows_per_file=FILE_ROWS)
     finally:
         if started:
             ray.shutdown()
-    seconds = time.perf_counter() - t0
-    rows = sum(pa.parquet.ParquetFile(p).metadata.num_rows for p in out.glob("*.parquet"))
-    if rejected:
-        lines = "".join(json.dumps(r.to_json(), ensure_ascii=False) + "\n" for r in rejected)
-        fill_atomic(rejected_path(out), lambda tmp: tmp.write_text(lines, "utf-8"), "out")
-    write_json(out / JOB_FILE, {"engine": "ray", "workers": workers, "outputs": list(outputs),
-                                "rows": rows, "rejected": len(rejected), "complete": True}, "out")
-    sys.stderr.write(f"{rows} text(s) embedded in {seconds:.2f} s: {rows / max(seconds, 1e-9):.1f} texts/s "
-                     f"(Ray Data, {workers} worker(s) x {threads} thread(s), {opts.runtime.name}, actor "
-                     f"start-up included) -> {out}\n")
-    if rejected:
-        sys.stderr.write(f"{len(rejected)} row(s) rejected (row, id and reason in {rejected_path(out)})\n")
-    return {"rows": rows, "rejected": len(rejected), "seconds": seconds,
-            "wall_seconds": time.perf_counter() - t_start}
-

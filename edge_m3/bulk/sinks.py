@@ -23,6 +23,7 @@ what the job is, how many parts are done) is replaced: a job killed at any point
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -89,6 +90,29 @@ def arrow_table(emb: Embedded, outputs: Sequence[str], hidden: int, id_type: Any
     return pa.table(cols)
 
 
+def _concat(parts: Sequence[Embedded]) -> Embedded:
+    """Chunks of one part as one."""
+    if len(parts) == 1:
+        return parts[0]
+
+    def rag(rs: Sequence[Ragged | None]) -> Ragged | None:
+        if rs[0] is None:
+            return None
+        offs, shift = [np.zeros(1, np.int64)], 0
+        for r in rs:
+            offs.append(r.offsets[1:] + shift)  # type: ignore[union-attr]
+            shift += int(r.offsets[-1])  # type: ignore[union-attr]
+        return Ragged(np.concatenate([r.values for r in rs]), np.concatenate(offs))  # type: ignore[union-attr]
+
+    return Embedded(rows=np.concatenate([p.rows for p in parts]), ids=[i for p in parts for i in p.ids],
+                    input_ids=rag([p.input_ids for p in parts]),  # type: ignore[arg-type]
+                    dense=None if parts[0].dense is None else np.concatenate([p.dense for p in parts]),
+                    lexical_ids=rag([p.lexical_ids for p in parts]),
+                    lexical_weights=None if parts[0].lexical_weights is None else
+                    np.concatenate([p.lexical_weights for p in parts]),
+                    colbert=rag([p.colbert for p in parts]))
+
+
 # --------------------------------------------------------------------------- the sinks
 
 class Sink:
@@ -99,6 +123,7 @@ class Sink:
         self.out, self.outputs, self.hidden = Path(out), tuple(outputs), hidden
         self.work = self.out
         self.id_type: Any = None
+        self._pending: list[Embedded] = []
 
     # the state on disk
     def exists(self) -> bool:
@@ -123,10 +148,24 @@ class Sink:
                 shutil.rmtree(p) if p.is_dir() else p.unlink()
 
     # writing
-    def write(self, k: int, emb: Embedded, rejected: Sequence[Rejected]) -> None:
-        """Part k, then its rejected rows: each atomically (the record follows, by the caller)."""
-        if len(emb):
-            self._write_part(k, emb)
+    def add(self, k: int, emb: Embedded) -> None:
+        """One chunk of part k, in order (kept until `commit`; Parquet streams it to disk)."""
+        self._pending.append(emb)
+
+    def commit(self, k: int, rejected: Sequence[Rejected]) -> None:
+        """Part k's rows, then its rejected rows: each atomically (the record follows, by the
+        caller)."""
+        whole = _concat([e for e in self._pending if len(e)])
+        self._pending = []
+        if len(whole):
+            self._write_part(k, whole)
+        self._commit_rejected(k, rejected)
+
+    def abort(self) -> None:
+        """Forget a part begun and not committed (the job failed or stopped)."""
+        self._pending = []
+
+    def _commit_rejected(self, k: int, rejected: Sequence[Rejected]) -> None:
         lines = "".join(json.dumps(r.to_json(), ensure_ascii=False) + "\n" for r in rejected)
         fill_atomic(self.work / "_rejected" / f"{part_name(k)}.jsonl",
                     lambda tmp: tmp.write_text(lines, "utf-8"), "out")
@@ -160,17 +199,55 @@ class Sink:
 
 
 class ParquetSink(Sink):
-    """The parts are the dataset."""
+    """The parts are the dataset. Each chunk is a row group, written to the part's temp file
+    as it comes (the writer thread overlaps the model), and the part renamed once whole."""
 
     def __init__(self, out: Path, outputs: Sequence[str], hidden: int) -> None:
         super().__init__(out, outputs, hidden)
         require_pyarrow("--out .parquet")
+        self._open: tuple[int, Path, Any] | None = None  # (part, temp file, ParquetWriter)
 
-    def _write_part(self, k: int, emb: Embedded) -> None:
+    def begin(self) -> None:
+        super().begin()
+        for stale in self.work.glob(".part-*.parquet.part"):  # a killed job's unfinished part
+            stale.unlink(missing_ok=True)
+
+    def add(self, k: int, emb: Embedded) -> None:
+        if not len(emb):
+            return
         pq = require_pyarrow().parquet
         table = arrow_table(emb, self.outputs, self.hidden, self.id_type)
         self.id_type = table.schema.field(ID).type
-        fill_atomic(self.work / f"{part_name(k)}.parquet", lambda tmp: pq.write_table(table, tmp), "out")
+        try:
+            if self._open is None:
+                tmp = self.work / f".{part_name(k)}.parquet.part"
+                self._open = (k, tmp, pq.ParquetWriter(tmp, table.schema))
+            self._open[2].write_table(table)
+        except OSError as exc:
+            self.abort()
+            raise OptionError("out", self.work / f"{part_name(k)}.parquet",
+                              f"cannot write ({exc})") from None
+
+    def commit(self, k: int, rejected: Sequence[Rejected]) -> None:
+        if self._open is not None:
+            _, tmp, writer = self._open
+            try:
+                writer.close()
+                os.replace(tmp, self.work / f"{part_name(k)}.parquet")
+            except OSError as exc:
+                self.abort()
+                raise OptionError("out", self.work / f"{part_name(k)}.parquet",
+                                  f"cannot write ({exc})") from None
+            self._open = None
+        self._commit_rejected(k, rejected)
+
+    def abort(self) -> None:
+        if self._open is not None:
+            _, tmp, writer = self._open
+            self._open = None
+            with contextlib.suppress(Exception):
+                writer.close()
+            tmp.unlink(missing_ok=True)
 
 
 _NPY_RAGGED = {"input_ids": "input_ids", COLBERT_VECS: COLBERT_VECS}

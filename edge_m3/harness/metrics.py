@@ -159,6 +159,16 @@ def recall_at(scores: np.ndarray, relevant: Sequence[int | Sequence[int]], k: in
     return float(np.mean(hits))
 
 
+# The high percentile the gate bounds besides the largest error: the largest of thousands of
+# texts (a million query x passage pairs) grows with their number, the 99th percentile does not.
+ERR_PERCENTILE = 99
+
+
+def _p99(err: np.ndarray) -> float:
+    """The ERR_PERCENTILE-th percentile of errors (0 for none), by linear interpolation."""
+    return float(np.percentile(err, ERR_PERCENTILE)) if err.size else 0.0
+
+
 def _min_mean(values: Sequence[float]) -> dict[str, float]:
     return {"min": float(np.min(values)), "mean": float(np.mean(values))} if len(values) else {}
 
@@ -177,8 +187,10 @@ def compare(ours: Sequence[Mapping[str, Any]], ref: Sequence[Mapping[str, Any]],
     pairs = list(zip(ours, ref, strict=True))
     methods = [m for m in methods_of(ours) if m in methods_of(ref)]
     ids_match = [list(o["input_ids"]) == list(r["input_ids"]) for o, r in pairs]
+    worst: dict[str, Any] = {}  # where the largest errors are (text indexes into ours / ref)
     figures: dict[str, Any] = {"texts": len(pairs), "heads": methods,
-                               "input_ids_match": float(np.mean(ids_match)) if ids_match else 1.0}
+                               "input_ids_match": float(np.mean(ids_match)) if ids_match else 1.0,
+                               "worst": worst}
     if "dense" in methods:
         cos = [cosine(o[DENSE_VECS], r[DENSE_VECS]) for o, r in pairs]
         figures["dense_cosine"] = {
@@ -190,12 +202,28 @@ def compare(ours: Sequence[Mapping[str, Any]], ref: Sequence[Mapping[str, Any]],
     if "sparse" in methods:
         lw = [(o[LEXICAL_WEIGHTS], r[LEXICAL_WEIGHTS]) for o, r in pairs]
         figures["lexical_top10_overlap"] = _min_mean([lexical_overlap(o, r) for o, r in lw])
-        figures["lexical_abs_err"] = float(max((lexical_abs_err(o, r) for o, r in lw), default=0.0))
+        lex_err = np.array([lexical_abs_err(o, r) for o, r in lw], np.float64)
+        figures["lexical_abs_err"] = float(lex_err.max(initial=0.0))
+        figures["lexical_abs_err_p99"] = _p99(lex_err)
+        if len(lex_err):
+            i = int(lex_err.argmax())
+            worst["lexical_abs_err"] = {"text": i, "value": float(lex_err[i]),
+                                        "tokens": len(ref[i]["input_ids"]),
+                                        **({"label": labels[i]} if labels is not None else {})}
         figures["lexical_key_jaccard"] = _min_mean([lexical_key_jaccard(o, r) for o, r in lw])
     mo = score_matrices(ours, queries, passages, methods)
     mr = score_matrices(ref, queries, passages, methods)
     for m in methods:
-        figures[f"{m}_score_abs_err"] = float(np.abs(mo[m] - mr[m]).max(initial=0.0))
+        err = np.abs(mo[m] - mr[m])
+        figures[f"{m}_score_abs_err"] = float(err.max(initial=0.0))
+        figures[f"{m}_score_abs_err_p99"] = _p99(err)
+        if err.size:
+            qi, pi = np.unravel_index(int(err.argmax()), err.shape)
+            q, p = queries[int(qi)], passages[int(pi)]
+            worst[f"{m}_score_abs_err"] = {
+                "query": q, "passage": p, "value": float(err[qi, pi]),
+                "query_tokens": len(ref[q]["input_ids"]), "passage_tokens": len(ref[p]["input_ids"]),
+                **({"label": labels[q]} if labels is not None else {})}
     if methods:
         agreement = {m: topk_agreement(mo[m], mr[m]) for m in methods}
         figures["retrieval_top10_agreement"] = {**agreement, "min": min(agreement.values())}
@@ -267,7 +295,9 @@ GATE_PATHS = {
     "lexical_top10_overlap": ("lexical_top10_overlap", "mean"),
     "lexical_top10_overlap_worst": ("lexical_top10_overlap", "min"),
     "lexical_abs_err": ("lexical_abs_err",),
+    "lexical_abs_err_p99": ("lexical_abs_err_p99",),
     "colbert_score_abs_err": ("colbert_score_abs_err",),
+    "colbert_score_abs_err_p99": ("colbert_score_abs_err_p99",),
     "retrieval_top10_agreement": ("retrieval_top10_agreement", "min"),
     "input_ids_match": ("input_ids_match",),
     "model_rss_ratio": ("model_rss_ratio",),  # set only where Runtime.memory_gated (verify)

@@ -98,7 +98,7 @@ def markdown(r: Mapping[str, Any]) -> str:
             lines.append(f"\n**{rt}: {f['error']}**")
     lines += ["", "## Figures (vs the primary reference)", "",
               "| runtime | version | dense cos min/mean per text set | lexical top-10 "
-              "overlap | lexical err | key Jaccard | ColBERT err | retrieval top-10 "
+              "overlap | lexical err max (p99) | key Jaccard | ColBERT err max (p99) | retrieval top-10 "
               "dense / sparse / colbert | recall@10 bundle (ref) | ids | load s (first run of each signature) "
               "| peak RSS MB (before load) |",
               "|" + " --- |" * 12]
@@ -113,10 +113,13 @@ def markdown(r: Mapping[str, Any]) -> str:
         lines.append(
             f"| {rt} | {f['version']} | {per or 'n/a'} | {_v(f, 'lexical_top10_overlap.mean', '.3f')} "
             f"(min {_v(f, 'lexical_top10_overlap.min', '.2f')}) | {_v(f, 'lexical_abs_err', '.2e')} "
+            f"({_v(f, 'lexical_abs_err_p99', '.2e')}) "
             f"| {_v(f, 'lexical_key_jaccard.mean', '.3f')} | {_v(f, 'colbert_score_abs_err', '.2e')} "
+            f"({_v(f, 'colbert_score_abs_err_p99', '.2e')}) "
             f"| {agr} | {recall} | {f['input_ids_match']:.3f} | {f['load_s']:.2f} "
             f"({_v(f, 'warmup_s', '.2f')}) "
             f"| {f['peak_rss_mb']:.0f} ({f['rss_before_load_mb']:.0f}) |")
+    lines += _worst_md(ok)
     if any("vs_keras" in f for f in ok.values()):
         lines += ["", "Against the Keras fp32 model (conversion and quantization only):", "",
                   "| runtime | dense cos min | lexical err | ColBERT err | retrieval top-10 min |",
@@ -154,6 +157,27 @@ def markdown(r: Mapping[str, Any]) -> str:
               + (", `fidelity.png` (per language and per length)" if _has_corpus(ok) else "")
               + ".", ""]
     return "\n".join(lines)
+
+
+def _worst_md(ok: Mapping[str, Any]) -> list[str]:
+    """Where each runtime's largest lexical and ColBERT errors are: the text, or the pair."""
+    rows = []
+    for rt, f in ok.items():
+        for figure, w in f.get("worst", {}).items():
+            if figure not in ("lexical_abs_err", "colbert_score_abs_err"):
+                continue
+            if "query" in w:
+                where = (f"query {w['query']} ({w['query_tokens']} tokens) x passage {w['passage']} "
+                         f"({w['passage_tokens']} tokens)")
+            else:
+                where = f"text {w['text']} ({w['tokens']} tokens)"
+            lang = f", {w['label']}" if "label" in w else ""
+            snippet = f": {w['snippet']!r}" if w.get("snippet") else ""
+            rows.append(f"| {rt} | {figure} | {w['value']:.3g} | {where}{lang}{snippet} |")
+    if not rows:
+        return []
+    return ["", "Where the largest errors are (text numbers count user texts, then queries, then "
+            "passages):", "", "| runtime | figure | value | where |", "| --- | --- | --- | --- |", *rows]
 
 
 def _has_corpus(ok: Mapping[str, Any]) -> bool:

@@ -160,6 +160,9 @@ def cmd_verify(opts: VerifyOptions) -> int:
             outs, meta = load_outputs(out)
             figures = compare(outs, ref_outs, sets, sets["queries"], sets["passages"], relevant,
                               labels)
+            for w in figures["worst"].values():  # the texts themselves, for a reader of the report
+                i = w.get("query", w.get("text"))
+                w["snippet"] = texts[i][:80] if i is not None else ""
             if labels is not None:
                 figures["worse_languages"] = worst_labels(figures["per_language"], limits)
             if primary != "keras":

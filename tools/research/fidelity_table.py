@@ -7,7 +7,8 @@
 Runs `edge-m3 verify --texts CORPUS [--sample N --seed S]` on each bundle (under the runtimes
 named after `=`, else every installed one; a report already in `--out` is reused with
 `--reuse`), then prints per variant and runtime: file size, dense cosine min, 1st percentile
-and mean, the largest lexical weight error, the largest ColBERT score error, the top-10
+and mean, the largest lexical weight error and its 99th percentile over texts, the
+largest ColBERT score error and its 99th percentile over query x passage pairs, the top-10
 retrieval agreement of every query against every passage (dense / sparse / ColBERT), and the
 languages where the variant is worst (its lowest dense cosine and agreement by language) or
 that miss a limit of the variant's gate on their own. The references are cached (`--cache`),
@@ -70,13 +71,20 @@ def rows(report: Mapping[str, Any]) -> list[dict[str, Any]]:
             "runtime": f"{rt} {f['version']}", "file_mb": f["memory"]["model_mb"],
             "dense_min": dense["min"], "dense_p1": dense.get("p1"), "dense_mean": dense["mean"],
             "lexical_err": f.get("lexical_abs_err"), "colbert_err": f.get("colbert_score_abs_err"),
+            "lexical_p99": f.get("lexical_abs_err_p99"), "colbert_p99": f.get("colbert_score_abs_err_p99"),
+            "worst": {k: {x: w[x] for x in w if x != "snippet"} for k, w in f.get("worst", {}).items()},
             "agree": agree, "worst_cos": worst_cos, "worst_agree": worst_agree,
             "missed": f.get("worse_languages", []), "failed": f["failed"]})
     return out
 
 
+def _num(v: float | None) -> str:
+    return "-" if v is None else f"{v:.3f}"
+
+
 def table(reports: Sequence[Mapping[str, Any]]) -> str:
-    head = ("| variant | runtime | file MB | dense cos min | p1 | mean | lexical err | ColBERT err "
+    head = ("| variant | runtime | file MB | dense cos min | p1 | mean | lexical err max (p99) "
+            "| ColBERT err max (p99) "
             "| top-10 agreement d / s / c | worst language: dense min; agreement | languages past "
             "the gate on their own | gate |")
     lines = [head, "|" + " --- |" * 12]
@@ -90,7 +98,8 @@ def table(reports: Sequence[Mapping[str, Any]]) -> str:
             lines.append(
                 f"| {row['variant']} | {row['runtime']} | {row['file_mb']:.1f} | {row['dense_min']:.5f} "
                 f"| {row['dense_p1']:.5f} | {row['dense_mean']:.5f} | {row['lexical_err']:.3f} "
-                f"| {row['colbert_err']:.3f} | {a['dense']:.3f} / {a['sparse']:.3f} / {a['colbert']:.3f} "
+                f"({_num(row['lexical_p99'])}) | {row['colbert_err']:.3f} ({_num(row['colbert_p99'])}) "
+                f"| {a['dense']:.3f} / {a['sparse']:.3f} / {a['colbert']:.3f} "
                 f"| {wc[0]} {wc[1]:.4f}; {wa[0]} {wa[1]:.2f} "
                 f"| {', '.join(row['missed'][:6]) or '-'}{' ...' if len(row['missed']) > 6 else ''} "
                 f"| {'pass' if not row['failed'] else 'FAIL: ' + '; '.join(row['failed'])} |")
