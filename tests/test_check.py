@@ -68,6 +68,8 @@ def _check(bundle: Path, tmp_path: Path, *extra: str) -> tuple[int, dict | None]
 def test_check_passes_and_reports(bundles: dict[str, Path], tmp_path: Path, quant: str) -> None:
     rc, report = _check(bundles[quant], tmp_path)
     assert rc == 0 and report is not None and report["passed"]
+    golden_runtime = report["golden"]["recorded_with"]
+    assert not report["golden"]["postprocess_problems"]  # golden scores recomputed bit for bit
     # int8 is per-channel (FULLY_CONNECTED v12): tflite-runtime 2.14 is too old for it
     candidates = ("tflite-runtime", "litert") if quant == "fp32" else ("litert",)
     tflite = [r for r in candidates if r in {rt.name for rt in available_runtimes()}]
@@ -80,6 +82,10 @@ def test_check_passes_and_reports(bundles: dict[str, Path], tmp_path: Path, quan
         assert res["golden"]["dense_cosine_min"] >= tol.dense_cosine_min
         assert max(res["golden"][k] for k in ("dense_max_abs", "lexical_max_abs",
                                               "colbert_max_abs")) <= tol.max_abs
+        if rt == golden_runtime:  # the recording's runtime, this CPU: the very same scores
+            assert res["golden"]["scores_max_abs"] == 0.0
+        else:
+            assert 0.0 <= res["golden"]["scores_max_abs"] < 1e-3
         timing = res["timing"]
         assert set(timing["lengths"]) == {"8", "16"} and timing["peak_rss_mb"] > 0
         assert all(f["p50_ms"] > 0 for f in timing["lengths"].values())
@@ -90,6 +96,8 @@ def test_check_passes_and_reports(bundles: dict[str, Path], tmp_path: Path, quan
 
 def test_golden_mismatch_names_text_output_and_size(bundles: dict[str, Path], tmp_path: Path,
                                                     capsys) -> None:
+    from edge_m3.retrieval.scores import golden_scores
+
     """A recorded output off by 0.2 (raw and post-processed alike): exit 1, and the line says
     which text, which output, and by how much."""
     b = _copy(bundles["int8"], tmp_path)
@@ -97,11 +105,14 @@ def test_golden_mismatch_names_text_output_and_size(bundles: dict[str, Path], tm
     case = golden["cases"][3]
     case["dense_vecs"][5] = float(np.float32(case["dense_vecs"][5] + 0.2))  # as a float32 reads back
     case["raw"]["dense_vecs"][0][5] = case["dense_vecs"][5]
+    golden["scores"] = golden_scores(golden["cases"])  # recorded scores follow the edited case
     _rewrite(b, golden)
     rc, report = _check(b, tmp_path, "--runtime", "litert")
     out = capsys.readouterr().out
     assert rc == 1 and report is not None and not report["passed"]
     assert not report["golden"]["postprocess_problems"]  # the edit is consistent: only live differs
+    # the live scores of the pairs with case 3 differ from the recorded ones by about the edit
+    assert 1e-3 < report["runtimes"]["litert"]["golden"]["scores_max_abs"] < 1
     problems = report["runtimes"]["litert"]["golden"]["problems"]
     assert problems and all(p.startswith(f"golden case 3 {case['text'][:20]!r}"[:-1]) for p in problems)
     (size,) = [p for p in problems if "dense_vecs differs by up to" in p]
@@ -114,10 +125,15 @@ def test_wrong_ids_and_inconsistent_post_processing_fail(bundles: dict[str, Path
     golden = json.loads((b / GOLDEN).read_text())
     golden["cases"][0]["input_ids"][1] += 1  # a tokenizer that drifted
     golden["cases"][1]["lexical_weights"] = {"5": 1.0}  # post-processing that drifted
+    golden["scores"][6]["dense"] += 1e-15  # a score rule that drifted (case 2 x case 3)
     _rewrite(b, golden)
     rc, report = _check(b, tmp_path, "--runtime", "litert")
     assert rc == 1 and report is not None
-    assert any("lexical_weights post-processed" in p for p in report["golden"]["postprocess_problems"])
+    exact = report["golden"]["postprocess_problems"]
+    assert any("lexical_weights post-processed" in p for p in exact)
+    assert any(p.startswith("golden score 6 (case 2 x case 3, dense)") for p in exact)
+    # the drifted case's own scores are recomputed differently too (with itself, at least)
+    assert any(p.startswith("golden score 4 (case 1 x case 1, sparse)") for p in exact)
     problems = report["runtimes"]["litert"]["golden"]["problems"]
     assert any(p.startswith("golden case 0") and "input_ids differ" in p for p in problems)
 

@@ -30,6 +30,7 @@ from edge_m3.contract import (
     DENSE_VECS,
     GOLDEN,
     LEXICAL_WEIGHTS,
+    SCORE_MODES,
     CheckResult,
     ModelEntry,
     Tolerance,
@@ -103,7 +104,42 @@ def replay_exact(bundle: Bundle, golden: Mapping[str, Any]) -> list[str]:
             if (key in got or key in case) and got.get(key) != case.get(key):
                 problems.append(f"golden case {i} {_short(case['text'])}: {key} post-processed "
                                 "from the recorded raw outputs differs from the recorded one")
-    return problems
+    return problems + replay_scores(golden)
+
+
+def _score_keys(golden: Mapping[str, Any]) -> list[tuple[int, str]]:
+    return [(k, m) for k, rec in enumerate(golden.get("scores") or []) for m in SCORE_MODES if m in rec]
+
+
+def replay_scores(golden: Mapping[str, Any]) -> list[str]:
+    """golden.json's `scores`, recomputed here from its recorded cases: exact (the contract's
+    sequential float64 sums, the same on every CPU, as the kits reproduce them)."""
+    from edge_m3.retrieval.scores import golden_scores
+
+    recorded = golden.get("scores")
+    if not recorded:
+        return []
+    try:
+        got = golden_scores(golden["cases"])
+    except (EdgeM3Error, KeyError, TypeError, ValueError) as exc:
+        return [f"golden scores cannot be recomputed from the recorded cases ({exc})"]
+    if [(r.get("query"), r.get("passage")) for r in recorded] != [(g["query"], g["passage"]) for g in got]:
+        return ["golden scores: the recorded pairs are not the ones golden.json's cases give"]
+    return [f"golden score {k} (case {recorded[k]['query']} x case {recorded[k]['passage']}, {m}): "
+            f"{got[k].get(m)!r} recomputed here != {recorded[k][m]!r} recorded"
+            for k, m in _score_keys(golden) if got[k].get(m) != recorded[k][m]]
+
+
+def live_score_err(golden: Mapping[str, Any], outs: Sequence[Mapping[str, Any]]) -> float | None:
+    """The largest difference between golden.json's scores and the same pairs' scores from
+    this device's live outputs (a figure: the live outputs are bounded by the tolerance)."""
+    from edge_m3.retrieval.scores import golden_scores
+
+    if not golden.get("scores"):
+        return None
+    live = golden_scores(outs)
+    return max((abs(live[k].get(m, float("nan")) - golden["scores"][k][m])
+                for k, m in _score_keys(golden)), default=0.0)
 
 
 def _max_abs(a: Any, b: Any) -> float:
@@ -185,6 +221,8 @@ def check_runtime(bundle: Bundle, golden: Mapping[str, Any], entry: ModelEntry, 
         return CheckResult.failed(runtime.version(), error), {"error": error, "passed": False}
     outs, meta = load_outputs(out)
     fig = golden_figures(golden, outs, bundle.manifest.recipe.device_tolerance)
+    if (score_err := live_score_err(golden, outs)) is not None:
+        fig["scores_max_abs"] = score_err
     timing = bench_row(runtime.name, opts.threads, meta, None, entry.seq_lens)
     verdict = (CheckResult.failed(meta["version"], "; ".join(fig["problems"])) if fig["problems"]
                else CheckResult.passed(meta["version"]))

@@ -344,17 +344,21 @@ def check_markdown(r: Mapping[str, Any]) -> str:
              f"- result: **{'PASS' if r['passed'] else 'FAIL'}**", "",
              "## golden.json", "",
              "| runtime | version | dense cos min | dense max diff | lexical max diff | "
-             "ColBERT max diff | result |", "| --- | --- | --- | --- | --- | --- | --- |"]
+             "ColBERT max diff | golden scores max diff | result |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- |"]
 
     for rt, res in r["runtimes"].items():
         if "error" in res:
-            lines.append(f"| {rt} | | | | | | **{res['error']}** |")
+            lines.append(f"| {rt} | | | | | | | **{res['error']}** |")
             continue
         g = res["golden"]
         lines.append(f"| {rt} | {res['version']} | {_v(g, 'dense_cosine_min', '.7f')} "
                      f"| {_v(g, 'dense_max_abs', '.2e')} | {_v(g, 'lexical_max_abs', '.2e')} "
-                     f"| {_v(g, 'colbert_max_abs', '.2e')} "
+                     f"| {_v(g, 'colbert_max_abs', '.2e')} | {_v(g, 'scores_max_abs', '.2e')} "
                      f"| {'pass' if res['passed'] else 'FAIL'} |")
+    lines += ["", "Golden scores (every mode, 3 pairs per case): recomputed from the recorded "
+              "cases they must be equal bit for bit (else a problem below); from this device's "
+              "live outputs their largest difference is shown above."]
     problems = list(r["golden"]["postprocess_problems"]) + [
         f"{rt}: {p}" for rt, res in r["runtimes"].items() for p in res.get("golden", {}).get("problems", [])]
     if problems:

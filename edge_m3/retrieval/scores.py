@@ -14,8 +14,10 @@ import numpy as np
 
 from edge_m3.contract import (
     COLBERT_VECS,
+    DEFAULT_MODE_WEIGHTS,
     DENSE_VECS,
     LEXICAL_WEIGHTS,
+    RESULT_OUTPUTS,
     SCORE_MODES,
     hybrid_score,
     mode_signals,
@@ -147,3 +149,24 @@ def score(q: Mapping[str, Any], p: Mapping[str, Any], mode: str = "dense",
           weights: Sequence[float] | None = None) -> float:
     """One mode's score of a (query, passage) pair of pipeline outputs."""
     return compute_score(q, p, weights, (mode,))[mode]
+
+
+# weights_for_different_modes of the golden scores besides compute_score's default: uneven, so a
+# kit that swaps two weights or normalises by the wrong sum fails.
+GOLDEN_WEIGHTS = (0.4, 0.2, 0.4)
+
+
+def golden_scores(cases: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Every mode's score between pairs of cases (docs/bundle-format.md): each case with the next
+    and with itself under the default weights, with the one after next under GOLDEN_WEIGHTS.
+    Computed from the cases' JSON fields, which is what a kit reads back."""
+    n = len(cases)
+    modes = [m for m in SCORE_MODES
+             if all(RESULT_OUTPUTS[s] in c for c in cases for s in mode_signals(m))]
+    out = []
+    for i in range(n):
+        for j, weights in (((i + 1) % n, DEFAULT_MODE_WEIGHTS), (i, DEFAULT_MODE_WEIGHTS),
+                           ((i + 2) % n, GOLDEN_WEIGHTS)):
+            scores = compute_score(cases[i], cases[j], weights, modes) if modes else {}
+            out.append({"query": i, "passage": j, "weights": list(weights), **scores})
+    return out
