@@ -307,6 +307,7 @@ def test_lane_frames_carry_plain_arrays_only() -> None:
 
     buf = io.BytesIO()
     arrays = {"a": np.arange(6, dtype=np.int32).reshape(2, 3), "b": np.ones(0, np.float32),
+              "z": np.zeros((0, 4), np.float32),  # a chunk with no ColBERT rows
               "c": np.array([1.5, -2.0], np.float32)}
     write_frame(buf, arrays)
     write_frame(buf, {})
@@ -347,6 +348,16 @@ def test_parquet_parts_take_chunks_as_row_groups_and_leave_no_temp(tiny_bundles:
     assert [pq.ParquetFile(p).metadata.num_rows for p in parts] == [CHUNK_ROWS * 2 + 50, 100]
     assert [pq.ParquetFile(p).num_row_groups for p in parts] == [3, 1]  # 256 + 256 + 50; 100
     assert pq.read_table(out).column("row").to_pylist() == list(range(CHUNK_ROWS * 2 + 150))
+
+    # A part whose rows are all rejected writes no file, in every format.
+    g = tmp_path / "bad.txt"
+    g.write_bytes(b"\n\n\n" + "".join(f"{t}\n" for t in TEXTS[:3]).encode())
+    for suffix in (".parquet", ".npy", ".jsonl"):
+        o = tmp_path / f"rej{suffix}"
+        assert main(["embed", str(tiny_bundles["int8"]), "--texts", str(g), "--out", str(o),
+                     "--part-rows", "3", "--outputs", "dense"]) == 0
+        assert [r["id"] for r in read_output(o)] == [3, 4, 5]
+        assert len((tmp_path / f"rej{suffix}.rejected.jsonl").read_text().splitlines()) == 3
 
     sink = ParquetSink(tmp_path / "t.parquet", ("dense",), 4)
     stale = sink.work / ".part-00003.parquet.part"

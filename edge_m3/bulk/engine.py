@@ -200,7 +200,7 @@ class BulkEmbedder:
         """Hand a chunk to the lanes and return at once (with lanes in this process, run it
         now): the caller submits the next chunk before collecting this one, so the children
         never wait while this process gathers and hands on results."""
-        if not self.children:
+        if not self.children or not encs:  # nothing to run (a chunk all rejected): no child asked
             cols = result_columns(self._run_here(encs), self.outputs, self.hidden)
             return Submitted(self, rows, encs, [], cols)
         if len(encs) < 2:

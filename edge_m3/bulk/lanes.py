@@ -43,7 +43,8 @@ def write_frame(out: IO[bytes], arrays: dict[str, np.ndarray]) -> None:
     header = json.dumps([[k, v.dtype.str, list(v.shape)] for k, v in parts]).encode()
     out.write(_LEN.pack(len(header)) + header)
     for _, v in parts:
-        out.write(memoryview(v).cast("B"))
+        if v.nbytes:  # a memoryview with a 0 in its shape cannot be cast to bytes
+            out.write(memoryview(v).cast("B"))
     out.flush()
 
 
@@ -223,7 +224,11 @@ def _serve(argv: Sequence[str]) -> int:
         try:
             while (reply := replies.get()) is not None:
                 write_frame(proto, reply)
-        except OSError:  # the parent closed its end: nobody is left to answer
+        except BaseException as exc:  # noqa: BLE001 - the parent reads EOF and this line
+            # (a closed pipe: the parent is gone). Exit at once: a thread that died quietly
+            # would leave the parent waiting for a reply forever.
+            sys.stderr.write(f"lane reply writer: {exc or type(exc).__name__}\n")
+            sys.stderr.flush()
             os._exit(1)
 
     threading.Thread(target=read_requests, daemon=True).start()

@@ -155,10 +155,10 @@ class Sink:
     def commit(self, k: int, rejected: Sequence[Rejected]) -> None:
         """Part k's rows, then its rejected rows: each atomically (the record follows, by the
         caller)."""
-        whole = _concat([e for e in self._pending if len(e)])
+        chunks = [e for e in self._pending if len(e)]  # a part all rejected writes no file
         self._pending = []
-        if len(whole):
-            self._write_part(k, whole)
+        if chunks:
+            self._write_part(k, _concat(chunks))
         self._commit_rejected(k, rejected)
 
     def abort(self) -> None:
