@@ -81,6 +81,16 @@ def job_identity(opts: BulkOptions, outputs: Sequence[str]) -> dict[str, Any]:
             "part_rows": opts.part_rows, **src}
 
 
+def resumable(record: dict[str, Any] | None, identity: dict[str, Any], out: Path) -> bool:
+    """`--resume` into `out`: True when its job record says this job is complete already; a
+    record of another job (or none) is one line, and nothing in `out` is changed."""
+    if record is None or {k: record.get(k) for k in identity} != identity:
+        diff = sorted(k for k in identity if record is None or record.get(k) != identity[k])
+        raise OptionError("resume", out, f"was not written by this job (differs in: "
+                          f"{', '.join(diff) or 'everything'}); nothing was changed")
+    return bool(record.get("complete"))
+
+
 def _chunks(rows: Iterator[Row | Rejected], first: int, part_rows: int,
             chunk_rows: int) -> Iterator[tuple[int, bool, list[Row], list[Rejected]]]:
     """(part, last chunk of the part?, rows, rejected) in input order; a part holds rows
@@ -173,11 +183,7 @@ def run_job(opts: BulkOptions, log: Callable[[str], None] | None = None) -> dict
         if record is None and out_format(opts.out) == "jsonl" and opts.out.exists() and not sink.work.exists():
             log(f"{opts.out}: complete already; nothing to do")
             return {"rows": 0, "rejected": 0, "seconds": 0.0, "skipped": True}
-        if record is None or {k: record.get(k) for k in identity} != identity:
-            diff = sorted(k for k in identity if record is None or record.get(k) != identity[k])
-            raise OptionError("resume", opts.out, f"was not written by this job (differs in: "
-                              f"{', '.join(diff) or 'everything'}); nothing was changed")
-        if record.get("complete"):
+        if resumable(record, identity, opts.out):
             log(f"{opts.out}: complete already; nothing to do")
             return {"rows": 0, "rejected": 0, "seconds": 0.0, "skipped": True}
         first_part = int(record.get("parts", 0))

@@ -36,8 +36,8 @@ from pathlib import Path
 from typing import Any
 
 from edge_m3.bulk.engine import ID, ROW, BulkEmbedder
-from edge_m3.bulk.job import job_identity
-from edge_m3.bulk.sinks import JOB_FILE, arrow_table, rejected_path
+from edge_m3.bulk.job import job_identity, resumable
+from edge_m3.bulk.sinks import JOB_FILE, arrow_table, read_record, rejected_path
 from edge_m3.common.files import check_writable, fill_atomic, write_json
 from edge_m3.contract import HEADS
 from edge_m3.errors import EdgeM3Error, OptionError
@@ -153,12 +153,7 @@ def run_ray_job(opts: Any, address: str | None = None, workers: int = 2) -> dict
     identity = {**job_identity(opts, outputs), "engine": "ray"}
     done: set[int] = set()
     if exists:
-        record = _record(out)
-        if record is None or {k: record.get(k) for k in identity} != identity:
-            diff = sorted(k for k in identity if record is None or record.get(k) != identity[k])
-            raise OptionError("resume", out, f"was not written by this job (differs in: "
-                              f"{', '.join(diff) or 'everything'}); nothing was changed")
-        if record.get("complete"):
+        if resumable(read_record(out), identity, out):
             sys.stderr.write(f"{out}: complete already; nothing to do\n")
             return {"rows": 0, "rejected": 0, "seconds": 0.0, "skipped": True}
         done = written_rows(out)
@@ -222,14 +217,6 @@ def run_ray_job(opts: Any, address: str | None = None, workers: int = 2) -> dict
         sys.stderr.write(f"{len(rejected)} row(s) rejected (row, id and reason in {rejected_path(out)})\n")
     return {"rows": new_rows, "rejected": len(rejected), "seconds": seconds, "resumed_rows": len(done),
             "wall_seconds": time.perf_counter() - t_start}
-
-
-def _record(out: Path) -> dict[str, Any] | None:
-    try:
-        record = json.loads((out / JOB_FILE).read_text("utf-8"))
-    except (OSError, ValueError):
-        return None
-    return record if isinstance(record, dict) else None
 
 
 def written_rows(out: Path) -> set[int]:

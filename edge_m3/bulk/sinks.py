@@ -27,7 +27,7 @@ import contextlib
 import json
 import os
 import shutil
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -55,6 +55,15 @@ def out_format(out: Path) -> str:
 
 def rejected_path(out: Path) -> Path:
     return Path(out).with_name(Path(out).name + REJECTED_SUFFIX)
+
+
+def read_record(work: Path) -> dict[str, Any] | None:
+    """The job record in `work` (the local job's and the Ray job's), or None."""
+    try:
+        record = json.loads((Path(work) / JOB_FILE).read_text("utf-8"))
+    except (OSError, ValueError):
+        return None
+    return record if isinstance(record, dict) else None
 
 
 def part_name(k: int) -> str:
@@ -130,10 +139,7 @@ class Sink:
         return self.out.exists() or self.work.exists() or rejected_path(self.out).exists()
 
     def record(self) -> dict[str, Any] | None:
-        try:
-            return json.loads((self.work / JOB_FILE).read_text("utf-8"))
-        except (OSError, ValueError):
-            return None
+        return read_record(self.work)
 
     def save_record(self, record: dict[str, Any]) -> None:
         write_json(self.work / JOB_FILE, record, "out")
@@ -205,7 +211,7 @@ class ParquetSink(Sink):
     def __init__(self, out: Path, outputs: Sequence[str], hidden: int) -> None:
         super().__init__(out, outputs, hidden)
         require_pyarrow("--out .parquet")
-        self._open: tuple[int, Path, Any] | None = None  # (part, temp file, ParquetWriter)
+        self._open: tuple[Path, Any] | None = None  # the open part: (temp file, ParquetWriter)
 
     def begin(self) -> None:
         super().begin()
@@ -215,39 +221,40 @@ class ParquetSink(Sink):
     def add(self, k: int, emb: Embedded) -> None:
         if not len(emb):
             return
-        pq = require_pyarrow().parquet
         table = arrow_table(emb, self.outputs, self.hidden, self.id_type)
         self.id_type = table.schema.field(ID).type
-        try:
+        with self._writing(k):
             if self._open is None:
                 tmp = self.work / f".{part_name(k)}.parquet.part"
-                self._open = (k, tmp, pq.ParquetWriter(tmp, table.schema))
-            self._open[2].write_table(table)
-        except OSError as exc:
-            self.abort()
-            raise OptionError("out", self.work / f"{part_name(k)}.parquet",
-                              f"cannot write ({exc})") from None
+                self._open = (tmp, require_pyarrow().parquet.ParquetWriter(tmp, table.schema))
+            self._open[1].write_table(table)
 
     def commit(self, k: int, rejected: Sequence[Rejected]) -> None:
         if self._open is not None:
-            _, tmp, writer = self._open
-            try:
+            with self._writing(k):
+                tmp, writer = self._open
                 writer.close()
                 os.replace(tmp, self.work / f"{part_name(k)}.parquet")
-            except OSError as exc:
-                self.abort()
-                raise OptionError("out", self.work / f"{part_name(k)}.parquet",
-                                  f"cannot write ({exc})") from None
-            self._open = None
+                self._open = None
         self._commit_rejected(k, rejected)
 
     def abort(self) -> None:
         if self._open is not None:
-            _, tmp, writer = self._open
+            tmp, writer = self._open
             self._open = None
             with contextlib.suppress(Exception):
                 writer.close()
             tmp.unlink(missing_ok=True)
+
+    @contextlib.contextmanager
+    def _writing(self, k: int) -> Iterator[None]:
+        """A failed write of part k: its temp file removed, one line naming the part."""
+        try:
+            yield
+        except OSError as exc:
+            self.abort()
+            raise OptionError("out", self.work / f"{part_name(k)}.parquet",
+                              f"cannot write ({exc})") from None
 
 
 _NPY_RAGGED = {"input_ids": "input_ids", COLBERT_VECS: COLBERT_VECS}
