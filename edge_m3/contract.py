@@ -27,6 +27,18 @@ MANIFEST = "manifest.json"
 GOLDEN = "golden.json"
 VOCAB_MAP = "vocab_map.json"
 SENTENCEPIECE = "sentencepiece.bpe.model"
+WORDPIECE_VOCAB = "vocab.txt"  # a WordPiece bundle's vocabulary: one token a line, id = line number
+
+# How a bundle tokenizes (the manifest's `tokenizer.kind`): each kind is one tokenizer class in
+# Python (edge_m3.tokenizer.open_tokenizer) and in each kit, chosen by this name alone.
+XLMR_SENTENCEPIECE, WORDPIECE = "xlmr-sentencepiece", "wordpiece"
+TOKENIZER_KINDS = (XLMR_SENTENCEPIECE, WORDPIECE)
+# A WordPiece tokenizer's settings (manifest `tokenizer.options`), as `tokenizers`' BertNormalizer,
+# BertPreTokenizer and WordPiece model name them; every key is required, with this type.
+WORDPIECE_OPTIONS: dict[str, type] = {
+    "clean_text": bool, "handle_chinese_chars": bool, "strip_accents": bool, "lowercase": bool,
+    "continuing_subword_prefix": str, "max_input_chars_per_word": int,
+}
 
 # The model's inputs, in signature order: int32 `[1, L]`.
 INPUT_IDS, ATTENTION_MASK = "input_ids", "attention_mask"
@@ -466,10 +478,13 @@ class ModelEntry:
 
 @dataclass(frozen=True)
 class TokenizerSpec:
-    """XLM-R's mapping from SentencePiece ids to model ids, as recorded in the manifest.
+    """How a bundle tokenizes, as recorded in the manifest: the kind, its file, the special ids.
 
-    `special_tokens` are the strings that the reference turns into special ids wherever they
-    occur in the input text (manifests without the key get XLM-R's)."""
+    `xlmr-sentencepiece`: XLM-R's mapping from SentencePiece ids to model ids (`sp_unk_id`,
+    `id_offset`). `wordpiece`: `file` is the vocabulary (one token a line) and `options` the
+    normalizer and model settings (WORDPIECE_OPTIONS). `special_tokens` are the strings that the
+    reference turns into special ids wherever they occur in the input text (manifests without
+    the key get XLM-R's)."""
 
     special_ids: Mapping[str, int]
     sp_unk_id: int = 0
@@ -478,11 +493,31 @@ class TokenizerSpec:
     vocab_map: Mapping[str, Any] | None = field(default=None)
     special_tokens: Mapping[str, str] = field(default_factory=lambda: dict(XLMR_SPECIAL_TOKENS))
     file: str = SENTENCEPIECE
+    kind: str = XLMR_SENTENCEPIECE
+    options: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.kind not in TOKENIZER_KINDS:
+            raise EdgeM3Error(f"{MANIFEST}: tokenizer kind {self.kind!r} unknown (known: "
+                              f"{', '.join(TOKENIZER_KINDS)})")
+        if self.kind == WORDPIECE:
+            for key, kind in WORDPIECE_OPTIONS.items():
+                value = self.options.get(key)
+                if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+                    raise EdgeM3Error(f"{MANIFEST}: tokenizer options.{key} must be a "
+                                      f"{kind.__name__}, got {value!r}")
+            extra = sorted(set(self.options) - set(WORDPIECE_OPTIONS))
+            if extra:
+                raise EdgeM3Error(f"{MANIFEST}: tokenizer options.{extra[0]} unknown")
 
     @classmethod
     def from_manifest(cls, d: Mapping[str, Any]) -> TokenizerSpec:
         """The manifest's `tokenizer` object (docs/bundle-format.md)."""
         try:
+            kind = str(d.get("kind", XLMR_SENTENCEPIECE))
+            options = d.get("options") or {}
+            if not isinstance(options, Mapping):
+                raise TypeError(f"options must be an object, got {type(options).__name__}")
             special = {k: int(d["special_ids"][k]) for k in SPECIAL_KEYS}
             tokens = d.get("special_tokens") or XLMR_SPECIAL_TOKENS
             tokens = {k: str(tokens[k]) for k in SPECIAL_KEYS}
@@ -492,15 +527,18 @@ class TokenizerSpec:
             return cls(special_ids=special, sp_unk_id=int(d["sp_unk_id"]),
                        id_offset=int(d["id_offset"]), vocab_size=int(d["vocab_size"]),
                        vocab_map=vocab_map, special_tokens=tokens,
-                       file=str(d.get("file", SENTENCEPIECE)))
+                       file=str(d.get("file", SENTENCEPIECE)), kind=kind, options=dict(options))
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise EdgeM3Error(f"{MANIFEST}: bad tokenizer entry ({exc!r})") from None
 
     def to_manifest(self) -> dict[str, Any]:
-        return {"file": self.file, "kind": "xlmr-sentencepiece", "special_ids": dict(self.special_ids),
-                "special_tokens": dict(self.special_tokens),
-                "sp_unk_id": self.sp_unk_id, "id_offset": self.id_offset,
-                "vocab_size": self.vocab_size, "vocab_map": self.vocab_map}
+        out = {"file": self.file, "kind": self.kind, "special_ids": dict(self.special_ids),
+               "special_tokens": dict(self.special_tokens),
+               "sp_unk_id": self.sp_unk_id, "id_offset": self.id_offset,
+               "vocab_size": self.vocab_size, "vocab_map": self.vocab_map}
+        if self.kind != XLMR_SENTENCEPIECE:
+            out["options"] = dict(self.options)
+        return out
 
     @property
     def model_rows(self) -> int:
