@@ -51,9 +51,11 @@ def _build_parser() -> argparse.ArgumentParser:
     b.add_argument("--revision", default=None, help="hub revision (branch, tag or commit)")
     b.add_argument("--quant", default=DEFAULT_QUANT,
                    help=f"{', '.join(QUANTS)} (comma list: one bundle each)")
-    b.add_argument("--seq-lens", default=",".join(map(str, DEFAULT_SEQ_LENS)),
-                   help="fixed signature lengths")
-    b.add_argument("--heads", default=",".join(HEADS), help="outputs to export")
+    b.add_argument("--seq-lens", default=None,
+                   help=f"fixed signature lengths (default {','.join(map(str, DEFAULT_SEQ_LENS))}, "
+                        "ending at the checkpoint's own maximum when shorter)")
+    b.add_argument("--heads", default=None, help=f"outputs to export, of {', '.join(HEADS)} (default: "
+                   "every head the checkpoint has: BGE-M3's three, a sentence-transformers model's dense)")
     b.add_argument("--formats", default="tflite", help=f"{', '.join(FORMATS)} (comma list)")
     b.add_argument("--out", default=DEFAULT_OUT, help="bundle dir ({quant} is substituted)")
     b.add_argument("--kits", default=None, help="dir holding android_assets/ and ios_assets/ "
@@ -236,8 +238,9 @@ def _build(a: argparse.Namespace) -> BuildOptions:
         checkpoint=a.checkpoint,
         revision=a.revision,
         quants=quants,
-        seq_lens=tuple(sorted(parse_ints(a.seq_lens, "--seq-lens", minimum=2))),  # <s> and </s>
-        heads=tuple(parse_choices(a.heads, "--heads", HEADS)),
+        seq_lens=None if a.seq_lens is None else tuple(sorted(parse_ints(a.seq_lens, "--seq-lens",
+                                                                         minimum=2))),  # <s> and </s>
+        heads=None if a.heads is None else tuple(parse_choices(a.heads, "--heads", HEADS)),
         formats=tuple(parse_choices(a.formats, "--formats", FORMATS)),
         out=a.out,
         android_dir=(kits / "android_assets") if kits and (kits / "android_assets").is_dir() else None,
@@ -253,12 +256,11 @@ def _cmd_coverage(a: argparse.Namespace) -> int:
     import json
 
     from edge_m3.bundle import load_bundle
-    from edge_m3.tokenizer import Tokenizer
     from edge_m3.tokenizer.vocab import oov_share, read_corpus
 
     bundle = load_bundle(a.bundle)
     spec = bundle.manifest.tokenizer
-    tok = Tokenizer(bundle.sentencepiece_path, spec)
+    tok = bundle.tokenizer()
     if spec.vocab_map:
         kept = json.loads((bundle.path / spec.vocab_map["file"]).read_text())["kept_ids"]
     else:

@@ -203,10 +203,11 @@ def test_out_is_a_file_exits_2(tiny_ckpt: Path, tmp_path: Path, capsys) -> None:
 
 def test_fp32_full_size_refused_before_conversion() -> None:
     """BGE-M3 in fp32 is 2.27 GB: over the FlatBuffer limit, refused with what to use instead."""
-    from types import SimpleNamespace
+    from edge_m3.checkpoint import ModelConfig
 
-    cfg = SimpleNamespace(vocab_size=250002, hidden_size=1024, num_hidden_layers=24,
-                          intermediate_size=4096, max_position_embeddings=8194, pad_token_id=1)
+    cfg = ModelConfig(vocab_size=250002, hidden_size=1024, num_hidden_layers=24, num_attention_heads=16,
+                      intermediate_size=4096, max_position_embeddings=8194, type_vocab_size=1,
+                      layer_norm_eps=1e-5, pad_token_id=1, hidden_act="gelu")
     params = param_count_from_config(cfg, 1024)
     assert 560e6 < params < 575e6
     with pytest.raises(EdgeM3Error, match="2 GB FlatBuffer limit.*fp16 or int8"):

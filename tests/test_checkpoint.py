@@ -65,7 +65,7 @@ def test_weights_and_heads_load_exactly(tiny_ckpt: Path, tmp_path: Path, weights
         for key in ("weight", "bias"):
             np.testing.assert_array_equal(ckpt.tensors[f"{head}.{key}"], want[key])
     assert ckpt.colbert_dim == ckpt.config.hidden_size
-    assert ckpt.sentencepiece_path == ckpt_dir / "sentencepiece.bpe.model"
+    assert ckpt.tokenizer_path == ckpt_dir / "sentencepiece.bpe.model"
     files = {"config.json", weights_file.name, "colbert_linear.pt", "sparse_linear.pt",
              "sentencepiece.bpe.model"}
     assert ckpt.source["files"] == {
@@ -378,8 +378,8 @@ def test_download_failures_are_one_line(monkeypatch, tmp_path: Path) -> None:
 
     _fake_hub(monkeypatch, ["config.json", "model.safetensors", "sentencepiece.bpe.model",
                             "sparse_linear.pt"], tmp_path)
-    with pytest.raises(EdgeM3Error, match="'org/model' is not in the BGE-M3 layout "
-                                          r"\(no colbert_linear.pt in the repository\)"):
+    with pytest.raises(EdgeM3Error, match="'org/model' is not in the BGE-M3 or sentence-transformers "
+                                          r"layout \(no colbert_linear.pt in the repository\)"):
         resolve_checkpoint("org/model")
     response = type("R", (), {"headers": {}, "status_code": 404, "request": None, "url": "u"})()
     try:

@@ -29,7 +29,6 @@ import pytest
 
 from edge_m3.bundle import load_bundle
 from edge_m3.contract import weight_cache_name
-from edge_m3.tokenizer import Tokenizer
 from tests.support import python_embed
 
 pytestmark = pytest.mark.models  # builds Keras models, bundles or references
@@ -92,7 +91,7 @@ def test_kotlin_core_reproduces_golden(kit_jar: Path, tiny_bundle: Path) -> None
     lengths = [s["seq_len"] for s in model["signatures"]]
     assert {c["signature"] for c in golden["cases"]} == {f"embed_{n}" for n in lengths}
     b = load_bundle(tiny_bundle)
-    tok = Tokenizer(b.sentencepiece_path, b.manifest.tokenizer)
+    tok = b.tokenizer()
     assert any(len(tok.encode(c["text"])) > max(lengths) for c in golden["cases"])
 
 

@@ -9,11 +9,11 @@ CLI spells the flags.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from edge_m3.contract import HEADS, RECIPES, QuantRecipe
+from edge_m3.contract import RECIPES, QuantRecipe
 from edge_m3.errors import OptionError
 from edge_m3.export.aeq import AEQ_RECIPES, check_blocks
 
@@ -34,8 +34,8 @@ class BuildOptions:
     checkpoint: str = DEFAULT_CHECKPOINT
     revision: str | None = None
     quants: Sequence[QuantRecipe] = (RECIPES[DEFAULT_QUANT],)
-    seq_lens: Sequence[int] = DEFAULT_SEQ_LENS  # sorted
-    heads: Sequence[str] = HEADS
+    seq_lens: Sequence[int] | None = None  # sorted; None: DEFAULT_SEQ_LENS up to the checkpoint's bound
+    heads: Sequence[str] | None = None  # None: every head the checkpoint's output layout has
     formats: Sequence[str] = ("tflite",)
     out: str = DEFAULT_OUT  # {quant} is substituted
     android_dir: Path | None = None
@@ -49,13 +49,34 @@ class BuildOptions:
         return Path(self.out.format(quant=recipe.name))
 
 
+def default_seq_lens(max_length: int) -> tuple[int, ...]:
+    """DEFAULT_SEQ_LENS, ending at `max_length` when the checkpoint's bound is shorter (MiniLM's
+    sentence-transformers bound: 16..256)."""
+    shorter = tuple(n for n in DEFAULT_SEQ_LENS if n < max_length)
+    return DEFAULT_SEQ_LENS if len(shorter) == len(DEFAULT_SEQ_LENS) else (*shorter, max_length)
+
+
+def for_checkpoint(opts: BuildOptions, checkpoint: Any) -> BuildOptions:
+    """The options with the checkpoint's defaults filled in (lengths, heads), and the heads
+    asked for checked against those its output layout has."""
+    layout = checkpoint.outputs
+    heads = tuple(opts.heads) if opts.heads is not None else layout.heads
+    for h in heads:
+        if h not in layout.heads:
+            raise OptionError("heads", h, f"this checkpoint has no {h} head (its {layout.name} layout "
+                              f"has {', '.join(layout.heads)})")
+    seq_lens = opts.seq_lens if opts.seq_lens is not None else default_seq_lens(checkpoint.default_max_length)
+    return replace(opts, heads=heads, seq_lens=tuple(seq_lens))
+
+
 def validate_against_config(opts: BuildOptions, config: Any, param_count: int) -> None:
     """Checks that need config.json: lengths vs positions, the 2 GB FlatBuffer limit."""
-    longest = config.max_position_embeddings - config.pad_token_id - 1
-    for n in opts.seq_lens:
+    longest = config.max_seq_len
+    for n in opts.seq_lens or ():
         if n > longest:
             raise OptionError("seq_lens", n, f"above this model's maximum of {longest} "
-                              f"(max_position_embeddings {config.max_position_embeddings} - 2)")
+                              f"(max_position_embeddings {config.max_position_embeddings}, "
+                              f"{config.family.name} positions)")
     if opts.ort:
         if "onnx" not in opts.formats:
             raise OptionError("ort", None, "needs {} with onnx (the .ort is a copy of the ONNX file)",
@@ -94,12 +115,14 @@ def check_variants(recipes: Sequence[QuantRecipe], formats: Sequence[str]) -> No
 
 
 def param_count_from_config(config: Any, colbert_dim: int) -> int:
-    """Parameters of the exported graph (type embedding folded, pooler dropped)."""
+    """Parameters of the exported graph (type embedding folded, pooler dropped); `colbert_dim`
+    0: no BGE-M3 heads (dense only)."""
     h, f, n = config.hidden_size, config.intermediate_size, config.num_hidden_layers
     layer = 4 * (h * h + h) + 2 * 2 * h + (h * f + f) + (f * h + h)
     emb = (config.vocab_size + config.max_position_embeddings) * h + 2 * h
-    heads = colbert_dim * h + colbert_dim + h + 1
+    heads = colbert_dim * h + colbert_dim + h + 1 if colbert_dim else 0
     return emb + n * layer + heads
 
 
-__all__ = ["BuildOptions", "check_variants", "param_count_from_config", "validate_against_config"]
+__all__ = ["BuildOptions", "check_variants", "default_seq_lens", "for_checkpoint", "param_count_from_config",
+           "validate_against_config"]

@@ -22,6 +22,7 @@ from edge_m3.builder.golden import make_golden
 from edge_m3.builder.options import (
     BuildOptions,
     check_variants,
+    for_checkpoint,
     param_count_from_config,
     validate_against_config,
 )
@@ -31,8 +32,8 @@ from edge_m3.common.files import atomic_dir, check_writable, file_entries, write
 from edge_m3.contract import (
     GOLDEN,
     MANIFEST,
-    SENTENCEPIECE,
     VOCAB_MAP,
+    XLMR_SENTENCEPIECE,
     CheckResult,
     Manifest,
     ModelEntry,
@@ -40,9 +41,10 @@ from edge_m3.contract import (
     Signature,
     model_file,
 )
+from edge_m3.errors import OptionError
 from edge_m3.export import worker
 from edge_m3.runtime.registry import device_runtimes
-from edge_m3.tokenizer import spec_for_sentencepiece
+from edge_m3.tokenizer import bundle_tokenizer
 
 
 class Reporter:
@@ -105,14 +107,19 @@ def build(opts: BuildOptions, quiet: bool = False) -> list[Path]:
     with rep.checks():  # the checkpoint, the corpus and the options that need config.json
         ckpt_dir, source = _timed(rep, f"resolve checkpoint {opts.checkpoint}",
                                   lambda: resolve_checkpoint(opts.checkpoint, opts.revision))
-        ckpt = _timed(rep, "load + validate checkpoint", lambda: load_checkpoint(ckpt_dir, source))
+        ckpt = _timed(rep, "load + validate checkpoint", lambda: load_checkpoint(ckpt_dir, source),
+                      lambda c: f"{c.family.name}, {c.outputs.name} outputs")
+        opts = for_checkpoint(opts, ckpt)
         plan = None
         if opts.vocab_corpus:
-            from edge_m3.tokenizer import Tokenizer
+            from edge_m3.tokenizer import checkpoint_tokenizer
             from edge_m3.tokenizer.vocab import plan_trim
 
+            if ckpt.family.tokenizer_kind != XLMR_SENTENCEPIECE:
+                raise OptionError("vocab_corpus", opts.vocab_corpus[0], "vocabulary trimming is for "
+                                  f"SentencePiece bundles; a {ckpt.family.name} vocabulary is kept whole")
             plan = _timed(rep, "plan vocabulary trim",
-                          lambda: plan_trim(Tokenizer(ckpt.sentencepiece_path), opts.vocab_corpus,
+                          lambda: plan_trim(checkpoint_tokenizer(ckpt), opts.vocab_corpus,
                                             opts.vocab_min_count),
                           lambda p: f"{len(p.kept_ids):,} of {ckpt.config.vocab_size:,} ids kept, "
                                     f"corpus coverage {p.coverage:.2%}")
@@ -179,8 +186,7 @@ def _build_variant(opts: BuildOptions, recipe: QuantRecipe, ckpt: Any, plan: Any
                            lambda: worker.export_onnx(saved, tmp, recipe, opts.seq_lens, opts.heads,
                                                       params, ort=opts.ort))
             models.append(ModelEntry.from_json(entry, "models"))
-        (tmp / SENTENCEPIECE).write_bytes(ckpt.sentencepiece_path.read_bytes())
-        spec = spec_for_sentencepiece(tmp / SENTENCEPIECE)
+        spec = bundle_tokenizer(ckpt, tmp)
         if plan is not None:
             write_json(tmp / VOCAB_MAP, plan.to_json())
             spec = dataclasses.replace(spec, vocab_map=plan.manifest_entry())

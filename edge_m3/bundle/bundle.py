@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from edge_m3.common.files import sha256_file
 from edge_m3.contract import MANIFEST, Manifest, ModelEntry
@@ -30,8 +31,15 @@ class Bundle:
         return entry
 
     @property
-    def sentencepiece_path(self) -> Path:
+    def tokenizer_path(self) -> Path:
+        """The tokenizer's file (a SentencePiece model, a WordPiece vocabulary)."""
         return self.path / self.manifest.tokenizer.file
+
+    def tokenizer(self) -> Any:
+        """The device tokenizer of the manifest's kind (edge_m3.tokenizer.open_tokenizer)."""
+        from edge_m3.tokenizer import open_tokenizer
+
+        return open_tokenizer(self.tokenizer_path, self.manifest.tokenizer)
 
 
 def load_bundle(path: Path, verify: bool = True) -> Bundle:

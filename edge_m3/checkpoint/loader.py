@@ -1,8 +1,9 @@
-"""Find a BGE-M3 checkpoint (hub id or local snapshot) and load it safely, without torch.
+"""Find a checkpoint (hub id or local snapshot) of a known family and load it safely, without torch.
 
 Everything is checked against `config.json` before any weight is materialised: a missing
 file, a truncated safetensors file or a tensor of the wrong shape or dtype is reported by file
-and tensor name, once.
+and tensor name, once. What differs between families (BGE-M3's XLM-R, BERT) is read from
+edge_m3.families, by config.json's `model_type`.
 """
 
 from __future__ import annotations
@@ -20,15 +21,31 @@ import numpy as np
 from edge_m3.checkpoint.safeload import FLOAT_DTYPES, SafetensorsFile, TorchArchive, read_torch_archive
 from edge_m3.common.files import sha256_file
 from edge_m3.errors import EdgeM3Error, OptionError
+from edge_m3.families import (
+    M3,
+    M3_HEAD_FILES,
+    M3_POOLING,
+    OUTPUTS,
+    ST_CONFIG,
+    ST_MODULES,
+    Family,
+    Outputs,
+    Pooling,
+    family_for,
+    outputs_for,
+    read_sentence_transformers,
+)
 
+# What a download fetches, in this order, of the files the repository has: every family's
+# tokenizer files and every output layout's files (a snapshot holds one of each).
 HUB_FILES = [
-    "config.json", "model.safetensors", "pytorch_model.bin", "colbert_linear.pt",
-    "sparse_linear.pt", "sentencepiece.bpe.model", "tokenizer.json", "tokenizer_config.json",
-    "special_tokens_map.json",
+    "config.json", "model.safetensors", "pytorch_model.bin", *M3_HEAD_FILES,
+    "sentencepiece.bpe.model", "tokenizer.json", "tokenizer_config.json",
+    "special_tokens_map.json", "vocab.txt", ST_MODULES, ST_CONFIG, "1_Pooling/config.json",
 ]
-HEAD_FILES = ("colbert_linear.pt", "sparse_linear.pt")
+HEAD_FILES = M3_HEAD_FILES
 WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")  # first one present wins
-REQUIRED_FILES = ("config.json", "sentencepiece.bpe.model", *HEAD_FILES)
+TOKENIZER_FILES = ("sentencepiece.bpe.model", "tokenizer.json", "vocab.txt")  # any family's
 _INT_KEYS = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
              "intermediate_size", "max_position_embeddings", "type_vocab_size", "pad_token_id")
 _HINT = "pass a local snapshot directory with {} DIR"  # {}: the option, as the CLI spells it
@@ -48,6 +65,7 @@ class ModelConfig:
     layer_norm_eps: float
     pad_token_id: int
     hidden_act: str
+    model_type: str = "xlm-roberta"
 
     @classmethod
     def from_json(cls, path: Path | str) -> ModelConfig:
@@ -63,9 +81,10 @@ class ModelConfig:
             raise EdgeM3Error(f"{path}: not valid JSON ({exc})") from None
         if not isinstance(raw, dict):
             raise EdgeM3Error(f"{path}: expected a JSON object")
-        for key in (*_INT_KEYS, "layer_norm_eps", "hidden_act"):
+        for key in (*_INT_KEYS, "layer_norm_eps", "hidden_act", "model_type"):
             if key not in raw:
                 raise EdgeM3Error(f"{path}: missing key '{key}'")
+        family = family_for(raw["model_type"], str(path))
         values: dict[str, Any] = {}
         for key in _INT_KEYS:
             v = raw[key]
@@ -76,24 +95,26 @@ class ModelConfig:
         eps = raw["layer_norm_eps"]
         if not isinstance(eps, int | float) or isinstance(eps, bool) or not 0 < eps < 1:
             raise EdgeM3Error(f"{path}: 'layer_norm_eps' must be a small positive number, got {eps!r}")
-        act = raw["hidden_act"]
-        if act != "gelu":
-            raise EdgeM3Error(f"{path}: 'hidden_act' {act!r} unsupported (XLM-R uses exact 'gelu')")
         if values["hidden_size"] % values["num_attention_heads"]:
             raise EdgeM3Error(f"{path}: 'hidden_size' {values['hidden_size']} is not divisible by "
                               f"'num_attention_heads' {values['num_attention_heads']}")
-        if values["max_position_embeddings"] <= values["pad_token_id"] + 2:
-            raise EdgeM3Error(f"{path}: 'max_position_embeddings' {values['max_position_embeddings']} "
-                              f"leaves no positions after 'pad_token_id' {values['pad_token_id']}")
         if values["pad_token_id"] >= values["vocab_size"]:
             raise EdgeM3Error(f"{path}: 'pad_token_id' {values['pad_token_id']} is outside "
                               f"'vocab_size' {values['vocab_size']}")
-        return cls(layer_norm_eps=float(eps), hidden_act=act, **values)
+        config = cls(layer_norm_eps=float(eps), hidden_act=raw["hidden_act"],
+                     model_type=raw["model_type"], **values)
+        family.check_config(config, str(path))
+        return config
+
+    @property
+    def family(self) -> Family:
+        """The architecture's record (edge_m3.families), by `model_type`."""
+        return family_for(self.model_type, "config.json")
 
     @property
     def max_seq_len(self) -> int:
-        """Longest input, `<s>` and `</s>` included: positions start after padding_idx."""
-        return self.max_position_embeddings - self.pad_token_id - 1
+        """Longest input, specials included, that the family's position scheme allows."""
+        return self.family.max_seq_len(self)
 
     @property
     def head_dim(self) -> int:
@@ -150,18 +171,33 @@ class _Tensors(Mapping[str, np.ndarray]):
 
 @dataclass
 class Checkpoint:
-    """A validated checkpoint: config, lazily read tensors, tokenizer model, provenance."""
+    """A validated checkpoint: config, lazily read tensors, tokenizer file, output layout,
+    provenance."""
 
     path: Path
     config: ModelConfig
     tensors: Mapping[str, np.ndarray]
-    sentencepiece_path: Path
+    tokenizer_path: Path  # the file the family's tokenizer is read from
     source: dict[str, Any] = field(default_factory=dict)
+    outputs: Outputs = M3
+    pooling: Pooling = M3_POOLING
+    max_seq_length: int | None = None  # the checkpoint's own bound (sentence-transformers'), if any
+
+    @property
+    def family(self) -> Family:
+        return self.config.family
 
     @property
     def colbert_dim(self) -> int:
-        """Output width of the ColBERT head (equals hidden_size for BGE-M3)."""
+        """Output width of the ColBERT head (equals hidden_size for BGE-M3; 0 without one)."""
+        if "colbert_linear.weight" not in self.tensors:
+            return 0
         return int(self.tensors["colbert_linear.weight"].shape[0])
+
+    @property
+    def default_max_length(self) -> int:
+        """The longest input the checkpoint is meant for: its own bound, else the family's."""
+        return min(self.config.max_seq_len, self.max_seq_length or self.config.max_seq_len)
 
 
 # --- locating the snapshot -------------------------------------------------------------------
@@ -187,8 +223,28 @@ def resolve_checkpoint(spec: str, revision: str | None = None,
 
 
 def _has_layout(folder: Path) -> bool:
-    return all((folder / f).is_file() for f in REQUIRED_FILES) and any(
-        (folder / f).is_file() for f in WEIGHT_FILES)
+    """config.json, weights, a tokenizer file and one output layout's files."""
+    def has(f: str) -> bool:
+        return (folder / f).is_file()
+
+    return has("config.json") and any(map(has, WEIGHT_FILES)) and any(map(has, TOKENIZER_FILES)) \
+        and any(all(map(has, o.marker)) for o in OUTPUTS)
+
+
+def _lacking(files: set[str]) -> str | None:
+    """The first file a repository lacks for any layout edge-m3 builds (None: it has one)."""
+    for need in ("config.json",):
+        if need not in files:
+            return need
+    if not any(f in files for f in WEIGHT_FILES):
+        return "model.safetensors"
+    if not any(f in files for f in TOKENIZER_FILES):
+        return " or ".join(TOKENIZER_FILES)
+    if any(all(f in files for f in o.marker) for o in OUTPUTS):
+        return None
+    # the layout the repository comes closest to (BGE-M3's heads first)
+    layout = max(OUTPUTS, key=lambda o: sum(f in files for f in o.marker) / len(o.marker))
+    return next(f for f in layout.marker if f not in files)
 
 
 def _download(repo_id: str, revision: str | None,
@@ -219,12 +275,10 @@ def _download(repo_id: str, revision: str | None,
             _probe_hub()
             info = HfApi().model_info(repo_id, revision=revision, timeout=15)
             files = {s.rfilename for s in info.siblings or []}
-            lacking = [f for f in REQUIRED_FILES if f not in files]
-            if not any(f in files for f in WEIGHT_FILES):
-                lacking.append("model.safetensors")
+            lacking = _lacking(files)
             if lacking:
-                raise _hub_error(f"'{repo_id}' is not in the BGE-M3 layout (no {lacking[0]} in the "
-                                 "repository)", field)
+                raise _hub_error(f"'{repo_id}' is not in the BGE-M3 or sentence-transformers layout "
+                                 f"(no {lacking} in the repository)", field)
             skip = {"pytorch_model.bin"} if "model.safetensors" in files else set()  # no 2 GB pickle
             wanted = [f for f in HUB_FILES if f in files and f not in skip]
             local = Path(snapshot_download(repo_id, revision=revision, allow_patterns=wanted,
@@ -311,15 +365,25 @@ def _load_heads(path: Path, hidden: int) -> dict[str, np.ndarray]:
     return heads
 
 
+def checkpoint_outputs(path: Path) -> Outputs:
+    """A snapshot's output layout from its config.json and files alone (no weight read)."""
+    config = ModelConfig.from_json(Path(path) / "config.json")
+    return outputs_for(config.family, Path(path))
+
+
 def load_checkpoint(path: Path | str, source: dict[str, Any] | None = None) -> Checkpoint:
-    """Validate a BGE-M3-layout directory (headers and shapes only) and open its weights lazily."""
+    """Validate a snapshot of a known family (headers and shapes only) and open its weights lazily."""
     path = Path(path)
     if not path.is_dir():
         raise OptionError("checkpoint", path, "no such directory")
     config = ModelConfig.from_json(path / "config.json")
-    sp = path / "sentencepiece.bpe.model"
-    if not sp.is_file():
-        raise EdgeM3Error(f"{sp}: missing (the SentencePiece model the bundle ships)")
+    family = config.family
+    tokenizer = next((path / f for f in family.tokenizer_files if (path / f).is_file()), None)
+    if tokenizer is None:
+        names = " or ".join(family.tokenizer_files)
+        raise EdgeM3Error(f"{path / family.tokenizer_files[0]}: missing (the {family.name} tokenizer "
+                          f"the bundle ships{'' if len(family.tokenizer_files) == 1 else ': ' + names})")
+    outputs = outputs_for(family, path)
     weights_file = next((path / f for f in WEIGHT_FILES if (path / f).is_file()), None)
     if weights_file is None:
         raise EdgeM3Error(f"{path}: no model.safetensors or pytorch_model.bin")
@@ -328,7 +392,7 @@ def load_checkpoint(path: Path | str, source: dict[str, Any] | None = None) -> C
         else TorchArchive(weights_file))
     rename: dict[str, str] = {}
     for name, want in expected_shapes(config).items():
-        stored = next((k for k in (name, "roberta." + name) if k in encoder), None)
+        stored = next((k for k in (name, *(p + name for p in family.weight_prefixes)) if k in encoder), None)
         if stored is None:
             raise EdgeM3Error(f"{weights_file}: tensor '{name}' missing")
         got = encoder.shape(stored)
@@ -339,9 +403,19 @@ def load_checkpoint(path: Path | str, source: dict[str, Any] | None = None) -> C
             raise EdgeM3Error(f"{weights_file}: tensor '{name}' has dtype {encoder.dtype(stored)}, "
                               "expected float32, float16 or bfloat16")
         rename[name] = stored
-    heads = _load_heads(path, config.hidden_size)
-    used = ["config.json", weights_file.name, *HEAD_FILES, sp.name]
+    used = ["config.json", weights_file.name]
+    heads: dict[str, np.ndarray] = {}
+    pooling, max_len = M3_POOLING, None
+    if outputs is M3:
+        heads = _load_heads(path, config.hidden_size)
+        used += HEAD_FILES
+    else:
+        st = read_sentence_transformers(path)
+        pooling, max_len = st.pooling, st.max_seq_length
+        used += [f for f in (ST_MODULES, ST_CONFIG) if (path / f).is_file()]
+    used.append(tokenizer.name)
     info = dict(source or {"id": str(path), "revision": None})
     info["files"] = {name: sha256_file(path / name) for name in used}
     return Checkpoint(path=path, config=config, tensors=_Tensors(encoder, rename, heads),
-                      sentencepiece_path=sp, source=info)
+                      tokenizer_path=tokenizer, source=info, outputs=outputs, pooling=pooling,
+                      max_seq_length=max_len)

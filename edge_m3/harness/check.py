@@ -93,9 +93,8 @@ def replay_exact(bundle: Bundle, golden: Mapping[str, Any]) -> list[str]:
     """Post-processing of each case's recorded raw outputs vs its recorded named outputs: exact
     (they are plain code, identical on every CPU)."""
     from edge_m3.runtime.pipeline import named_outputs, to_jsonable
-    from edge_m3.tokenizer import Tokenizer
 
-    tok = Tokenizer(bundle.sentencepiece_path, bundle.manifest.tokenizer)
+    tok = bundle.tokenizer()
     problems = []
     for i, case in enumerate(golden["cases"]):
         got = to_jsonable({"input_ids": case["input_ids"], "signature": case["signature"],

@@ -1,4 +1,5 @@
-"""FlagEmbedding's `BGEM3FlagModel`, the primary reference, imported or refused in one line.
+"""The torch references (FlagEmbedding's `BGEM3FlagModel` for BGE-M3 checkpoints,
+sentence-transformers' `SentenceTransformer` for theirs), imported or refused in one line.
 
 Why a module of its own: FlagEmbedding imports private modules of transformers (1.4.2 needs
 `transformers.modeling_attn_mask_utils`, gone in transformers 5), so a new upstream release can
@@ -59,6 +60,24 @@ def flagembedding_broken(exc: BaseException) -> str:
     by = f" under {culprit} {_version(culprit)}" if culprit else ""
     reason = " ".join(f"{type(exc).__name__}: {exc}".split())[:200]
     return f"FlagEmbedding {flag} cannot be imported{by} ({reason}); {KNOWN_FIX}"
+
+
+def import_sentence_transformer() -> Any:
+    """`sentence_transformers.SentenceTransformer` (the reference of sentence-transformers
+    checkpoints), or EdgeM3Error in one line naming what broke its import."""
+    try:
+        from sentence_transformers import SentenceTransformer
+    except Exception as exc:
+        version = _version("sentence-transformers")
+        if version is None:
+            raise EdgeM3Error("the sentence-transformers reference is not installed: "
+                              "pip install 'edge-m3[dev]'") from None
+        culprit = _culprit(exc)
+        by = f" under {culprit} {_version(culprit)}" if culprit and culprit != "sentence-transformers" else ""
+        reason = " ".join(f"{type(exc).__name__}: {exc}".split())[:200]
+        raise EdgeM3Error(f"sentence-transformers {version} cannot be imported{by} ({reason}); "
+                          "`make test` installs the locked versions (requirements/dev.txt)") from None
+    return SentenceTransformer
 
 
 def import_flag_model() -> Any:

@@ -22,7 +22,12 @@ from edge_m3.common.files import copy_atomic
 from edge_m3.errors import EdgeM3Error
 from edge_m3.harness.workers import load_outputs, run_workers, worker
 
-REFERENCE_NAMES = {"flag": "flagembedding", "keras": "keras"}
+REFERENCE_NAMES = {"flag": "flagembedding", "st": "sentence-transformers", "keras": "keras"}
+# The worker step of each primary reference (edge_m3.families: Outputs.reference), and the
+# distributions whose versions decide its outputs (part of the cache key).
+PRIMARY_STEPS = {"flagembedding": "flag", "sentence-transformers": "st"}
+REFERENCE_DEPS = {"flag": ("FlagEmbedding", "torch", "transformers", "tokenizers"),
+                  "st": ("sentence-transformers", "torch", "transformers", "tokenizers")}
 # The code that decides the Keras reference's outputs: every .py file of these modules and
 # packages is part of its cache key (by module name, so a move cannot silently drop one).
 KERAS_REFERENCE_CODE = ("edge_m3.contract", "edge_m3.checkpoint", "edge_m3.modeling",
@@ -44,6 +49,13 @@ def reference_sources() -> list[Path]:
 
 def flagembedding_installed() -> bool:
     return importlib.util.find_spec("FlagEmbedding") is not None
+
+
+def reference_installed(step: str) -> bool:
+    """Whether the primary reference of worker step `step` can be run here."""
+    if step == "flag":
+        return flagembedding_installed()
+    return importlib.util.find_spec("sentence_transformers") is not None
 
 
 # --------------------------------------------------------------------------- reference cache
@@ -69,8 +81,8 @@ def reference_key(kind: str, checkpoint_dir: Path, texts: Sequence[str], max_len
         if f.is_file():
             st = f.stat()
             h.update(f"{f.name}:{st.st_size}:{st.st_mtime_ns};".encode())
-    if kind == "flag":
-        deps = ("FlagEmbedding", "torch", "transformers", "tokenizers")
+    if kind in REFERENCE_DEPS:
+        deps = REFERENCE_DEPS[kind]
     else:
         deps = ("tensorflow-cpu", "tensorflow", "keras", "sentencepiece")
         for path in reference_sources():
@@ -105,11 +117,16 @@ def _cache_put(cache: Path | None, key: str, src: Path) -> None:
 def compute_references(checkpoint_dir: Path, texts: Sequence[str], max_length: int, work: Path,
                        cache: Path | None, pairs: Mapping[str, Sequence[int]]
                        ) -> dict[str, tuple[list[dict[str, Any]], dict[str, Any]]]:
-    """Keras always, FlagEmbedding when installed; the missing ones run side by side.
+    """Keras always, the checkpoint's primary reference (FlagEmbedding for BGE-M3's layout,
+    sentence-transformers for theirs: edge_m3.families) when installed; the missing ones run
+    side by side.
 
     `pairs` (query and passage indexes) are scored by FlagEmbedding's own functions too.
     """
-    kinds = ["flag", "keras"] if flagembedding_installed() else ["keras"]
+    from edge_m3.checkpoint.loader import checkpoint_outputs
+
+    primary = PRIMARY_STEPS[checkpoint_outputs(checkpoint_dir).reference]
+    kinds = [primary, "keras"] if reference_installed(primary) else ["keras"]
     jobs, cached = [], {}
     for kind in kinds:
         key = reference_key(kind, checkpoint_dir, texts, max_length,

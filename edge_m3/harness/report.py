@@ -67,9 +67,9 @@ def markdown(r: Mapping[str, Any]) -> str:
              f"languages), max_length {t['max_length']}",
              f"- thresholds: `{th['file']}` [{th['variant']}]",
              f"- result: **{'PASS' if r['passed'] else 'FAIL'}**", ""]
-    kvf = r.get("keras_vs_flagembedding")
+    kvf = r.get("keras_vs_reference") or r.get("keras_vs_flagembedding")
     if kvf:
-        lines += [f"Keras fp32 re-implementation vs FlagEmbedding: dense cosine min "
+        lines += [f"Keras fp32 re-implementation vs {r['primary_reference']}: dense cosine min "
                   f"{_v(kvf, 'dense_cosine.min', '.7f')}, lexical err "
                   f"{_v(kvf, 'lexical_abs_err', '.2e')}, ColBERT score err "
                   f"{_v(kvf, 'colbert_score_abs_err', '.2e')}, ids match "

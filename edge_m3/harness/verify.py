@@ -145,7 +145,7 @@ def cmd_verify(opts: VerifyOptions) -> int:
     with tempfile.TemporaryDirectory(prefix="edge-m3-verify-") as tmp_s:
         tmp = Path(tmp_s)
         refs = compute_references(Path(ckpt_dir), texts, max_length, tmp, opts.cache, pairs)
-        primary = "flagembedding" if "flagembedding" in refs else "keras"
+        primary = next(iter(refs))  # the checkpoint's primary reference, else keras
         ref_outs = refs[primary][0]
         formulas = _formula_check(refs, pairs)
         results: dict[str, Any] = {}
@@ -179,10 +179,10 @@ def cmd_verify(opts: VerifyOptions) -> int:
                 figures["model_rss_ratio"] = meta["model_rss_ratio"]
             figures["failed"] = gate(figures, limits)
             results[rt.name] = figures
-        keras_vs_flag = None
-        if primary == "flagembedding":
-            keras_vs_flag = _brief(compare(refs["keras"][0], ref_outs, sets, sets["queries"],
-                                           sets["passages"]))
+        keras_vs_primary = None
+        if primary != "keras":
+            keras_vs_primary = _brief(compare(refs["keras"][0], ref_outs, sets, sets["queries"],
+                                              sets["passages"]))
     report = {
         "bundle": str(bundle.path), "quant": quant, "threads": opts.threads,
         "source": bundle.manifest.source.get("id"),
@@ -190,7 +190,8 @@ def cmd_verify(opts: VerifyOptions) -> int:
         "primary_reference": primary,
         "references": {name: {k: meta[k] for k in ("runtime", "version", "load_s", "cached")}
                        | {"peak_rss_mb": meta["peak_rss"] / 1e6} for name, (_, meta) in refs.items()},
-        "keras_vs_flagembedding": keras_vs_flag,
+        "keras_vs_flagembedding": keras_vs_primary if primary == "flagembedding" else None,
+        "keras_vs_reference": keras_vs_primary,
         "score_formulas_vs_flagembedding": formulas,
         "texts": {"total": len(texts), "user": len(user), "queries": len(queries),
                   "passages": len(passages), "max_length": max_length, "languages": languages,

@@ -208,6 +208,30 @@ def _worker_flag(job: dict[str, Any]) -> None:
                              "version": metadata.version("FlagEmbedding")})
 
 
+def _worker_st(job: dict[str, Any]) -> None:
+    """sentence-transformers' SentenceTransformer.encode (torch fp32, CPU): the primary
+    reference of a sentence-transformers checkpoint (job: checkpoint, texts, max_length, out).
+    Its own pipeline: the checkpoint's tokenizer (truncation at max_length, keeping [SEP]),
+    Transformer, Pooling and Normalize modules."""
+    from importlib import metadata
+
+    from edge_m3.harness.flagref import import_sentence_transformer
+
+    checkpoint_dir, texts, max_length = job["checkpoint"], list(job["texts"]), int(job["max_length"])
+    out = Path(job["out"])
+    SentenceTransformer = import_sentence_transformer()  # noqa: N806 (a class)
+    t0 = time.perf_counter()
+    model = SentenceTransformer(checkpoint_dir, device="cpu", local_files_only=True)
+    model.max_seq_length = max_length
+    load_s = time.perf_counter() - t0
+    dense = model.encode(texts, batch_size=16, convert_to_numpy=True, show_progress_bar=False)
+    ids = [model.tokenizer(t, truncation=True, max_length=max_length)["input_ids"] for t in texts]
+    outs = [{"input_ids": ids[i], DENSE_VECS: np.asarray(dense[i], np.float32)} for i in range(len(texts))]
+    save_outputs(out, outs, {"load_s": load_s, "peak_rss": peak_rss(), "scores": None,
+                             "runtime": "sentence-transformers SentenceTransformer (torch fp32, CPU)",
+                             "version": metadata.version("sentence-transformers")})
+
+
 def _worker_keras(job: dict[str, Any]) -> None:
     """The fp32 Keras model the bundle was converted from, one unpadded text at a time (job:
     checkpoint, texts, max_length, out)."""
@@ -215,13 +239,13 @@ def _worker_keras(job: dict[str, Any]) -> None:
     from edge_m3.checkpoint import load_checkpoint
     from edge_m3.modeling import build_model
     from edge_m3.runtime.postprocess import postprocess
-    from edge_m3.tokenizer import Tokenizer
+    from edge_m3.tokenizer import checkpoint_tokenizer
 
     checkpoint_dir, texts, max_length = job["checkpoint"], list(job["texts"]), int(job["max_length"])
     out = Path(job["out"])
     t0 = time.perf_counter()
     ckpt = load_checkpoint(checkpoint_dir)
-    model, tok = build_model(ckpt), Tokenizer(ckpt.sentencepiece_path)
+    model, tok = build_model(ckpt), checkpoint_tokenizer(ckpt)
     load_s = time.perf_counter() - t0
     outs = []
     for text in texts:
@@ -369,7 +393,7 @@ def _worker_bench_torch(job: dict[str, Any]) -> None:
                                           f"{metadata.version('FlagEmbedding')}"}))
 
 
-STEPS = {"bundle": _worker_bundle, "flag": _worker_flag, "keras": _worker_keras,
+STEPS = {"bundle": _worker_bundle, "flag": _worker_flag, "st": _worker_st, "keras": _worker_keras,
          "bench": _worker_bench, "check": _worker_check, "bench-torch": _worker_bench_torch}
 
 

@@ -1,9 +1,10 @@
-"""BGE-M3 re-implemented in Keras from Dense and LayerNormalization layers.
+"""BGE-M3 and the other families' encoders re-implemented in Keras from Dense and
+LayerNormalization layers.
 
-Built from `config.json` alone, so a 2-layer test model and the 24-layer BGE-M3 share one
-code path. Every op is chosen to convert cleanly to TFLite (ops that tflite-runtime 2.14
-knows) and to ONNX (GELU is written with `tf.math.erf`: `tf.nn.gelu` becomes `Erfc`, which
-onnxruntime rejects).
+Built from `config.json` alone (its family's position scheme from edge_m3.families), so a
+2-layer test model, the 24-layer BGE-M3 and a 6-layer MiniLM share one code path. Every op
+is chosen to convert cleanly to TFLite (ops that tflite-runtime 2.14 knows) and to ONNX (GELU
+is written with `tf.math.erf`: `tf.nn.gelu` becomes `Erfc`, which onnxruntime rejects).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import numpy as np
 import tensorflow as tf
 
 from edge_m3.contract import COLBERT_VECS, DENSE_VECS, HEADS, SPARSE_WEIGHTS
+from edge_m3.families import AFTER_PADDING, M3, M3_POOLING, Pooling
 
 # Large enough that exp() underflows to 0 next to real scores, small enough to stay finite
 # in float16 (max 65504) when the graph is run or stored in half precision.
@@ -139,26 +141,30 @@ def _l2_normalize(x: tf.Tensor) -> tf.Tensor:
 
 
 class BGEM3Encoder(keras.Model):
-    """XLM-R encoder plus BGE-M3's dense, sparse and ColBERT heads.
+    """A post-LayerNorm encoder of any family (edge_m3.families) plus its output heads.
 
     `call(input_ids, attention_mask)` (int32, [B, L]) returns a dict with
-    `last_hidden_state [B, L, H]` and, for the heads asked for, `dense_vecs [B, H]`
-    (normalised CLS), `sparse_weights [B, L]` (relu(sparse_linear), 0 on padding) and
-    `colbert_vecs [B, L-1, D]` (colbert_linear on tokens after `<s>`, masked, normalised).
+    `last_hidden_state [B, L, H]` and, for the heads asked for, `dense_vecs [B, H]` (the
+    checkpoint's pooling: BGE-M3's normalised CLS, or a sentence-transformers mean or CLS,
+    normalised or not), and with BGE-M3's heads `sparse_weights [B, L]` (relu(sparse_linear),
+    0 on padding) and `colbert_vecs [B, L-1, D]` (colbert_linear on tokens after `<s>`,
+    masked, normalised).
     """
 
     def __init__(self, config: Any, colbert_dim: int | None = None,
-                 tensors: Mapping[str, np.ndarray] | None = None, **kwargs: Any) -> None:
+                 tensors: Mapping[str, np.ndarray] | None = None, pooling: Pooling = M3_POOLING,
+                 m3_heads: bool = True, **kwargs: Any) -> None:
         """`tensors` (HF names, torch layout) fill the variables as they are created; None
-        leaves them zero."""
+        leaves them zero. `m3_heads=False`: no sparse or ColBERT layer (dense only)."""
         super().__init__(**kwargs)
         self.config = config
         h, t = config.hidden_size, tensors
         self.pad_id = int(config.pad_token_id)
+        self.positions, self.pooling, self.m3_heads = config.family.positions, pooling, m3_heads
         self.word = keras.layers.Embedding(
             config.vocab_size, h, name="word_embeddings",
             embeddings_initializer=_Preset(t, "embeddings.word_embeddings.weight"))
-        # Token-type 0 is folded into this table: BGE-M3 only ever uses type 0.
+        # Token-type 0 is folded into this table: every family here only ever uses type 0.
         self.position = keras.layers.Embedding(
             config.max_position_embeddings, h, name="position_embeddings",
             embeddings_initializer=_Preset(t, "embeddings.position_embeddings.weight",
@@ -169,20 +175,22 @@ class BGEM3Encoder(keras.Model):
                              config.layer_norm_eps, t, f"encoder.layer.{i}.", name=f"layer_{i}")
             for i in range(config.num_hidden_layers)
         ]
-        self.colbert = _dense(colbert_dim or h, t, "colbert_linear", "colbert_linear")
-        self.sparse = _dense(1, t, "sparse_linear", "sparse_linear")
+        if m3_heads:
+            self.colbert = _dense(colbert_dim or h, t, "colbert_linear", "colbert_linear")
+            self.sparse = _dense(1, t, "sparse_linear", "sparse_linear")
         self.word.build((None, None))
         self.position.build((None, None))
         self.emb_norm.build((None, None, h))
         for block in self.blocks:
             block.build((None, None, h))
-        self.colbert.build((None, None, h))
-        self.sparse.build((None, None, h))
+        if m3_heads:
+            self.colbert.build((None, None, h))
+            self.sparse.build((None, None, h))
         self.built = True
 
     def encode_hidden(self, input_ids: tf.Tensor, attention_mask: tf.Tensor,
                       lookup: bool = False) -> tf.Tensor:
-        """The encoder's last_hidden_state, as XLMRobertaModel computes it.
+        """The encoder's last_hidden_state, as XLMRobertaModel / BertModel computes it.
 
         `lookup` spells both embedding tables as EMBEDDING_LOOKUP instead of GATHER (same
         values; see `_embedding_lookup`)."""
@@ -193,8 +201,11 @@ class BGEM3Encoder(keras.Model):
         # not the mask: a literal "<pad>" in a text (Dutch for "path", in dpkg's messages) is
         # <pad>'s id with mask 1, attended to but given no position, as in the reference. A
         # trimmed table keeps <pad> at its row (kept ids are sorted and hold <s> and <pad>).
-        real = tf.cast(tf.not_equal(ids, self.pad_id), tf.int32)
-        positions = tf.math.cumsum(real, axis=1) * real + self.pad_id
+        if self.positions == AFTER_PADDING:
+            real = tf.cast(tf.not_equal(ids, self.pad_id), tf.int32)
+            positions = tf.math.cumsum(real, axis=1) * real + self.pad_id
+        else:  # ABSOLUTE: BERT's rows 0..L-1, whatever the ids and the mask
+            positions = tf.zeros_like(ids) + tf.range(tf.shape(ids)[1], dtype=tf.int32)[None, :]
         if lookup:
             x = _lookup(self.word, ids) + _lookup(self.position, positions)
         else:
@@ -218,7 +229,7 @@ class BGEM3Encoder(keras.Model):
         mask_f = tf.cast(attention_mask, x.dtype)
         out: dict[str, tf.Tensor] = {"last_hidden_state": x} if hidden else {}
         if "dense" in heads:
-            out[DENSE_VECS] = _l2_normalize(x[:, 0])
+            out[DENSE_VECS] = self._pool(x, mask_f)
         if "sparse" in heads:
             out[SPARSE_WEIGHTS] = tf.nn.relu(self.sparse(x))[..., 0] * mask_f
         if "colbert" in heads:
@@ -226,16 +237,26 @@ class BGEM3Encoder(keras.Model):
             out[COLBERT_VECS] = _l2_normalize(col)
         return out
 
+    def _pool(self, x: tf.Tensor, mask_f: tf.Tensor) -> tf.Tensor:
+        """The dense vector: sentence-transformers' Pooling (+ Normalize), or BGE-M3's CLS."""
+        if self.pooling.mode == "cls":
+            pooled = x[:, 0]
+        else:  # "mean": the sum over real tokens over their count (clamped as in ST, 1e-9)
+            summed = tf.reduce_sum(x * mask_f[:, :, None], axis=1)
+            pooled = summed / tf.maximum(tf.reduce_sum(mask_f, axis=1, keepdims=True), 1e-9)
+        return _l2_normalize(pooled) if self.pooling.normalize else pooled
+
     def parameter_count(self) -> int:
         """Weights held by the model: used to check that exports really carry them."""
         return int(sum(int(np.prod(v.shape)) for v in self.weights))
 
 
 def build_model(checkpoint: Any) -> BGEM3Encoder:
-    """A Keras BGE-M3 with the checkpoint's weights (fp32)."""
-    colbert_dim = int(checkpoint.tensors["colbert_linear.weight"].shape[0])
-    return BGEM3Encoder(checkpoint.config, colbert_dim=colbert_dim, tensors=checkpoint.tensors,
-                        name="bge_m3")
+    """The checkpoint's encoder and heads in Keras with its weights (fp32)."""
+    m3 = checkpoint.outputs is M3
+    return BGEM3Encoder(checkpoint.config, colbert_dim=checkpoint.colbert_dim or None,
+                        tensors=checkpoint.tensors, pooling=checkpoint.pooling, m3_heads=m3,
+                        name=checkpoint.family.keras_name)
 
 
 class _TrimmedTensors(Mapping[str, np.ndarray]):
@@ -279,6 +300,5 @@ def trimmed_checkpoint(checkpoint: Any, kept_ids: Sequence[int] | None,
 
 
 def position_rows(config: Any, seq_lens: Sequence[int]) -> int:
-    """Position rows the fixed lengths can reach: XLM-R counts positions from pad_token_id + 1,
-    so a length L uses rows up to L + pad_token_id (BGE-M3 at 512: 514 of its 8,194 rows)."""
-    return min(int(config.max_position_embeddings), max(seq_lens) + int(config.pad_token_id) + 1)
+    """Position rows the fixed lengths can reach (edge_m3.families: Family.position_rows)."""
+    return config.family.position_rows(config, seq_lens)

@@ -18,7 +18,6 @@ from edge_m3.errors import EdgeM3Error
 from edge_m3.runtime.postprocess import postprocess
 from edge_m3.runtime.registry import Runtime, WeightCache
 from edge_m3.runtime.runners import Runner, open_runner
-from edge_m3.tokenizer import Tokenizer
 
 
 @dataclass
@@ -41,7 +40,7 @@ class DevicePipeline:
         self.bundle = bundle
         self.entry = bundle.model_entry(fmt or runtime.format)
         self.spec = bundle.manifest.tokenizer
-        self.tokenizer = Tokenizer(bundle.sentencepiece_path, self.spec)
+        self.tokenizer = bundle.tokenizer()
         self.signatures = {s.seq_len: s.name for s in self.entry.signatures}
         self.lengths = sorted(self.signatures)
         self._open_args = (runtime, threads, weight_cache)
@@ -84,12 +83,12 @@ class DevicePipeline:
         return named_outputs(self.tokenizer, input_ids, raw)
 
 
-def special_rows(tokenizer: Tokenizer) -> dict[str, int]:
+def special_rows(tokenizer: Any) -> dict[str, int]:
     """The special tokens' model rows (a trimmed vocabulary moves them)."""
     return {k: tokenizer.to_model_ids([v])[0] for k, v in tokenizer.spec.special_ids.items()}
 
 
-def named_outputs(tokenizer: Tokenizer, input_ids: list[int], raw: Mapping[str, Any]) -> dict[str, Any]:
+def named_outputs(tokenizer: Any, input_ids: list[int], raw: Mapping[str, Any]) -> dict[str, Any]:
     """Raw signature outputs -> FlagEmbedding's names, for the bundle's ids (golden.json's rule)."""
     # A trimmed vocabulary runs on table rows but reports the original ids.
     return postprocess(raw, tokenizer.to_model_ids(input_ids), special_rows(tokenizer), original_ids=input_ids)

@@ -1,10 +1,19 @@
-"""The device tokenizer (ids equal to FlagEmbedding's for any text) and vocabulary trimming.
+"""The device tokenizers (ids equal to the reference's for any text) and vocabulary trimming.
 
-tokenizer: special-token split, normalisation (normalizer, graphemes), unigram Viterbi
-(unigram), XLM-R id mapping, padding; vocab: trimming plans and the trimmed-row map.
+One tokenizer class per kind (the manifest's `tokenizer.kind`, edge_m3.contract.TOKENIZER_KINDS):
+tokenizer (`xlmr-sentencepiece`: special-token split, normalisation (normalizer, graphemes),
+unigram Viterbi (unigram), XLM-R id mapping, padding) and wordpiece (`wordpiece`: BERT's
+normaliser, pre-tokenizer and WordPiece). `open_tokenizer` is the one place a kind is mapped to
+its class; `bundle_tokenizer` writes a checkpoint's tokenizer into a bundle. vocab: trimming
+plans and the trimmed-row map (SentencePiece bundles).
 """
 
-from edge_m3.contract import TokenizerSpec, choose_length
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from edge_m3.contract import WORDPIECE, XLMR_SENTENCEPIECE, TokenizerSpec, choose_length
 from edge_m3.tokenizer.tokenizer import (
     InvalidTextError,
     Tokenizer,
@@ -13,5 +22,40 @@ from edge_m3.tokenizer.tokenizer import (
     spec_for_sentencepiece,
 )
 
-__all__ = ["InvalidTextError", "Tokenizer", "TokenizerSpec", "check_text", "choose_length", "pad_ids",
-           "spec_for_sentencepiece"]
+
+def open_tokenizer(path: Path, spec: TokenizerSpec) -> Any:
+    """The tokenizer of `spec.kind` over its file `path` (a bundle's `tokenizer.file`)."""
+    if spec.kind == XLMR_SENTENCEPIECE:
+        return Tokenizer(path, spec)
+    from edge_m3.tokenizer.wordpiece import WordPieceTokenizer
+
+    assert spec.kind == WORDPIECE  # TokenizerSpec refuses any other kind
+    return WordPieceTokenizer(path, spec)
+
+
+def bundle_tokenizer(checkpoint: Any, out_dir: Path) -> TokenizerSpec:
+    """Write the checkpoint's tokenizer file into the bundle folder `out_dir`; its spec."""
+    kind = checkpoint.family.tokenizer_kind
+    if kind == XLMR_SENTENCEPIECE:
+        dest = out_dir / checkpoint.tokenizer_path.name
+        dest.write_bytes(checkpoint.tokenizer_path.read_bytes())
+        return spec_for_sentencepiece(dest)
+    from edge_m3.tokenizer.wordpiece import wordpiece_spec
+
+    spec, vocab = wordpiece_spec(checkpoint.path)
+    (out_dir / spec.file).write_text("".join(f"{token}\n" for token in vocab), encoding="utf-8")
+    return spec
+
+
+def checkpoint_tokenizer(checkpoint: Any) -> Any:
+    """The device tokenizer straight from a checkpoint (the Keras reference, trimming plans)."""
+    if checkpoint.family.tokenizer_kind == XLMR_SENTENCEPIECE:
+        return Tokenizer(checkpoint.tokenizer_path)
+    from edge_m3.tokenizer.wordpiece import WordPieceTokenizer, wordpiece_spec
+
+    spec, vocab = wordpiece_spec(checkpoint.path)
+    return WordPieceTokenizer.from_vocab(vocab, spec)
+
+
+__all__ = ["InvalidTextError", "Tokenizer", "TokenizerSpec", "bundle_tokenizer", "check_text",
+           "checkpoint_tokenizer", "choose_length", "open_tokenizer", "pad_ids", "spec_for_sentencepiece"]

@@ -64,12 +64,11 @@ def pick_texts(bundle: Path, out: Path) -> dict[int, str]:
     landing on the shortest signature; and their words joined until one more would pass the longest."""
     from edge_m3.bundle import load_bundle
     from edge_m3.contract import choose_length
-    from edge_m3.tokenizer import Tokenizer
 
     b = load_bundle(bundle)
     entry = b.model_entry("tflite")
     lengths = sorted(s.seq_len for s in entry.signatures)
-    tok = Tokenizer(b.sentencepiece_path, b.manifest.tokenizer)
+    tok = b.tokenizer()
     golden = (ROOT / "edge_m3/data/golden_texts.txt").read_text(encoding="utf-8").splitlines()
     short = max((t for t in golden if choose_length(len(tok.encode(t)), lengths) == lengths[0]),
                 key=lambda t: len(tok.encode(t)))

@@ -69,11 +69,10 @@ def main(argv: list[str] | None = None) -> int:
                                                   "16,24,32,48,64,96,128,192,256,384,512"])
     a = ap.parse_args(argv)
     from edge_m3.bundle import load_bundle
-    from edge_m3.tokenizer.tokenizer import Tokenizer
     from tools.bench.bench_throughput import make_texts
 
     b = load_bundle(a.bundle)
-    tok = Tokenizer(b.sentencepiece_path, b.manifest.tokenizer)
+    tok = b.tokenizer()
     lengths = [len(tok.encode(t, max_length=b.manifest.max_length)) for t in make_texts(a.texts)]
     print(f"{len(lengths)} texts, {sum(lengths):,} tokens")
     for s in a.sets:

@@ -73,7 +73,6 @@ def _time(tmp: Path, names: list[str], arrays: dict[str, np.ndarray], repeats: i
 def main(argv: list[str] | None = None) -> int:
     from edge_m3.bundle import load_bundle
     from edge_m3.harness.fidelity import read_corpus
-    from edge_m3.tokenizer import Tokenizer
     from tools.research.recipe_search import ONNX_CANDIDATES, onnx_file
     from tools.research.tolerance_spread import AVX2
 
@@ -87,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--skip-avx2", action="store_true", help="native runs only (with --time)")
     a = p.parse_args(argv)
     bundle = load_bundle(a.fp32)
-    tok = Tokenizer(bundle.sentencepiece_path, bundle.manifest.tokenizer)
+    tok = bundle.tokenizer()
     texts = [r["text"] for r in read_corpus(a.texts).records][: a.n]
     arrays, lens = {}, []
     for i, text in enumerate(texts):

@@ -42,10 +42,9 @@ def _feeds(bundle_dir: Path) -> list[tuple[dict[str, np.ndarray], int]]:
     from edge_m3.bundle import load_bundle
     from edge_m3.contract import ATTENTION_MASK, INPUT_IDS
     from edge_m3.harness.inputs import retrieval_set
-    from edge_m3.tokenizer import Tokenizer
 
     bundle = load_bundle(bundle_dir)
-    tok = Tokenizer(bundle.sentencepiece_path, bundle.manifest.tokenizer)
+    tok = bundle.tokenizer()
     rs = retrieval_set()
     out = []
     for text in [q["text"] for q in rs["queries"]] + list(rs["passages"]):
