@@ -258,5 +258,6 @@ def outputs() -> dict[Path, str]:
 def main(argv: list[str] | None = None) -> int:
     return generate(__doc__, outputs, argv)
 
+
 if __name__ == "__main__":
     sys.exit(main())
