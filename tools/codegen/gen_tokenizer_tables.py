@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import functools
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -145,22 +146,27 @@ def outputs() -> dict[Path, str]:
     return {KOTLIN_OUT: kotlin_source(), SWIFT_OUT: swift_source()}
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def generate(doc: str, outputs: Callable[[], dict[Path, str]], argv: list[str] | None = None) -> int:
+    """A generator's command line: rewrite each stale file, or with --check only name it and exit 1."""
+    ap = argparse.ArgumentParser(description=doc.splitlines()[0])
     ap.add_argument("--check", action="store_true", help="only compare; exit 1 when a file is stale")
-    args = ap.parse_args(argv)
+    check = ap.parse_args(argv).check
     stale = []
     for path, text in outputs().items():
         current = path.read_text(encoding="utf-8") if path.is_file() else None
         if current == text:
             continue
         stale.append(path)
-        if not args.check:
+        if not check:
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(text, encoding="utf-8")
     for path in stale:
-        print(f"{'stale' if args.check else 'wrote'}: {path.relative_to(ROOT)}")
-    return 1 if stale and args.check else 0
+        print(f"{'stale' if check else 'wrote'}: {path.relative_to(ROOT)}")
+    return 1 if stale and check else 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    return generate(__doc__, outputs, argv)
 
 
 if __name__ == "__main__":
