@@ -77,7 +77,8 @@ def bert_copy(tmp_path: Path) -> Path:
 
 
 @pytest.mark.parametrize("damage, needle", [
-    ("no_tokenizer", "tokenizer.json: missing (the bert tokenizer the bundle ships: tokenizer.json or vocab.txt)"),
+    ("no_tokenizer", "tokenizer.json: missing (the bert tokenizer the bundle ships: tokenizer.json or "
+                     "vocab.txt)"),
     ("max_pooling", "pooling ['pooling_mode_max_tokens'] unsupported"),
     ("no_pooling", "pooling none unsupported"),
     ("dense_module", "unsupported (edge-m3 reproduces Transformer, Pooling and an optional Normalize)"),
@@ -97,7 +98,8 @@ def test_bert_layout_errors_are_one_line(bert_copy: Path, damage: str, needle: s
         pool.write_text(json.dumps(cfg))
     elif damage == "dense_module":
         modules = json.loads((bert_copy / "modules.json").read_text())
-        modules.insert(2, {"idx": 2, "name": "2", "path": "2_Dense", "type": "sentence_transformers.models.Dense"})
+        modules.insert(2, {"idx": 2, "name": "2", "path": "2_Dense",
+                           "type": "sentence_transformers.models.Dense"})
         (bert_copy / "modules.json").write_text(json.dumps(modules))
     elif damage == "no_modules":
         (bert_copy / "modules.json").unlink()

@@ -40,10 +40,10 @@ def bundle_tokenizer(checkpoint: Any, out_dir: Path) -> TokenizerSpec:
         dest = out_dir / checkpoint.tokenizer_path.name
         dest.write_bytes(checkpoint.tokenizer_path.read_bytes())
         return spec_for_sentencepiece(dest)
-    from edge_m3.tokenizer.wordpiece import wordpiece_spec
+    from edge_m3.tokenizer.wordpiece import wordpiece_spec, write_vocab
 
     spec, vocab = wordpiece_spec(checkpoint.path)
-    (out_dir / spec.file).write_text("".join(f"{token}\n" for token in vocab), encoding="utf-8")
+    write_vocab(vocab, out_dir / spec.file)
     return spec
 
 
@@ -51,10 +51,11 @@ def checkpoint_tokenizer(checkpoint: Any) -> Any:
     """The device tokenizer straight from a checkpoint (the Keras reference, trimming plans)."""
     if checkpoint.family.tokenizer_kind == XLMR_SENTENCEPIECE:
         return Tokenizer(checkpoint.tokenizer_path)
-    from edge_m3.tokenizer.wordpiece import WordPieceTokenizer, wordpiece_spec
+    import tempfile
 
-    spec, vocab = wordpiece_spec(checkpoint.path)
-    return WordPieceTokenizer.from_vocab(vocab, spec)
+    with tempfile.TemporaryDirectory(prefix="edge-m3-tokenizer-") as tmp:
+        spec = bundle_tokenizer(checkpoint, Path(tmp))  # the vocabulary as a bundle holds it
+        return open_tokenizer(Path(tmp) / spec.file, spec)
 
 
 __all__ = ["InvalidTextError", "Tokenizer", "TokenizerSpec", "bundle_tokenizer", "check_text",

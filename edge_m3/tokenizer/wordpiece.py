@@ -344,6 +344,10 @@ def _template_ends(post: Any, where: str) -> tuple[str, str]:
         single = post.get("single") or []
         shape = [next(iter(p)) if isinstance(p, Mapping) and len(p) == 1 else None for p in single]
         if shape == ["SpecialToken", "Sequence", "SpecialToken"] and single[1]["Sequence"].get("id") == "A":
+            types = [next(iter(p.values())).get("type_id", 0) for p in single]
+            if any(t != 0 for t in types):
+                raise EdgeM3Error(f"{where}: post_processor.single gives token types {types}; edge-m3's "
+                                  "models take token type 0 only")
             return single[0]["SpecialToken"].get("id"), single[2]["SpecialToken"].get("id")
     raise EdgeM3Error(f"{where}: post_processor {json.dumps(post)[:120]} is not [CLS] $A [SEP] "
                       "(TemplateProcessing or BertProcessing)")
