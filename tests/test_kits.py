@@ -224,7 +224,8 @@ def test_android_library_module() -> None:
     assert version_tuple(versions["agp"]) >= (9, 3)  # the first AGP whose highest API level is 37
     deps = {lib["module"]: versions[lib["version"]["ref"]] for lib in libraries.values()}
     assert re.search(r"^\s*api\(libs\.litert\)$", code, re.M) and "org.tensorflow:tensorflow-lite" not in deps
-    assert {"org.jetbrains.kotlinx:kotlinx-coroutines-android", "androidx.test.ext:junit", "androidx.test:runner"} <= deps.keys()
+    assert {"org.jetbrains.kotlinx:kotlinx-coroutines-android", "androidx.test.ext:junit",
+            "androidx.test:runner"} <= deps.keys()
     # One runtime, LiteRT with CompiledModel (the weight cache), new enough for every variant.
     from edge_m3.contract import RECIPES
 
@@ -409,8 +410,8 @@ def _android_cases(proc: subprocess.CompletedProcess[str]) -> dict[str, str]:
     """case name -> "ok" or the failure, after checking the summary line and the exit code."""
     cases = dict(re.findall(r"^case (\S+): (.*)$", proc.stdout, re.M))
     failed = {k: v for k, v in cases.items() if v != "ok"}
-    assert re.search(rf"^android: {len(cases) - len(failed)} passed, {len(failed)} failed$", proc.stdout, re.M), \
-        proc.stdout + proc.stderr[-3000:]
+    summary = f"android: {len(cases) - len(failed)} passed, {len(failed)} failed"
+    assert re.search(rf"^{summary}$", proc.stdout, re.M), proc.stdout + proc.stderr[-3000:]
     assert not failed and proc.returncode == 0, (failed, proc.stderr[-3000:])
     return cases
 
@@ -420,8 +421,9 @@ def test_android_runners_without_the_runtime(kit_jar: Path, tiny_bundle: Path, t
     initializers fail as LiteRT 2.2.0's do (UnsatisfiedLinkError, then NoClassDefFoundError); every
     way of opening the model gives one EdgeM3RuntimeMissingException, not a JVM Error."""
     cases = _android_cases(_android_check(kit_jar, "missing", tiny_bundle, tmp_path))
-    assert set(cases) == {f"missing-runtime-{kind}-{n}" for kind in ("compiled", "interpreter") for n in (1, 2)} | {
-        "missing-runtime-assets-memory"}
+    kinds = ("compiled", "interpreter")
+    want = {f"missing-runtime-{k}-{n}" for k in kinds for n in (1, 2)}
+    assert set(cases) == want | {"missing-runtime-assets-memory"}
 
 
 def test_android_runners_live(kit_jar: Path, tiny_bundle: Path, litert_c_library: Path, tmp_path: Path) -> None:
@@ -455,10 +457,11 @@ def test_android_runners_live(kit_jar: Path, tiny_bundle: Path, litert_c_library
     manifest = json.loads((garbage / "manifest.json").read_text(encoding="utf-8"))
     _garbage_model(manifest, garbage / manifest["models"][0]["file"], b"not a flatbuffer " * 64)
     (garbage / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
-    cases = _android_cases(_android_check(kit_jar, "live", tiny_bundle, tmp_path / "work", litert_c_library, *args,
-                                          "--garbage", garbage))
+    cases = _android_cases(_android_check(kit_jar, "live", tiny_bundle, tmp_path / "work", litert_c_library,
+                                          *args, "--garbage", garbage))
     assert set(cases) == {
         "directory-in-memory-cache", "directory-cache-file", "directory-interpreter", "assets-copy-to-file",
-        "assets-copy-to-memory", "assets-mapped-interpreter", "assets-compressed-mapped", "assets-compressed-memory",
+        "assets-copy-to-memory", "assets-mapped-interpreter", "assets-compressed-mapped",
+        "assets-compressed-memory",
         "closed-embed", "closed-embed-ids", "garbage-compiled", "garbage-interpreter",
         *(f"mismatch-{n}-{r}" for n in edits for r in ("compiled", "interpreter"))}
