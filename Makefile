@@ -17,7 +17,14 @@ PIP_INSTALL = $(BIN)/pip install -q $(if $(wildcard $(WHEELS)),--find-links $(WH
 LOCK_OPTS := --find-links $(WHEELS) --quiet --custom-compile-command "make lock"
 LOCK_TARGET := --python-version 3.11 --python-platform x86_64-manylinux_2_28 $(LOCK_OPTS)
 
-.PHONY: build test test-quick demo lint lock clean
+# The Debian packages some tests need beyond the venv, the one list of them: the Kotlin kit's
+# tests (tests/test_kits.py, test_kit_tokenizer.py, test_kit_retrieval.py: kotlinc, JNA) and the
+# emulated Raspberry Pi (tests/test_arm64.py: debootstrap, qemu-aarch64-static). `make test`
+# installs the missing ones as root (apt-get) and otherwise stops with one line naming them;
+# `make test ALLOW_SKIPS=1` runs without them, their tests skipped. .ci/run runs `make test`.
+DEBIAN_PACKAGES := kotlin libjna-java debootstrap qemu-user-static
+
+.PHONY: build test test-quick demo lint lock clean debian-packages
 
 $(BIN)/python:
 	@command -v $(PY) >/dev/null 2>&1 || { echo "need $(PY) (Python 3.11) on PATH"; exit 2; }
@@ -42,9 +49,22 @@ $(VENV)/.dev: $(LOCK)/dev.txt pyproject.toml | $(BIN)/python
 build: $(VENV)/.build
 	$(BIN)/edge-m3 build --checkpoint $(CHECKPOINT) --quant $(QUANT)
 
-## The test suite (installs the dev extra: torch CPU, transformers, FlagEmbedding).
-test: $(VENV)/.dev
+## The test suite (installs the dev extra: torch CPU, transformers, FlagEmbedding, and DEBIAN_PACKAGES).
+test: $(VENV)/.dev debian-packages
 	$(BIN)/python -m pytest -q --durations=15
+
+debian-packages:
+	@missing=$$(for p in $(DEBIAN_PACKAGES); do \
+	  dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q ' installed$$' || echo $$p; done); \
+	missing=$$(echo $$missing); \
+	if [ -z "$$missing" ] || [ -n "$(ALLOW_SKIPS)" ]; then exit 0; fi; \
+	if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	  echo "installing Debian packages the kit and aarch64 tests need: $$missing"; \
+	  apt-get update -qq && apt-get install -y -qq $$missing >/dev/null; \
+	else \
+	  echo "make test needs the Debian packages $$missing: run 'sudo apt-get install -y $$missing', or 'make test ALLOW_SKIPS=1' to skip their tests" >&2; \
+	  exit 2; \
+	fi
 
 ## The fast loop (under a minute): everything but the tests that build models, bundles or references.
 test-quick: $(VENV)/.dev

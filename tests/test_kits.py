@@ -185,40 +185,63 @@ def test_kits_read_where_the_build_copies() -> None:
     assert "EdgeM3Contract.testResourceFolder" in test_swift
 
 
-def _gradle_deps(text: str) -> dict[str, str]:
-    """group:artifact -> version of every dependency line, commented-out alternatives included."""
-    return dict(re.findall(r'"([\w.\-]+:[\w.\-]+):([\w.\-]+)"', text))
+def _catalog() -> dict:
+    """The version catalog entries the module reads (android_assets/gradle/libs.versions.toml)."""
+    import tomllib
+
+    return tomllib.loads((ANDROID / "gradle/libs.versions.toml").read_text(encoding="utf-8"))
+
+
+def _catalog_accessor(alias: str) -> str:
+    """Gradle's type-safe accessor of a catalog alias: `-` and `_` separate segments."""
+    return re.sub(r"[-_]", ".", alias)
 
 
 def test_android_library_module() -> None:
-    """What Gradle would read (it cannot run here: no Android SDK): a library module an app includes."""
+    """What Gradle would read (it cannot run here: no Android SDK, no Maven or Google repository):
+    a library module AGP 9 accepts (built-in Kotlin), versions from the catalog the README shows."""
     gradle = (ANDROID / "build.gradle.kts").read_text(encoding="utf-8")
-    assert 'id("com.android.library")' in gradle and 'id("org.jetbrains.kotlin.android")' in gradle
-    assert re.search(r'^\s*namespace = "dev\.edgem3"$', gradle, re.M)
-    assert re.search(r"^\s*minSdk = 24$", gradle, re.M) and re.search(r"^\s*compileSdk = 34$", gradle, re.M)
-    assert 'noCompress += listOf("tflite", "model")' in gradle
+    code = "\n".join(line.split("//")[0] for line in gradle.splitlines())  # comments may name what is gone
+    assert re.search(r"^\s*alias\(libs\.plugins\.android\.library\)$", code, re.M)
+    assert "kotlin.android" not in code and "kotlin-android" not in code and "kotlin {" not in code  # AGP 9
+    assert not re.search(r'"[\w.\-]+:[\w.\-]+:[\w.\-]+"', code), "coordinates belong in the catalog"
+    assert re.search(r'^\s*namespace = "dev\.edgem3"$', code, re.M)
+    assert re.search(r"^\s*minSdk = 24$", code, re.M) and re.search(r"^\s*compileSdk = 37$", code, re.M)
+    assert 'noCompress += listOf("tflite", "model")' in code
     assert (ANDROID / "src/main/AndroidManifest.xml").is_file()
     # Default source sets hold the kit; nothing under jvm/ (CI only) is in them.
-    assert (KT_PKG / "EdgeM3Embedder.kt").is_file() and "srcDir" not in gradle
+    assert (KT_PKG / "EdgeM3Embedder.kt").is_file() and "srcDir" not in code
     for source in KT_PKG.glob("*.kt"):
         assert re.search(r"^package dev\.edgem3$", source.read_text(encoding="utf-8"), re.M), source.name
-    deps = _gradle_deps(gradle)
-    assert re.search(r'^\s*api\("com\.google\.ai\.edge\.litert:litert:', gradle, re.M)
-    assert "org.jetbrains.kotlinx:kotlinx-coroutines-android" in deps
-    assert {"androidx.test.ext:junit", "androidx.test:runner"} <= deps.keys()
-    # One runtime, LiteRT with CompiledModel (the weight cache), new enough for every variant.
+    catalog = _catalog()
+    libraries, versions = catalog["libraries"], catalog["versions"]
+    used = set(re.findall(r"\blibs\.([\w.]+)", code))
+    assert used == {"plugins.android.library"} | {_catalog_accessor(a) for a in libraries}, used
+    assert catalog["plugins"]["android-library"] == {"id": "com.android.library", "version": {"ref": "agp"}}
     from edge_m3.common.options import version_tuple
+
+    assert version_tuple(versions["agp"]) >= (9, 3)  # the first AGP whose highest API level is 37
+    deps = {lib["module"]: versions[lib["version"]["ref"]] for lib in libraries.values()}
+    assert re.search(r"^\s*api\(libs\.litert\)$", code, re.M) and "org.tensorflow:tensorflow-lite" not in deps
+    assert {"org.jetbrains.kotlinx:kotlinx-coroutines-android", "androidx.test.ext:junit",
+            "androidx.test:runner"} <= deps.keys()
+    # One runtime, LiteRT with CompiledModel (the weight cache), new enough for every variant.
     from edge_m3.contract import RECIPES
 
     litert = deps["com.google.ai.edge.litert:litert"]
-    assert "org.tensorflow:tensorflow-lite" not in deps
     assert version_tuple(litert) >= (2, 0) and all(
         version_tuple(litert) >= version_tuple(r.oldest_litert) for r in RECIPES.values())
+    # The stand-ins the JVM check runs are declared from that LiteRT's source (jvm/stubs/).
+    assert f"tag v{litert}" in (ANDROID / "jvm/stubs/LiteRtStubs.kt").read_text(encoding="utf-8")
     readme = (ANDROID / "README.md").read_text(encoding="utf-8")
     for artifact, version in deps.items():
-        if artifact in readme:
-            assert f"{artifact}:{version}" in readme, f"README quotes another {artifact} version"
+        quoted = set(re.findall(rf"{re.escape(artifact)}:(\d[\w.\-]*)", readme))
+        assert quoted <= {version}, f"README quotes another {artifact} version: {quoted}"
     assert f"com.google.ai.edge.litert:litert:{litert}" in readme
+    # The README shows the catalog's entries as they are in the file.
+    toml = (ANDROID / "gradle/libs.versions.toml").read_text(encoding="utf-8")
+    entries = [line for line in toml.splitlines() if line and not line.startswith("#")]
+    assert all(line in readme for line in entries), [line for line in entries if line not in readme]
     assert 'include(":edgem3")' in readme and "build.gradle.kts.snippet" not in readme
 
 
@@ -373,3 +396,71 @@ def test_kotlin_runner_bad_input(kit_jar: Path, tiny_bundle: Path, litert_c_libr
         assert len(err) == 1 and message in err[0], (args, proc.stderr[-2000:])
         assert "Exception" not in proc.stderr and "\tat " not in proc.stderr, proc.stderr[-2000:]
     assert not list(tmp_path.glob("hs_err_pid*.log"))
+
+
+# ---- the Android runners on the JVM: jvm/AndroidCheck.kt against the stand-ins in jvm/stubs/ -------------
+
+def _android_check(jar: Path, *args: str | Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["java", "-cp", _classpath(jar), "dev.edgem3.AndroidCheckKt", *map(str, args)],
+                          capture_output=True, text=True, timeout=600)
+
+
+def _android_cases(proc: subprocess.CompletedProcess[str]) -> dict[str, str]:
+    """case name -> "ok" or the failure, after checking the summary line and the exit code."""
+    cases = dict(re.findall(r"^case (\S+): (.*)$", proc.stdout, re.M))
+    failed = {k: v for k, v in cases.items() if v != "ok"}
+    summary = f"android: {len(cases) - len(failed)} passed, {len(failed)} failed"
+    assert re.search(rf"^{summary}$", proc.stdout, re.M), proc.stdout + proc.stderr[-3000:]
+    assert not failed and proc.returncode == 0, (failed, proc.stderr[-3000:])
+    return cases
+
+
+def test_android_runners_without_the_runtime(kit_jar: Path, tiny_bundle: Path, tmp_path: Path) -> None:
+    """An app without LiteRT's native library (or not for the device's ABI): the runtime's class
+    initializers fail as LiteRT 2.2.0's do (UnsatisfiedLinkError, then NoClassDefFoundError); every
+    way of opening the model gives one EdgeM3RuntimeMissingException, not a JVM Error."""
+    cases = _android_cases(_android_check(kit_jar, "missing", tiny_bundle, tmp_path))
+    kinds = ("compiled", "interpreter")
+    want = {f"missing-runtime-{k}-{n}" for k in kinds for n in (1, 2)}
+    assert set(cases) == want | {"missing-runtime-assets-memory"}
+
+
+def test_android_runners_live(kit_jar: Path, tiny_bundle: Path, litert_c_library: Path, tmp_path: Path) -> None:
+    """EdgeM3Embedder and both runners (CompiledModel, Interpreter) on the JVM through the stand-ins,
+    the model on LiteRT's C API: every way of opening the model embeds exactly as the desktop runner;
+    a manifest whose signature or tensor names, shapes or dtypes are not the model's is refused with
+    EdgeM3ModelMismatchException by both runners; a closed embedder with EdgeM3ClosedException."""
+
+    def first(m: dict) -> dict:
+        return m["models"][0]["signatures"][0]
+
+    def renamed_signature(m: dict) -> None:
+        first(m)["name"] = "embed_9"
+
+    def renamed_input(m: dict) -> None:
+        next(t for t in first(m)["inputs"] if t["name"] == "attention_mask")["name"] = "mask"
+
+    def reshaped_output(m: dict) -> None:
+        out = next(o for o in m["models"][0]["signatures"][-1]["outputs"] if o["name"] == "dense_vecs")
+        out["shape"] = [1, out["shape"][1] + 1]
+
+    def retyped_input(m: dict) -> None:
+        next(t for t in first(m)["inputs"] if t["name"] == "input_ids")["dtype"] = "int64"
+
+    edits = {"signature-name": renamed_signature, "input-name": renamed_input, "output-shape": reshaped_output,
+             "input-dtype": retyped_input}
+    args: list[str | Path] = []
+    for name, edit in edits.items():
+        args += ["--mismatch", name, _with_manifest(tiny_bundle, tmp_path / name, edit)]
+    garbage = _copy(tiny_bundle, tmp_path / "garbage")
+    manifest = json.loads((garbage / "manifest.json").read_text(encoding="utf-8"))
+    _garbage_model(manifest, garbage / manifest["models"][0]["file"], b"not a flatbuffer " * 64)
+    (garbage / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
+    cases = _android_cases(_android_check(kit_jar, "live", tiny_bundle, tmp_path / "work", litert_c_library,
+                                          *args, "--garbage", garbage))
+    assert set(cases) == {
+        "directory-in-memory-cache", "directory-cache-file", "directory-interpreter", "assets-copy-to-file",
+        "assets-copy-to-memory", "assets-mapped-interpreter", "assets-compressed-mapped",
+        "assets-compressed-memory",
+        "closed-embed", "closed-embed-ids", "garbage-compiled", "garbage-interpreter",
+        *(f"mismatch-{n}-{r}" for n in edits for r in ("compiled", "interpreter"))}

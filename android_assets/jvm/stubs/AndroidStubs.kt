@@ -1,9 +1,10 @@
-// Compile-only stand-ins for the few Android, TFLite and test APIs the kit uses, so CI can
-// type-check EdgeM3Embedder.kt and EdgeM3GoldenTest.kt with a plain kotlinc (no Android SDK).
-// Same names and call shapes as the real APIs; never executed (every body throws).
-// Real sources: android.content.res.AssetManager / AssetFileDescriptor, org.tensorflow.lite
-// .Interpreter (tensorflow/lite/java), LiteRT's com.google.ai.edge.litert (LiteRtStubs.kt),
-// androidx.test, JUnit 4.
+// Stand-in for android.content.Context as the kit uses it, declared from the Android API
+// reference (developer.android.com/reference/android/content/Context, API level 37): Kotlin's
+// property syntax for the Java getters. Abstract as the real class; jvm/AndroidCheck.kt subclasses
+// it over folders. The other stand-ins: AssetStubs.kt (AssetManager), LiteRtStubs.kt (LiteRT 2.2.0),
+// TfliteStubs.kt (Interpreter), StandInRuntime.kt (their native side), CoroutinesStubs.kt,
+// MutexStubs.kt (kotlinx.coroutines), TestStubs.kt, JUnitStubs.kt, RunnerStubs.kt, AndroidJUnit4Stub.kt
+// (androidx.test and JUnit 4: compile-only, never run).
 @file:Suppress("unused", "UNUSED_PARAMETER")
 
 package android.content
@@ -12,7 +13,7 @@ import android.content.res.AssetManager
 import java.io.File
 
 abstract class Context {
-    abstract val assets: AssetManager  // Java: getAssets()
+    abstract val assets: AssetManager  // getAssets()
     abstract val noBackupFilesDir: File  // getNoBackupFilesDir(), API 21
     abstract val cacheDir: File  // getCacheDir()
     abstract val packageCodePath: String  // getPackageCodePath(): the APK

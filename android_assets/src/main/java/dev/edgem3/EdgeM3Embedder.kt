@@ -1,6 +1,7 @@
 package dev.edgem3
 
 import android.content.Context
+import android.content.res.AssetFileDescriptor
 import android.content.res.AssetManager
 import kotlinx.coroutines.Dispatchers
 import kotlinx.coroutines.sync.Mutex
@@ -20,6 +21,15 @@ import java.security.MessageDigest
 // (ModelRunners.kt: CompiledModel with an XNNPACK weight cache), the kit's own XlmrTokenizer (the
 // reference's ids, no NDK). The pipeline itself is EdgeM3Core; names and tolerances come from
 // EdgeM3Contract (generated from edge_m3/contract.py).
+
+/** How [EdgeM3Embedder.fromAssets] opens the model asset on `CompiledModel` (with a weight cache). */
+enum class ModelCopy {
+    /** Copied out of the APK once, into noBackupFilesDir, then mapped: the file once more on disk. */
+    FILE,
+
+    /** `CompiledModel.create(assets, path)`: LiteRT copies the asset into native memory, the file's size more RAM. */
+    MEMORY
+}
 
 /**
  * BGE-M3 embeddings on Android: `embed(text)` gives FlagEmbedding's dense_vecs, lexical_weights
@@ -51,14 +61,14 @@ class EdgeM3Embedder(
     /** `embed` on the calling thread (never the main one): for Java callers and worker threads. */
     @Synchronized
     fun embedBlocking(text: String): Embedding {
-        check(!closed) { "EdgeM3Embedder is closed" }
+        if (closed) throw EdgeM3ClosedException("EdgeM3Embedder is closed")
         return EdgeM3Core.embed(text, manifest, model, tokenizer, runner)
     }
 
     /** `embedIds` on the calling thread (the golden test's entry point). */
     @Synchronized
     fun embedIdsBlocking(inputIds: IntArray): Embedding {
-        check(!closed) { "EdgeM3Embedder is closed" }
+        if (closed) throw EdgeM3ClosedException("EdgeM3Embedder is closed")
         return EdgeM3Core.run(Encoded(inputIds, EdgeM3Core.chooseSignature(inputIds.size, model.signatures)),
             manifest, runner, tokenizer.vocab)
     }
@@ -76,17 +86,22 @@ class EdgeM3Embedder(
         /**
          * Loads manifest.json from assets/`dir`, the tokenizer from sentencepiece.bpe.model (and
          * vocab_map.json for trimmed bundles), and the .tflite with `threads` XNNPACK threads and
-         * `weightCache` (default: a file in the app's cache folder). LiteRT's CompiledModel opens
-         * files only (from an asset it would copy the whole model onto the heap), so with a weight
-         * cache the model is copied out of the APK once, into noBackupFilesDir, and its SHA-256
-         * checked on the way; with [WeightCache.Off] the asset is mapped in place (Interpreter API)
-         * and hashed once per APK. Blocking: call it off the main thread, or use [load].
+         * `weightCache` (default: a file in the app's cache folder). The model asset (stored
+         * uncompressed: noCompress; an install-time asset pack's assets are the app's) is opened as
+         * `modelCopy` says, with a weight cache: [ModelCopy.FILE] copies it out of the APK once,
+         * into noBackupFilesDir, checking its SHA-256 on the way (disk: the file once more; RAM: a
+         * mapping, only the pages in use), [ModelCopy.MEMORY] hands it to LiteRT's
+         * `CompiledModel.create(assets, path)`, which copies it into native memory (no disk; RAM:
+         * the file's size more, for as long as the model is open). With [WeightCache.Off] the asset
+         * is mapped in place (Interpreter API: no copy at all, but one packed weight copy per
+         * signature). Hashed once per APK. Blocking: call it off the main thread, or use [load].
          */
         fun fromAssets(
             context: Context,
             threads: Int = EdgeM3Contract.DEVICE_THREADS,
             weightCache: WeightCache = WeightCache.inCacheDir(context),
-            dir: String = ASSET_DIR
+            dir: String = ASSET_DIR,
+            modelCopy: ModelCopy = ModelCopy.FILE
         ): EdgeM3Embedder {
             val assets = context.assets
             val manifest = Manifest.fromJson(readJsonAsset(assets, "$dir/${EdgeM3Contract.MANIFEST}"))
@@ -101,16 +116,22 @@ class EdgeM3Embedder(
                 ?: throw EdgeM3Exception("assets/$dir/${EdgeM3Contract.MANIFEST}: no files entry for ${model.file}")
             val apkStamp = File(context.packageCodePath).lastModified()
             val memo = File(context.noBackupFilesDir, ASSET_DIR)
-            val runner = if (weightCache is WeightCache.Off) {
-                val buffer = mapAsset(assets, path)
-                // An app update replaces the APK (new mtime): its model is hashed again once.
-                ModelCheck.verify("assets/$path", expected, buffer.capacity().toLong(), apkStamp, memo) {
-                    assets.open(path)
+            // An app update replaces the APK (new mtime): its model is hashed again once.
+            fun verifyAsset(size: Long) = ModelCheck.verify("assets/$path", expected, size, apkStamp, memo) { assets.open(path) }
+            val runner = when {
+                weightCache is WeightCache.Off -> {
+                    val buffer = mapAsset(assets, path)
+                    verifyAsset(buffer.capacity().toLong())
+                    TfliteRunner.open(buffer, model.signatures, model.file, threads)
                 }
-                TfliteRunner.open(buffer, model.signatures, model.file, threads)
-            } else {
-                val file = extractAsset(assets, path, expected, File(memo, "models"))
-                ModelRunners.open(file, model.signatures, expected.sha256, threads, weightCache)
+                modelCopy == ModelCopy.MEMORY -> {
+                    verifyAsset(openAssetFd(assets, path).use { it.length })
+                    ModelRunners.openAsset(assets, path, model.signatures, expected.sha256, threads, weightCache)
+                }
+                else -> {
+                    val file = extractAsset(assets, path, expected, File(memo, "models"))
+                    ModelRunners.open(file, model.signatures, expected.sha256, threads, weightCache)
+                }
             }
             return EdgeM3Embedder(manifest, model, runner, tokenizer)
         }
@@ -120,8 +141,9 @@ class EdgeM3Embedder(
             context: Context,
             threads: Int = EdgeM3Contract.DEVICE_THREADS,
             weightCache: WeightCache = WeightCache.inCacheDir(context),
-            dir: String = ASSET_DIR
-        ): EdgeM3Embedder = withContext(Dispatchers.IO) { fromAssets(context, threads, weightCache, dir) }
+            dir: String = ASSET_DIR,
+            modelCopy: ModelCopy = ModelCopy.FILE
+        ): EdgeM3Embedder = withContext(Dispatchers.IO) { fromAssets(context, threads, weightCache, dir, modelCopy) }
 
         /**
          * The same from a directory on disk: a fast-follow / on-demand Play Asset Delivery pack
@@ -178,15 +200,17 @@ class EdgeM3Embedder(
         fun readJsonAsset(assets: AssetManager, path: String): Any? =
             MiniJson.parse(assets.open(path).use { it.readBytes().toString(Charsets.UTF_8) })
 
-        /** Memory-maps an asset; it must be stored uncompressed (noCompress "tflite", see README). */
+        /** The asset's descriptor in the APK; it must be stored uncompressed (noCompress "tflite", see README). */
+        fun openAssetFd(assets: AssetManager, path: String): AssetFileDescriptor = try {
+            assets.openFd(path)
+        } catch (exc: FileNotFoundException) {
+            throw EdgeM3Exception("assets/$path: cannot be memory-mapped (missing, or compressed in the " +
+                "APK: add androidResources { noCompress += listOf(\"tflite\") })")
+        }
+
+        /** Memory-maps an asset (no copy: the APK's pages); it must be stored uncompressed. */
         fun mapAsset(assets: AssetManager, path: String): MappedByteBuffer {
-            val afd = try {
-                assets.openFd(path)
-            } catch (exc: FileNotFoundException) {
-                throw EdgeM3Exception("assets/$path: cannot be memory-mapped (missing, or compressed in the " +
-                    "APK: add androidResources { noCompress += listOf(\"tflite\") })")
-            }
-            afd.use {
+            openAssetFd(assets, path).use {
                 FileInputStream(it.fileDescriptor).use { stream ->
                     // The mapping stays valid after the stream closes.
                     return stream.channel.map(FileChannel.MapMode.READ_ONLY, it.startOffset, it.declaredLength)

@@ -137,7 +137,8 @@ object MiniJson {
 }
 
 /** A bundle or input that breaks the contract; the message names the file or field. */
-class EdgeM3Exception(message: String) : RuntimeException(message)
+/** The kit's one error type; the subclasses in ModelRunner.kt say which kind a caller may handle. */
+open class EdgeM3Exception(message: String) : RuntimeException(message)
 
 /** Typed access to parsed JSON trees (MiniJson's, or org.json converted to maps and lists). */
 object JsonTree {

@@ -8,6 +8,19 @@ import java.io.Closeable
 // desktop JVM) only moves bytes in and out; CI runs this code live through LiteRtCRunner.
 // Stdlib only; Kotlin 1.3.
 
+/** The model file's signatures, tensor names, shapes or dtypes are not the ones manifest.json lists. */
+class EdgeM3ModelMismatchException(message: String) : EdgeM3Exception(message)
+
+/** The runtime's classes or native library are not in the app (or not for this ABI). */
+class EdgeM3RuntimeMissingException(message: String, cause: Throwable) : EdgeM3Exception(message) {
+    init {
+        initCause(cause)
+    }
+}
+
+/** A call on an embedder (or model) after close(). */
+class EdgeM3ClosedException(message: String) : EdgeM3Exception(message)
+
 /** A signature's outputs as the runtime fills them: batch of one, `null` for a head not exported. */
 class RawOutputs(
     val denseVecs: Array<FloatArray>?,
@@ -67,7 +80,7 @@ object ModelIo {
      */
     fun checkSignatures(where: String, manifest: List<Signature>, model: Map<String, Signature>) {
         for (s in manifest) {
-            val m = model[s.name] ?: throw EdgeM3Exception("$where: no signature ${s.name} (the model has " +
+            val m = model[s.name] ?: throw EdgeM3ModelMismatchException("$where: no signature ${s.name} (the model has " +
                 "${model.keys.sorted()}); manifest.json and the model file disagree")
             checkTensors("$where: ${s.name} inputs", s.inputs, m.inputs)
             checkTensors("$where: ${s.name} outputs", s.outputs, m.outputs)
@@ -77,12 +90,12 @@ object ModelIo {
     private fun checkTensors(where: String, manifest: List<TensorSpec>, model: List<TensorSpec>) {
         val names = model.map { it.name }.sorted()
         if (manifest.map { it.name }.sorted() != names) {
-            throw EdgeM3Exception("$where: manifest.json says ${manifest.map { it.name }.sorted()}, the model has $names")
+            throw EdgeM3ModelMismatchException("$where: manifest.json says ${manifest.map { it.name }.sorted()}, the model has $names")
         }
         for (t in manifest) {
             val m = model.first { it.name == t.name }
             if (!m.shape.contentEquals(t.shape) || m.dtype != t.dtype) {
-                throw EdgeM3Exception("$where: ${t.name} is ${m.dtype}${m.shape.toList()} in the model, " +
+                throw EdgeM3ModelMismatchException("$where: ${t.name} is ${m.dtype}${m.shape.toList()} in the model, " +
                     "${t.dtype}${t.shape.toList()} in manifest.json")
             }
         }

@@ -1,9 +1,12 @@
 package dev.edgem3
 
+import android.content.res.AssetManager
 import com.google.ai.edge.litert.Accelerator
 import com.google.ai.edge.litert.CompiledModel
 import com.google.ai.edge.litert.LiteRtException
 import com.google.ai.edge.litert.TensorBuffer
+import com.google.ai.edge.litert.TensorType
+import org.tensorflow.lite.DataType
 import org.tensorflow.lite.Interpreter
 import java.io.File
 import java.nio.ByteBuffer
@@ -42,8 +45,9 @@ sealed class WeightCache {
 object ModelRunners {
     /**
      * Opens `modelFile` (memory-mapped by the runtime) with `threads` XNNPACK threads and `cache`,
-     * checking that every signature of `signatures` exists. `sha256`: the manifest's, for the cache
-     * file's name. A cache file that fails to open (a crash mid-write) is deleted and packed again.
+     * checking that every signature of `signatures` is in the model with the manifest's tensor
+     * names, shapes and dtypes. `sha256`: the manifest's, for the cache file's name. A cache file
+     * that fails to open (a crash mid-write) is deleted and packed again.
      */
     fun open(modelFile: File, signatures: List<Signature>, sha256: String, threads: Int, cache: WeightCache): LoadedModel {
         if (cache is WeightCache.Off) {
@@ -52,18 +56,52 @@ object ModelRunners {
             }
             return TfliteRunner.open(buffer, signatures, modelFile.name, threads)
         }
+        return compiled(modelFile.name, signatures, sha256, threads, cache) { CompiledModel.create(modelFile.path, it) }
+    }
+
+    /**
+     * The model straight from an APK asset (an install-time asset pack's included) on
+     * `CompiledModel.create(assetManager, path)`: no file copy, but LiteRT (2.2.0,
+     * litert_compiled_model_jni.cc nativeCreateFromAsset) copies the whole asset into native
+     * memory and keeps that copy while the model is open: about the file's size more RAM, which
+     * the OS cannot page out (a mapped file's clean pages it can). Not for [WeightCache.Off].
+     */
+    fun openAsset(assets: AssetManager, path: String, signatures: List<Signature>, sha256: String, threads: Int,
+                  cache: WeightCache): LoadedModel {
+        if (cache is WeightCache.Off) throw EdgeM3Exception("assets/$path: WeightCache.Off maps the asset (EdgeM3Embedder.fromAssets)")
+        return compiled(File(path).name, signatures, sha256, threads, cache) { CompiledModel.create(assets, path, it) }
+    }
+
+    // One open at a time in the process: XNNPACK truncates a cache file it cannot load, so a
+    // second embedder must not start on the file while the first is still writing it.
+    private fun compiled(where: String, signatures: List<Signature>, sha256: String, threads: Int, cache: WeightCache,
+                         create: (CompiledModel.Options) -> CompiledModel): LoadedModel = synchronized(this) {
         val path = if (cache is WeightCache.InFile) cacheFile(cache, sha256) else null
-        // One open at a time in the process: XNNPACK truncates a cache file it cannot load, so a
-        // second embedder must not start on the file while the first is still writing it.
-        synchronized(this) {
-            return try {
-                CompiledModelRunner.open(modelFile, signatures, threads, path?.path ?: EdgeM3Contract.IN_MEMORY_WEIGHT_CACHE)
-            } catch (exc: LiteRtException) {
-                if (path == null || !path.isFile) throw EdgeM3Exception("${modelFile.name}: ${exc.message}")
-                path.delete()
-                CompiledModelRunner.open(modelFile, signatures, threads, path.path)
+        val cachePath = path?.path ?: EdgeM3Contract.IN_MEMORY_WEIGHT_CACHE
+        try {
+            CompiledModelRunner.open(where, signatures, threads, cachePath, create)
+        } catch (exc: LiteRtException) {
+            if (path == null || !path.isFile) throw EdgeM3Exception("$where: ${exc.message}")
+            path.delete()
+            try {
+                CompiledModelRunner.open(where, signatures, threads, cachePath, create)
+            } catch (again: LiteRtException) {
+                throw EdgeM3Exception("$where: ${again.message}")
             }
         }
+    }
+
+    /**
+     * `block` with a missing runtime as one typed error: the runtime's classes load their JNI
+     * library when first used (LiteRT: `System.loadLibrary("litert_jni")` in CompiledModel's
+     * initializer), so an app without it, or without it for this ABI, gets UnsatisfiedLinkError
+     * and then NoClassDefFoundError, both LinkageErrors.
+     */
+    inline fun <T> withRuntime(where: String, block: () -> T): T = try {
+        block()
+    } catch (exc: LinkageError) {
+        throw EdgeM3RuntimeMissingException("$where: the LiteRT runtime is not in the app ($exc); add " +
+            "com.google.ai.edge.litert:litert for this device's ABI (README, step 3)", exc)
     }
 
     /** This model's cache file; other runtime builds' files in the folder are stale and go. */
@@ -80,19 +118,27 @@ object ModelRunners {
 
 /**
  * LiteRT's `CompiledModel` on the CPU with an XNNPACK weight cache (`CpuOptions.xnnPackWeightCachePath`,
- * LiteRT >= 2.0). Input and output buffers are made once per signature, at open: that is also
- * where a missing signature is caught. Not thread-safe: EdgeM3Embedder takes turns.
+ * LiteRT >= 2.0). At open every signature of the manifest is checked against the model (names,
+ * shapes, dtypes: a dtype LiteRT would silently reinterpret, TensorBuffer.readFloat reading any
+ * element type as float32), then input and output buffers are made once per signature.
+ * Not thread-safe: EdgeM3Embedder takes turns.
  */
-class CompiledModelRunner private constructor(private val model: CompiledModel) : LoadedModel {
+class CompiledModelRunner private constructor(private val where: String, private val model: CompiledModel) : LoadedModel {
     private class Io(val inputs: Map<String, TensorBuffer>, val outputs: Map<String, TensorBuffer>)
 
     private val io = HashMap<String, Io>()
+    private var closed = false
 
     override fun run(signature: Signature, inputIds: IntArray, attentionMask: IntArray): RawOutputs {
-        val buffers = io[signature.name] ?: throw EdgeM3Exception("no signature ${signature.name}")
-        for ((name, values) in ModelIo.inputs(signature, inputIds, attentionMask)) buffers.inputs.getValue(name).writeInt(values)
-        model.run(buffers.inputs, buffers.outputs, signature.name)
-        return ModelIo.outputs(signature) { buffers.outputs.getValue(it).readFloat() }
+        if (closed) throw EdgeM3ClosedException("$where: the model is closed")
+        val buffers = io[signature.name] ?: throw EdgeM3Exception("$where: no open signature ${signature.name}")
+        return try {
+            for ((name, values) in ModelIo.inputs(signature, inputIds, attentionMask)) buffers.inputs.getValue(name).writeInt(values)
+            model.run(buffers.inputs, buffers.outputs, signature.name)
+            ModelIo.outputs(signature) { buffers.outputs.getValue(it).readFloat() }
+        } catch (exc: LiteRtException) {
+            throw EdgeM3Exception("$where: ${signature.name}: ${exc.message}")
+        }
     }
 
     override fun close() {
@@ -102,35 +148,84 @@ class CompiledModelRunner private constructor(private val model: CompiledModel) 
         }
         io.clear()
         model.close()
+        closed = true
+    }
+
+    /**
+     * The model's own view of `s` (null: no such signature). LiteRT's Kotlin API (2.2.0) lists no
+     * tensor names per signature, so the tensors are looked up by the manifest's names and counted
+     * with createInput/OutputBuffers; a tensor the manifest does not name shows as [UNNAMED].
+     */
+    private fun modelView(s: Signature): Signature? {
+        fun count(make: () -> List<TensorBuffer>): Int = make().let { b -> b.forEach { it.close() }; b.size }
+        val inputs = try {
+            count { model.createInputBuffers(s.name) }
+        } catch (exc: LiteRtException) {
+            return null
+        }
+        val outputs = count { model.createOutputBuffers(s.name) }
+        fun specs(names: List<String>, n: Int, type: (String) -> TensorType): List<TensorSpec> {
+            val found = names.mapNotNull { name ->
+                try {
+                    val t = type(name)
+                    TensorSpec(name, t.layout?.dimensions?.toIntArray() ?: IntArray(0), dtypeName(t.elementType))
+                } catch (exc: LiteRtException) {
+                    null
+                }
+            }
+            return found + List(maxOf(0, n - found.size)) { TensorSpec(UNNAMED, IntArray(0), "?") }
+        }
+        return Signature(s.name, s.seqLen, specs(s.inputs.map { it.name }, inputs) { model.getInputTensorType(it, s.name) },
+            specs(s.outputs.map { it.name }, outputs) { model.getOutputTensorType(it, s.name) })
     }
 
     companion object {
-        fun open(modelFile: File, signatures: List<Signature>, threads: Int, cachePath: String): CompiledModelRunner {
+        /** How a tensor the manifest does not name appears in a mismatch message. */
+        const val UNNAMED = "(a tensor manifest.json does not name)"
+
+        /** LiteRT's element types in the manifest's spelling (TensorType.ElementType, LiteRT 2.2.0). */
+        fun dtypeName(t: TensorType.ElementType): String = when (t) {
+            TensorType.ElementType.INT -> "int32"
+            TensorType.ElementType.FLOAT -> "float32"
+            TensorType.ElementType.INT64 -> "int64"
+            TensorType.ElementType.INT8 -> "int8"
+            TensorType.ElementType.BOOLEAN -> "bool"
+        }
+
+        fun open(where: String, signatures: List<Signature>, threads: Int, cachePath: String,
+                 create: (CompiledModel.Options) -> CompiledModel): CompiledModelRunner = ModelRunners.withRuntime(where) {
             val options = CompiledModel.Options(Accelerator.CPU)
             options.cpuOptions = CompiledModel.CpuOptions(numThreads = threads, xnnPackWeightCachePath = cachePath)
-            val runner = CompiledModelRunner(CompiledModel.create(modelFile.path, options))
+            val runner = CompiledModelRunner(where, create(options))
             try {
+                val views = LinkedHashMap<String, Signature>()
                 for (s in signatures) {
-                    val names = s.outputs.map { it.name }
-                    runner.io[s.name] = try {
-                        Io(s.inputs.map { it.name }.associateWith { runner.model.createInputBuffer(it, s.name) },
-                            names.associateWith { runner.model.createOutputBuffer(it, s.name) })
-                    } catch (exc: LiteRtException) {
-                        throw EdgeM3Exception("${modelFile.name}: no signature ${s.name} with outputs $names (${exc.message})")
-                    }
+                    views[s.name] = runner.modelView(s) ?: throw EdgeM3ModelMismatchException("$where: no signature " +
+                        "${s.name} in the model; manifest.json and the model file disagree")
+                }
+                ModelIo.checkSignatures(where, signatures, views)
+                for (s in signatures) {
+                    runner.io[s.name] = Io(s.inputs.map { it.name }.associateWith { runner.model.createInputBuffer(it, s.name) },
+                        s.outputs.map { it.name }.associateWith { runner.model.createOutputBuffer(it, s.name) })
                 }
             } catch (exc: Exception) {
                 runner.close()
                 throw exc
             }
-            return runner
+            runner
         }
     }
 }
 
-/** A TFLite / LiteRT `Interpreter` (no weight cache): int32 in, float32 out, as flat native buffers. */
-class TfliteRunner(private val interpreter: Interpreter) : LoadedModel {
+/**
+ * A TFLite / LiteRT `Interpreter` (no weight cache): int32 in, float32 out, as flat native buffers.
+ * Every signature of the manifest is checked against the model's (names, shapes, dtypes) at open.
+ */
+class TfliteRunner(private val interpreter: Interpreter, private val where: String = "model") : LoadedModel {
+    private var closed = false
+
     override fun run(signature: Signature, inputIds: IntArray, attentionMask: IntArray): RawOutputs {
+        if (closed) throw EdgeM3ClosedException("$where: the model is closed")
         val inputs = ModelIo.inputs(signature, inputIds, attentionMask).mapValues { (_, v) ->
             val b = ByteBuffer.allocateDirect(4 * v.size).order(ByteOrder.nativeOrder())
             b.asIntBuffer().put(v)
@@ -139,7 +234,11 @@ class TfliteRunner(private val interpreter: Interpreter) : LoadedModel {
         val outputs = signature.outputs.associate { t ->
             t.name to ByteBuffer.allocateDirect(4 * ModelIo.elements(t.shape)).order(ByteOrder.nativeOrder())
         }
-        interpreter.runSignature(inputs, outputs, signature.name)
+        try {
+            interpreter.runSignature(inputs, outputs, signature.name)
+        } catch (exc: IllegalArgumentException) {
+            throw EdgeM3Exception("$where: ${signature.name}: ${exc.message}")
+        }
         return ModelIo.outputs(signature) { name ->
             val b = outputs.getValue(name)
             b.rewind()
@@ -147,20 +246,49 @@ class TfliteRunner(private val interpreter: Interpreter) : LoadedModel {
         }
     }
 
-    override fun close() = interpreter.close()
+    override fun close() {
+        if (!closed) interpreter.close()
+        closed = true
+    }
 
     companion object {
+        /** TF Lite's DataType in the manifest's spelling. */
+        fun dtypeName(t: DataType): String = when (t) {
+            DataType.FLOAT32 -> "float32"
+            DataType.INT32 -> "int32"
+            DataType.INT64 -> "int64"
+            DataType.INT8 -> "int8"
+            DataType.UINT8 -> "uint8"
+            DataType.INT16 -> "int16"
+            DataType.BOOL -> "bool"
+            DataType.STRING -> "string"
+        }
+
         /** A mapped model (a file, or an uncompressed APK asset) with XNNPACK and `threads` threads. */
         fun open(buffer: ByteBuffer, signatures: List<Signature>, where: String, threads: Int): TfliteRunner {
-            val interpreter = Interpreter(buffer, Interpreter.Options().setNumThreads(threads).setUseXNNPACK(true))
-            val keys = interpreter.signatureKeys.toSet()
-            for (s in signatures) {
-                if (!keys.contains(s.name)) {
-                    interpreter.close()
-                    throw EdgeM3Exception("$where: no signature ${s.name} (has $keys)")
+            val interpreter = ModelRunners.withRuntime(where) {
+                try {
+                    Interpreter(buffer, Interpreter.Options().setNumThreads(threads).setUseXNNPACK(true))
+                } catch (exc: IllegalArgumentException) {
+                    throw EdgeM3Exception("$where: not a model LiteRT can read (${exc.message})")
                 }
             }
-            return TfliteRunner(interpreter)
+            try {
+                val views = interpreter.signatureKeys.associate { k ->
+                    k to Signature(k, 0,
+                        interpreter.getSignatureInputs(k).map { n ->
+                            interpreter.getInputTensorFromSignature(n, k).let { TensorSpec(n, it.shape(), dtypeName(it.dataType())) }
+                        },
+                        interpreter.getSignatureOutputs(k).map { n ->
+                            interpreter.getOutputTensorFromSignature(n, k).let { TensorSpec(n, it.shape(), dtypeName(it.dataType())) }
+                        })
+                }
+                ModelIo.checkSignatures(where, signatures, views)
+            } catch (exc: Exception) {
+                interpreter.close()
+                throw exc
+            }
+            return TfliteRunner(interpreter, where)
         }
     }
 }

@@ -1,0 +1,53 @@
+// The stand-ins' native layer (CI only, not an Android or LiteRT API). The real classes load a
+// JNI library in their static initializer (LiteRT 2.2.0: `System.loadLibrary("litert_jni")` in
+// CompiledModel's / TensorBuffer's companion; TF Lite's Interpreter through TensorFlowLite.init()),
+// so on a machine without it the first use throws UnsatisfiedLinkError and every later use
+// NoClassDefFoundError. The stand-ins do exactly that unless a test installs a [StandInBackend]:
+// then the "native" side is the backend (jvm/AndroidCheck.kt: LiteRT's C API through JNA).
+@file:Suppress("unused")
+
+package edgem3.standin
+
+import java.nio.ByteBuffer
+
+/** One tensor of a model signature, as the runtime sees it: dtype is the manifest's spelling. */
+class StandInTensor(val name: String, val shape: IntArray, val dtype: String) {
+    /** Bytes per element of `dtype` (what the runtime allocates). */
+    val elementBytes: Int get() = when (dtype) {
+        "int64" -> 8
+        "int8", "uint8", "bool" -> 1
+        "int16" -> 2
+        else -> 4
+    }
+    val elements: Int get() = shape.fold(1) { a, b -> a * b }
+}
+
+class StandInSignature(val key: String, val inputs: List<StandInTensor>, val outputs: List<StandInTensor>)
+
+/** A model the backend could read: its signatures (model order) and a run on raw tensor bytes. */
+class StandInModel(
+    val signatures: List<StandInSignature>,
+    val run: (signature: String, inputs: Map<String, ByteArray>) -> Map<String, ByteArray>,
+    val close: () -> Unit = {}
+)
+
+/** Thrown by a backend for bytes that are not a model it can read. */
+class StandInUnreadable(message: String) : Exception(message)
+
+interface StandInBackend {
+    /** The model in `bytes` (a file's mapping or an asset's copy), or [StandInUnreadable]. */
+    fun open(bytes: ByteBuffer): StandInModel
+}
+
+object StandInRuntime {
+    @Volatile
+    var backend: StandInBackend? = null
+
+    /** What the real class initializer does: load the JNI library (none here unless a backend is installed). */
+    fun loadLibrary(name: String) {
+        if (backend == null) System.loadLibrary(name)
+    }
+
+    fun open(bytes: ByteBuffer): StandInModel =
+        (backend ?: throw UnsatisfiedLinkError("no stand-in backend")).open(bytes)
+}
