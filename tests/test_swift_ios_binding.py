@@ -182,7 +182,8 @@ def test_tflite_runner_bad_model(runner_check: Path, tiny_bundle: Path, tmp_path
     assert line.startswith(f"error {kind}:") and message in line, line
 
 
-def test_tflite_runner_closed_and_runtime_failure(runner_check: Path, tiny_bundle: Path, tmp_path: Path) -> None:
+def test_tflite_runner_closed_and_runtime_failure(runner_check: Path, tiny_bundle: Path,
+                                                  tmp_path: Path) -> None:
     """A closed runner, and a runtime that cannot create the interpreter: their own typed errors
     (a missing runtime library: LiteRtCRunnerTests, the desktop runner's XCTests)."""
     model = _describe(tiny_bundle)
@@ -192,3 +193,35 @@ def test_tflite_runner_closed_and_runtime_failure(runner_check: Path, tiny_bundl
                           timeout=120, env={k: v for k, v in os.environ.items() if k != STANDIN_ENV})
     line = _error(proc)
     assert line.startswith("error runtimeFailed:") and "Failed to create the interpreter" in line, line
+
+
+# Apple's required-reason API categories and the calls of each that a Swift source can make
+# ("Describing use of required reason API"), and the reason the kit declares for each it uses.
+REQUIRED_REASON_APIS = {
+    "NSPrivacyAccessedAPICategoryFileTimestamp": r"\b(creationDate|modificationDate|fileModificationDate|"
+                                                 r"contentModificationDateKey|creationDateKey|getattrlist\w*|"
+                                                 r"fgetattrlist|stat|fstat|fstatat|lstat)\b",
+    "NSPrivacyAccessedAPICategorySystemBootTime": r"\b(systemUptime|mach_absolute_time)\b",
+    "NSPrivacyAccessedAPICategoryDiskSpace": r"\b(volumeAvailableCapacity\w*|volumeTotalCapacityKey|"
+                                             r"systemFreeSize|systemSize|statfs|statvfs|fstatfs|fstatvfs)\b",
+    "NSPrivacyAccessedAPICategoryActiveKeyboards": r"\bactiveInputModes\b",
+    "NSPrivacyAccessedAPICategoryUserDefaults": r"\b(UserDefaults|NSUserDefaults)\b",
+}
+REASONS = {"NSPrivacyAccessedAPICategoryFileTimestamp": ["C617.1"]}  # files inside the app's container
+
+
+def test_privacy_manifest_declares_every_required_reason_api() -> None:
+    """PrivacyInfo.xcprivacy, a resource of the EdgeM3 target, declares exactly the required-reason
+    API categories the library's sources call, with their reasons; no tracking, nothing collected."""
+    import plistlib
+    import re
+
+    manifest = plistlib.loads((SOURCES / "PrivacyInfo.xcprivacy").read_bytes())
+    code = "\n".join(re.sub(r"//[^\n]*", "", p.read_text(encoding="utf-8")) for p in SOURCES.rglob("*.swift"))
+    used = {category for category, pattern in REQUIRED_REASON_APIS.items() if re.search(pattern, code)}
+    declared = {e["NSPrivacyAccessedAPIType"]: e["NSPrivacyAccessedAPITypeReasons"]
+                for e in manifest["NSPrivacyAccessedAPITypes"]}
+    assert set(declared) == used, (sorted(declared), sorted(used))
+    assert declared == {k: REASONS[k] for k in used}
+    assert manifest["NSPrivacyTracking"] is False and manifest["NSPrivacyCollectedDataTypes"] == []
+    assert 'resources: [.copy("PrivacyInfo.xcprivacy")]' in (IOS / "Package.swift").read_text(encoding="utf-8")
