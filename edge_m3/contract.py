@@ -71,6 +71,16 @@ WEIGHT_CACHE_SUFFIX = ".xnnpack_cache"
 # reuse a stale file for a changed model or a runtime that packs differently.
 WEIGHT_CACHE_KEY_CHARS = 16
 
+# The kits' typed errors (Swift: `EdgeM3Error.kind`, generated): one kind per way a bundle, a
+# runner or a runtime refuses, each with one line of message besides.
+KIT_ERROR_KINDS = {
+    "invalid_input": "Bad input or a bad bundle: a manifest, a file, a text, an option.",
+    "signature_mismatch": "The model file's signatures differ from manifest.json (a name, shape or dtype).",
+    "runner_closed": "The runner was closed.",
+    "runtime_missing": "No model runtime: the library is missing, not a library, or lacks the API.",
+    "runtime_failed": "The runtime refused: it could not read, compile or run the model.",
+}
+
 
 def weight_cache_name(model_sha256: str, runtime_key: str) -> str:
     """`<sha256[:16]>-<runtime key>.xnnpack_cache`: one file per model content and runtime build."""

@@ -1,11 +1,12 @@
-// swift-tools-version:5.9
+// swift-tools-version:6.1
 // The iOS kit as a Swift package: the platform-independent core (Foundation only) and its tests.
+// Swift 6 language mode (complete concurrency checking); every type is `nonisolated`, so the
+// sources also compile inside an app target whose default isolation is MainActor (Xcode 26's
+// default for new apps). Swift 6.1 or later: `nonisolated` on a type needs it (Xcode 16.3+).
 // No dependency: the TensorFlow Lite runner (TFLiteRunner.swift) compiles only where the app
 // target provides the TensorFlowLite module (README: "Adding the kit to an app"); the desktop
-// runner (LiteRtCRunner.swift) opens LiteRT's C library at run time (dlopen), so nothing links it.
+// runner (LiteRtCRunner.swift, macOS and Linux only) opens LiteRT's C library at run time (dlopen).
 import PackageDescription
-
-let strict: [SwiftSetting] = [.enableUpcomingFeature("StrictConcurrency")]
 
 let package = Package(
     name: "EdgeM3",
@@ -17,17 +18,15 @@ let package = Package(
         .executable(name: "edge-m3-embed", targets: ["EdgeM3Embed"]),
     ],
     targets: [
-        .target(name: "EdgeM3", path: "Sources/EdgeM3", swiftSettings: strict),
+        // The privacy manifest (required-reason APIs the kit calls) ships inside the library's bundle.
+        .target(name: "EdgeM3", path: "Sources/EdgeM3", resources: [.copy("PrivacyInfo.xcprivacy")]),
         // The tokenizer on the command line (tools/kit/kit_tokenize.sh swift, tests/test_kit_tokenizer.py).
-        .executableTarget(name: "EdgeM3Tokenize", dependencies: ["EdgeM3"], path: "Sources/EdgeM3Tokenize",
-                          swiftSettings: strict),
+        .executableTarget(name: "EdgeM3Tokenize", dependencies: ["EdgeM3"], path: "Sources/EdgeM3Tokenize"),
         // Scores and index search on the command line (tests/test_kit_retrieval.py, tools/bench).
-        .executableTarget(name: "EdgeM3Retrieval", dependencies: ["EdgeM3"], path: "Sources/EdgeM3Retrieval",
-                          swiftSettings: strict),
+        .executableTarget(name: "EdgeM3Retrieval", dependencies: ["EdgeM3"], path: "Sources/EdgeM3Retrieval"),
         // The whole pipeline live on LiteRT's C API (tools/kit/kit_embed.sh swift, tools/bench/bench_kits.py).
-        .executableTarget(name: "EdgeM3Embed", dependencies: ["EdgeM3"], path: "Sources/EdgeM3Embed",
-                          swiftSettings: strict),
-        .testTarget(name: "EdgeM3Tests", dependencies: ["EdgeM3"], path: "Tests/EdgeM3Tests",
-                    swiftSettings: strict),
-    ]
+        .executableTarget(name: "EdgeM3Embed", dependencies: ["EdgeM3"], path: "Sources/EdgeM3Embed"),
+        .testTarget(name: "EdgeM3Tests", dependencies: ["EdgeM3"], path: "Tests/EdgeM3Tests"),
+    ],
+    swiftLanguageModes: [.v6]
 )

@@ -109,7 +109,8 @@ def kotlin() -> str:
 
 def swift() -> str:
     lines = [f"// {HEADER}", "", "/// The bundle contract shared with the Python builder and the Kotlin kit.",
-             "public enum EdgeM3Contract {", f"    public static let schemaVersion = {c.SCHEMA_VERSION}"]
+             "nonisolated public enum EdgeM3Contract {",
+             f"    public static let schemaVersion = {c.SCHEMA_VERSION}"]
     lines += [f"    public static let {_camel(k)} = {_q(v)}" for k, v in STRINGS.items()]
     lines += [f"    public static let {_camel(k)} = {v}" for k, v in INTS.items()]
     lines += [f"    public static let {_camel(k)}: [String] = [{', '.join(map(_q, v))}]"
@@ -133,10 +134,15 @@ def swift() -> str:
               "    }", "}", "",
               "/// Live outputs vs golden.json on a device: the same file on another CPU differs by kernel",
               "/// rounding only (ids, signature and post-processing always compare exactly).",
-              "public struct Tolerance: Hashable, Sendable {", "    public var denseCosineMin: Double",
+              "nonisolated public struct Tolerance: Hashable, Sendable {",
+              "    public var denseCosineMin: Double",
               "    public var maxAbs: Float", "",
               "    public init(denseCosineMin: Double, maxAbs: Float) {",
-              "        self.denseCosineMin = denseCosineMin", "        self.maxAbs = maxAbs", "    }", "}", ""]
+              "        self.denseCosineMin = denseCosineMin", "        self.maxAbs = maxAbs", "    }", "}", "",
+              "/// What went wrong, for a caller to branch on (`EdgeM3Error.kind`; contract.KIT_ERROR_KINDS).",
+              "nonisolated public enum EdgeM3ErrorKind: String, CaseIterable, Hashable, Sendable {"]
+    lines += [f"    /// {doc}\n    case {_camel(k.upper())} = {_q(k)}" for k, doc in c.KIT_ERROR_KINDS.items()]
+    lines += ["}", ""]
     return "\n".join(lines)
 
 

@@ -132,7 +132,7 @@ def swift_source() -> str:
     ws = ", ".join(map(_lit, whitespace()))
     sp = ", ".join(f'("{k}", "{v}")' for k, v in default_special_tokens().items())
     return "\n".join([
-        f"// {_HEADER}", "", f"/// {_DOCS['title']}", "enum TokenizerTables {",
+        f"// {_HEADER}", "", f"/// {_DOCS['title']}", "nonisolated enum TokenizerTables {",
         *(_swift_constant(name, value) for name, value in constants().items()),
         f"    /// {_DOCS['whitespace']}", f"    static let whitespace: [UInt32] = [{ws}]",
         f"    /// {_DOCS['special']}", f"    static let defaultSpecialTokens: [(String, String)] = [{sp}]",

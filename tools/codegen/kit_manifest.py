@@ -195,7 +195,7 @@ def swift_manifest(header: str) -> str:
     for t in TYPES:
         hook_prop, _, hook = (t.init_hook or ":").partition(":")
         throws = " throws" if hook else ""
-        out += [f"/// {t.doc}", f"public struct {t.name}: Codable, Hashable, Sendable {{"]
+        out += [f"/// {t.doc}", f"nonisolated public struct {t.name}: Codable, Hashable, Sendable {{"]
         for f in t.fields:
             if f.doc:
                 out.append(f"    /// {f.doc}")
@@ -241,5 +241,5 @@ def swift_manifest(header: str) -> str:
                 out.append(f"        try c.encode({f.prop}, forKey: .{f.prop})")
         out += ["    }", "}", ""]
     out += ['/// `{"file": ...}`: how the manifest names a side file (`tokenizer.vocab_map`).',
-            "struct FileRef: Codable { var file: String }", ""]
+            "nonisolated struct FileRef: Codable { var file: String }", ""]
     return "\n".join(out)

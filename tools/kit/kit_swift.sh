@@ -9,7 +9,7 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 product=${1:?usage: tools/kit/kit_swift.sh PRODUCT}
 swift=$(command -v swift || echo /opt/swift/usr/bin/swift)
-[ -x "$swift" ] || { echo "$product: swift not found (a Swift 5.9+ toolchain)" >&2; exit 2; }
+[ -x "$swift" ] || { echo "$product: swift not found (a Swift 6.1+ toolchain)" >&2; exit 2; }
 scratch=$root/build/kit_swift
 if ! log=$("$swift" build -c release --package-path "$root/ios_assets" --scratch-path "$scratch" \
              --product "$product" 2>&1); then

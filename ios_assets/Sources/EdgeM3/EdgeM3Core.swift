@@ -9,7 +9,7 @@ import Foundation
 // names and tolerances: EdgeM3Contract.swift, generated from edge_m3/contract.py.
 
 /// One text's ids (original vocabulary, truncated, unpadded) and the signature that runs them.
-public struct Encoded: Hashable, Sendable {
+nonisolated public struct Encoded: Hashable, Sendable {
     public var inputIds: [Int]
     public var signature: Signature
 
@@ -20,7 +20,7 @@ public struct Encoded: Hashable, Sendable {
 }
 
 /// FlagEmbedding's outputs for one text, plus the ids and the signature used.
-public struct Embedding: Hashable, Sendable {
+nonisolated public struct Embedding: Hashable, Sendable {
     public var inputIds: [Int]
     public var signature: String
     public var seqLen: Int
@@ -43,7 +43,7 @@ public struct Embedding: Hashable, Sendable {
 }
 
 /// Steps 1-5 for one bundle: value type, safe to share; the model itself runs in a `ModelRunner`.
-public struct Pipeline: Hashable, Sendable {
+nonisolated public struct Pipeline: Hashable, Sendable {
     public let manifest: Manifest
     public let model: ModelEntry
     /// The trimmed vocabulary's row map; nil: model rows are the ids themselves.

@@ -8,7 +8,7 @@ import Foundation
 /// every call runs on the embedder's own serial queue: share one instance freely, callers
 /// queue; `await embed(_:)` waits without blocking a thread of Swift's cooperative pool.
 /// For parallel throughput create one embedder per worker (they share the mapped model pages).
-public final class EdgeM3Embedder: @unchecked Sendable {  // mutable state only on `queue`
+nonisolated public final class EdgeM3Embedder: @unchecked Sendable {  // mutable state only on `queue`
     /// Where `make build` (edge_m3.bundle.copy_to_kits) puts the bundle: ios_assets/EdgeM3Resources.
     /// Add that folder to the app target as a folder reference (blue folder) so its files keep their names.
     public static let resourceFolder = EdgeM3Contract.resourceFolder

@@ -7,7 +7,7 @@ import Foundation  // mmap, open, fstat: Foundation brings Darwin / Glibc along
 ///
 /// Immutable after `init`, so safe to share between threads. Blocking: open it off the main
 /// thread (the SHA-256 of every file is read once unless `verifySHA256` is false).
-public final class EdgeM3Index: @unchecked Sendable {
+nonisolated public final class EdgeM3Index: @unchecked Sendable {
     /// One search result: the passage's row (see `ids`) and its score.
     public struct Hit: Hashable, Sendable {
         public let row: Int
@@ -375,7 +375,7 @@ public final class EdgeM3Index: @unchecked Sendable {
 /// Four rows at a time: each dot is still one sequential float64 sum (Score arithmetic), the
 /// same bits, but four independent chains keep the CPU's adders busy.
 @inline(__always)
-private func rowDots<T>(_ q: UnsafePointer<Float>, _ x: UnsafePointer<T>, _ d: Int, _ from: Int, _ to: Int,
+nonisolated private func rowDots<T>(_ q: UnsafePointer<Float>, _ x: UnsafePointer<T>, _ d: Int, _ from: Int, _ to: Int,
                         _ widen: (T) -> Double, _ emit: (Int, Double) -> Void) {
     var r = from
     while r + 4 <= to {
@@ -405,7 +405,7 @@ private func rowDots<T>(_ q: UnsafePointer<Float>, _ x: UnsafePointer<T>, _ d: I
 
 /// float16 bits -> Float (exact), a table so the ColBERT loop stays one load per value (and works
 /// where Swift has no `Float16`, e.g. macOS on Intel).
-private let halfTable: [Float] = (0..<65536).map { h in
+nonisolated private let halfTable: [Float] = (0..<65536).map { h in
     let sign: Float = h & 0x8000 != 0 ? -1 : 1
     let exp = (h >> 10) & 0x1f, mant = h & 0x3ff
     switch exp {
@@ -416,7 +416,7 @@ private let halfTable: [Float] = (0..<65536).map { h in
 }
 
 /// A file memory-mapped read-only for the life of the object (an empty file maps to nothing).
-final class MappedFile: @unchecked Sendable {
+nonisolated final class MappedFile: @unchecked Sendable {
     let url: URL
     let size: Int
     let base: UnsafeRawPointer?

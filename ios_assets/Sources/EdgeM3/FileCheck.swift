@@ -5,7 +5,7 @@ import CryptoKit
 
 /// The bundle's files against manifest.json's `files` entries: size always, SHA-256 once per
 /// file version (the 584.5 MB int8 model costs seconds to hash; see README "Integrity").
-public enum FileCheck {
+nonisolated public enum FileCheck {
     /// Lowercase hex SHA-256 of a file, streamed in 1 MiB chunks (no whole-file copy in memory).
     public static func sha256(of url: URL) throws -> String {
         let handle = try FileHandle(forReadingFrom: url)
@@ -44,7 +44,7 @@ public enum FileCheck {
 
 /// A UTF-8 text file's lines, split on "\n" only (a Swift Character would keep "\r\n" together),
 /// as Python's `edge-m3 embed --texts` and the kits' command-line tools read them.
-public func textLines(ofFile path: String) throws -> [String] {
+nonisolated public func textLines(ofFile path: String) throws -> [String] {
     guard let data = FileManager.default.contents(atPath: path) else { throw EdgeM3Error("\(path): not found") }
     guard String(data: data, encoding: .utf8) != nil else { throw EdgeM3Error("\(path): not valid UTF-8") }
     let bytes = [UInt8](data)
@@ -56,7 +56,7 @@ public func textLines(ofFile path: String) throws -> [String] {
 
 #if canImport(CryptoKit)
 /// CryptoKit's SHA-256 (hardware-accelerated on Apple CPUs).
-struct StreamingSHA256 {
+nonisolated struct StreamingSHA256 {
     private var hasher = CryptoKit.SHA256()
 
     mutating func update(_ bytes: UnsafeRawBufferPointer) { hasher.update(bufferPointer: bytes) }
@@ -66,7 +66,7 @@ struct StreamingSHA256 {
 #else
 /// FIPS 180-4 SHA-256 for platforms without CryptoKit (Linux CI); checked against the standard's
 /// test vectors and against manifest.json hashes written by Python's hashlib.
-struct StreamingSHA256 {
+nonisolated struct StreamingSHA256 {
     private var state: (UInt32, UInt32, UInt32, UInt32, UInt32, UInt32, UInt32, UInt32) =
         (0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a, 0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19)
     private var pending = [UInt8]()  // < 64 bytes not yet hashed
@@ -137,10 +137,10 @@ struct StreamingSHA256 {
     }
 }
 
-@inline(__always) private func rotr(_ x: UInt32, _ n: UInt32) -> UInt32 { x >> n | x << (32 - n) }
+@inline(__always) nonisolated private func rotr(_ x: UInt32, _ n: UInt32) -> UInt32 { x >> n | x << (32 - n) }
 #endif
 
-private func hex(_ byte: UInt8) -> String {
+nonisolated private func hex(_ byte: UInt8) -> String {
     let digits = Array("0123456789abcdef")
     return String([digits[Int(byte >> 4)], digits[Int(byte & 15)]])
 }

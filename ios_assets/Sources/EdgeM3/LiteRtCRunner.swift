@@ -3,6 +3,10 @@
 // function types declared here (no LiteRT headers in the kit). The same runtime is what
 // Android's LiteRT CompiledModel wraps; CI runs golden.json through it (tests/test_swift_kit.py).
 // Names, inputs and outputs go through SignatureBinding (ModelRunner.swift), as on a phone.
+// Desktop only: on iOS, tvOS, watchOS, visionOS (and Mac Catalyst) this file compiles to nothing,
+// whether the app takes the kit as a package or copies its sources (dlopen of a library outside
+// the app is not allowed there; README "Adding the kit to an app").
+#if os(macOS) || os(Linux)
 #if canImport(Darwin)
 import Darwin
 #elseif canImport(Glibc)
@@ -13,7 +17,7 @@ import Foundation
 /// LiteRT's C API in one shared library, opened with `dlopen` (never closed: the process keeps it).
 /// The function types follow litert/c/litert_*.h (LiteRT 2.x): handles are opaque pointers,
 /// `LiteRtParamIndex` is `size_t`, statuses are `int` (0: ok).
-public final class LiteRtLibrary: @unchecked Sendable {  // immutable after init
+nonisolated public final class LiteRtLibrary: @unchecked Sendable {  // immutable after init
     public let path: String
 
     typealias Handle = OpaquePointer
@@ -52,15 +56,16 @@ public final class LiteRtLibrary: @unchecked Sendable {  // immutable after init
     /// Opens `path`; one line when it is not there, not a library, or not LiteRT's C API.
     public init(path: String) throws {
         guard FileManager.default.fileExists(atPath: path) else {
-            throw EdgeM3Error("\(path): no such LiteRT library (libLiteRt.so / libLiteRt.dylib of the ai-edge-litert wheel)")
+            throw EdgeM3Error("\(path): no such LiteRT library (libLiteRt.so / libLiteRt.dylib of the ai-edge-litert wheel)",
+                              kind: .runtimeMissing)
         }
         guard let handle = dlopen(path, RTLD_NOW | RTLD_LOCAL) else {
             let reason = dlerror().map { String(cString: $0) } ?? "dlopen failed"
-            throw EdgeM3Error("\(path): cannot load it as a library (\(reason))")
+            throw EdgeM3Error("\(path): cannot load it as a library (\(reason))", kind: .runtimeMissing)
         }
         func symbol<T>(_ name: String) throws -> T {
             guard let p = dlsym(handle, name) else {
-                throw EdgeM3Error("\(path): not LiteRT's C API 2.x (no \(name))")
+                throw EdgeM3Error("\(path): not LiteRT's C API 2.x (no \(name))", kind: .runtimeMissing)
             }
             return unsafeBitCast(p, to: T.self)
         }
@@ -106,14 +111,14 @@ public final class LiteRtLibrary: @unchecked Sendable {  // immutable after init
         let names = [1: "invalid argument", 2: "memory allocation failure", 3: "runtime failure",
                      4: "missing input tensor", 5: "unsupported", 6: "not found", 7: "timeout expired",
                      8: "wrong version", 9: "unknown", 10: "already exists"]
-        throw EdgeM3Error("LiteRT \(call()): status \(status) (\(names[Int(status)] ?? "error"))")
+        throw EdgeM3Error("LiteRT \(call()): status \(status) (\(names[Int(status)] ?? "error"))", kind: .runtimeFailed)
     }
 }
 
 /// `LiteRtRankedTensorType` (litert_model_types.h, 72 bytes on 64-bit): element type (int32 enum,
 /// TfLiteType's values), then `LiteRtLayout`: rank in the low 7 bits of a 32-bit bitfield word,
 /// `int32_t dimensions[8]`, `uint32_t strides[8]`. Read from the bytes the library wrote.
-struct RankedTensorType {
+nonisolated struct RankedTensorType {
     static let size = 72
     static let maxRank = 8
     var bytes = [UInt8](repeating: 0, count: 128)  // room to spare: the library writes `size`
@@ -140,7 +145,7 @@ struct RankedTensorType {
 /// the model's own at open time (a model whose signatures differ from the manifest is refused),
 /// one set of host-memory buffers per signature, made once and reused. Not thread-safe:
 /// `EdgeM3Embedder` serialises calls.
-public final class LiteRtCRunner: ModelRunner {
+nonisolated public final class LiteRtCRunner: ModelRunner {
     public let library: LiteRtLibrary
     public let threads: Int
     /// The model file's signature keys, in its order.
@@ -254,6 +259,7 @@ public final class LiteRtCRunner: ModelRunner {
     }
 
     public func run(_ signature: Signature, inputIds: [Int32], attentionMask: [Int32]) throws -> RawOutputs {
+        if compiled == nil { throw EdgeM3Error("LiteRtCRunner: closed", kind: .runnerClosed) }
         guard var slot = slots[signature.name] else {
             throw EdgeM3Error("\(signature.name): not a signature of this runner (has \(slots.keys.sorted()))")
         }
@@ -275,6 +281,9 @@ public final class LiteRtCRunner: ModelRunner {
         }
     }
 
+    /// Frees the model and its buffers now; a later `run` throws `.runnerClosed`.
+    public func close() { release() }
+
     private func release() {
         for slot in slots.values { (slot.inputs + slot.outputs).forEach(library.destroyTensorBuffer) }
         slots = [:]
@@ -290,7 +299,7 @@ public final class LiteRtCRunner: ModelRunner {
     deinit { release() }
 }
 
-extension EdgeM3Embedder {
+nonisolated extension EdgeM3Embedder {
     /// A bundle folder on LiteRT's C API (`library`: LiteRtLibrary of the ai-edge-litert wheel):
     /// the same checks as the app's `init(directory:)` (the model file's size and SHA-256 among
     /// them, before LiteRT reads it), the model on `LiteRtCRunner`.
@@ -302,3 +311,4 @@ extension EdgeM3Embedder {
         self.init(pipeline: opened.pipeline, tokenizer: opened.tokenizer, runner: runner)
     }
 }
+#endif  // os(macOS) || os(Linux)

@@ -4,7 +4,7 @@
 import Foundation
 
 /// The five special tokens' ids: all required (EdgeM3Contract.SPECIAL_KEYS).
-public struct SpecialIds: Codable, Hashable, Sendable {
+nonisolated public struct SpecialIds: Codable, Hashable, Sendable {
     public var bos: Int
     public var pad: Int
     public var eos: Int
@@ -48,7 +48,7 @@ public struct SpecialIds: Codable, Hashable, Sendable {
 }
 
 /// The manifest's `tokenizer` entry: what XlmrTokenizer needs besides sentencepiece.bpe.model.
-public struct TokenizerSpec: Codable, Hashable, Sendable {
+nonisolated public struct TokenizerSpec: Codable, Hashable, Sendable {
     public var file: String
     public var special: SpecialIds
     /// The strings the reference turns into special ids wherever the text holds them; absent or null: XLM-R's (as edge_m3/contract.py).
@@ -104,7 +104,7 @@ public struct TokenizerSpec: Codable, Hashable, Sendable {
 }
 
 /// One input or output of a signature, as the interpreter reports it.
-public struct TensorSpec: Codable, Hashable, Sendable {
+nonisolated public struct TensorSpec: Codable, Hashable, Sendable {
     public var name: String
     public var shape: [Int]
     public var dtype: String
@@ -138,7 +138,7 @@ public struct TensorSpec: Codable, Hashable, Sendable {
 }
 
 /// One fixed-length entry point of the model (`embed_<L>`).
-public struct Signature: Codable, Hashable, Sendable {
+nonisolated public struct Signature: Codable, Hashable, Sendable {
     public var name: String
     public var seqLen: Int
     public var inputs: [TensorSpec]
@@ -177,7 +177,7 @@ public struct Signature: Codable, Hashable, Sendable {
 }
 
 /// One model file of the bundle; its signatures sorted by length, never empty.
-public struct ModelEntry: Codable, Hashable, Sendable {
+nonisolated public struct ModelEntry: Codable, Hashable, Sendable {
     public let format: String
     public let file: String
     public let quant: String
@@ -216,7 +216,7 @@ public struct ModelEntry: Codable, Hashable, Sendable {
 }
 
 /// A shipped file's SHA-256 (lowercase hex) and size in bytes.
-public struct FileEntry: Codable, Hashable, Sendable {
+nonisolated public struct FileEntry: Codable, Hashable, Sendable {
     public var sha256: String
     public var size: Int64
 
@@ -245,7 +245,7 @@ public struct FileEntry: Codable, Hashable, Sendable {
 }
 
 /// manifest.json: the fields the kit reads (others, e.g. `source` or `ops`, are ignored).
-public struct Manifest: Codable, Hashable, Sendable {
+nonisolated public struct Manifest: Codable, Hashable, Sendable {
     public let schemaVersion: Int
     public let quant: String
     public let hiddenSize: Int
@@ -304,4 +304,4 @@ public struct Manifest: Codable, Hashable, Sendable {
 }
 
 /// `{"file": ...}`: how the manifest names a side file (`tokenizer.vocab_map`).
-struct FileRef: Codable { var file: String }
+nonisolated struct FileRef: Codable { var file: String }

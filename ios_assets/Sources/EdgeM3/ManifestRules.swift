@@ -5,15 +5,20 @@ import Foundation
 // Also vocab_map.json (VocabMap) and the JSON decoding with errors that name the field.
 // android_assets/.../ManifestRules.kt is the same for the Kotlin kit.
 
-/// A bundle or input that breaks the contract; the message names the file or field, and for a
-/// text the kit refuses it is the Python pipeline's (e.g. a lone surrogate).
-public struct EdgeM3Error: Error, CustomStringConvertible, Equatable, Sendable {
+/// Every error the kit throws: `kind` to branch on (EdgeM3ErrorKind, generated from
+/// edge_m3/contract.py), `message` one line naming the file, field, signature or call; for a text
+/// the kit refuses it is the Python pipeline's (e.g. a lone surrogate).
+nonisolated public struct EdgeM3Error: Error, CustomStringConvertible, Equatable, Sendable {
+    public let kind: EdgeM3ErrorKind
     public let message: String
-    public init(_ message: String) { self.message = message }
+    public init(_ message: String, kind: EdgeM3ErrorKind = .invalidInput) {
+        self.kind = kind
+        self.message = message
+    }
     public var description: String { message }
 }
 
-extension SpecialIds {
+nonisolated extension SpecialIds {
     /// The id of a special token by its manifest key (`bos`, `pad`, `eos`, `unk`, `mask`).
     public subscript(key: String) -> Int? {
         switch key {
@@ -33,14 +38,14 @@ extension SpecialIds {
     public var skippedInLexicalWeights: Set<Int> { Set(EdgeM3Contract.lexicalSkipKeys.compactMap { self[$0] }) }
 }
 
-extension TokenizerSpec {
+nonisolated extension TokenizerSpec {
     /// XLM-R's special-token strings: `<s>`, `<pad>`, `</s>`, `<unk>`, `<mask>`.
     public static let xlmrSpecialTokens = Dictionary(uniqueKeysWithValues: TokenizerTables.defaultSpecialTokens)
 }
 
 /// `special_tokens`: absent or null gives XLM-R's strings; present, every key is required (as
 /// edge_m3/contract.py).
-func checkedSpecialTokens(_ tokens: [String: String]?, at path: [CodingKey]) throws -> [String: String] {
+nonisolated func checkedSpecialTokens(_ tokens: [String: String]?, at path: [CodingKey]) throws -> [String: String] {
     let tokens = tokens ?? TokenizerSpec.xlmrSpecialTokens
     for key in EdgeM3Contract.specialKeys where tokens[key] == nil {
         throw DecodingError.keyNotFound(AnyKey(stringValue: key), DecodingError.Context(
@@ -49,19 +54,19 @@ func checkedSpecialTokens(_ tokens: [String: String]?, at path: [CodingKey]) thr
     return tokens
 }
 
-private struct AnyKey: CodingKey {
+nonisolated private struct AnyKey: CodingKey {
     var stringValue: String
     var intValue: Int? { nil }
     init(stringValue: String) { self.stringValue = stringValue }
     init?(intValue: Int) { nil }
 }
 
-extension Signature {
+nonisolated extension Signature {
     public func output(named name: String) -> TensorSpec? { outputs.first { $0.name == name } }
 }
 
 /// A model's signatures: at least one, each with room for <s> and </s>, sorted by length.
-func checkedSignatures(_ signatures: [Signature], file: String) throws -> [Signature] {
+nonisolated func checkedSignatures(_ signatures: [Signature], file: String) throws -> [Signature] {
     if signatures.isEmpty { throw EdgeM3Error("manifest.json: \(file) has no signatures") }
     if let s = signatures.first(where: { $0.seqLen < 2 }) {
         throw EdgeM3Error("manifest.json: \(file) signature \(s.name): seq_len \(s.seqLen) < 2 (no room for <s> and </s>)")
@@ -69,7 +74,7 @@ func checkedSignatures(_ signatures: [Signature], file: String) throws -> [Signa
     return signatures.sorted { $0.seqLen < $1.seqLen }
 }
 
-extension ModelEntry {
+nonisolated extension ModelEntry {
     public func signature(named name: String) throws -> Signature {
         guard let s = signatures.first(where: { $0.name == name }) else {
             throw EdgeM3Error("manifest.json: \(file) has no signature \(name)")
@@ -86,14 +91,14 @@ extension ModelEntry {
 }
 
 /// `schema_version` must be the one this kit was generated for.
-func checkedSchemaVersion(_ version: Int) throws -> Int {
+nonisolated func checkedSchemaVersion(_ version: Int) throws -> Int {
     if version != EdgeM3Contract.schemaVersion {
         throw EdgeM3Error("manifest.json: schema_version \(version), this kit reads \(EdgeM3Contract.schemaVersion)")
     }
     return version
 }
 
-extension Manifest {
+nonisolated extension Manifest {
     /// Reads and checks manifest.json; errors name the field.
     public init(contentsOf url: URL) throws {
         self = try decodeJSON(Manifest.self, from: Data(contentsOf: url), file: EdgeM3Contract.manifest)
@@ -109,7 +114,7 @@ extension Manifest {
 }
 
 /// Original id -> row of a trimmed embedding table (vocab_map.json `kept_ids`, sorted and unique).
-public struct VocabMap: Codable, Hashable, Sendable {
+nonisolated public struct VocabMap: Codable, Hashable, Sendable {
     public let keptIds: [Int]
 
     enum CodingKeys: String, CodingKey { case keptIds = "kept_ids" }
@@ -146,7 +151,7 @@ public struct VocabMap: Codable, Hashable, Sendable {
 }
 
 /// JSONDecoder with errors that name the file and the field path instead of Foundation's dumps.
-func decodeJSON<T: Decodable>(_ type: T.Type, from data: Data, file: String) throws -> T {
+nonisolated func decodeJSON<T: Decodable>(_ type: T.Type, from data: Data, file: String) throws -> T {
     do {
         return try JSONDecoder().decode(type, from: data)
     } catch let error as DecodingError {

@@ -8,12 +8,12 @@ import Foundation
 // The Kotlin kit's ModelRunner.kt mirrors this file.
 
 /// Runs one signature on `[1, L]` int32 ids and mask (a model runtime, or a replay in tests).
-public protocol ModelRunner {
+nonisolated public protocol ModelRunner {
     func run(_ signature: Signature, inputIds: [Int32], attentionMask: [Int32]) throws -> RawOutputs
 }
 
 /// A signature's outputs without the batch axis: `[H]`, `[L]`, `[L-1][H]`; nil for a head not exported.
-public struct RawOutputs: Hashable, Sendable {
+nonisolated public struct RawOutputs: Hashable, Sendable {
     public var denseVecs: [Float]?
     public var sparseWeights: [Float]?
     public var colbertVecs: [[Float]]?
@@ -28,7 +28,7 @@ public struct RawOutputs: Hashable, Sendable {
 /// A manifest signature bound to the model file's own tensors of that signature. Made once per
 /// signature by a runner; `init` refuses a model whose signature differs from the manifest (a
 /// missing or extra input, a missing output, another shape or type) with one line naming both.
-public struct SignatureBinding: Hashable, Sendable {
+nonisolated public struct SignatureBinding: Hashable, Sendable {
     public let signature: Signature
     /// The model's inputs and outputs as the runtime reports them from the file (dtype: the
     /// manifest's names, "int32", "float32"), in the model's order (the order a runtime takes buffers in).
@@ -41,7 +41,7 @@ public struct SignatureBinding: Hashable, Sendable {
     /// `file`: the model file, for the message.
     public init(_ signature: Signature, inputs: [TensorSpec], outputs: [TensorSpec], file: String) throws {
         func differs(_ what: String) -> EdgeM3Error {
-            EdgeM3Error("\(file): signature \(signature.name) differs from manifest.json: \(what)")
+            EdgeM3Error("\(file): signature \(signature.name) differs from manifest.json: \(what)", kind: .signatureMismatch)
         }
         let want = [1, signature.seqLen]
         if Set(inputs.map(\.name)) != Self.inputNames || inputs.count != 2 {
@@ -99,16 +99,22 @@ public struct SignatureBinding: Hashable, Sendable {
                           sparseWeights: try flat(EdgeM3Contract.sparseWeights)?.values, colbertVecs: colbert)
     }
 
+    /// Refuses a model `file` (`keys`: its signature keys) that lacks one of the manifest's `signatures`.
+    public static func requireSignatures(_ signatures: [Signature], file: String, keys: [String]) throws {
+        if let missing = signatures.first(where: { !keys.contains($0.name) }) {
+            throw EdgeM3Error("\(file): no signature \(missing.name) as manifest.json says (has \(keys))",
+                              kind: .signatureMismatch)
+        }
+    }
+
     /// Every manifest signature of `model` bound to the runtime's view of the file (`keys`: the
     /// model's signature keys; `tensors(key)`: its inputs and outputs). One error for the first
     /// signature that is missing or differs.
     public static func bind(_ model: ModelEntry, keys: [String],
                             tensors: (String) throws -> (inputs: [TensorSpec], outputs: [TensorSpec])) throws -> [String: SignatureBinding] {
+        try requireSignatures(model.signatures, file: model.file, keys: keys)
         var out = [String: SignatureBinding]()
         for s in model.signatures {
-            guard keys.contains(s.name) else {
-                throw EdgeM3Error("\(model.file): no signature \(s.name) as manifest.json says (has \(keys))")
-            }
             let (inputs, outputs) = try tensors(s.name)
             out[s.name] = try SignatureBinding(s, inputs: inputs, outputs: outputs, file: model.file)
         }

@@ -3,7 +3,7 @@
 /// (`edge_m3.retrieval`), this kit and the Kotlin kit return the same float64 bits: float32 inputs
 /// widened exactly, exact products, float64 sums one term at a time in a fixed order. That is why
 /// nothing here uses vDSP or SIMD: a faster sum would rank ties differently on a device.
-public enum Retrieval {
+nonisolated public enum Retrieval {
     /// A text's lexical weights as parallel arrays in ascending token id: the order every sum uses.
     public struct Lexical: Hashable, Sendable {
         public let ids: [Int32]

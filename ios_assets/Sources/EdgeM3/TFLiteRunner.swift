@@ -11,7 +11,11 @@ import EdgeM3  // this file added to an app target beside the EdgeM3 package (RE
 
 /// A TensorFlowLiteSwift `Interpreter` as a `ModelRunner`: int32 `[1, L]` in, float32 out.
 /// Not thread-safe (neither is the interpreter): `EdgeM3Embedder` serialises calls.
-public final class TFLiteRunner: ModelRunner {
+/// Tensors are bound by the signature's keys (`SignatureRunner.inputs` / `.outputs`, the
+/// manifest's names), never by `Tensor.name`: that is the tensor's name in the graph
+/// (`embed_128_input_ids:0`, `StatefulPartitionedCall:0`; SignatureRunner.swift,
+/// `tensor(named:withType:)` reads `TfLiteTensorName`).
+nonisolated public final class TFLiteRunner: ModelRunner {
     /// Where XNNPACK keeps the weights it packs for its kernels. The model's signatures
     /// (embed_16 ... embed_512) share one set of weights; without a cache each packs its own copy.
     public enum WeightCache: Hashable, Sendable {
@@ -30,12 +34,15 @@ public final class TFLiteRunner: ModelRunner {
         }
     }
 
-    public let interpreter: Interpreter
+    /// nil once closed.
+    private var interpreter: Interpreter?
     /// The delegate holding the cache; the interpreter holds it too, so it goes after the interpreter.
-    private let delegate: XNNPackDelegate?
+    private var delegate: XNNPackDelegate?
     /// One per signature, created and checked against the manifest on first use.
     private var runners = [String: (SignatureRunner, SignatureBinding)]()
     private let modelFile: String
+    /// The model file's signature keys, in its order.
+    public let signatureKeys: [String]
 
     /// Opens the model (TFLite memory-maps it) on the CPU: XNNPACK, `threads` intra-op threads.
     /// `.file` needs `modelSha256` (the manifest's) to name the file; without it, `.memory`.
@@ -46,6 +53,27 @@ public final class TFLiteRunner: ModelRunner {
         interpreter = opened.interpreter
         delegate = opened.delegate
         modelFile = URL(fileURLWithPath: modelPath).lastPathComponent
+        signatureKeys = opened.interpreter.signatureKeys
+    }
+
+    /// Releases the interpreter, its signature runners and the XNNPACK delegate now (a `.memory`
+    /// cache file with it); a later `run` throws `.runnerClosed`.
+    public func close() {
+        runners = [:]
+        interpreter = nil  // deletes the C interpreter, which uses the delegate ...
+        delegate = nil  // ... so the delegate goes last
+    }
+
+    /// A TensorFlowLiteSwift error as the kit's: `InterpreterError` / `SignatureRunnerError` say
+    /// what failed, not in which file.
+    private static func runtime<T>(_ what: @autoclosure () -> String, _ body: () throws -> T) throws -> T {
+        do {
+            return try body()
+        } catch let error as EdgeM3Error {
+            throw error
+        } catch {
+            throw EdgeM3Error("TensorFlow Lite: \(what()): \(error)", kind: .runtimeFailed)
+        }
     }
 
     /// One open at a time in the process: XNNPACK truncates a cache file it cannot load, so a
@@ -57,13 +85,16 @@ public final class TFLiteRunner: ModelRunner {
         var options = Interpreter.Options()
         options.threadCount = threads
         options.isXNNPackEnabled = weightCache == .off  // otherwise our own delegate, with the cache
+        let file = URL(fileURLWithPath: modelPath).lastPathComponent
         func withDelegate(_ cachePath: String, scratch: URL? = nil) throws -> (Interpreter, XNNPackDelegate?) {
             let delegate = try XNNPackDelegate(threads: threads, cachePath: cachePath, scratch: scratch)
-            return (try Interpreter(modelPath: modelPath, options: options, delegates: [delegate]), delegate)
+            return (try runtime("cannot open \(file)") {
+                try Interpreter(modelPath: modelPath, options: options, delegates: [delegate])
+            }, delegate)
         }
         switch (weightCache, modelSha256) {
         case (.off, _):
-            return (try Interpreter(modelPath: modelPath, options: options), nil)
+            return (try runtime("cannot open \(file)") { try Interpreter(modelPath: modelPath, options: options) }, nil)
         case (.file(let directory), let sha?):
             let file = try cacheFile(in: directory, modelSha256: sha)
             openLock.lock()
@@ -119,11 +150,14 @@ public final class TFLiteRunner: ModelRunner {
     public func run(_ signature: Signature, inputIds: [Int32], attentionMask: [Int32]) throws -> RawOutputs {
         let (runner, binding) = try signatureRunner(signature)
         let values = try binding.inputValues(inputIds: inputIds, attentionMask: attentionMask)
-        try runner.invoke(with: Dictionary(uniqueKeysWithValues: zip(binding.inputs.map(\.name), values.map {
-            $0.withUnsafeBufferPointer { Data(buffer: $0) }
-        })))
+        try Self.runtime("run of \(signature.name)") {
+            try runner.invoke(with: Dictionary(uniqueKeysWithValues: zip(binding.inputs.map(\.name), values.map {
+                $0.withUnsafeBufferPointer { Data(buffer: $0) }
+            })))
+        }
         return try binding.rawOutputs { i in  // copied out: Data's bytes need not be Float-aligned
-            let data = try runner.output(named: binding.outputs[i].name).data
+            let key = binding.outputs[i].name  // the signature's key
+            let data = try Self.runtime("output \(key) of \(signature.name)") { try runner.output(named: key).data }
             var out = [Float](repeating: 0, count: data.count / MemoryLayout<Float>.stride)
             _ = out.withUnsafeMutableBytes { data.copyBytes(to: $0) }
             return out
@@ -132,22 +166,52 @@ public final class TFLiteRunner: ModelRunner {
 
     private func signatureRunner(_ signature: Signature) throws -> (SignatureRunner, SignatureBinding) {
         if let r = runners[signature.name] { return r }
-        let r = try interpreter.signatureRunner(with: signature.name)
-        func tensor(_ t: Tensor) -> TensorSpec {
-            TensorSpec(name: t.name, shape: t.shape.dimensions,
-                        dtype: t.dataType == .float32 ? "float32" : t.dataType == .int32 ? "int32" : "\(t.dataType)")
+        guard let interpreter else { throw EdgeM3Error("TFLiteRunner: closed", kind: .runnerClosed) }
+        try SignatureBinding.requireSignatures([signature], file: modelFile, keys: signatureKeys)
+        let r = try Self.runtime("signature \(signature.name) of \(modelFile)") {
+            try interpreter.signatureRunner(with: signature.name)
         }
-        let binding = try SignatureBinding(signature, inputs: r.inputs.map { tensor(try r.input(named: $0)) },
-                                           outputs: r.outputs.map { tensor(try r.output(named: $0)) }, file: modelFile)
+        // Each tensor under its signature key (the manifest's name), with the tensor's shape and type.
+        func spec(_ key: String, input: Bool) throws -> TensorSpec {
+            let t: Tensor
+            do {
+                t = try input ? r.input(named: key) : r.output(named: key)
+            } catch SignatureRunnerError.invalidTensorDataType {
+                throw EdgeM3Error("\(modelFile): signature \(signature.name) differs from manifest.json: "
+                                  + "\(input ? "input" : "output") \(key) has a type TensorFlowLiteSwift cannot read",
+                                  kind: .signatureMismatch)
+            } catch {
+                throw EdgeM3Error("TensorFlow Lite: \(key) of \(signature.name): \(error)", kind: .runtimeFailed)
+            }
+            return TensorSpec(name: key, shape: t.shape.dimensions, dtype: Self.dtype(t.dataType))
+        }
+        let binding = try SignatureBinding(signature, inputs: r.inputs.map { try spec($0, input: true) },
+                                           outputs: r.outputs.map { try spec($0, input: false) }, file: modelFile)
         runners[signature.name] = (r, binding)
         return (r, binding)
+    }
+
+    /// `Tensor.DataType` as the manifest spells dtypes (numpy's names). A function, not a table:
+    /// the pod's types are not `Sendable` (it is compiled in Swift 5 mode).
+    private static func dtype(_ type: Tensor.DataType) -> String {
+        switch type {
+        case .bool: return "bool"
+        case .uInt8: return "uint8"
+        case .int16: return "int16"
+        case .int32: return "int32"
+        case .int64: return "int64"
+        case .float16: return "float16"
+        case .float32: return "float32"
+        case .float64: return "float64"
+        @unknown default: return "\(type)"
+        }
     }
 }
 
 /// XNNPACK as an explicit delegate: TensorFlowLiteSwift's own (`isXNNPackEnabled`) takes no
 /// weight cache. Deleted when the last holder (the runner, the interpreter) lets go, which is
 /// after the interpreter: `Interpreter` deletes its C interpreter before releasing `delegates`.
-final class XNNPackDelegate: Delegate {
+nonisolated final class XNNPackDelegate: Delegate {
     let cDelegate: CDelegate
     private let cachePath: UnsafeMutablePointer<CChar>  // XNNPACK keeps the pointer, not a copy
     private let scratch: URL?  // a temporary cache file of ours, deleted with the delegate
@@ -173,7 +237,7 @@ final class XNNPackDelegate: Delegate {
     }
 }
 
-extension EdgeM3Embedder {
+nonisolated extension EdgeM3Embedder {
     /// Loads a bundle folder: manifest.json, vocab_map.json (trimmed bundles), the tokenizer from
     /// sentencepiece.bpe.model, the .tflite checked against the manifest (size; SHA-256 on the
     /// first load, remembered in `checksumMemo`), run with `threads` and `weightCache` (README "Memory").
@@ -185,10 +249,7 @@ extension EdgeM3Embedder {
         let pipeline = opened.pipeline
         let runner = try TFLiteRunner(modelPath: opened.modelFile.path, threads: threads, weightCache: weightCache,
                                       modelSha256: opened.entry?.sha256)
-        let keys = runner.interpreter.signatureKeys
-        for s in pipeline.model.signatures where !keys.contains(s.name) {
-            throw EdgeM3Error("\(pipeline.model.file): no signature \(s.name) as manifest.json says (has \(keys))")
-        }
+        try SignatureBinding.requireSignatures(pipeline.model.signatures, file: pipeline.model.file, keys: runner.signatureKeys)
         self.init(pipeline: pipeline, tokenizer: opened.tokenizer, runner: runner)
     }
 

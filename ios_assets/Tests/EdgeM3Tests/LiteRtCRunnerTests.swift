@@ -2,6 +2,8 @@ import Foundation
 import XCTest
 @testable import EdgeM3
 
+#if os(macOS) || os(Linux)  // the desktop runner exists there only (LiteRtCRunner.swift)
+
 /// The desktop runner's bad input: each a one-line EdgeM3Error, never a crash.
 /// `EDGE_M3_LITERT_LIB`: the ai-edge-litert wheel's libLiteRt (tests/test_swift_kit.py sets it, and
 /// `EDGE_M3_BUNDLE`); without it the tests that need it skip, or fail where CI requires Swift.
@@ -18,13 +20,15 @@ final class LiteRtCRunnerTests: XCTestCase {
         return try LiteRtLibrary(path: path)
     }
 
-    private func assertError(_ expected: String, _ body: () throws -> Any, line: UInt = #line) {
+    private func assertError(_ expected: String, kind: EdgeM3ErrorKind = .invalidInput, _ body: () throws -> Any,
+                             line: UInt = #line) {
         do {
             _ = try body()
             XCTFail("no error, expected one with \"\(expected)\"", line: line)
         } catch let error as EdgeM3Error {
             XCTAssertTrue(error.message.contains(expected), "\(error.message) lacks \"\(expected)\"", line: line)
             XCTAssertFalse(error.message.contains("\n"), "one line: \(error.message)", line: line)
+            XCTAssertEqual(error.kind, kind, error.message, line: line)
         } catch {
             XCTFail("\(error) is not an EdgeM3Error", line: line)
         }
@@ -38,13 +42,13 @@ final class LiteRtCRunnerTests: XCTestCase {
     }
 
     func testMissingLibrary() {
-        assertError("no such LiteRT library") { try LiteRtLibrary(path: "/nonexistent/libLiteRt.so") }
+        assertError("no such LiteRT library", kind: .runtimeMissing) { try LiteRtLibrary(path: "/nonexistent/libLiteRt.so") }
     }
 
     func testFileThatIsNotALibrary() throws {
         let file = try scratch().appendingPathComponent("libLiteRt.so")
         try Data("not a library".utf8).write(to: file)
-        assertError("cannot load it as a library") { try LiteRtLibrary(path: file.path) }
+        assertError("cannot load it as a library", kind: .runtimeMissing) { try LiteRtLibrary(path: file.path) }
     }
 
     /// A real shared library without LiteRT's symbols: the C library this process runs on
@@ -58,7 +62,7 @@ final class LiteRtCRunnerTests: XCTestCase {
         let libc = Bundle(for: Self.self).executablePath
         #endif
         guard let libc else { throw XCTSkip("no C library found to load") }
-        assertError("not LiteRT's C API") { try LiteRtLibrary(path: libc) }
+        assertError("not LiteRT's C API", kind: .runtimeMissing) { try LiteRtLibrary(path: libc) }
     }
 
     private func bundle() throws -> (URL, Pipeline) {
@@ -72,7 +76,7 @@ final class LiteRtCRunnerTests: XCTestCase {
         let lib = try Self.library()
         let garbage = try scratch().appendingPathComponent("model.tflite")
         try Data(repeating: 7, count: 4096).write(to: garbage)
-        assertError("LiteRT could not read") { try LiteRtCRunner(library: lib, modelPath: garbage.path, model: pipeline.model) }
+        assertError("LiteRT could not read", kind: .runtimeFailed) { try LiteRtCRunner(library: lib, modelPath: garbage.path, model: pipeline.model) }
         let model = try Data(contentsOf: dir.appendingPathComponent(pipeline.model.file))
         let cut = try scratch().appendingPathComponent("cut.tflite")
         try model.prefix(model.count / 2).write(to: cut)
@@ -106,20 +110,20 @@ final class LiteRtCRunnerTests: XCTestCase {
             return try ModelEntry(format: model.format, file: model.file, quant: model.quant, signatures: signatures)
         }
         let first = model.signatures[0]
-        assertError("no signature embed_999 as manifest.json says") {
+        assertError("no signature embed_999 as manifest.json says", kind: .signatureMismatch) {
             try LiteRtCRunner(library: lib, modelPath: path, model: entry { $0.name = "embed_999" })
         }
-        assertError("differs from manifest.json: input") {
+        assertError("differs from manifest.json: input", kind: .signatureMismatch) {
             try LiteRtCRunner(library: lib, modelPath: path, model: entry { $0.seqLen += 1 })
         }
         let out = first.outputs[0]
-        assertError("differs from manifest.json: output \(out.name)") {
+        assertError("differs from manifest.json: output \(out.name)", kind: .signatureMismatch) {
             try LiteRtCRunner(library: lib, modelPath: path, model: entry { $0.outputs[0].shape[1] += 1 })
         }
-        assertError("differs from manifest.json: output \(out.name)") {
+        assertError("differs from manifest.json: output \(out.name)", kind: .signatureMismatch) {
             try LiteRtCRunner(library: lib, modelPath: path, model: entry { $0.outputs[0].dtype = "float16" })
         }
-        assertError("differs from manifest.json: no output \(EdgeM3Contract.sparseWeights)x") {
+        assertError("differs from manifest.json: no output \(EdgeM3Contract.sparseWeights)x", kind: .signatureMismatch) {
             try LiteRtCRunner(library: lib, modelPath: path, model: entry {
                 $0.outputs.append(TensorSpec(name: EdgeM3Contract.sparseWeights + "x", shape: [1], dtype: "float32"))
             })
@@ -132,5 +136,10 @@ final class LiteRtCRunnerTests: XCTestCase {
             XCTAssertEqual(EdgeM3GoldenTests.shapes(raw), EdgeM3GoldenTests.shapes(s), s.name)
         }
         assertError("expected \(first.seqLen)") { try runner.run(first, inputIds: [0], attentionMask: [1]) }
+        // Closed: its own error, never a use of freed memory.
+        runner.close()
+        let ids = [Int32](repeating: 1, count: first.seqLen)
+        assertError("closed", kind: .runnerClosed) { try runner.run(first, inputIds: ids, attentionMask: ids) }
     }
 }
+#endif

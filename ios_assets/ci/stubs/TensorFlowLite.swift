@@ -1,11 +1,138 @@
-// Compile-only stand-in for TensorFlowLiteSwift (module `TensorFlowLite`), so CI can type-check
-// Sources/EdgeM3/TFLiteRunner.swift with swiftc on Linux (tests/test_swift_kit.py). Not part of
-// the package. Same names and call shapes as the real API (tensorflow/lite/swift/Sources:
-// Interpreter.swift, Delegate.swift, SignatureRunner.swift, Tensor.swift); never executed: every
-// body traps. The C module it imports is the stand-in in TensorFlowLiteC/.
+// Stand-in for TensorFlowLiteSwift (module `TensorFlowLite`), so CI can compile and run
+// Sources/EdgeM3/TFLiteRunner.swift on Linux (tests/test_swift_ios_binding.py). Not part of the
+// package; never shipped. Compiled as the pod compiles the real one: Swift 5 mode, no strict
+// concurrency (TensorFlowLiteSwift.podspec: swift_version '5.0'), so nothing here is Sendable.
+//
+// Pinned version: TensorFlowLiteSwift 2.17.0 (`pod 'TensorFlowLiteSwift', '~> 2.17'` in
+// Podfile.snippet; 2.17.0 is the last stable release on CocoaPods trunk). Each declaration was
+// written from reading tensorflow/tensorflow's tensorflow/lite/swift/Sources/ (the index's stored
+// copies: Interpreter.swift @18be7438, SignatureRunner.swift @c7ffe901, Tensor.swift @7a625349,
+// Delegate.swift @f841af26, InterpreterError.swift @aaa587bb, SignatureRunnerError.swift
+// @de11fbc5, QuantizationParameters.swift @a22a2934; each file has one stored version of the 2.x API the
+// pod builds from), not copied. Only what the kit uses, with the real names, types and throws.
+//
+// What the behaviour copies, because the kit depends on it:
+// - `SignatureRunner.inputs` / `.outputs` are the signature's KEYS (TfLiteSignatureRunnerGetInputName),
+//   `input(named:)` / `output(named:)` take a key, and the `Tensor` they return has `name` =
+//   TfLiteTensorName, the tensor's name in the GRAPH (`embed_128_input_ids:0`,
+//   `StatefulPartitionedCall:0`), not the key.
+// - `invoke(with:)` copies each input by key (unknown key: failedToGetTensor; a byte count other
+//   than the tensor's: invalidTensorDataCount), then runs.
+// - A tensor type outside `Tensor.DataType` (int8, ...) throws invalidTensorDataType.
+// - `signatureRunner(with:)` of an unknown key throws failedToCreateSignatureRunner; a missing
+//   model file throws failedToLoadModel.
+// The "model" is a description of a real .tflite file's signatures, written by the test from
+// LiteRT (`get_signature_runner(key).get_input_details()`), named by $EDGE_M3_TFLITE_STANDIN_MODEL:
+// {"signatures": [{"key", "inputs": [{"key", "name", "shape", "dtype"}], "outputs": [...],
+//   "recordings": [{"inputs": {key: [Int]}, "outputs": {key: [Float]}}]}]}. An invoke whose inputs
+// match a recording gives its outputs (recorded from LiteRT on the same file); otherwise zeros.
 import Foundation
 import TensorFlowLiteC
 
+/// Delegate.swift
+public protocol Delegate: AnyObject {
+    typealias CDelegate = UnsafeMutablePointer<TfLiteDelegate>
+    var cDelegate: CDelegate { get }
+}
+
+/// InterpreterError.swift (the cases the stand-in throws, and the rest of the enum).
+public enum InterpreterError: Error, Equatable, Hashable {
+    case invalidTensorIndex(index: Int, maxIndex: Int)
+    case invalidTensorDataCount(provided: Int, required: Int)
+    case invalidTensorDataType
+    case failedToLoadModel
+    case failedToCreateInterpreter
+    case failedToResizeInputTensor(index: Int)
+    case failedToCopyDataToInputTensor
+    case failedToAllocateTensors
+    case allocateTensorsRequired
+    case invokeInterpreterRequired
+    case tensorFlowLiteError(String)
+}
+
+/// SignatureRunnerError.swift
+public enum SignatureRunnerError: Error, Equatable, Hashable {
+    case invalidTensorDataCount(provided: Int, required: Int)
+    case invalidTensorDataType
+    case failedToCreateSignatureRunner(signatureKey: String)
+    case failedToGetTensor(tensorType: String, nameInSignature: String)
+    case failedToResizeInputTensor(inputName: String)
+    case failedToCopyDataToInputTensor
+    case failedToAllocateTensors
+    case failedToInvokeSignature(signatureKey: String)
+    case allocateTensorsRequired
+}
+
+// InterpreterError.swift / SignatureRunnerError.swift: LocalizedError + CustomStringConvertible,
+// `description` is the error's sentence (what `"\(error)"` prints).
+extension InterpreterError: LocalizedError, CustomStringConvertible {
+    public var errorDescription: String? {
+        switch self {
+        case .invalidTensorIndex(let index, let maxIndex): return "Invalid tensor index \(index), max index is \(maxIndex)."
+        case .invalidTensorDataCount(let provided, let required):
+            return "Provided data count \(provided) must match the required count \(required)."
+        case .invalidTensorDataType: return "Tensor data type is unsupported or could not be determined due to a model error."
+        case .failedToLoadModel: return "Failed to load the given model."
+        case .failedToCreateInterpreter: return "Failed to create the interpreter."
+        case .failedToResizeInputTensor(let index): return "Failed to resize input tensor at index \(index)."
+        case .failedToCopyDataToInputTensor: return "Failed to copy data to input tensor."
+        case .failedToAllocateTensors: return "Failed to allocate memory for input tensors."
+        case .allocateTensorsRequired: return "Must call allocateTensors()."
+        case .invokeInterpreterRequired: return "Must call invoke()."
+        case .tensorFlowLiteError(let message): return "TensorFlow Lite Error: \(message)"
+        }
+    }
+    public var description: String { errorDescription ?? "Unknown error." }
+}
+
+extension SignatureRunnerError: LocalizedError, CustomStringConvertible {
+    public var errorDescription: String? {
+        switch self {
+        case .invalidTensorDataCount(let provided, let required):
+            return "Provided data count \(provided) must match the required count \(required)."
+        case .invalidTensorDataType: return "Tensor data type is unsupported or could not be determined due to a model error."
+        case .failedToCreateSignatureRunner(let key): return "Failed to create a signature runner. Signature with key (\(key)) not found."
+        case .failedToGetTensor(let type, let name): return "Failed to get \(type) tensor with \(type) name (\(name))."
+        case .failedToResizeInputTensor(let name): return "Failed to resize input tensor with input name (\(name))."
+        case .failedToCopyDataToInputTensor: return "Failed to copy data to input tensor."
+        case .failedToAllocateTensors: return "Failed to allocate memory for input tensors."
+        case .failedToInvokeSignature(let key): return "Failed to invoke the signature runner with key (\(key))."
+        case .allocateTensorsRequired: return "Must call allocateTensors()."
+        }
+    }
+    public var description: String { errorDescription ?? "Unknown error." }
+}
+
+/// QuantizationParameters.swift
+public struct QuantizationParameters: Equatable, Hashable {
+    public let scale: Float
+    public let zeroPoint: Int
+}
+
+/// Tensor.swift: `name` is the graph's name of the tensor (TfLiteTensorName).
+public struct Tensor: Equatable, Hashable {
+    public let name: String
+    public let dataType: DataType
+    public let shape: Shape
+    public let data: Data
+    public let quantizationParameters: QuantizationParameters?
+
+    /// Tensor.swift: exactly these eight (no int8, uInt16, ...).
+    public enum DataType: Equatable, Hashable {
+        case bool, uInt8, int16, int32, int64, float16, float32, float64
+    }
+
+    public struct Shape: Equatable, Hashable {
+        public let rank: Int
+        public let dimensions: [Int]
+        public init(_ dimensions: [Int]) {
+            rank = dimensions.count
+            self.dimensions = dimensions
+        }
+    }
+}
+
+/// Interpreter.swift
 public final class Interpreter {
     public struct Options: Equatable, Hashable {
         public var threadCount: Int? = nil
@@ -13,46 +140,139 @@ public final class Interpreter {
         public init() {}
     }
 
+    public let options: Options?
     public let delegates: [Delegate]?
+    fileprivate let model: StandInModel
 
     public init(modelPath: String, options: Options? = nil, delegates: [Delegate]? = nil) throws {
-        fatalError("stub")
+        guard FileManager.default.isReadableFile(atPath: modelPath) else { throw InterpreterError.failedToLoadModel }
+        guard let model = StandInModel.load() else { throw InterpreterError.failedToCreateInterpreter }
+        self.options = options
+        self.delegates = delegates
+        self.model = model
     }
 
-    public var signatureKeys: [String] { fatalError("stub") }
+    /// The model's SignatureDef keys, in the file's order.
+    public var signatureKeys: [String] { model.signatures.map(\.key) }
 
-    public func signatureRunner(with key: String) throws -> SignatureRunner { fatalError("stub") }
+    public func signatureRunner(with key: String) throws -> SignatureRunner {
+        guard let signature = model.signatures.first(where: { $0.key == key }) else {
+            throw SignatureRunnerError.failedToCreateSignatureRunner(signatureKey: key)
+        }
+        return SignatureRunner(interpreter: self, signature: signature)
+    }
 }
 
-/// A delegate that the `Interpreter` uses to perform TensorFlow Lite model computations.
-public protocol Delegate: AnyObject {
-    typealias CDelegate = UnsafeMutablePointer<TfLiteDelegate>
-    var cDelegate: CDelegate { get }
-}
-
+/// SignatureRunner.swift: not thread-safe; holds its interpreter.
 public final class SignatureRunner {
-    public var inputs: [String] { fatalError("stub") }
-    public var outputs: [String] { fatalError("stub") }
+    public let signatureKey: String
+    private let interpreter: Interpreter
+    private let signature: StandInModel.Signature
+    private var inputData: [String: Data]
+    private var outputData: [String: Data]
 
-    public func invoke(with inputs: [String: Data]) throws { fatalError("stub") }
-
-    public func input(named name: String) throws -> Tensor { fatalError("stub") }
-
-    public func output(named name: String) throws -> Tensor { fatalError("stub") }
-}
-
-public struct Tensor {
-    public let name: String
-    public let dataType: DataType
-    public let shape: Shape
-    public let data: Data
-
-    public enum DataType: Equatable, Hashable {
-        case float16, bfloat16, float32, float64, int8, int16, uInt8, uInt16, int32, uInt32, int64, uInt64, bool
+    fileprivate init(interpreter: Interpreter, signature: StandInModel.Signature) {
+        self.interpreter = interpreter
+        self.signature = signature
+        signatureKey = signature.key
+        inputData = Dictionary(uniqueKeysWithValues: signature.inputs.map { ($0.key, Data(count: $0.byteCount)) })
+        outputData = Dictionary(uniqueKeysWithValues: signature.outputs.map { ($0.key, Data(count: $0.byteCount)) })
     }
 
-    public struct Shape: Equatable, Hashable {
-        public let rank: Int
-        public let dimensions: [Int]
+    /// The signature's input keys (TfLiteSignatureRunnerGetInputName), not tensor names.
+    public var inputs: [String] { signature.inputs.map(\.key) }
+
+    /// The signature's output keys (TfLiteSignatureRunnerGetOutputName), not tensor names.
+    public var outputs: [String] { signature.outputs.map(\.key) }
+
+    public func invoke(with inputs: [String: Data]) throws {
+        for (key, data) in inputs {
+            try copy(data, toInputNamed: key)
+        }
+        let recording = signature.recordings.first { r in
+            r.inputs.allSatisfy { key, values in inputData[key] == StandInModel.bytes(values, dtype: "int32") }
+        }
+        for spec in signature.outputs {
+            outputData[spec.key] = recording?.outputs[spec.key].map { StandInModel.bytes($0, dtype: spec.dtype) }
+                ?? Data(count: spec.byteCount)
+        }
+    }
+
+    public func input(named name: String) throws -> Tensor { try tensor(named: name, input: true) }
+
+    public func output(named name: String) throws -> Tensor { try tensor(named: name, input: false) }
+
+    public func copy(_ data: Data, toInputNamed name: String) throws {
+        guard let spec = signature.inputs.first(where: { $0.key == name }) else {
+            throw SignatureRunnerError.failedToGetTensor(tensorType: "input", nameInSignature: name)
+        }
+        guard data.count == spec.byteCount else {
+            throw SignatureRunnerError.invalidTensorDataCount(provided: data.count, required: spec.byteCount)
+        }
+        inputData[name] = data
+    }
+
+    public func allocateTensors() throws {}
+
+    private func tensor(named key: String, input: Bool) throws -> Tensor {
+        let specs = input ? signature.inputs : signature.outputs
+        guard let spec = specs.first(where: { $0.key == key }), let data = (input ? inputData : outputData)[key] else {
+            throw SignatureRunnerError.failedToGetTensor(tensorType: input ? "input" : "output", nameInSignature: key)
+        }
+        guard let dataType = StandInModel.dataTypes[spec.dtype] else { throw SignatureRunnerError.invalidTensorDataType }
+        return Tensor(name: spec.name, dataType: dataType, shape: Tensor.Shape(spec.shape), data: data,
+                      quantizationParameters: nil)
+    }
+}
+
+/// The stand-in's model: a real file's signatures as LiteRT reports them (see the top comment).
+struct StandInModel {
+    struct TensorSpec {
+        let key: String, name: String, shape: [Int], dtype: String
+        var byteCount: Int { shape.reduce(1, *) * (StandInModel.byteWidths[dtype] ?? 1) }
+    }
+    struct Recording {
+        let inputs: [String: [Double]]
+        let outputs: [String: [Double]]
+    }
+    struct Signature {
+        let key: String, inputs: [TensorSpec], outputs: [TensorSpec], recordings: [Recording]
+    }
+
+    let signatures: [Signature]
+
+    static let dataTypes: [String: Tensor.DataType] = [
+        "bool": .bool, "uint8": .uInt8, "int16": .int16, "int32": .int32, "int64": .int64,
+        "float16": .float16, "float32": .float32, "float64": .float64,
+    ]
+    static let byteWidths = ["bool": 1, "uint8": 1, "int8": 1, "int16": 2, "float16": 2, "int32": 4,
+                             "float32": 4, "int64": 8, "float64": 8]
+
+    static func bytes(_ values: [Double], dtype: String) -> Data {
+        switch dtype {
+        case "int32": return values.map { Int32($0) }.withUnsafeBufferPointer { Data(buffer: $0) }
+        case "float32": return values.map { Float($0) }.withUnsafeBufferPointer { Data(buffer: $0) }
+        default: return Data(count: values.count * (byteWidths[dtype] ?? 1))
+        }
+    }
+
+    static func load() -> StandInModel? {
+        guard let path = ProcessInfo.processInfo.environment["EDGE_M3_TFLITE_STANDIN_MODEL"],
+              let data = FileManager.default.contents(atPath: path),
+              let root = (try? JSONSerialization.jsonObject(with: data)) as? [String: Any],
+              let signatures = root["signatures"] as? [[String: Any]] else { return nil }
+        func specs(_ any: Any?) -> [TensorSpec] {
+            ((any as? [[String: Any]]) ?? []).map {
+                TensorSpec(key: $0["key"] as? String ?? "", name: $0["name"] as? String ?? "",
+                           shape: $0["shape"] as? [Int] ?? [], dtype: $0["dtype"] as? String ?? "")
+            }
+        }
+        return StandInModel(signatures: signatures.map { s in
+            Signature(key: s["key"] as? String ?? "", inputs: specs(s["inputs"]), outputs: specs(s["outputs"]),
+                      recordings: ((s["recordings"] as? [[String: Any]]) ?? []).map {
+                          Recording(inputs: $0["inputs"] as? [String: [Double]] ?? [:],
+                                    outputs: $0["outputs"] as? [String: [Double]] ?? [:])
+                      })
+        })
     }
 }

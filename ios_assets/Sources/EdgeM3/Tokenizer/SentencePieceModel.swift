@@ -6,7 +6,7 @@ import Foundation
 // The same reader as android_assets/src/main/java/dev/edgem3/SentencePieceModel.kt.
 
 /// Pieces as code points (one pool), their float32 scores and types, and the charsmap bytes.
-struct SentencePieceModel {
+nonisolated struct SentencePieceModel {
     // sentencepiece_model.proto: SentencePiece.Type
     static let normal = 1
     static let unknown = 2
@@ -40,9 +40,9 @@ struct SentencePieceModel {
     }
 }
 
-private struct ProtoError: Error { let message: String }
+nonisolated private struct ProtoError: Error { let message: String }
 
-private struct ProtoParser {
+nonisolated private struct ProtoParser {
     let b: [UInt8]
     var pool: [UInt32] = []
     var starts: [Int] = []
@@ -170,7 +170,7 @@ private struct ProtoParser {
 }
 
 /// UTF-8 <-> code points, strict, for the model file, the charsmap and graphemes.
-enum Utf8 {
+nonisolated enum Utf8 {
     /// Appends the code points of `b[start ..< end]` to `out`; false on a malformed sequence
     /// (overlong forms, surrogates, values past U+10FFFF).
     static func decode(_ b: [UInt8], _ start: Int, _ end: Int, into out: inout [UInt32]) -> Bool {

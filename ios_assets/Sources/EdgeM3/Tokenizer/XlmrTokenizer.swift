@@ -18,7 +18,7 @@ import Foundation
 /// Built from the bundle's sentencepiece.bpe.model and the manifest's `tokenizer` entry
 /// (`init(directory:spec:)`). It gives original-vocabulary ids only: a trimmed bundle's table
 /// rows are `Pipeline.rows(for:)` (vocab_map.json), not the tokenizer's business.
-public final class XlmrTokenizer: Sendable {
+nonisolated public final class XlmrTokenizer: Sendable {
     public let bos: Int
     public let eos: Int
     public let pad: Int
@@ -278,7 +278,7 @@ public final class XlmrTokenizer: Sendable {
 }
 
 /// Unicode White_Space (TokenizerTables.whitespace) as a lookup table.
-private enum Whitespace {
+nonisolated private enum Whitespace {
     static let table: [Bool] = {
         var t = [Bool](repeating: false, count: Int(TokenizerTables.whitespace.max()!) + 1)
         for c in TokenizerTables.whitespace { t[Int(c)] = true }
@@ -290,7 +290,7 @@ private enum Whitespace {
 }
 
 /// Open-addressing hash of pieces as code-point sequences: lookups need no substring.
-private struct PieceTable: Sendable {
+nonisolated private struct PieceTable: Sendable {
     let pool: [UInt32]
     let starts: [Int]
     let bits: Int
@@ -375,7 +375,7 @@ private struct PieceTable: Sendable {
 
 /// SentencePiece's precompiled charsmap (a darts-clone trie plus replacement strings), applied one
 /// grapheme cluster at a time as the reference does (edge_m3.normalizer.CharsMap).
-private struct CharsMap: Sendable {
+nonisolated private struct CharsMap: Sendable {
     let units: [UInt32]
     let normalized: [UInt8]
 
@@ -450,7 +450,7 @@ private struct CharsMap: Sendable {
 
 /// Extended grapheme clusters as the reference cuts them (edge_m3.graphemes: the Rust crate
 /// unicode-segmentation's UAX #29 rules, Unicode 16, with its state for GB9c, GB11 and GB12/13).
-enum Graphemes {
+nonisolated enum Graphemes {
     private static let runs: (starts: [UInt32], cats: [UInt8], bmp: [UInt8]) = {
         var starts: [UInt32] = [], cats: [UInt8] = []
         var cp: UInt32 = 0, gap: UInt32 = 0
