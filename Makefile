@@ -24,7 +24,7 @@ LOCK_TARGET := --python-version 3.11 --python-platform x86_64-manylinux_2_28 $(L
 # `make test ALLOW_SKIPS=1` runs without them, their tests skipped. .ci/run runs `make test`.
 DEBIAN_PACKAGES := kotlin libjna-java debootstrap qemu-user-static
 
-.PHONY: build test test-quick demo lint lock clean debian-packages
+.PHONY: build test test-quick demo demo-minilm lint lock clean debian-packages
 
 $(BIN)/python:
 	@command -v $(PY) >/dev/null 2>&1 || { echo "need $(PY) (Python 3.11) on PATH"; exit 2; }
@@ -73,6 +73,10 @@ test-quick: $(VENV)/.dev
 ## The main job offline on a real trained model shipped on PyPI (multilingual-e5-small).
 demo: $(VENV)/.dev
 	$(BIN)/python -m tools.run.demo
+
+## The same job on the BERT family: the real all-MiniLM-L6-v2 (PyPI), against sentence-transformers.
+demo-minilm: $(VENV)/.dev
+	$(BIN)/python -m tools.run.demo --model minilm
 
 lint: $(VENV)/.dev
 	$(BIN)/ruff check edge_m3 tests tools

@@ -166,8 +166,9 @@ def _retrieval_parsers(sub: argparse._SubParsersAction, runtimes: dict) -> None:
     ix.add_argument("--out", type=Path, required=True, help="the index folder to create (must not exist)")
     ix.add_argument("--dense", default="float32", choices=DENSE_STORES,
                     help="dense store: float32, or int8 with a scale per row")
-    ix.add_argument("--colbert", default="fp16", choices=COLBERT_STORES,
-                    help="ColBERT vectors: fp16, int8 (scale per vector) or none")
+    ix.add_argument("--colbert", default=None, choices=COLBERT_STORES,
+                    help="ColBERT vectors: fp16 (the default when the bundle has a ColBERT head), int8 "
+                         "(scale per vector) or none (the default without one)")
     ix.add_argument("--id-column", default="id", help="JSON lines / Parquet: the id column")
     ix.add_argument("--text-column", default="text", help="JSON lines / Parquet: the text column")
     ix.add_argument("--runtime", default="litert", choices=list(runtimes))

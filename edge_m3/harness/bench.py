@@ -103,7 +103,7 @@ def cmd_bench(opts: BenchOptions) -> int:
                 run_worker(worker("bench-torch", {"checkpoint": ref_dir, "threads": th, **common,
                                                   "out": str(out)}, f"torch reference ({th} threads)"))
                 ref = json.loads(out.read_text())
-                rows.append(bench_row("torch fp32 (FlagEmbedding)", th, ref, None, lengths))
+                rows.append(bench_row(f"torch fp32 ({ref['reference']})", th, ref, None, lengths))
             for rt in runtimes:
                 runs = cache_runs(rt, opts.cache_modes, tmp / f"{rt.name}-{th}.xnnpack_cache")
                 for mode, cache in runs.items():

@@ -354,43 +354,52 @@ def _worker_check(job: dict[str, Any]) -> None:
 
 
 def _worker_bench_torch(job: dict[str, Any]) -> None:
-    """The reference's forward pass (FlagEmbedding, torch fp32) on the same n tokens, unpadded
-    (a batch of one is never padded by FlagEmbedding; job: checkpoint, threads, lengths,
-    warmup, repeats, out)."""
+    """The reference's forward pass (FlagEmbedding's or sentence-transformers', torch fp32,
+    by the checkpoint's output layout) on the same n tokens, unpadded (a batch of one is never
+    padded by either; job: checkpoint, threads, lengths, warmup, repeats, out)."""
     from importlib import metadata
 
     import torch
+
+    from edge_m3.checkpoint.loader import checkpoint_outputs
 
     checkpoint_dir, threads = job["checkpoint"], int(job["threads"])
     lengths, warmup, repeats = [int(n) for n in job["lengths"]], int(job["warmup"]), int(job["repeats"])
     out = Path(job["out"])
 
-    from edge_m3.harness.flagref import import_flag_model
+    from edge_m3.harness.flagref import import_flag_model, import_sentence_transformer
 
     torch.set_num_threads(threads)
-    BGEM3FlagModel = import_flag_model()  # noqa: N806 (a class)
-
+    flagembedding = checkpoint_outputs(Path(checkpoint_dir)).reference == "flagembedding"
     rss0 = rss_now()
     t0 = time.perf_counter()
-    flag = BGEM3FlagModel(checkpoint_dir, use_fp16=False, devices="cpu")
-    model = flag.model.float().eval()
+    if flagembedding:
+        flag = import_flag_model()(checkpoint_dir, use_fp16=False, devices="cpu")
+        model, tokenizer = flag.model.float().eval(), flag.tokenizer
+        rows, dist = int(model.model.config.vocab_size), "FlagEmbedding"
+
+        def forward(batch: dict[str, Any]) -> Any:
+            return model(batch, return_dense=True, return_sparse=True, return_colbert_vecs=True)
+    else:
+        model = import_sentence_transformer()(checkpoint_dir, device="cpu", local_files_only=True).eval()
+        tokenizer, dist = model.tokenizer, "sentence-transformers"
+        rows = int(model[0].auto_model.config.vocab_size)
+
+        def forward(batch: dict[str, Any]) -> Any:
+            return model(dict(batch))["sentence_embedding"]
     load_s = time.perf_counter() - t0
-    rows = int(model.model.config.vocab_size)
-    bos, eos = int(flag.tokenizer.bos_token_id), int(flag.tokenizer.eos_token_id)
+    bos = int(tokenizer.cls_token_id if tokenizer.bos_token_id is None else tokenizer.bos_token_id)
+    eos = int(tokenizer.sep_token_id if tokenizer.eos_token_id is None else tokenizer.eos_token_id)
     latency, first = {}, {}
     with torch.inference_mode():
         for n in lengths:
             ids, mask = synthetic_inputs(n, rows, bos, eos)
             batch = {INPUT_IDS: torch.from_numpy(ids).long(),
                      ATTENTION_MASK: torch.from_numpy(mask).long()}
-            first[str(n)], latency[str(n)] = _timed_repeats(
-                lambda b=batch: model(b, return_dense=True, return_sparse=True,
-                                      return_colbert_vecs=True), warmup, repeats)
+            first[str(n)], latency[str(n)] = _timed_repeats(lambda b=batch: forward(b), warmup, repeats)
     out.write_text(json.dumps({"load_s": load_s, "latency": latency, "first_call": first,
-                               "peak_rss": peak_rss(),
-                               "rss_before_load": rss0,
-                               "version": f"torch {torch.__version__}, FlagEmbedding "
-                                          f"{metadata.version('FlagEmbedding')}"}))
+                               "peak_rss": peak_rss(), "rss_before_load": rss0, "reference": dist,
+                               "version": f"torch {torch.__version__}, {dist} {metadata.version(dist)}"}))
 
 
 STEPS = {"bundle": _worker_bundle, "flag": _worker_flag, "st": _worker_st, "keras": _worker_keras,

@@ -160,7 +160,8 @@ class BGEM3Encoder(keras.Model):
         self.config = config
         h, t = config.hidden_size, tensors
         self.pad_id = int(config.pad_token_id)
-        self.positions, self.pooling, self.m3_heads = config.family.positions, pooling, m3_heads
+        self.positions, self.pooling = config.family.positions, pooling
+        self.heads = HEADS if m3_heads else ("dense",)  # what call() computes unless told
         self.word = keras.layers.Embedding(
             config.vocab_size, h, name="word_embeddings",
             embeddings_initializer=_Preset(t, "embeddings.word_embeddings.weight"))
@@ -175,7 +176,7 @@ class BGEM3Encoder(keras.Model):
                              config.layer_norm_eps, t, f"encoder.layer.{i}.", name=f"layer_{i}")
             for i in range(config.num_hidden_layers)
         ]
-        if m3_heads:
+        if m3_heads:  # BGE-M3's sparse and ColBERT heads
             self.colbert = _dense(colbert_dim or h, t, "colbert_linear", "colbert_linear")
             self.sparse = _dense(1, t, "sparse_linear", "sparse_linear")
         self.word.build((None, None))
@@ -221,10 +222,11 @@ class BGEM3Encoder(keras.Model):
         self,
         input_ids: tf.Tensor,
         attention_mask: tf.Tensor,
-        heads: Sequence[str] = HEADS,
+        heads: Sequence[str] | None = None,
         hidden: bool = True,
         lookup: bool = False,
     ) -> dict[str, tf.Tensor]:
+        heads = self.heads if heads is None else heads
         x = self.encode_hidden(input_ids, attention_mask, lookup)
         mask_f = tf.cast(attention_mask, x.dtype)
         out: dict[str, tf.Tensor] = {"last_hidden_state": x} if hidden else {}

@@ -44,7 +44,7 @@ class IndexOptions:
     out: Path
     runtime: Runtime
     dense: str = "float32"  # DENSE_STORES
-    colbert: str = "fp16"  # COLBERT_STORES
+    colbert: str | None = None  # COLBERT_STORES; None: fp16 when the bundle has a ColBERT head, else none
     threads: int | None = None
     id_column: str = "id"  # JSON lines / Parquet
     text_column: str = "text"
@@ -115,7 +115,7 @@ def cmd_index(opts: IndexOptions, quiet: bool = False) -> int:
 
     if opts.dense not in DENSE_STORES:
         raise OptionError("dense", opts.dense, f"unknown (choose from {', '.join(DENSE_STORES)})")
-    if opts.colbert not in COLBERT_STORES:
+    if opts.colbert is not None and opts.colbert not in COLBERT_STORES:
         raise OptionError("colbert", opts.colbert, f"unknown (choose from {', '.join(COLBERT_STORES)})")
     if opts.out.exists():
         raise OptionError("out", opts.out, "exists; remove it or choose another folder "
@@ -129,11 +129,12 @@ def cmd_index(opts: IndexOptions, quiet: bool = False) -> int:
     from edge_m3.bundle import load_bundle
 
     bundle = load_bundle(opts.bundle)  # refuses any file whose sha256 is not the manifest's
-    if opts.colbert != "none" and "colbert" not in bundle.manifest.heads:
-        raise OptionError("colbert", opts.colbert, f"{opts.bundle} exports no ColBERT head; use none")
-    missing = [h for h in ("dense", "sparse") if h not in bundle.manifest.heads]
-    if missing:
-        raise EdgeM3Error(f"{opts.bundle}: exports no {' and '.join(missing)} head, which an index needs")
+    heads = bundle.manifest.heads
+    colbert = opts.colbert or ("fp16" if "colbert" in heads else "none")
+    if colbert != "none" and "colbert" not in heads:
+        raise OptionError("colbert", colbert, f"{opts.bundle} exports no ColBERT head; use none")
+    if "dense" not in heads:
+        raise EdgeM3Error(f"{opts.bundle}: exports no dense head, which an index needs")
     rejected: list[Rejected] = []
     seen: set[Any] = set()
 
@@ -157,9 +158,11 @@ def cmd_index(opts: IndexOptions, quiet: bool = False) -> int:
     from edge_m3.runtime.choice import require_runtime
 
     require_runtime(bundle, opts.runtime)
-    outputs = ("dense", "sparse") + (("colbert",) if opts.colbert != "none" else ())
+    # A dense-only bundle (a sentence-transformers model) indexes no lexical weights: no postings.
+    outputs = ("dense",) + (("sparse",) if "sparse" in heads else ()) + (
+        ("colbert",) if colbert != "none" else ())
     embedder = BulkEmbedder(bundle, opts.runtime, opts.threads or DEVICE_THREADS, outputs)
-    index = Index(bundle.manifest.hidden_size, opts.dense, opts.colbert,
+    index = Index(bundle.manifest.hidden_size, opts.dense, colbert,
                   BundleIdentity.of(bundle, embedder.pipe.entry.format))
     t0 = time.perf_counter()
     done, batch, ids = 0, [], []
@@ -217,6 +220,9 @@ def cmd_search(opts: SearchOptions) -> int:
 
     bundle = load_bundle(bundle_path)
     index = Index.load(opts.index, bundle=bundle)  # refuses a corrupt index or another bundle's
+    if "sparse" in mode_signals(opts.mode) and "sparse" not in bundle.manifest.heads:
+        raise OptionError("mode", opts.mode, f"needs lexical weights; {bundle_path} exports no sparse head "
+                          "(its model gives dense vectors only): use dense")
     if "colbert" in mode_signals(opts.mode) and not index.has_colbert:
         raise OptionError("mode", opts.mode, f"needs ColBERT vectors; {opts.index} was built with "
                           "colbert none")

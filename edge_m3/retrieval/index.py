@@ -168,7 +168,8 @@ class Index:
             dense = np.asarray(out[DENSE_VECS], np.float32)
             if dense.shape != (self.dim,) or not np.isfinite(dense).all():
                 raise EdgeM3Error(f"dense vector of shape {dense.shape} (want ({self.dim},), finite)")
-            lex = {int(k): float(np.float32(v)) for k, v in out[LEXICAL_WEIGHTS].items()}
+            # a dense-only bundle's passages have no lexical weights (no postings)
+            lex = {int(k): float(np.float32(v)) for k, v in out.get(LEXICAL_WEIGHTS, {}).items()}
             if any(not (w > 0 and np.isfinite(w)) for w in lex.values()):
                 raise EdgeM3Error("lexical weights must be finite and > 0 (non-positive ones are dropped "
                                   "by post-processing)")

