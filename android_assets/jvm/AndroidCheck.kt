@@ -150,7 +150,7 @@ private fun assetFolder(bundle: File, work: File): File {
     val dir = File(root, EdgeM3Contract.ASSET_DIR)
     if (!dir.isDirectory) {
         dir.mkdirs()
-        bundle.listFiles()?.filter { it.isFile && it.name != "golden.json" }?.forEach { it.copyTo(File(dir, it.name)) }
+        bundle.listFiles()?.filter { it.isFile && it.name != EdgeM3Contract.GOLDEN }?.forEach { it.copyTo(File(dir, it.name)) }
     }
     return root
 }
