@@ -373,6 +373,21 @@ def test_download_prefers_safetensors(monkeypatch, tmp_path: Path) -> None:
     assert "pytorch_model.bin" in calls[-1]["allow_patterns"] and not calls[-1]["local_files_only"]
 
 
+def test_download_of_a_sentence_transformers_repo(monkeypatch, tmp_path: Path) -> None:
+    """A BERT repository in sentence-transformers' layout (all-MiniLM-L6-v2's files) fetches its
+    modules, pooling config, bound and tokenizer; no ONNX, no pickle, no other weights."""
+    files = [".gitattributes", "config.json", "model.safetensors", "pytorch_model.bin", "rust_model.ot",
+             "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.txt",
+             "modules.json", "sentence_bert_config.json", "1_Pooling/config.json", "onnx/model.onnx",
+             "openvino/openvino_model.xml", "README.md"]
+    calls = _fake_hub(monkeypatch, files, tmp_path / ("b" * 40))
+    resolve_checkpoint("sentence-transformers/all-MiniLM-L6-v2")
+    assert [c for c in calls if not c["local_files_only"]][0]["allow_patterns"] == [
+        "config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json",
+        "special_tokens_map.json", "vocab.txt", "modules.json", "sentence_bert_config.json",
+        "1_Pooling/config.json"]
+
+
 def test_download_failures_are_one_line(monkeypatch, tmp_path: Path) -> None:
     import huggingface_hub
 

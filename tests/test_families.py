@@ -84,6 +84,7 @@ def bert_copy(tmp_path: Path) -> Path:
     ("dense_module", "unsupported (edge-m3 reproduces Transformer, Pooling and an optional Normalize)"),
     ("no_modules", "modules.json: missing"),
     ("bad_max_len", "'max_seq_length' must be an integer of at least 2"),
+    ("type_ids", "post_processor.single gives token types [1, 1, 1]; edge-m3's models take token type 0"),
 ])
 def test_bert_layout_errors_are_one_line(bert_copy: Path, damage: str, needle: str, capsys) -> None:
     """Each bad BERT checkpoint is one line naming the file, exit 2, before any conversion."""
@@ -105,6 +106,11 @@ def test_bert_layout_errors_are_one_line(bert_copy: Path, damage: str, needle: s
         (bert_copy / "modules.json").unlink()
     elif damage == "bad_max_len":
         (bert_copy / "sentence_bert_config.json").write_text('{"max_seq_length": 1}')
+    elif damage == "type_ids":
+        tok = json.loads((bert_copy / "tokenizer.json").read_text())
+        for piece in tok["post_processor"]["single"]:
+            next(iter(piece.values()))["type_id"] = 1
+        (bert_copy / "tokenizer.json").write_text(json.dumps(tok))
     assert main(["build", "--checkpoint", str(bert_copy), "--out", str(bert_copy.parent / "out"),
                  "--kits", "none", "-q"]) == 2
     err = capsys.readouterr().err.strip()
