@@ -32,6 +32,7 @@ WORDPIECE_VOCAB = "vocab.txt"  # a WordPiece bundle's vocabulary: one token a li
 # How a bundle tokenizes (the manifest's `tokenizer.kind`): each kind is one tokenizer class in
 # Python (edge_m3.tokenizer.open_tokenizer) and in each kit, chosen by this name alone.
 XLMR_SENTENCEPIECE, WORDPIECE = "xlmr-sentencepiece", "wordpiece"
+BYTE_LEVEL_BPE = "byte-level-bpe"  # ModernBERT's (edge_m3.families); its tokenizer: issue 37
 TOKENIZER_KINDS = (XLMR_SENTENCEPIECE, WORDPIECE)
 # A WordPiece tokenizer's settings (manifest `tokenizer.options`), as `tokenizers`' BertNormalizer,
 # BertPreTokenizer and WordPiece model name them; every key is required, with this type.

@@ -17,17 +17,27 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from edge_m3.contract import HEADS, SENTENCEPIECE, WORDPIECE, WORDPIECE_VOCAB, XLMR_SENTENCEPIECE
+from edge_m3.contract import (
+    BYTE_LEVEL_BPE,
+    HEADS,
+    SENTENCEPIECE,
+    WORDPIECE,
+    WORDPIECE_VOCAB,
+    XLMR_SENTENCEPIECE,
+)
 from edge_m3.errors import EdgeM3Error
 
 # How position ids are made from the input ids (read by edge_m3.modeling):
 # XLM-R counts real tokens from pad_token_id + 1 and gives <pad> the row pad_token_id;
-# BERT uses rows 0..L-1 whatever the ids.
-AFTER_PADDING, ABSOLUTE = "after-padding", "absolute"
+# BERT uses rows 0..L-1 whatever the ids; ModernBERT rotates queries and keys (RoPE) by 0..L-1.
+AFTER_PADDING, ABSOLUTE, ROTARY = "after-padding", "absolute", "rotary"
+# Which Keras encoder implements a family (edge_m3.modeling): BERT's post-LayerNorm layers
+# (XLM-R, BERT), or ModernBERT's pre-norm layers with GeGLU and local/global attention.
+POST_LN, MODERNBERT = "post-ln", "modernbert"
 
 M3_HEAD_FILES = ("colbert_linear.pt", "sparse_linear.pt")
 ST_MODULES = "modules.json"
@@ -82,9 +92,21 @@ class Family:
     tokenizer_files: tuple[str, ...]  # the checkpoint files the tokenizer is read from (any one)
     outputs: tuple[Outputs, ...]  # the output layouts it supports
     keras_name: str  # the Keras model's name (the scope of every op in the exported graphs)
+    encoder: str = POST_LN  # POST_LN or MODERNBERT (edge_m3.modeling)
+    segments: bool = True  # has token-type embeddings (`type_vocab_size`; type 0 is folded in)
+    # ModelConfig field -> the config.json key, where the family spells it otherwise
+    config_names: Mapping[str, str] = field(default_factory=dict)
+
+    def expected_shapes(self, config: Any) -> dict[str, tuple[int, ...]]:
+        """Every encoder tensor the family's model needs, with the shape config.json implies."""
+        return (_post_ln_shapes if self.encoder == POST_LN else _modernbert_shapes)(config)
+
+    def read_extra(self, raw: Mapping[str, Any], where: str) -> dict[str, Any]:
+        """The family's own config.json settings, checked (one line naming the key)."""
+        return read_modernbert_config(raw, where) if self.encoder == MODERNBERT else {}
 
     def max_seq_len(self, config: Any) -> int:
-        """Longest input, specials included, that the position table allows."""
+        """Longest input, specials included, that the positions allow."""
         if self.positions == AFTER_PADDING:
             return int(config.max_position_embeddings) - int(config.pad_token_id) - 1
         return int(config.max_position_embeddings)
@@ -92,13 +114,16 @@ class Family:
     def position_rows(self, config: Any, seq_lens: Sequence[int]) -> int:
         """Position rows the fixed lengths can reach (the rest is never read and is cut):
         XLM-R counts from pad_token_id + 1 (BGE-M3 at 512: 514 of its 8,194 rows)."""
+        if self.positions == ROTARY:
+            return 0  # no position table
         start = int(config.pad_token_id) + 1 if self.positions == AFTER_PADDING else 0
         return min(int(config.max_position_embeddings), max(seq_lens) + start)
 
     def check_config(self, config: Any, where: str) -> None:
         """The family's own rules on config.json's values (one line naming the key)."""
         if config.hidden_act not in self.activations:
-            raise EdgeM3Error(f"{where}: 'hidden_act' {config.hidden_act!r} unsupported ({self.name} "
+            key = self.config_names.get("hidden_act", "hidden_act")
+            raise EdgeM3Error(f"{where}: '{key}' {config.hidden_act!r} unsupported ({self.name} "
                               f"here implements {', '.join(map(repr, self.activations))})")
         if self.positions == AFTER_PADDING and config.max_position_embeddings <= config.pad_token_id + 2:
             raise EdgeM3Error(f"{where}: 'max_position_embeddings' {config.max_position_embeddings} "
@@ -112,6 +137,12 @@ FAMILIES: dict[str, Family] = {f.name: f for f in (
     Family("bert", ("bert",), "BERT (all-MiniLM, bge-small, the multilingual MiniLMs): WordPiece, "
            "absolute positions, segment embeddings (type 0)", ("bert.",), ("gelu",), ABSOLUTE,
            WORDPIECE, ("tokenizer.json", WORDPIECE_VOCAB), (SENTENCE_TRANSFORMERS,), "bert"),
+    Family("modernbert", ("modernbert",), "ModernBERT (modernbert-embed, gte-modernbert, Granite "
+           "R2, mmBERT): pre-norm, rotary positions with a local and a global base, GeGLU, a "
+           "sliding window every layer but each global_attn_every_n_layers-th, no biases",
+           ("model.",), ("gelu",), ROTARY, BYTE_LEVEL_BPE, ("tokenizer.json",), (SENTENCE_TRANSFORMERS,),
+           "modernbert", encoder=MODERNBERT, segments=False,
+           config_names={"layer_norm_eps": "norm_eps", "hidden_act": "hidden_activation"}),
 )}
 _BY_MODEL_TYPE = {t: f for f in FAMILIES.values() for t in f.model_types}
 
@@ -195,3 +226,124 @@ def read_sentence_transformers(folder: Path) -> SentenceTransformersLayout:
 
 
 M3_POOLING = Pooling("cls", True)  # BGEM3FlagModel's dense: the normalised <s> row
+
+
+def _post_ln_shapes(config: Any) -> dict[str, tuple[int, ...]]:
+    """BERT / XLM-R: embeddings (word, position, token type, LayerNorm) and post-LN layers."""
+    h, f = config.hidden_size, config.intermediate_size
+    shapes: dict[str, tuple[int, ...]] = {
+        "embeddings.word_embeddings.weight": (config.vocab_size, h),
+        "embeddings.position_embeddings.weight": (config.max_position_embeddings, h),
+        "embeddings.token_type_embeddings.weight": (config.type_vocab_size, h),
+        "embeddings.LayerNorm.weight": (h,),
+        "embeddings.LayerNorm.bias": (h,),
+    }
+    for i in range(config.num_hidden_layers):
+        p = f"encoder.layer.{i}."
+        for name, (out_dim, in_dim) in {
+            "attention.self.query": (h, h), "attention.self.key": (h, h),
+            "attention.self.value": (h, h), "attention.output.dense": (h, h),
+            "intermediate.dense": (f, h), "output.dense": (h, f),
+        }.items():
+            shapes[p + name + ".weight"] = (out_dim, in_dim)
+            shapes[p + name + ".bias"] = (out_dim,)
+        for norm in ("attention.output.LayerNorm", "output.LayerNorm"):
+            shapes[p + norm + ".weight"] = (h,)
+            shapes[p + norm + ".bias"] = (h,)
+    return shapes
+
+
+def _modernbert_shapes(config: Any) -> dict[str, tuple[int, ...]]:
+    """ModernBERT: token embeddings + norm, per layer Wqkv/Wo and GeGLU Wi (2 x intermediate)/Wo
+    with their norms (layer 0 has no attention norm), a final norm; biases where the config has them."""
+    h, f, x = config.hidden_size, config.intermediate_size, config.extra
+    shapes: dict[str, tuple[int, ...]] = {"embeddings.tok_embeddings.weight": (config.vocab_size, h)}
+
+    def norm(name: str) -> None:
+        shapes[name + ".weight"] = (h,)
+        if x["norm_bias"]:
+            shapes[name + ".bias"] = (h,)
+
+    def linear(name: str, out_dim: int, in_dim: int, bias: bool) -> None:
+        shapes[name + ".weight"] = (out_dim, in_dim)
+        if bias:
+            shapes[name + ".bias"] = (out_dim,)
+
+    norm("embeddings.norm")
+    for i in range(config.num_hidden_layers):
+        p = f"layers.{i}."
+        if i:
+            norm(p + "attn_norm")
+        linear(p + "attn.Wqkv", 3 * h, h, x["attention_bias"])
+        linear(p + "attn.Wo", h, h, x["attention_bias"])
+        norm(p + "mlp_norm")
+        linear(p + "mlp.Wi", 2 * f, h, x["mlp_bias"])
+        linear(p + "mlp.Wo", h, f, x["mlp_bias"])
+    norm("final_norm")
+    return shapes
+
+
+FULL_ATTENTION, SLIDING_ATTENTION = "full_attention", "sliding_attention"
+# Keys a ModernBERT config.json may hold that change what the model computes and that this port
+# does not reproduce: refused by name rather than ignored.
+_MODERNBERT_UNSUPPORTED = {"head_dim": "a head size other than hidden_size / num_attention_heads",
+                           "is_causal": "causal attention", "causal": "causal attention"}
+
+
+def read_modernbert_config(raw: Mapping[str, Any], where: str) -> dict[str, Any]:
+    """ModernBERT's settings from config.json, in transformers 4's spelling
+    (`global_attn_every_n_layers`, `global_rope_theta`, `local_rope_theta`) or 5's (`layer_types`,
+    `rope_parameters`); whatever the port does not compute is one line naming the key."""
+    def bad(key: str, why: str) -> EdgeM3Error:
+        return EdgeM3Error(f"{where}: '{key}' {why}")
+
+    layers = raw.get("num_hidden_layers")
+    head_dim = raw.get("hidden_size", 0) // max(1, raw.get("num_attention_heads", 1))
+    for key, why in _MODERNBERT_UNSUPPORTED.items():
+        value = raw.get(key)
+        if (key == "head_dim" and value in (None, head_dim)) or (key != "head_dim" and not value):
+            continue
+        raise bad(key, f"{value!r}: {why} is not what edge-m3's ModernBERT computes")
+    out: dict[str, Any] = {}
+    for key in ("norm_bias", "attention_bias", "mlp_bias"):
+        value = raw.get(key, False)
+        if not isinstance(value, bool):
+            raise bad(key, f"must be true or false, got {value!r}")
+        out[key] = value
+    window = raw.get("local_attention", 128)
+    if not isinstance(window, int) or isinstance(window, bool) or window < 2 or window % 2:
+        raise bad("local_attention", f"must be an even integer >= 2 (the whole window), got {window!r}")
+    out["local_attention"] = window
+    types = raw.get("layer_types")
+    if types is None:
+        every = raw.get("global_attn_every_n_layers", 1)
+        if not isinstance(every, int) or isinstance(every, bool) or every < 1:
+            raise bad("global_attn_every_n_layers", f"must be a positive integer, got {every!r}")
+        types = [FULL_ATTENTION if i % every == 0 else SLIDING_ATTENTION for i in range(int(layers or 0))]
+    if not isinstance(types, list) or len(types) != layers or \
+            any(t not in (FULL_ATTENTION, SLIDING_ATTENTION) for t in types):
+        raise bad("layer_types", f"must list {layers} of {FULL_ATTENTION!r} / {SLIDING_ATTENTION!r}, got "
+                                 f"{str(types)[:80]}")
+    out["layer_types"] = list(types)
+    rope = raw.get("rope_parameters")
+    thetas = {FULL_ATTENTION: raw.get("global_rope_theta", 160000.0),
+              SLIDING_ATTENTION: raw.get("local_rope_theta", 10000.0)}
+    if rope is not None:
+        if not isinstance(rope, Mapping):
+            raise bad("rope_parameters", "must be an object of layer type -> parameters")
+        for kind, params in rope.items():
+            if kind not in thetas or not isinstance(params, Mapping):
+                raise bad("rope_parameters", f"has {kind!r}, not a layer type")
+            if params.get("rope_type", "default") != "default":
+                raise bad("rope_parameters", f"{kind} rope_type {params.get('rope_type')!r}: only 'default' "
+                                             "(plain RoPE) is ported")
+            thetas[kind] = params.get("rope_theta", thetas[kind])
+    for kind, theta in thetas.items():
+        if not isinstance(theta, int | float) or isinstance(theta, bool) or theta <= 1:
+            raise bad("rope_parameters", f"{kind} rope_theta must be a number > 1, got {theta!r}")
+    out["rope_theta"] = {k: float(v) for k, v in thetas.items()}
+    pooling = raw.get("classifier_pooling", "cls")
+    if pooling not in ST_POOLING_MODES.values():
+        raise bad("classifier_pooling", f"{pooling!r} unsupported (cls or mean)")
+    out["classifier_pooling"] = pooling
+    return out

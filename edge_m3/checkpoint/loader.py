@@ -66,6 +66,7 @@ class ModelConfig:
     pad_token_id: int
     hidden_act: str
     model_type: str = "xlm-roberta"
+    extra: Mapping[str, Any] = field(default_factory=dict)  # the family's own settings (Family.read_extra)
 
     @classmethod
     def from_json(cls, path: Path | str) -> ModelConfig:
@@ -81,28 +82,35 @@ class ModelConfig:
             raise EdgeM3Error(f"{path}: not valid JSON ({exc})") from None
         if not isinstance(raw, dict):
             raise EdgeM3Error(f"{path}: expected a JSON object")
-        for key in (*_INT_KEYS, "layer_norm_eps", "hidden_act", "model_type"):
-            if key not in raw:
-                raise EdgeM3Error(f"{path}: missing key '{key}'")
+        if "model_type" not in raw:
+            raise EdgeM3Error(f"{path}: missing key 'model_type'")
         family = family_for(raw["model_type"], str(path))
-        values: dict[str, Any] = {}
-        for key in _INT_KEYS:
-            v = raw[key]
-            if not isinstance(v, int) or isinstance(v, bool) or v < (0 if key == "pad_token_id" else 1):
-                kind = "a non-negative" if key == "pad_token_id" else "a positive"
-                raise EdgeM3Error(f"{path}: '{key}' must be {kind} integer, got {v!r}")
-            values[key] = v
-        eps = raw["layer_norm_eps"]
+
+        def key(name: str) -> str:  # the family's spelling of a ModelConfig field in config.json
+            return family.config_names.get(name, name)
+
+        int_keys = [k for k in _INT_KEYS if family.segments or k != "type_vocab_size"]
+        for name in (*int_keys, "layer_norm_eps", "hidden_act"):
+            if key(name) not in raw:
+                raise EdgeM3Error(f"{path}: missing key '{key(name)}'")
+        values: dict[str, Any] = {"type_vocab_size": 0}
+        for name in int_keys:
+            v = raw[key(name)]
+            if not isinstance(v, int) or isinstance(v, bool) or v < (0 if name == "pad_token_id" else 1):
+                kind = "a non-negative" if name == "pad_token_id" else "a positive"
+                raise EdgeM3Error(f"{path}: '{key(name)}' must be {kind} integer, got {v!r}")
+            values[name] = v
+        eps = raw[key("layer_norm_eps")]
         if not isinstance(eps, int | float) or isinstance(eps, bool) or not 0 < eps < 1:
-            raise EdgeM3Error(f"{path}: 'layer_norm_eps' must be a small positive number, got {eps!r}")
+            raise EdgeM3Error(f"{path}: '{key('layer_norm_eps')}' must be a small positive number, got {eps!r}")
         if values["hidden_size"] % values["num_attention_heads"]:
             raise EdgeM3Error(f"{path}: 'hidden_size' {values['hidden_size']} is not divisible by "
                               f"'num_attention_heads' {values['num_attention_heads']}")
         if values["pad_token_id"] >= values["vocab_size"]:
             raise EdgeM3Error(f"{path}: 'pad_token_id' {values['pad_token_id']} is outside "
                               f"'vocab_size' {values['vocab_size']}")
-        config = cls(layer_norm_eps=float(eps), hidden_act=raw["hidden_act"],
-                     model_type=raw["model_type"], **values)
+        config = cls(layer_norm_eps=float(eps), hidden_act=raw[key("hidden_act")],
+                     model_type=raw["model_type"], extra=family.read_extra(raw, str(path)), **values)
         family.check_config(config, str(path))
         return config
 
@@ -122,28 +130,8 @@ class ModelConfig:
 
 
 def expected_shapes(config: ModelConfig) -> dict[str, tuple[int, ...]]:
-    """Every encoder tensor the model needs, with the shape config.json implies."""
-    h, f = config.hidden_size, config.intermediate_size
-    shapes: dict[str, tuple[int, ...]] = {
-        "embeddings.word_embeddings.weight": (config.vocab_size, h),
-        "embeddings.position_embeddings.weight": (config.max_position_embeddings, h),
-        "embeddings.token_type_embeddings.weight": (config.type_vocab_size, h),
-        "embeddings.LayerNorm.weight": (h,),
-        "embeddings.LayerNorm.bias": (h,),
-    }
-    for i in range(config.num_hidden_layers):
-        p = f"encoder.layer.{i}."
-        for name, (out_dim, in_dim) in {
-            "attention.self.query": (h, h), "attention.self.key": (h, h),
-            "attention.self.value": (h, h), "attention.output.dense": (h, h),
-            "intermediate.dense": (f, h), "output.dense": (h, f),
-        }.items():
-            shapes[p + name + ".weight"] = (out_dim, in_dim)
-            shapes[p + name + ".bias"] = (out_dim,)
-        for norm in ("attention.output.LayerNorm", "output.LayerNorm"):
-            shapes[p + norm + ".weight"] = (h,)
-            shapes[p + norm + ".bias"] = (h,)
-    return shapes
+    """Every encoder tensor the model needs, with the shape config.json implies (the family's)."""
+    return config.family.expected_shapes(config)
 
 
 class _Tensors(Mapping[str, np.ndarray]):

@@ -18,7 +18,7 @@ import numpy as np
 import tensorflow as tf
 
 from edge_m3.contract import COLBERT_VECS, DENSE_VECS, HEADS, SPARSE_WEIGHTS
-from edge_m3.families import AFTER_PADDING, M3, M3_POOLING, Pooling
+from edge_m3.families import AFTER_PADDING, M3, M3_POOLING, MODERNBERT, Pooling
 
 # Large enough that exp() underflows to 0 next to real scores, small enough to stay finite
 # in float16 (max 65504) when the graph is run or stored in half precision.
@@ -70,14 +70,20 @@ class _Preset(keras.initializers.Initializer):
 
 
 def _dense(units: int, tensors: Mapping[str, np.ndarray] | None, prefix: str,
-           name: str) -> keras.layers.Dense:
+           name: str, bias: bool = True) -> keras.layers.Dense:
+    if not bias:
+        return keras.layers.Dense(units, name=name, use_bias=False,
+                                  kernel_initializer=_Preset(tensors, prefix + ".weight", True))
     return keras.layers.Dense(units, name=name,
                               kernel_initializer=_Preset(tensors, prefix + ".weight", True),
                               bias_initializer=_Preset(tensors, prefix + ".bias"))
 
 
 def _norm(eps: float, tensors: Mapping[str, np.ndarray] | None, prefix: str,
-          name: str) -> keras.layers.LayerNormalization:
+          name: str, bias: bool = True) -> keras.layers.LayerNormalization:
+    if not bias:  # ModernBERT's bias-free LayerNorm
+        return keras.layers.LayerNormalization(epsilon=eps, name=name, center=False,
+                                               gamma_initializer=_Preset(tensors, prefix + ".weight"))
     return keras.layers.LayerNormalization(
         epsilon=eps, name=name, gamma_initializer=_Preset(tensors, prefix + ".weight"),
         beta_initializer=_Preset(tensors, prefix + ".bias"))
@@ -138,6 +144,16 @@ def _l2_normalize(x: tf.Tensor) -> tf.Tensor:
     """torch.nn.functional.normalize: x / max(||x||, eps), so zero (padding) rows stay 0."""
     norm = tf.sqrt(tf.reduce_sum(tf.square(x), axis=-1, keepdims=True))
     return x / tf.maximum(norm, NORM_EPS)
+
+
+def pool(x: tf.Tensor, mask_f: tf.Tensor, pooling: Pooling) -> tf.Tensor:
+    """The dense vector: sentence-transformers' Pooling (+ Normalize), or BGE-M3's CLS."""
+    if pooling.mode == "cls":
+        pooled = x[:, 0]
+    else:  # "mean": the sum over real tokens over their count (clamped as in ST, 1e-9)
+        summed = tf.reduce_sum(x * mask_f[:, :, None], axis=1)
+        pooled = summed / tf.maximum(tf.reduce_sum(mask_f, axis=1, keepdims=True), 1e-9)
+    return _l2_normalize(pooled) if pooling.normalize else pooled
 
 
 class BGEM3Encoder(keras.Model):
@@ -240,22 +256,22 @@ class BGEM3Encoder(keras.Model):
         return out
 
     def _pool(self, x: tf.Tensor, mask_f: tf.Tensor) -> tf.Tensor:
-        """The dense vector: sentence-transformers' Pooling (+ Normalize), or BGE-M3's CLS."""
-        if self.pooling.mode == "cls":
-            pooled = x[:, 0]
-        else:  # "mean": the sum over real tokens over their count (clamped as in ST, 1e-9)
-            summed = tf.reduce_sum(x * mask_f[:, :, None], axis=1)
-            pooled = summed / tf.maximum(tf.reduce_sum(mask_f, axis=1, keepdims=True), 1e-9)
-        return _l2_normalize(pooled) if self.pooling.normalize else pooled
+        return pool(x, mask_f, self.pooling)
 
     def parameter_count(self) -> int:
         """Weights held by the model: used to check that exports really carry them."""
         return int(sum(int(np.prod(v.shape)) for v in self.weights))
 
 
-def build_model(checkpoint: Any) -> BGEM3Encoder:
-    """The checkpoint's encoder and heads in Keras with its weights (fp32)."""
+def build_model(checkpoint: Any) -> keras.Model:
+    """The checkpoint's encoder and heads in Keras with its weights (fp32): the family's
+    encoder (edge_m3.families: Family.encoder)."""
     m3 = checkpoint.outputs is M3
+    if checkpoint.family.encoder == MODERNBERT:
+        from edge_m3.modeling.modernbert import ModernBertEncoder
+
+        return ModernBertEncoder(checkpoint.config, tensors=checkpoint.tensors, pooling=checkpoint.pooling,
+                                 name=checkpoint.family.keras_name)
     return BGEM3Encoder(checkpoint.config, colbert_dim=checkpoint.colbert_dim or None,
                         tensors=checkpoint.tensors, pooling=checkpoint.pooling, m3_heads=m3,
                         name=checkpoint.family.keras_name)

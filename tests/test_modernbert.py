@@ -1,0 +1,141 @@
+"""The ModernBERT family's Keras encoder against transformers' ModernBertModel (fp32, random
+weights, several configs): last hidden state and pooled output, at lengths below and past the
+128-token window, with a batch-1 signature padded after the text; and proof that the tests
+would see a dropped sliding window or a dropped padding mask."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from edge_m3.checkpoint import ModelConfig, load_checkpoint
+from edge_m3.errors import EdgeM3Error
+from tests.support.modernbert import make_modernbert_checkpoint
+
+pytestmark = pytest.mark.models
+
+
+def _cos(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return (a * b).sum(-1) / np.linalg.norm(a, axis=-1) / np.linalg.norm(b, axis=-1)
+
+
+def _reference(folder: Path, ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    import torch
+    from transformers import ModernBertModel
+
+    model = ModernBertModel.from_pretrained(str(folder), attn_implementation="eager").eval()
+    with torch.inference_mode():
+        out = model(input_ids=torch.from_numpy(ids).long(), attention_mask=torch.from_numpy(mask).long())
+    return out.last_hidden_state.numpy()
+
+
+def _ours(model, ids: np.ndarray, mask: np.ndarray) -> dict[str, np.ndarray]:
+    return {k: v.numpy() for k, v in model(ids.astype(np.int32), mask.astype(np.int32)).items()}
+
+
+def _inputs(ckpt, n: int, length: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """n real tokens ([CLS] ... [SEP]) padded to `length` (the device's batch-1 signature)."""
+    rng = np.random.default_rng(seed)
+    cfg = ckpt.config
+    ids = np.full((1, length), cfg.pad_token_id, np.int64)
+    ids[0, :n] = rng.integers(10, cfg.vocab_size, n)
+    mask = np.zeros((1, length), np.int64)
+    mask[0, :n] = 1
+    return ids, mask
+
+
+def _check(folder: Path, cases: list[tuple[int, int]]) -> float:
+    """Worst cosine over real tokens' hidden states and the pooled vector, padded signature vs
+    the reference both unpadded and padded; returns it."""
+    from edge_m3.modeling import build_model
+
+    ckpt = load_checkpoint(folder)
+    model = build_model(ckpt)
+    worst = 1.0
+    for n, length in cases:
+        ids, mask = _inputs(ckpt, n, length, seed=n)
+        ours = _ours(model, ids, mask)
+        ref_unpadded = _reference(folder, ids[:, :n], mask[:, :n])[0]
+        ref_padded = _reference(folder, ids, mask)[0, :n]
+        hidden = ours["last_hidden_state"][0, :n]
+        pooled_ref = ref_unpadded.mean(0) if ckpt.pooling.mode == "mean" else ref_unpadded[0]
+        if ckpt.pooling.normalize:
+            pooled_ref = pooled_ref / np.linalg.norm(pooled_ref)
+        worst = min(worst, float(_cos(hidden, ref_unpadded).min()), float(_cos(hidden, ref_padded).min()),
+                    float(_cos(ours["dense_vecs"][0], pooled_ref)))
+    return worst
+
+
+def test_modernbert_small_equals_transformers(tmp_path: Path) -> None:
+    """A small config (window 16, global every 3rd layer): lengths under, at and far past the
+    window, text ending mid-signature; mean pooling."""
+    folder = make_modernbert_checkpoint(tmp_path / "small", pooling="mean")
+    assert _check(folder, [(5, 8), (16, 16), (40, 64), (100, 256), (300, 512), (700, 1024)]) >= 0.99999
+
+
+def test_modernbert_variants_equal_transformers(tmp_path: Path) -> None:
+    """Biases on (norm, attention, MLP), CLS pooling, other rope bases and window."""
+    folder = make_modernbert_checkpoint(tmp_path / "bias", pooling="cls", normalize=False, norm_bias=True,
+                                        attention_bias=True, mlp_bias=True, local_attention=32,
+                                        global_attn_every_n_layers=2, global_rope_theta=80000.0,
+                                        local_rope_theta=5000.0)
+    cfg = ModelConfig.from_json(folder / "config.json")
+    assert cfg.extra["layer_types"] == ["full_attention", "sliding_attention"] * 2
+    assert cfg.extra["rope_theta"] == {"full_attention": 80000.0, "sliding_attention": 5000.0}
+    assert _check(folder, [(20, 32), (200, 512)]) >= 0.99999
+
+
+@pytest.mark.slow
+def test_modernbert_base_sizes_equal_transformers(tmp_path: Path) -> None:
+    """ModernBERT-base's sizes (22 layers, hidden 768, window 128, global every 3rd) at 512 and
+    1024 tokens, transformers' own initialisation."""
+    folder = make_modernbert_checkpoint(tmp_path / "base", small=False, scale=None)
+    assert load_checkpoint(folder).config.num_hidden_layers == 22
+    assert _check(folder, [(400, 512), (1000, 1024)]) >= 0.99999
+
+
+def test_the_tests_see_a_dropped_window_or_padding_mask(tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Mutations a public port shipped: no sliding window (every layer global), no padding mask.
+    Each drops the worst cosine far below the bound, so the parity tests above would fail."""
+    import tensorflow as tf
+
+    import edge_m3.modeling.modernbert as mb
+
+    folder = make_modernbert_checkpoint(tmp_path / "m", pooling="mean")
+    cases = [(100, 256)]
+    monkeypatch.setattr(mb, "sliding_band", lambda length, window: tf.ones([length, length], tf.float32))
+    assert _check(folder, cases) < 0.999
+    monkeypatch.undo()
+    monkeypatch.setattr(mb, "MASK_VALUE", 0.0)
+    assert _check(folder, cases) < 0.999
+    monkeypatch.undo()
+    assert _check(folder, cases) >= 0.99999
+
+
+@pytest.mark.parametrize("change, needle", [
+    ({"rope_parameters": {"full_attention": {"rope_type": "yarn", "rope_theta": 1e5}}},
+     "rope_type 'yarn': only 'default'"),
+    ({"layer_types": ["full_attention", "chunked_attention", "sliding_attention", "full_attention"]},
+     "'layer_types' must list 4 of"),
+    ({"local_attention": 15}, "'local_attention' must be an even integer"),
+    ({"classifier_pooling": "max"}, "'classifier_pooling' 'max' unsupported"),
+    ({"head_dim": 8}, "'head_dim' 8: a head size other than"),
+    ({"is_causal": True}, "'is_causal' True: causal attention"),
+    ({"hidden_activation": "silu"}, "'hidden_activation' 'silu' unsupported"),
+    ({"norm_eps": None}, "missing key 'norm_eps'"),
+])
+def test_modernbert_config_errors(tmp_path: Path, change: dict, needle: str) -> None:
+    from tests.support.modernbert import SMALL
+
+    raw = {"model_type": "modernbert", "vocab_size": 100, "max_position_embeddings": 8192, "pad_token_id": 3,
+           "norm_eps": 1e-5, "hidden_activation": "gelu", **SMALL, **change}
+    raw = {k: v for k, v in raw.items() if v is not None}
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(raw))
+    with pytest.raises(EdgeM3Error, match="^" + str(path) + ": ") as info:
+        ModelConfig.from_json(path)
+    assert needle in str(info.value)
