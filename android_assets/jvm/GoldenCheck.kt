@@ -3,7 +3,7 @@
 //   java -cp edge_m3_kit.jar[:jna.jar] dev.edgem3.GoldenCheckKt <bundle_dir> [input_cases.json] [--live LIBLITERT]
 //
 // Per case it checks, all bit for bit:
-//   (a) the kit's XlmrTokenizer on the text (truncated to the largest signature) == input_ids,
+//   (a) the kit's tokenizer (of the manifest's kind) on the text (truncated to the largest signature) == input_ids,
 //   (b) signature choice == signature / seq_len,
 //   (c) post-processing of `raw` == dense_vecs, lexical_weights, colbert_vecs,
 //   (d) the whole embed() path with a runner that replays `raw` (and checks the padded
@@ -73,7 +73,7 @@ private object ZeroRunner : ModelRunner {
 }
 
 /** Each input case through EdgeM3Core.embed against the Python pipeline's answer; the failure count. */
-private fun checkInputs(file: File, manifest: Manifest, model: ModelEntry, tokenizer: XlmrTokenizer): Int {
+private fun checkInputs(file: File, manifest: Manifest, model: ModelEntry, tokenizer: EdgeM3Tokenizer): Int {
     val w = file.name
     val cases = JsonTree.list(readJson(file), w)
     var failed = 0
@@ -147,15 +147,12 @@ private fun check(bundle: File, inputs: File?): Int {
     val manifest = Manifest.fromJson(readJson(File(bundle, EdgeM3Contract.MANIFEST)))
     val model = manifest.model("tflite")
     val golden = Golden.parse(readJson(File(bundle, EdgeM3Contract.GOLDEN)))
-    val vocabFile = manifest.tokenizer.vocabMapFile
-    val vocab = if (vocabFile == null) null else VocabMap.fromJson(readJson(File(bundle, vocabFile)), manifest.tokenizer)
-    val spFile = File(bundle, manifest.tokenizer.file)
-    if (!spFile.isFile) throw EdgeM3Exception("$spFile: not found")
     val t1 = System.nanoTime()
-    val tokenizer = XlmrTokenizer(spFile.readBytes(), manifest.tokenizer, vocab)
+    val tokenizer = LocalBundle.tokenizer(bundle, manifest.tokenizer)
+    val vocab = tokenizer.vocab
     val tokMs = (System.nanoTime() - t1) / 1000000
     println("golden: ${golden.cases.size} cases, quant ${golden.quant}, signatures " +
-        "${model.signatures.map { it.name }}, vocab ${if (vocab == null) "full" else "trimmed ${vocab.keptIds.size}"}, " +
+        "${model.signatures.map { it.name }}, tokenizer ${manifest.tokenizer.kind}, vocab ${if (vocab == null) "full" else "trimmed ${vocab.keptIds.size}"}, " +
         "parsed in ${(System.nanoTime() - t0) / 1000000} ms (tokenizer $tokMs ms)")
     if (golden.modelFile != model.file) throw EdgeM3Exception("golden.json: model_file ${golden.modelFile} != ${model.file}")
     // The app's load-time check (ModelCheck) on every file the manifest lists: size and SHA-256.
