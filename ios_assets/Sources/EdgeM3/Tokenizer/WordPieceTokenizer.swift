@@ -51,7 +51,7 @@ nonisolated public final class WordPieceTokenizer: EdgeM3Tokenizer {
         table.reserveCapacity(tokens.count)
         for (i, tok) in tokens.enumerated() {
             if let seen = table.updateValue(i, forKey: tok) {
-                throw EdgeM3Error("\(file): vocabulary line \(i + 1) '\(Self.text(tok))' repeats line \(seen + 1)")
+                throw EdgeM3Error("\(file): vocabulary line \(i + 1) \(Self.shown(tok)) repeats line \(seen + 1)")
             }
         }
         if tokens.count != spec.vocabSize || spec.idOffset != 0 {
@@ -230,16 +230,26 @@ nonisolated public final class WordPieceTokenizer: EdgeM3Tokenizer {
         if lines.last?.isEmpty == true { lines.removeLast() }
         let breaks: Set<UInt32> = [0x0A, 0x0B, 0x0C, 0x0D, 0x1C, 0x1D, 0x1E, 0x85, 0x2028, 0x2029]
         for (i, tok) in lines.enumerated() where tok.isEmpty || tok.contains(where: breaks.contains) {
-            throw EdgeM3Error("\(file): vocabulary line \(i + 1) '\(text(tok))' is empty or holds a line break")
+            throw EdgeM3Error("\(file): vocabulary line \(i + 1) \(shown(tok)) is empty or holds a line break")
         }
         if lines.isEmpty { throw EdgeM3Error("\(file): empty vocabulary") }
         return lines
     }
 
-    private static func text(_ cps: [UInt32]) -> String {
-        var s = String.UnicodeScalarView()
-        for c in cps { if let u = Unicode.Scalar(c) { s.append(u) } }
-        return String(s)
+    /// A token in a one-line message: quoted, control characters and line breaks escaped.
+    private static func shown(_ cps: [UInt32]) -> String {
+        var s = "'"
+        for c in cps {
+            switch c {
+            case 0x09: s += "\\t"
+            case 0x0A: s += "\\n"
+            case 0x0D: s += "\\r"
+            case 0..<0x20, 0x7F...0x9F: s += "\\x" + (c < 16 ? "0" : "") + String(c, radix: 16)
+            case 0x2028, 0x2029: s += "\\u" + String(c, radix: 16)
+            default: s.unicodeScalars.append(Unicode.Scalar(c)!)
+            }
+        }
+        return s + "'"
     }
 }
 

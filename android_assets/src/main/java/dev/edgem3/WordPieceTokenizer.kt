@@ -52,7 +52,7 @@ class WordPieceTokenizer(vocabBytes: ByteArray, override val spec: TokenizerSpec
         ids = HashMap(tokens.size * 2)
         for ((i, tok) in tokens.withIndex()) {
             val seen = ids.put(tok, i)
-            if (seen != null) throw EdgeM3Exception("$file: vocabulary line ${i + 1} '$tok' repeats line ${seen + 1}")
+            if (seen != null) throw EdgeM3Exception("$file: vocabulary line ${i + 1} ${shown(tok)} repeats line ${seen + 1}")
         }
         if (tokens.size != spec.vocabSize || spec.idOffset != 0) {
             throw EdgeM3Exception("$file: ${tokens.size} tokens, but the manifest says vocab_size ${spec.vocabSize} " +
@@ -216,12 +216,25 @@ class WordPieceTokenizer(vocabBytes: ByteArray, override val spec: TokenizerSpec
             if (lines.last().length == 0) lines.removeAt(lines.size - 1)
             for ((i, tok) in lines.withIndex()) {
                 if (tok.length == 0 || tok.any { it.toInt() in LINE_BREAKS }) {
-                    throw EdgeM3Exception("$file: vocabulary line ${i + 1} '$tok' is empty or holds a line break")
+                    throw EdgeM3Exception("$file: vocabulary line ${i + 1} ${shown(tok)} is empty or holds a line break")
                 }
             }
             if (lines.isEmpty()) throw EdgeM3Exception("$file: empty vocabulary")
             return lines
         }
+
+        /** A token in a one-line message: quoted, control characters and line breaks escaped. */
+        private fun shown(tok: String): String = tok.map {
+            val c = it.toInt()
+            when {
+                it == '\t' -> "\\t"
+                it == '\n' -> "\\n"
+                it == '\r' -> "\\r"
+                c < 0x20 || c in 0x7F..0x9F -> "\\x%02x".format(c)
+                c == 0x2028 || c == 0x2029 -> "\\u%04x".format(c)
+                else -> it.toString()
+            }
+        }.joinToString("", "'", "'")
     }
 
     /** WordPieceTables decoded once: sets of code points, and maps (edge_m3.tokenizer.wordpiece._tables). */
