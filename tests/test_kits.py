@@ -2,13 +2,13 @@
 
 A tiny bundle is built with the real builder (conftest `tiny_bundle`); the Kotlin golden check
 (android_assets/jvm/GoldenCheck.kt) then replays every case: id mapping + truncation, signature
-choice and post-processing, all bit for bit (ids from the kit's own XlmrTokenizer), after
+choice and post-processing, all bit for bit (ids from the kit's own tokenizer of the bundle's kind), after
 checking every bundle file's size and SHA-256 as the app does on first load (ModelCheck.kt). One
 kotlinc run per session also type-checks the Android embedder (suspending API included) and the
 instrumented test against compile-only stubs.
 Live: GoldenCheck --live runs every golden case with the model on jvm/LiteRtCRunner.kt (LiteRT's
 C API from the ai-edge-litert wheel, through JNA) on the tiny and the real-weights e5-small int8
-and int4 bundles, within the device tolerance; KitEmbed (tools/kit/kit_embed.sh kotlin) is held
+and int4 bundles and all-MiniLM-L6-v2 int8 (WordPiece, dense head only), within the device tolerance; KitEmbed (tools/kit/kit_embed.sh kotlin) is held
 against `edge-m3 embed`; the runner's bad input gives one line each. CI fails without JNA or the
 library (EDGE_M3_REQUIRE_KOTLIN).
 Gradle cannot run here (no Android SDK), so the library module's build file is checked as text.

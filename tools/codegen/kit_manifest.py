@@ -30,7 +30,7 @@ class Field:
     default: str | None = None
     hook: str | None = None  # a kit function that checks / completes the decoded value
     doc: str = ""
-    absent: str | None = None  # default "absent": the value of a missing key (from contract.py)
+    absent: str | None = None  # default "absent": the contract constant (its name) a missing key means
 
 
 @dataclass(frozen=True)
@@ -47,10 +47,13 @@ def _keys(cls: type) -> tuple[str, ...]:
     return tuple(f.name for f in fields(cls))
 
 
-def _default(cls: type, key: str) -> str:
-    """A dataclass field's default value (what a manifest without the key means)."""
+def _default(cls: type, key: str, name: str) -> str:
+    """`name`, the contract constant that is the dataclass field's default (what a manifest without
+    the key means); the kits read it from the generated EdgeM3Contract."""
     (f,) = [f for f in fields(cls) if f.name == key]
-    return str(f.default)
+    if getattr(c, name) != f.default:
+        raise SystemExit(f"kit manifest: {cls.__name__}.{key} defaults to {f.default!r}, not {name}")
+    return name
 
 
 def camel(name: str) -> str:
@@ -81,7 +84,7 @@ TYPES = (
                       "row map, null for the full vocabulary."),
                 Field("kind", "kind", "String", "absent", "checkedTokenizerKind",
                       "How the bundle tokenizes (EdgeM3Contract.TOKENIZER_KINDS); absent: "
-                      f"{_default(c.TokenizerSpec, 'kind')}.", absent=_default(c.TokenizerSpec, "kind")),
+                      f"{c.XLMR_SENTENCEPIECE}.", absent=_default(c.TokenizerSpec, "kind", "XLMR_SENTENCEPIECE")),
                 Field("options", "options", "WordPieceOptions?", doc="A `wordpiece` tokenizer's settings "
                       "(required for that kind, null for the others)."))),
     KitType("WordPieceOptions", "A WordPiece tokenizer's settings (EdgeM3Contract's WORDPIECE_OPTIONS): "
@@ -169,7 +172,7 @@ def _kt_read(f: Field, tree: str, where: str) -> str:
     else:
         read = f"{k}.fromJson({raw}, {w})"
     if f.default == "absent":
-        read = f'if ({tree}.containsKey("{f.key}")) {read} else {quote(f.absent)}'
+        read = f'if ({tree}.containsKey("{f.key}")) {read} else EdgeM3Contract.{f.absent}'
     if f.default == "empty" and k != "tokens":
         empty = {"String": '""'}.get(k) or ("emptyList()" if k.startswith("[") else "emptyMap()")
         read = f'if ({raw} == null) {empty} else {read}'
@@ -187,7 +190,7 @@ def kotlin_manifest(header: str) -> str:
         hook_prop, _, hook = (t.init_hook or ":").partition(":")
         params = []
         for f in t.fields:
-            default = (" = SpecialTokens.XLMR" if f.kind == "tokens" else f" = {quote(f.absent)}"
+            default = (" = SpecialTokens.XLMR" if f.kind == "tokens" else f" = EdgeM3Contract.{f.absent}"
                        if f.default == "absent" else " = null" if f.kind.endswith("?") else "")
             val = "" if f.prop == hook_prop else "val "
             params.append(f"    {val}{f.prop}: {_kt_type(f.kind)}{default}")
@@ -224,7 +227,7 @@ def _sw_default(f: Field) -> str:
     if f.kind.endswith("?"):
         return "nil"
     if f.default == "absent":
-        return quote(f.absent)
+        return f"EdgeM3Contract.{camel(f.absent or '')}"
     if f.default == "empty":
         return '""' if f.kind == "String" else "[:]" if f.kind.startswith("{") else "[]"
     return ""
@@ -267,7 +270,7 @@ def swift_manifest(header: str) -> str:
                 read = f"try c.decodeIfPresent({f.kind[:-1]}.self, forKey: .{f.prop})"
             elif f.default == "absent":  # absent: the contract's default; null: refused
                 read = (f"try c.contains(.{f.prop}) ? c.decode({_sw_type(f.kind)}.self, forKey: .{f.prop}) "
-                        f": {quote(f.absent)}")
+                        f": {_sw_default(f)}")
             elif f.kind == "tokens":
                 read = (f"try {f.hook}(c.decodeIfPresent({_sw_type(f.kind)}.self, forKey: .{f.prop}), "
                         f"at: c.codingPath + [{key}])")

@@ -63,7 +63,7 @@ nonisolated public struct TokenizerSpec: Codable, Hashable, Sendable {
     /// A `wordpiece` tokenizer's settings (required for that kind, null for the others).
     public var options: WordPieceOptions?
 
-    public init(file: String, special: SpecialIds, specialTokens: [String: String] = TokenizerSpec.xlmrSpecialTokens, spUnkId: Int, idOffset: Int, vocabSize: Int, vocabMapFile: String? = nil, kind: String = "xlmr-sentencepiece", options: WordPieceOptions? = nil) {
+    public init(file: String, special: SpecialIds, specialTokens: [String: String] = TokenizerSpec.xlmrSpecialTokens, spUnkId: Int, idOffset: Int, vocabSize: Int, vocabMapFile: String? = nil, kind: String = EdgeM3Contract.xlmrSentencepiece, options: WordPieceOptions? = nil) {
         self.file = file
         self.special = special
         self.specialTokens = specialTokens
@@ -96,7 +96,7 @@ nonisolated public struct TokenizerSpec: Codable, Hashable, Sendable {
         let idOffset = try c.decode(Int.self, forKey: .idOffset)
         let vocabSize = try c.decode(Int.self, forKey: .vocabSize)
         let vocabMapFile = try c.decodeIfPresent(FileRef.self, forKey: .vocabMapFile)?.file
-        let kind = try checkedTokenizerKind(try c.contains(.kind) ? c.decode(String.self, forKey: .kind) : "xlmr-sentencepiece")
+        let kind = try checkedTokenizerKind(try c.contains(.kind) ? c.decode(String.self, forKey: .kind) : EdgeM3Contract.xlmrSentencepiece)
         let options = try c.decodeIfPresent(WordPieceOptions.self, forKey: .options)
         self.init(file: file, special: special, specialTokens: specialTokens, spUnkId: spUnkId, idOffset: idOffset, vocabSize: vocabSize, vocabMapFile: vocabMapFile, kind: kind, options: options)
     }

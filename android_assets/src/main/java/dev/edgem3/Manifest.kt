@@ -34,7 +34,7 @@ class TokenizerSpec(
     val idOffset: Int,
     val vocabSize: Int,
     val vocabMapFile: String? = null,
-    val kind: String = "xlmr-sentencepiece",
+    val kind: String = EdgeM3Contract.XLMR_SENTENCEPIECE,
     val options: WordPieceOptions? = null
 ) {
     companion object {
@@ -49,7 +49,7 @@ class TokenizerSpec(
                 JsonTree.int(JsonTree.field(t, "id_offset", where), "$where.id_offset"),
                 JsonTree.int(JsonTree.field(t, "vocab_size", where), "$where.vocab_size"),
                 t["vocab_map"]?.let { JsonTree.str(JsonTree.field(JsonTree.obj(it, "$where.vocab_map"), "file", "$where.vocab_map"), "$where.vocab_map.file") },
-                checkedTokenizerKind(if (t.containsKey("kind")) JsonTree.str(t["kind"], "$where.kind") else "xlmr-sentencepiece", "$where.kind"),
+                checkedTokenizerKind(if (t.containsKey("kind")) JsonTree.str(t["kind"], "$where.kind") else EdgeM3Contract.XLMR_SENTENCEPIECE, "$where.kind"),
                 t["options"]?.let { WordPieceOptions.fromJson(it, "$where.options") }
             )
         }
