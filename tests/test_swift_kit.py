@@ -7,8 +7,9 @@ ids from the kit's own tokenizer, signature choice, post-processing of the recor
 and the embedder's async path, all bit for bit, every bundle file's SHA-256, and bad input (lone
 surrogates, text past the longest signature) answered as the Python pipeline answers it
 (conftest `_write_input_cases`). The model runs live on LiteRT's C API (LiteRtCRunner.swift,
-the ai-edge-litert wheel's libLiteRt named by EDGE_M3_LITERT_LIB) on the tiny bundles and the
-real-weights e5-small int8/int4 bundles, within the variant's device tolerance; `kit_embed.sh
+the ai-edge-litert wheel's libLiteRt named by EDGE_M3_LITERT_LIB) on the tiny bundles, the
+real-weights e5-small int8/int4 bundles and all-MiniLM-L6-v2 int8 (WordPiece, dense head only),
+within the variant's device tolerance; `kit_embed.sh
 swift` is held against `edge-m3 embed`. The TensorFlow Lite runner (phone only) is type-checked
 with swiftc against a compile-only stand-in (ios_assets/ci/stubs/).
 """

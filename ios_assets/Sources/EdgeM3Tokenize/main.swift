@@ -1,7 +1,7 @@
 // The kit's tokenizer of the bundle's kind (EdgeM3Tokenizer) on a bundle, for CI and by hand (the Swift twin of android_assets/jvm/KitTokenize.kt).
 //
 //   edge-m3-tokenize BUNDLE TEXTS_FILE [--max-length N]
-//       one JSON list of XLM-R ids per line of the UTF-8 file (lines split on "\n" only)
+//       one JSON list of ids (the bundle's tokenizer kind) per line of the UTF-8 file (lines split on "\n" only)
 //   edge-m3-tokenize --units BUNDLE FILE      lines "MAX HEX": MAX "-" or a length, HEX the text as
 //       UTF-16 code units (4 hex digits each, lone surrogates allowed); prints the ids or
 //       "error: <message>" per line (tests/test_kit_tokenizer.py)
