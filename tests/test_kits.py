@@ -2,13 +2,13 @@
 
 A tiny bundle is built with the real builder (conftest `tiny_bundle`); the Kotlin golden check
 (android_assets/jvm/GoldenCheck.kt) then replays every case: id mapping + truncation, signature
-choice and post-processing, all bit for bit (ids from the kit's own XlmrTokenizer), after
+choice and post-processing, all bit for bit (ids from the kit's own tokenizer of the bundle's kind), after
 checking every bundle file's size and SHA-256 as the app does on first load (ModelCheck.kt). One
 kotlinc run per session also type-checks the Android embedder (suspending API included) and the
 instrumented test against compile-only stubs.
 Live: GoldenCheck --live runs every golden case with the model on jvm/LiteRtCRunner.kt (LiteRT's
 C API from the ai-edge-litert wheel, through JNA) on the tiny and the real-weights e5-small int8
-and int4 bundles, within the device tolerance; KitEmbed (tools/kit/kit_embed.sh kotlin) is held
+and int4 bundles and all-MiniLM-L6-v2 int8 (WordPiece, dense head only), within the device tolerance; KitEmbed (tools/kit/kit_embed.sh kotlin) is held
 against `edge-m3 embed`; the runner's bad input gives one line each. CI fails without JNA or the
 library (EDGE_M3_REQUIRE_KOTLIN).
 Gradle cannot run here (no Android SDK), so the library module's build file is checked as text.
@@ -29,7 +29,7 @@ import pytest
 
 from edge_m3.bundle import load_bundle
 from edge_m3.contract import weight_cache_name
-from tests.support import python_embed
+from tests.support import MINILM_TEXTS, assert_kit_embeddings, python_embed
 
 pytestmark = pytest.mark.models  # builds Keras models, bundles or references
 
@@ -280,6 +280,39 @@ def test_kotlin_live_golden_e5(kit_jar: Path, e5_bundles: dict[str, Path], liter
                                quant: str) -> None:
     """Real trained weights (e5-small, int8 as shipped and int4), live within the device tolerance."""
     _assert_live_golden(_live_check(kit_jar, e5_bundles[quant], litert_c_library), e5_bundles[quant])
+
+
+def test_kotlin_golden_minilm(kit_jar: Path, minilm_bundles: dict[str, Path], minilm_input_cases: Path,
+                              litert_c_library: Path) -> None:
+    """all-MiniLM-L6-v2 int8 (BERT: kind `wordpiece`, heads ["dense"]): ids from the kit's
+    WordPieceTokenizer, signature choice, post-processing and the replayed embed() exact, the Python
+    pipeline's answers to lone surrogates and text past the longest signature; then live within the
+    device tolerance (the longest signature, which golden.json's texts do not reach, for shape)."""
+    bundle = minilm_bundles["int8"]
+    manifest = json.loads((bundle / "manifest.json").read_text(encoding="utf-8"))
+    assert (manifest["tokenizer"]["kind"], manifest["heads"]) == ("wordpiece", ["dense"])
+    n_cases = len(json.loads((bundle / "golden.json").read_text(encoding="utf-8"))["cases"])
+    n_inputs = len(json.loads(minilm_input_cases.read_text(encoding="utf-8")))
+    proc = _run_check(kit_jar, bundle, minilm_input_cases)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert _summary(proc) == (n_cases, 0)
+    assert f"inputs: {n_inputs} passed, 0 failed" in proc.stdout
+    _assert_live_golden(_live_check(kit_jar, bundle, litert_c_library), bundle)
+
+
+def test_kit_embed_minilm_matches_edge_m3_embed(kit_jar: Path, minilm_bundles: dict[str, Path],
+                                                litert_c_library: Path, tmp_path: Path) -> None:
+    """KitEmbed (Kotlin, live) against `edge-m3 embed` on MiniLM int8, every signature (the longest
+    through truncation): ids and signature exact, dense_vecs within the device tolerance, no other head."""
+    bundle = minilm_bundles["int8"]
+    texts = tmp_path / "texts.txt"
+    texts.write_text("\n".join(MINILM_TEXTS) + "\n", encoding="utf-8")
+    want = python_embed(bundle, texts, "--runtime", "litert", "--threads", "1")
+    assert {w["signature"] for w in want} == {s.name for s in load_bundle(bundle).manifest.models[0].signatures}
+    assert all(set(w) == {"input_ids", "signature", "dense_vecs"} for w in want)
+    proc = _kit_embed(kit_jar, "--lib", litert_c_library, bundle, texts)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert_kit_embeddings([json.loads(line) for line in proc.stdout.splitlines()], want, "int8")
 
 
 def _kit_embed(jar: Path, *args: str | Path, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:

@@ -7,8 +7,9 @@ ids from the kit's own tokenizer, signature choice, post-processing of the recor
 and the embedder's async path, all bit for bit, every bundle file's SHA-256, and bad input (lone
 surrogates, text past the longest signature) answered as the Python pipeline answers it
 (conftest `_write_input_cases`). The model runs live on LiteRT's C API (LiteRtCRunner.swift,
-the ai-edge-litert wheel's libLiteRt named by EDGE_M3_LITERT_LIB) on the tiny bundles and the
-real-weights e5-small int8/int4 bundles, within the variant's device tolerance; `kit_embed.sh
+the ai-edge-litert wheel's libLiteRt named by EDGE_M3_LITERT_LIB) on the tiny bundles, the
+real-weights e5-small int8/int4 bundles and all-MiniLM-L6-v2 int8 (WordPiece, dense head only),
+within the variant's device tolerance; `kit_embed.sh
 swift` is held against `edge-m3 embed`. The TensorFlow Lite runner (phone only) is type-checked
 with swiftc against a compile-only stand-in (ios_assets/ci/stubs/).
 """
@@ -23,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import python_embed
+from tests.support import MINILM_TEXTS, assert_kit_embeddings, python_embed
 
 pytestmark = pytest.mark.models  # builds bundles and the Swift package
 
@@ -163,6 +164,33 @@ def test_kit_embed_swift_matches_python(swift_build: Path, e5_bundles: dict[str,
         lk, lw = k["lexical_weights"], w["lexical_weights"]
         assert all(abs(lk.get(t, 0) - lw.get(t, 0)) <= tol.max_abs for t in set(lk) | set(lw))
         assert np.abs(np.array(k["colbert_vecs"]) - np.array(w["colbert_vecs"])).max() <= tol.max_abs
+
+
+def test_swift_golden_minilm(swift_test: SwiftTest, minilm_bundles: dict[str, Path], minilm_input_cases: Path,
+                             litert_lib: Path) -> None:
+    """all-MiniLM-L6-v2 int8 (BERT: kind `wordpiece`, heads ["dense"]): every golden test, the
+    Python pipeline's answers to bad input, and live within the device tolerance."""
+    env = _kit_env(minilm_bundles["int8"], minilm_input_cases, lib=litert_lib)
+    proc, summary = _swift_test(swift_test, "EdgeM3GoldenTests", **env)
+    assert summary == (_test_count("EdgeM3GoldenTests"), 0, 0), proc.stdout[-6000:]
+
+
+def test_kit_embed_swift_minilm_matches_python(swift_build: Path, minilm_bundles: dict[str, Path], litert_lib: Path,
+                                               tmp_path: Path) -> None:
+    """`kit_embed.sh swift` against `edge-m3 embed` on MiniLM int8, every signature (the longest
+    through truncation): ids and signature exact, dense_vecs within the device tolerance, no other head."""
+    import json
+
+    bundle = minilm_bundles["int8"]
+    texts = tmp_path / "texts.txt"
+    texts.write_text("\n".join(MINILM_TEXTS) + "\n", encoding="utf-8")
+    want = python_embed(bundle, texts, "--runtime", "litert", "--threads", "1")
+    assert len({w["signature"] for w in want}) == len(MINILM_TEXTS)
+    proc = subprocess.run([str(ROOT / "tools/kit/kit_embed.sh"), "swift", "--lib", str(litert_lib), str(bundle),
+                           str(texts)], capture_output=True, text=True, timeout=300,
+                          env=os.environ | {"EDGE_M3_SWIFT_EMBED": str(swift_build / "release/edge-m3-embed")})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert_kit_embeddings([json.loads(line) for line in proc.stdout.splitlines()], want, "int8")
 
 
 @pytest.mark.parametrize(("args", "message"), [

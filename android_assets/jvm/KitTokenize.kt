@@ -1,7 +1,8 @@
-// JVM-only command line (not part of the app): the kit's XlmrTokenizer on a bundle, for CI and by hand.
+// JVM-only command line (not part of the app): the kit's tokenizer of the bundle's kind (EdgeM3Tokenizer)
+// on a bundle, for CI and by hand.
 //
 //   java -cp kit.jar dev.edgem3.KitTokenizeKt BUNDLE TEXTS_FILE [--max-length N]
-//       one JSON list of XLM-R ids per line of the UTF-8 file (lines split on "\n" only)
+//       one JSON list of ids (the bundle's tokenizer kind) per line of the UTF-8 file (lines split on "\n" only)
 //   ... --units BUNDLE FILE      lines "MAX HEX": MAX "-" or a length, HEX the text as UTF-16 code
 //                                units (4 hex digits each, lone surrogates allowed); prints the ids
 //                                or "error: <message>" per line (tests/test_kit_tokenizer.py)
@@ -19,17 +20,12 @@ import kotlin.system.exitProcess
 
 internal class UsageError(message: String) : RuntimeException(message)
 
-private fun loadTokenizer(dir: File): XlmrTokenizer {
+private fun loadTokenizer(dir: File): EdgeM3Tokenizer {
     val manifestFile = File(dir, EdgeM3Contract.MANIFEST)
     if (!manifestFile.isFile) throw UsageError("$dir: not a bundle (no manifest.json)")
     val manifest = JsonTree.obj(MiniJson.parse(manifestFile.readText(Charsets.UTF_8)), EdgeM3Contract.MANIFEST)
     val spec = TokenizerSpec.fromJson(JsonTree.field(manifest, "tokenizer", EdgeM3Contract.MANIFEST))
-    val model = File(dir, spec.file)
-    if (!model.isFile) throw UsageError("$model: not found (named by manifest.json)")
-    val vocabFile = spec.vocabMapFile
-    val vocab = if (vocabFile == null) null else
-        VocabMap.fromJson(MiniJson.parse(File(dir, vocabFile).readText(Charsets.UTF_8)), spec)
-    return XlmrTokenizer(model.readBytes(), spec, vocab)
+    return LocalBundle.tokenizer(dir, spec)
 }
 
 /** The lines of a UTF-8 file, split on "\n" only (a final newline ends the last line). */
@@ -59,7 +55,7 @@ private fun units(line: String, where: String): Pair<Int?, String> {
     return Pair(if (max == "-") null else max.toInt(), String(chars))
 }
 
-private fun bench(tok: XlmrTokenizer, texts: List<String>, maxLength: Int?) {
+private fun bench(tok: EdgeM3Tokenizer, texts: List<String>, maxLength: Int?) {
     if (texts.isEmpty()) throw UsageError("no texts to time")
     var best = 0.0
     var tokens = 0L

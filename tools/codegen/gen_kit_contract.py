@@ -16,7 +16,9 @@ from pathlib import Path
 
 from edge_m3 import contract as c
 from edge_m3.bundle.kits import ANDROID_ASSETS, IOS_RESOURCES, IOS_TEST_RESOURCES
+from tools.codegen.kit_manifest import camel as _camel
 from tools.codegen.kit_manifest import kotlin_manifest, swift_manifest
+from tools.codegen.kit_manifest import quote as _q
 
 ROOT = Path(__file__).resolve().parents[2]
 KOTLIN = ROOT / "android_assets/src/main/java/dev/edgem3/EdgeM3Contract.kt"
@@ -36,6 +38,8 @@ STRINGS = {
     # retrieval (issue 25, docs/index-format.md)
     "INDEX_FORMAT": c.INDEX_FORMAT, "INDEX_MANIFEST": c.INDEX_MANIFEST, "INDEX_IDS": c.INDEX_IDS,
     "INDEX_POSTING_WEIGHTS": c.INDEX_POSTING_WEIGHTS,
+    # tokenizer kinds (issue 33): the manifest's `tokenizer.kind` values and a WordPiece vocabulary's file
+    "XLMR_SENTENCEPIECE": c.XLMR_SENTENCEPIECE, "WORDPIECE": c.WORDPIECE, "WORDPIECE_VOCAB": c.WORDPIECE_VOCAB,
 }
 INTS = {"DEVICE_THREADS": c.DEVICE_THREADS, "WEIGHT_CACHE_KEY_CHARS": c.WEIGHT_CACHE_KEY_CHARS,
         # retrieval (issue 25)
@@ -43,7 +47,9 @@ INTS = {"DEVICE_THREADS": c.DEVICE_THREADS, "WEIGHT_CACHE_KEY_CHARS": c.WEIGHT_C
 LISTS = {"SPECIAL_KEYS": c.SPECIAL_KEYS, "LEXICAL_SKIP_KEYS": c.LEXICAL_SKIP_KEYS, "QUANTS": c.QUANTS,
          # retrieval (issue 25)
          "SCORE_SIGNALS": c.SCORE_SIGNALS, "SCORE_MODES": c.SCORE_MODES,
-         "DENSE_STORES": c.DENSE_STORES, "COLBERT_STORES": c.COLBERT_STORES}
+         "DENSE_STORES": c.DENSE_STORES, "COLBERT_STORES": c.COLBERT_STORES,
+         # tokenizer kinds (issue 33): one tokenizer class each, EdgeM3Tokenizer.open picks it
+         "TOKENIZER_KINDS": c.TOKENIZER_KINDS}
 # Retrieval (issue 25): lists of doubles and string maps.
 DOUBLE_LISTS = {"DEFAULT_MODE_WEIGHTS": c.DEFAULT_MODE_WEIGHTS}
 STRING_MAPS = {"INDEX_ARRAYS": c.INDEX_ARRAYS}
@@ -60,15 +66,6 @@ SWIFT_CACHE_NAME = """\
         let key = String(runtimeKey.map { ($0.isASCII && ($0.isLetter || $0.isNumber)) || $0 == "." ||
             $0 == "_" ? $0 : "_" })
         return String(modelSha256.prefix(weightCacheKeyChars)) + "-" + key + weightCacheSuffix"""
-
-
-def _camel(name: str) -> str:
-    head, *rest = name.lower().split("_")
-    return head + "".join(p.capitalize() for p in rest)
-
-
-def _q(s: str) -> str:
-    return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
 def _doc(fn: object) -> str:

@@ -18,15 +18,19 @@ from edge_m3 import contract as c
 
 @dataclass(frozen=True)
 class Field:
-    """One property. kind: String, Int, Int64, [Int], [String], [Type], {Type} (a JSON object of
-    Type by name), Type, or file? (an object {"file": ...} or null, read as its file name)."""
+    """One property. kind: String, Int, Int64, Bool, [Int], [String], [Type], {Type} (a JSON object
+    of Type by name), Type, Type? (an object, or null / absent), or file? (an object {"file": ...}
+    or null, read as its file name)."""
 
     prop: str
     key: str
     kind: str
-    default: str | None = None  # None: required; "empty": [], {}, "" when absent; "hook": see hook
+    # None: required; "empty": [], {}, "" when absent; "hook": see hook; "absent": `absent` when
+    # the key is missing (null is refused).
+    default: str | None = None
     hook: str | None = None  # a kit function that checks / completes the decoded value
     doc: str = ""
+    absent: str | None = None  # default "absent": the contract constant (its name) a missing key means
 
 
 @dataclass(frozen=True)
@@ -43,11 +47,31 @@ def _keys(cls: type) -> tuple[str, ...]:
     return tuple(f.name for f in fields(cls))
 
 
+def _default(cls: type, key: str, name: str) -> str:
+    """`name`, the contract constant that is the dataclass field's default (what a manifest without
+    the key means); the kits read it from the generated EdgeM3Contract."""
+    (f,) = [f for f in fields(cls) if f.name == key]
+    if getattr(c, name) != f.default:
+        raise SystemExit(f"kit manifest: {cls.__name__}.{key} defaults to {f.default!r}, not {name}")
+    return name
+
+
+def camel(name: str) -> str:
+    """lower_snake or UPPER_SNAKE -> lowerCamel (Swift's names; Kotlin properties)."""
+    head, *rest = name.lower().split("_")
+    return head + "".join(p.capitalize() for p in rest)
+
+
+# WORDPIECE_OPTIONS' Python types -> the table's kinds.
+_OPTION_KINDS = {bool: "Bool", str: "String", int: "Int"}
+
+
 TYPES = (
     KitType("SpecialIds", "The five special tokens' ids: all required (EdgeM3Contract.SPECIAL_KEYS).",
             c.SPECIAL_KEYS, tuple(Field(k, k, "Int") for k in c.SPECIAL_KEYS)),
-    KitType("TokenizerSpec", "The manifest's `tokenizer` entry: what XlmrTokenizer needs besides "
-            "sentencepiece.bpe.model.", _keys(c.TokenizerSpec), (
+    KitType("TokenizerSpec", "The manifest's `tokenizer` entry: the kind, its file (sentencepiece.bpe.model, "
+            "vocab.txt), the special ids and strings; EdgeM3Tokenizer.open picks the class by kind.",
+            _keys(c.TokenizerSpec), (
                 Field("file", "file", "String"),
                 Field("special", "special_ids", "SpecialIds"),
                 Field("specialTokens", "special_tokens", "tokens", "hook", "checkedSpecialTokens",
@@ -57,7 +81,16 @@ TYPES = (
                 Field("idOffset", "id_offset", "Int"),
                 Field("vocabSize", "vocab_size", "Int"),
                 Field("vocabMapFile", "vocab_map", "file?", doc="`vocab_map.file`: the trimmed vocabulary's "
-                      "row map, null for the full vocabulary."))),
+                      "row map, null for the full vocabulary."),
+                Field("kind", "kind", "String", "absent", "checkedTokenizerKind",
+                      "How the bundle tokenizes (EdgeM3Contract.TOKENIZER_KINDS); absent: "
+                      f"{c.XLMR_SENTENCEPIECE}.", absent=_default(c.TokenizerSpec, "kind", "XLMR_SENTENCEPIECE")),
+                Field("options", "options", "WordPieceOptions?", doc="A `wordpiece` tokenizer's settings "
+                      "(required for that kind, null for the others)."))),
+    KitType("WordPieceOptions", "A WordPiece tokenizer's settings (EdgeM3Contract's WORDPIECE_OPTIONS): "
+            "BertNormalizer, BertPreTokenizer and WordPiece as `tokenizers` names them; all required.",
+            tuple(c.WORDPIECE_OPTIONS), tuple(Field(camel(k), k, _OPTION_KINDS[t])
+                                              for k, t in c.WORDPIECE_OPTIONS.items())),
     KitType("TensorSpec", "One input or output of a signature, as the interpreter reports it.",
             _keys(c.TensorSpec), (Field("name", "name", "String"), Field("shape", "shape", "[Int]"),
                                   Field("dtype", "dtype", "String"))),
@@ -83,6 +116,12 @@ TYPES = (
 )
 
 
+def quote(s: str | None) -> str:
+    """A string literal in both languages."""
+    assert s is not None
+    return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
 def check_against_contract() -> None:
     """Every key a kit reads is one contract.py defines."""
     for t in TYPES:
@@ -96,8 +135,8 @@ def check_against_contract() -> None:
 # ---------------------------------------------------------------------------------------- Kotlin
 
 def _kt_type(kind: str) -> str:
-    return {"String": "String", "Int": "Int", "Int64": "Long", "[Int]": "IntArray", "[String]": "List<String>",
-            "tokens": "SpecialTokens", "file?": "String?"}.get(kind) or (
+    return {"String": "String", "Int": "Int", "Int64": "Long", "Bool": "Boolean", "[Int]": "IntArray",
+            "[String]": "List<String>", "tokens": "SpecialTokens", "file?": "String?"}.get(kind) or (
         f"List<{kind[1:-1]}>" if kind.startswith("[") else f"Map<String, {kind[1:-1]}>" if kind.startswith("{")
         else kind)
 
@@ -107,11 +146,11 @@ def _kt_read(f: Field, tree: str, where: str) -> str:
     path = f"{where} {f.key}" if where.endswith(":") else f"{where}.{f.key}"
     w = f'"{path}"'
     at = "where" if where.rstrip(":") == "$where" else f'"{where.rstrip(":")}"'
-    optional = f.default or f.kind == "file?"
+    optional = f.default or f.kind.endswith("?")
     raw = f'{tree}["{f.key}"]' if optional else f'JsonTree.field({tree}, "{f.key}", {at})'
     k = f.kind
-    if k in ("String", "Int"):
-        read = f"JsonTree.{'str' if k == 'String' else 'int'}({raw}, {w})"
+    if k in ("String", "Int", "Bool"):
+        read = f"JsonTree.{ {'String': 'str', 'Int': 'int', 'Bool': 'bool'}[k] }({raw}, {w})"
     elif k == "Int64":
         read = f"JsonTree.long({raw}, {w})"
     elif k == "[Int]":
@@ -128,8 +167,12 @@ def _kt_read(f: Field, tree: str, where: str) -> str:
     elif k == "file?":
         read = (f'{raw}?.let {{ JsonTree.str(JsonTree.field(JsonTree.obj(it, {w}), "file", {w}), '
                 f'"{path}.file") }}')
+    elif k.endswith("?"):
+        read = f"{raw}?.let {{ {k[:-1]}.fromJson(it, {w}) }}"
     else:
         read = f"{k}.fromJson({raw}, {w})"
+    if f.default == "absent":
+        read = f'if ({tree}.containsKey("{f.key}")) {read} else EdgeM3Contract.{f.absent}'
     if f.default == "empty" and k != "tokens":
         empty = {"String": '""'}.get(k) or ("emptyList()" if k.startswith("[") else "emptyMap()")
         read = f'if ({raw} == null) {empty} else {read}'
@@ -147,7 +190,8 @@ def kotlin_manifest(header: str) -> str:
         hook_prop, _, hook = (t.init_hook or ":").partition(":")
         params = []
         for f in t.fields:
-            default = " = SpecialTokens.XLMR" if f.kind == "tokens" else ""
+            default = (" = SpecialTokens.XLMR" if f.kind == "tokens" else f" = EdgeM3Contract.{f.absent}"
+                       if f.default == "absent" else " = null" if f.kind.endswith("?") else "")
             val = "" if f.prop == hook_prop else "val "
             params.append(f"    {val}{f.prop}: {_kt_type(f.kind)}{default}")
         out += [f"/** {t.doc} */", f"class {t.name}(", ",\n".join(params), ") {"]
@@ -172,16 +216,18 @@ def kotlin_manifest(header: str) -> str:
 # ----------------------------------------------------------------------------------------- Swift
 
 def _sw_type(kind: str) -> str:
-    return {"String": "String", "Int": "Int", "Int64": "Int64", "[Int]": "[Int]", "[String]": "[String]",
-            "tokens": "[String: String]", "file?": "String?"}.get(kind) or (
+    return {"String": "String", "Int": "Int", "Int64": "Int64", "Bool": "Bool", "[Int]": "[Int]",
+            "[String]": "[String]", "tokens": "[String: String]", "file?": "String?"}.get(kind) or (
         f"[String: {kind[1:-1]}]" if kind.startswith("{") else kind)
 
 
 def _sw_default(f: Field) -> str:
     if f.kind == "tokens":
         return "TokenizerSpec.xlmrSpecialTokens"
-    if f.kind == "file?":
+    if f.kind.endswith("?"):
         return "nil"
+    if f.default == "absent":
+        return f"EdgeM3Contract.{camel(f.absent or '')}"
     if f.default == "empty":
         return '""' if f.kind == "String" else "[:]" if f.kind.startswith("{") else "[]"
     return ""
@@ -204,7 +250,8 @@ def swift_manifest(header: str) -> str:
         for f in t.fields:
             d = _sw_default(f)
             # Keep today's call shapes: defaults only where the kit always had them.
-            use_default = d and (f.kind in ("tokens", "file?") or t.name == "Signature")
+            use_default = d and (f.kind == "tokens" or f.kind.endswith("?") or f.default == "absent"
+                                 or t.name == "Signature")
             params.append(f"{f.prop}: {_sw_type(f.kind)}{' = ' + d if use_default else ''}")
         out += ["", f"    public init({', '.join(params)}){throws} {{"]
         for f in t.fields:
@@ -219,6 +266,11 @@ def swift_manifest(header: str) -> str:
             key = f"CodingKeys.{f.prop}"
             if f.kind == "file?":
                 read = f"try c.decodeIfPresent(FileRef.self, forKey: .{f.prop})?.file"
+            elif f.kind.endswith("?"):
+                read = f"try c.decodeIfPresent({f.kind[:-1]}.self, forKey: .{f.prop})"
+            elif f.default == "absent":  # absent: the contract's default; null: refused
+                read = (f"try c.contains(.{f.prop}) ? c.decode({_sw_type(f.kind)}.self, forKey: .{f.prop}) "
+                        f": {_sw_default(f)}")
             elif f.kind == "tokens":
                 read = (f"try {f.hook}(c.decodeIfPresent({_sw_type(f.kind)}.self, forKey: .{f.prop}), "
                         f"at: c.codingPath + [{key}])")
@@ -237,6 +289,8 @@ def swift_manifest(header: str) -> str:
             if f.kind == "file?":
                 out.append(f"        try c.encode({f.prop}.map {{ FileRef(file: $0) }}, forKey: .{f.prop})"
                            "  // null when absent")
+            elif f.kind.endswith("?"):
+                out.append(f"        try c.encodeIfPresent({f.prop}, forKey: .{f.prop})")
             else:
                 out.append(f"        try c.encode({f.prop}, forKey: .{f.prop})")
         out += ["    }", "}", ""]

@@ -1,7 +1,7 @@
 import Foundation
 
 // The device pipeline of docs/bundle-format.md in plain Swift (Foundation only): token ids (the
-// kit's XlmrTokenizer), signature choice, padding, post-processing (the golden comparison is test
+// kit's tokenizer of the manifest's kind, EdgeM3Tokenizer), signature choice, padding, post-processing (the golden comparison is test
 // support: Tests/EdgeM3Tests/GoldenCheck.swift). The same steps as
 // android_assets/src/main/java/dev/edgem3/EdgeM3Core.kt; both kits replay a real bundle's
 // golden.json in CI (tests/test_kits.py, tests/test_swift_kit.py).
@@ -70,14 +70,14 @@ nonisolated public struct Pipeline: Hashable, Sendable {
     public var special: SpecialIds { manifest.tokenizer.special }
 
     /// Steps 1-2 as edge_m3/runtime/pipeline.py: the text's ids truncated to the longest signature
-    /// (keeping `</s>`), and the smallest signature that holds them.
-    public func encode(_ text: String, tokenizer: XlmrTokenizer) throws -> Encoded {
+    /// (keeping `eos`: `</s>`, `[SEP]`), and the smallest signature that holds them.
+    public func encode(_ text: String, tokenizer: any EdgeM3Tokenizer) throws -> Encoded {
         try encode(ids: tokenizer.encode(text, maxLength: model.longest.seqLen))
     }
 
     /// The same for raw UTF-16 (an NSString's code units, which may hold lone surrogates; a Swift
     /// String never does): a lone surrogate throws the Python pipeline's error.
-    public func encode(utf16 units: [UInt16], tokenizer: XlmrTokenizer) throws -> Encoded {
+    public func encode(utf16 units: [UInt16], tokenizer: any EdgeM3Tokenizer) throws -> Encoded {
         try encode(ids: tokenizer.encode(utf16: units, maxLength: model.longest.seqLen))
     }
 
@@ -132,7 +132,7 @@ nonisolated public struct Pipeline: Hashable, Sendable {
     }
 
     /// Steps 1-5 for one text (not thread-safe when `runner` is not: `EdgeM3Embedder` serialises).
-    public func embed(_ text: String, tokenizer: XlmrTokenizer, runner: any ModelRunner) throws -> Embedding {
+    public func embed(_ text: String, tokenizer: any EdgeM3Tokenizer, runner: any ModelRunner) throws -> Embedding {
         try run(encode(text, tokenizer: tokenizer), on: runner)
     }
 }

@@ -1,8 +1,8 @@
 import Dispatch
 import Foundation
 
-/// BGE-M3 embeddings for an app: `embed(_:)` gives FlagEmbedding's dense_vecs, lexical_weights
-/// and colbert_vecs (whichever heads the bundle exports).
+/// Text embeddings for an app (BGE-M3, or a BERT such as all-MiniLM-L6-v2): `embed(_:)` gives
+/// FlagEmbedding's dense_vecs, lexical_weights and colbert_vecs (whichever heads the bundle exports).
 ///
 /// The model runner (TFLiteRunner.swift on a phone, LiteRtCRunner.swift on a desktop) is not thread-safe, so
 /// every call runs on the embedder's own serial queue: share one instance freely, callers
@@ -14,14 +14,14 @@ nonisolated public final class EdgeM3Embedder: @unchecked Sendable {  // mutable
     public static let resourceFolder = EdgeM3Contract.resourceFolder
 
     public let pipeline: Pipeline
-    /// The bundle's own tokenizer: the reference's ids (tests/test_kit_tokenizer.py), no binding.
-    public let tokenizer: XlmrTokenizer
+    /// The bundle's own tokenizer, of its manifest's kind: the reference's ids (tests/test_kit_tokenizer.py), no binding.
+    public let tokenizer: any EdgeM3Tokenizer
     private let runner: any ModelRunner
     private let queue = DispatchQueue(label: "dev.edgem3.embedder", qos: .userInitiated)
 
     /// `init(directory:)` (TFLiteRunner.swift) and `init(directory:liteRt:)` (LiteRtCRunner.swift)
     /// build all three from a bundle folder.
-    public init(pipeline: Pipeline, tokenizer: XlmrTokenizer, runner: any ModelRunner) {
+    public init(pipeline: Pipeline, tokenizer: any EdgeM3Tokenizer, runner: any ModelRunner) {
         self.pipeline = pipeline
         self.tokenizer = tokenizer
         self.runner = runner
@@ -69,12 +69,12 @@ nonisolated public final class EdgeM3Embedder: @unchecked Sendable {  // mutable
     }
 
     /// A bundle folder as every runner opens it: manifest.json, vocab_map.json (trimmed bundles),
-    /// the tokenizer from sentencepiece.bpe.model, and the model file checked against the
+    /// the tokenizer of its kind (sentencepiece.bpe.model, vocab.txt), and the model file checked against the
     /// manifest (size; SHA-256 on the first load, remembered in `checksumMemo` when given).
     public static func openBundle(directory: URL, checksumMemo: URL?) throws
-        -> (pipeline: Pipeline, tokenizer: XlmrTokenizer, modelFile: URL, entry: FileEntry?) {
+        -> (pipeline: Pipeline, tokenizer: any EdgeM3Tokenizer, modelFile: URL, entry: FileEntry?) {
         let pipeline = try Pipeline(directory: directory, format: "tflite")
-        let tokenizer = try XlmrTokenizer(directory: directory, spec: pipeline.manifest.tokenizer)
+        let tokenizer = try openTokenizer(directory: directory, spec: pipeline.manifest.tokenizer)
         let file = directory.appendingPathComponent(pipeline.model.file)
         let entry = pipeline.manifest.files[pipeline.model.file]
         if let entry {

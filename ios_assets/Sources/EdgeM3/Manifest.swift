@@ -47,7 +47,7 @@ nonisolated public struct SpecialIds: Codable, Hashable, Sendable {
     }
 }
 
-/// The manifest's `tokenizer` entry: what XlmrTokenizer needs besides sentencepiece.bpe.model.
+/// The manifest's `tokenizer` entry: the kind, its file (sentencepiece.bpe.model, vocab.txt), the special ids and strings; EdgeM3Tokenizer.open picks the class by kind.
 nonisolated public struct TokenizerSpec: Codable, Hashable, Sendable {
     public var file: String
     public var special: SpecialIds
@@ -58,8 +58,12 @@ nonisolated public struct TokenizerSpec: Codable, Hashable, Sendable {
     public var vocabSize: Int
     /// `vocab_map.file`: the trimmed vocabulary's row map, null for the full vocabulary.
     public var vocabMapFile: String?
+    /// How the bundle tokenizes (EdgeM3Contract.TOKENIZER_KINDS); absent: xlmr-sentencepiece.
+    public var kind: String
+    /// A `wordpiece` tokenizer's settings (required for that kind, null for the others).
+    public var options: WordPieceOptions?
 
-    public init(file: String, special: SpecialIds, specialTokens: [String: String] = TokenizerSpec.xlmrSpecialTokens, spUnkId: Int, idOffset: Int, vocabSize: Int, vocabMapFile: String? = nil) {
+    public init(file: String, special: SpecialIds, specialTokens: [String: String] = TokenizerSpec.xlmrSpecialTokens, spUnkId: Int, idOffset: Int, vocabSize: Int, vocabMapFile: String? = nil, kind: String = EdgeM3Contract.xlmrSentencepiece, options: WordPieceOptions? = nil) {
         self.file = file
         self.special = special
         self.specialTokens = specialTokens
@@ -67,6 +71,8 @@ nonisolated public struct TokenizerSpec: Codable, Hashable, Sendable {
         self.idOffset = idOffset
         self.vocabSize = vocabSize
         self.vocabMapFile = vocabMapFile
+        self.kind = kind
+        self.options = options
     }
 
     enum CodingKeys: String, CodingKey {
@@ -77,6 +83,8 @@ nonisolated public struct TokenizerSpec: Codable, Hashable, Sendable {
         case idOffset = "id_offset"
         case vocabSize = "vocab_size"
         case vocabMapFile = "vocab_map"
+        case kind
+        case options
     }
 
     public init(from decoder: Decoder) throws {
@@ -88,7 +96,9 @@ nonisolated public struct TokenizerSpec: Codable, Hashable, Sendable {
         let idOffset = try c.decode(Int.self, forKey: .idOffset)
         let vocabSize = try c.decode(Int.self, forKey: .vocabSize)
         let vocabMapFile = try c.decodeIfPresent(FileRef.self, forKey: .vocabMapFile)?.file
-        self.init(file: file, special: special, specialTokens: specialTokens, spUnkId: spUnkId, idOffset: idOffset, vocabSize: vocabSize, vocabMapFile: vocabMapFile)
+        let kind = try checkedTokenizerKind(try c.contains(.kind) ? c.decode(String.self, forKey: .kind) : EdgeM3Contract.xlmrSentencepiece)
+        let options = try c.decodeIfPresent(WordPieceOptions.self, forKey: .options)
+        self.init(file: file, special: special, specialTokens: specialTokens, spUnkId: spUnkId, idOffset: idOffset, vocabSize: vocabSize, vocabMapFile: vocabMapFile, kind: kind, options: options)
     }
 
     public func encode(to encoder: Encoder) throws {
@@ -100,6 +110,57 @@ nonisolated public struct TokenizerSpec: Codable, Hashable, Sendable {
         try c.encode(idOffset, forKey: .idOffset)
         try c.encode(vocabSize, forKey: .vocabSize)
         try c.encode(vocabMapFile.map { FileRef(file: $0) }, forKey: .vocabMapFile)  // null when absent
+        try c.encode(kind, forKey: .kind)
+        try c.encodeIfPresent(options, forKey: .options)
+    }
+}
+
+/// A WordPiece tokenizer's settings (EdgeM3Contract's WORDPIECE_OPTIONS): BertNormalizer, BertPreTokenizer and WordPiece as `tokenizers` names them; all required.
+nonisolated public struct WordPieceOptions: Codable, Hashable, Sendable {
+    public var cleanText: Bool
+    public var handleChineseChars: Bool
+    public var stripAccents: Bool
+    public var lowercase: Bool
+    public var continuingSubwordPrefix: String
+    public var maxInputCharsPerWord: Int
+
+    public init(cleanText: Bool, handleChineseChars: Bool, stripAccents: Bool, lowercase: Bool, continuingSubwordPrefix: String, maxInputCharsPerWord: Int) {
+        self.cleanText = cleanText
+        self.handleChineseChars = handleChineseChars
+        self.stripAccents = stripAccents
+        self.lowercase = lowercase
+        self.continuingSubwordPrefix = continuingSubwordPrefix
+        self.maxInputCharsPerWord = maxInputCharsPerWord
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case cleanText = "clean_text"
+        case handleChineseChars = "handle_chinese_chars"
+        case stripAccents = "strip_accents"
+        case lowercase
+        case continuingSubwordPrefix = "continuing_subword_prefix"
+        case maxInputCharsPerWord = "max_input_chars_per_word"
+    }
+
+    public init(from decoder: Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        let cleanText = try c.decode(Bool.self, forKey: .cleanText)
+        let handleChineseChars = try c.decode(Bool.self, forKey: .handleChineseChars)
+        let stripAccents = try c.decode(Bool.self, forKey: .stripAccents)
+        let lowercase = try c.decode(Bool.self, forKey: .lowercase)
+        let continuingSubwordPrefix = try c.decode(String.self, forKey: .continuingSubwordPrefix)
+        let maxInputCharsPerWord = try c.decode(Int.self, forKey: .maxInputCharsPerWord)
+        self.init(cleanText: cleanText, handleChineseChars: handleChineseChars, stripAccents: stripAccents, lowercase: lowercase, continuingSubwordPrefix: continuingSubwordPrefix, maxInputCharsPerWord: maxInputCharsPerWord)
+    }
+
+    public func encode(to encoder: Encoder) throws {
+        var c = encoder.container(keyedBy: CodingKeys.self)
+        try c.encode(cleanText, forKey: .cleanText)
+        try c.encode(handleChineseChars, forKey: .handleChineseChars)
+        try c.encode(stripAccents, forKey: .stripAccents)
+        try c.encode(lowercase, forKey: .lowercase)
+        try c.encode(continuingSubwordPrefix, forKey: .continuingSubwordPrefix)
+        try c.encode(maxInputCharsPerWord, forKey: .maxInputCharsPerWord)
     }
 }
 

@@ -90,6 +90,17 @@ nonisolated extension ModelEntry {
     public var longest: Signature { signatures[signatures.count - 1] }
 }
 
+/// `tokenizer.kind`: one of EdgeM3Contract.tokenizerKinds.
+nonisolated func checkedTokenizerKind(_ kind: String) throws -> String {
+    if !EdgeM3Contract.tokenizerKinds.contains(kind) { throw unknownTokenizerKind(kind) }
+    return kind
+}
+
+/// A kind this kit has no tokenizer for (a newer bundle, or a typo), named with the ones it has.
+nonisolated func unknownTokenizerKind(_ kind: String) -> EdgeM3Error {
+    EdgeM3Error("\(EdgeM3Contract.manifest): tokenizer.kind '\(kind)' unknown (known: \(EdgeM3Contract.tokenizerKinds.joined(separator: ", ")))")
+}
+
 /// `schema_version` must be the one this kit was generated for.
 nonisolated func checkedSchemaVersion(_ version: Int) throws -> Int {
     if version != EdgeM3Contract.schemaVersion {

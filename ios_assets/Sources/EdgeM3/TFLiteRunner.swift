@@ -238,8 +238,8 @@ nonisolated final class XNNPackDelegate: Delegate {
 }
 
 nonisolated extension EdgeM3Embedder {
-    /// Loads a bundle folder: manifest.json, vocab_map.json (trimmed bundles), the tokenizer from
-    /// sentencepiece.bpe.model, the .tflite checked against the manifest (size; SHA-256 on the
+    /// Loads a bundle folder: manifest.json, vocab_map.json (trimmed bundles), the tokenizer of its
+    /// kind (sentencepiece.bpe.model, vocab.txt), the .tflite checked against the manifest (size; SHA-256 on the
     /// first load, remembered in `checksumMemo`), run with `threads` and `weightCache` (README "Memory").
     /// Blocking: call it off the main thread, or use `load(directory:)`.
     public convenience init(directory: URL, threads: Int = EdgeM3Contract.deviceThreads,

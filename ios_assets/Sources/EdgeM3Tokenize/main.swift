@@ -1,7 +1,7 @@
-// The kit's XlmrTokenizer on a bundle, for CI and by hand (the Swift twin of android_assets/jvm/KitTokenize.kt).
+// The kit's tokenizer of the bundle's kind (EdgeM3Tokenizer) on a bundle, for CI and by hand (the Swift twin of android_assets/jvm/KitTokenize.kt).
 //
 //   edge-m3-tokenize BUNDLE TEXTS_FILE [--max-length N]
-//       one JSON list of XLM-R ids per line of the UTF-8 file (lines split on "\n" only)
+//       one JSON list of ids (the bundle's tokenizer kind) per line of the UTF-8 file (lines split on "\n" only)
 //   edge-m3-tokenize --units BUNDLE FILE      lines "MAX HEX": MAX "-" or a length, HEX the text as
 //       UTF-16 code units (4 hex digits each, lone surrogates allowed); prints the ids or
 //       "error: <message>" per line (tests/test_kit_tokenizer.py)
@@ -23,7 +23,7 @@ func readFile(_ path: String) throws -> Data {
 /// The manifest's tokenizer entry alone (the tests' vocabulary folders hold nothing else).
 struct TokenizerEntry: Decodable { let tokenizer: TokenizerSpec }
 
-func loadTokenizer(_ dir: String) throws -> XlmrTokenizer {
+func loadTokenizer(_ dir: String) throws -> any EdgeM3Tokenizer {
     let folder = URL(fileURLWithPath: dir, isDirectory: true)
     let manifestPath = folder.appendingPathComponent(EdgeM3Contract.manifest).path
     guard FileManager.default.fileExists(atPath: manifestPath) else {
@@ -35,11 +35,12 @@ func loadTokenizer(_ dir: String) throws -> XlmrTokenizer {
     } catch let error as DecodingError {
         throw UsageError(message: "\(manifestPath): bad tokenizer entry (\(error))")
     }
+    let tokenizer = try openTokenizer(directory: folder, spec: spec)
     // A trimmed bundle's map is checked as the app checks it; the ids printed stay the original ones.
     if let name = spec.vocabMapFile {
         _ = try VocabMap(contentsOf: folder.appendingPathComponent(name), tokenizer: spec)
     }
-    return try XlmrTokenizer(directory: folder, spec: spec)
+    return tokenizer
 }
 
 func json(_ ids: [Int]) -> String {
@@ -66,7 +67,7 @@ func seconds(since t0: UInt64) -> Double {
     return Double(DispatchTime.now().uptimeNanoseconds - t0) / 1e9
 }
 
-func bench(_ tok: XlmrTokenizer, _ texts: [String], _ maxLength: Int?) throws {
+func bench(_ tok: any EdgeM3Tokenizer, _ texts: [String], _ maxLength: Int?) throws {
     if texts.isEmpty { throw UsageError(message: "no texts to time") }
     var best = 0.0, tokens = 0
     let rounds = 7

@@ -4,7 +4,7 @@ import XCTest
 
 /// The kit against a real bundle's golden.json (the Swift twin of android_assets/jvm/GoldenCheck.kt).
 ///
-/// Exact: token ids from the kit's own XlmrTokenizer, signature choice, post-processing of the
+/// Exact: token ids from the kit's own tokenizer (of the manifest's kind), signature choice, post-processing of the
 /// recorded raw outputs, the embedder's whole path with the model replaced by the recording, the
 /// bundle files' SHA-256, and bad input (lone surrogates, text past the longest signature) as the
 /// Python pipeline treats it. Tolerant: live outputs (TensorFlowLite in an app, LiteRT's C API elsewhere).
@@ -45,10 +45,10 @@ final class EdgeM3GoldenTests: XCTestCase {
         throw XCTSkip("no bundle: set EDGE_M3_BUNDLE, or run `make build` to fill ios_assets/EdgeM3Resources")
     }
 
-    private func load() throws -> (Fixture, Pipeline, XlmrTokenizer, Golden) {
+    private func load() throws -> (Fixture, Pipeline, any EdgeM3Tokenizer, Golden) {
         let fixture = try Self.locate()
         let pipeline = try Pipeline(directory: fixture.bundle)
-        let tokenizer = try XlmrTokenizer(directory: fixture.bundle, spec: pipeline.manifest.tokenizer)
+        let tokenizer = try openTokenizer(directory: fixture.bundle, spec: pipeline.manifest.tokenizer)
         let golden = try Golden(contentsOf: fixture.golden)
         XCTAssertEqual(golden.modelFile, pipeline.model.file, "golden.json model_file")
         XCTAssertFalse(golden.cases.isEmpty, "golden.json has no cases")

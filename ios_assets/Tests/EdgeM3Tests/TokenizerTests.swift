@@ -65,3 +65,89 @@ final class TokenizerTests: XCTestCase {
         }
     }
 }
+
+/// The WordPiece tokenizer's API on a hand-written vocabulary, and its typed errors. Its ids against
+/// the Python pipeline on real vocabularies are checked by tests/test_kit_tokenizer.py.
+final class WordPieceTokenizerTests: XCTestCase {
+    static let vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "hel", "##lo", "world", "!", "cafe", "中"]
+
+    /// The manifest's tokenizer entry, as the builder writes it for `vocab`, with `edit` applied.
+    static func spec(_ edit: (inout [String: Any]) -> Void = { _ in }) throws -> TokenizerSpec {
+        var entry: [String: Any] = [
+            "file": "vocab.txt", "kind": "wordpiece", "sp_unk_id": 0, "id_offset": 0, "vocab_size": vocab.count,
+            "vocab_map": NSNull(), "special_ids": ["bos": 2, "pad": 0, "eos": 3, "unk": 1, "mask": 4],
+            "special_tokens": ["bos": "[CLS]", "pad": "[PAD]", "eos": "[SEP]", "unk": "[UNK]", "mask": "[MASK]"],
+            "options": ["clean_text": true, "handle_chinese_chars": true, "strip_accents": true, "lowercase": true,
+                        "continuing_subword_prefix": "##", "max_input_chars_per_word": 100] as [String: Any],
+        ]
+        edit(&entry)
+        return try JSONDecoder().decode(TokenizerSpec.self, from: JSONSerialization.data(withJSONObject: entry))
+    }
+
+    static func bytes(_ tokens: [String]) -> [UInt8] { Array(tokens.map { $0 + "\n" }.joined().utf8) }
+
+    func testEncode() throws {
+        let tok = try openTokenizer(spec: Self.spec()) { _ in Self.bytes(Self.vocab) }
+        XCTAssertTrue(tok is WordPieceTokenizer)
+        XCTAssertEqual([tok.bos, tok.eos, tok.pad], [2, 3, 0])
+        XCTAssertEqual(try tok.encode("Hello, WORLD!", maxLength: nil), [2, 5, 6, 1, 7, 8, 3])
+        XCTAssertEqual(try tok.encode("Hello, WORLD!", maxLength: 3), [2, 5, 3])
+        XCTAssertEqual(try tok.encode("Café中x[MASK]", maxLength: nil), [2, 9, 10, 1, 4, 3])
+        XCTAssertEqual(try tok.encode("cafe\u{301}", maxLength: nil), [2, 9, 3])  // é and e + U+0301 alike
+        XCTAssertEqual(try tok.encode(utf16: Array("hello".utf16), maxLength: nil), [2, 5, 6, 3])
+        XCTAssertThrowsError(try tok.encode(utf16: [0x61, 0xDC00], maxLength: nil)) { error in
+            XCTAssertEqual((error as? EdgeM3Error)?.message, "text is not valid Unicode (lone surrogate at index 1)")
+        }
+    }
+
+    /// Tokens are code points, never Swift Strings (whose == is canonical equivalence).
+    func testTokensAreCodePoints() throws {
+        let spec = try Self.spec { $0["vocab_size"] = Self.vocab.count + 1 }
+        let tok = try WordPieceTokenizer(vocab: Self.bytes(Self.vocab + ["cafe\u{301}"]), spec: spec)
+        var options = spec.options!
+        options.stripAccents = false
+        var keep = spec
+        keep.options = options
+        let cased = try WordPieceTokenizer(vocab: Self.bytes(Self.vocab + ["café"]), spec: keep)
+        XCTAssertEqual(try tok.encode("cafe\u{301}", maxLength: nil), [2, 9, 3])  // stripped first
+        XCTAssertEqual(try cased.encode("café", maxLength: nil), [2, 11, 3])
+        XCTAssertEqual(try cased.encode("cafe\u{301}", maxLength: nil), [2, 1, 3])  // not the token "café"
+    }
+
+    func testBadBundlesAreTypedErrors() throws {
+        func refused(_ message: String, _ make: () throws -> Any) {
+            XCTAssertThrowsError(try make()) { error in
+                guard let e = error as? EdgeM3Error else { return XCTFail("not an EdgeM3Error: \(error)") }
+                XCTAssertEqual(e.kind, .invalidInput)
+                XCTAssertTrue(e.message.contains(message), e.message)
+            }
+        }
+        let good = Self.bytes(Self.vocab)
+        refused("tokenizer.kind 'bpe' unknown (known: xlmr-sentencepiece, wordpiece)") {
+            try Self.spec { $0["kind"] = "bpe" }
+        }
+        refused("tokenizer options missing (required for kind wordpiece)") {
+            try WordPieceTokenizer(vocab: good, spec: Self.spec { $0["options"] = nil })
+        }
+        refused("11 tokens, but the manifest says vocab_size 12") {
+            try WordPieceTokenizer(vocab: good, spec: Self.spec { $0["vocab_size"] = 12 })
+        }
+        refused("vocab_map must be null") {
+            try WordPieceTokenizer(vocab: good, spec: Self.spec { $0["vocab_map"] = ["file": "vocab_map.json"] })
+        }
+        refused("vocabulary line 7 'hel' repeats line 6") {
+            try WordPieceTokenizer(vocab: Self.bytes(Self.vocab.enumerated().map { $0.offset == 6 ? "hel" : $0.element }),
+                                   spec: Self.spec())
+        }
+        refused("vocabulary line 2 '[UNK]\\r' is empty or holds a line break") {
+            try WordPieceTokenizer(vocab: Self.bytes(Self.vocab.map { $0 == "[UNK]" ? "[UNK]\r" : $0 }), spec: Self.spec())
+        }
+        refused("vocab.txt: not UTF-8") { try WordPieceTokenizer(vocab: good + [0xFF, 0x0A], spec: Self.spec()) }
+        refused("special token mask '[MASK]' is not line 6") {
+            try WordPieceTokenizer(vocab: good, spec: Self.spec { $0["special_ids"] = ["bos": 2, "pad": 0, "eos": 3, "unk": 1, "mask": 5] })
+        }
+        var xlmr = try Self.spec()
+        xlmr.kind = "bpe"
+        refused("tokenizer.kind 'bpe' unknown") { try openTokenizer(spec: xlmr) { _ in good } }
+    }
+}

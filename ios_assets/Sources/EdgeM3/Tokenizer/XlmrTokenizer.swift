@@ -5,7 +5,8 @@ import Foundation
 // every text; tests/test_kit_tokenizer.py checks that on the corpus, random text and every code
 // point. The same algorithm as android_assets/src/main/java/dev/edgem3/XlmrTokenizer.kt (change
 // both together); each step ports one Python module:
-//   1. special-token strings in the raw text -> their ids, leftmost-longest (edge_m3/tokenizer.py);
+//   1. special-token strings in the raw text -> their ids, leftmost-longest (edge_m3/tokenizer.py;
+//      SpecialSplit in EdgeM3Tokenizer.swift, shared with WordPieceTokenizer);
 //   2. the model's precompiled charsmap one grapheme cluster at a time (edge_m3/normalizer.py), the
 //      clusters cut by the reference's Unicode 16 rules (edge_m3/graphemes.py; the per-code-point
 //      data is generated into TokenizerTables.swift, never taken from the OS's ICU);
@@ -16,9 +17,10 @@ import Foundation
 /// `encode(text, maxLength:)` -> XLM-R ids `<s> ... </s>`, exactly as the Python pipeline gives them.
 ///
 /// Built from the bundle's sentencepiece.bpe.model and the manifest's `tokenizer` entry
-/// (`init(directory:spec:)`). It gives original-vocabulary ids only: a trimmed bundle's table
-/// rows are `Pipeline.rows(for:)` (vocab_map.json), not the tokenizer's business.
-nonisolated public final class XlmrTokenizer: Sendable {
+/// (`openTokenizer(directory:spec:)` picks this class for kind `xlmr-sentencepiece`). It gives
+/// original-vocabulary ids only: a trimmed bundle's table rows are `Pipeline.rows(for:)`
+/// (vocab_map.json), not the tokenizer's business.
+nonisolated public final class XlmrTokenizer: EdgeM3Tokenizer {
     public let bos: Int
     public let eos: Int
     public let pad: Int
@@ -27,7 +29,7 @@ nonisolated public final class XlmrTokenizer: Sendable {
     private let unkScore: Double
     private let maxLen: Int
     private let idOf: [Int]
-    private let specials: [([UInt32], Int)]
+    private let split: SpecialSplit
     private let charsmap: CharsMap?
 
     /// - Parameters:
@@ -100,16 +102,8 @@ nonisolated public final class XlmrTokenizer: Sendable {
             if p >= 0 { ids[p] = id }
         }
         idOf = ids
-        // Special-token strings in the text -> their ids (the reference's added tokens): the last key
-        // wins for a repeated string, longest first (a stable sort, as Python's).
-        var order: [String] = []
-        var idOfString: [String: Int] = [:]
-        for (string, id) in pairs where !string.isEmpty {
-            if idOfString[string] == nil { order.append(string) }
-            idOfString[string] = id
-        }
-        let listed = order.enumerated().map { ($0.offset, $0.element.unicodeScalars.map { $0.value }, idOfString[$0.element]!) }
-        specials = listed.sorted { ($0.1.count, -$0.0) > ($1.1.count, -$1.0) }.map { ($0.1, $0.2) }
+        // Special-token strings in the text -> their ids (the reference's added tokens).
+        split = SpecialSplit(pairs, bos: specialIds["bos"]!, eos: specialIds["eos"]!)
         charsmap = try m.charsmap.isEmpty ? nil : CharsMap(m.charsmap, file: file)
         bos = specialIds["bos"]!
         eos = specialIds["eos"]!
@@ -124,87 +118,18 @@ nonisolated public final class XlmrTokenizer: Sendable {
                       idOffset: spec.idOffset, vocabSize: spec.vocabSize, file: spec.file)
     }
 
-    /// A bundle folder's SentencePiece model (`spec.file`, next to manifest.json).
-    public convenience init(directory: URL, spec: TokenizerSpec) throws {
-        let url = directory.appendingPathComponent(spec.file)
-        guard let data = FileManager.default.contents(atPath: url.path) else {
-            throw EdgeM3Error("\(url.path): not found (named by \(EdgeM3Contract.manifest))")
-        }
-        try self.init(model: [UInt8](data), spec: spec)
-    }
-
-    /// Original-vocabulary ids, `<s>`/`</s>` added; truncation to `maxLength` keeps `</s>`.
-    /// `maxLength` below 2 is refused with the Python pipeline's message.
+    /// `<s> ... </s>`: EdgeM3Tokenizer.encode.
     public func encode(_ text: String, maxLength: Int? = nil) throws -> [Int] {
-        return try encode(scalars: text.unicodeScalars.map { $0.value }, maxLength: maxLength)
+        try split.encode(text.unicodeScalars.map { $0.value }, maxLength: maxLength) { try words($0, $1, $2, &$3) }
     }
 
-    /// The same for raw UTF-16 (an NSString's or a JavaScript string's code units, which may hold
-    /// lone surrogates; a Swift String never does): a lone surrogate is refused exactly as
-    /// edge_m3.tokenizer.check_text refuses it, its index counted in code points.
+    /// EdgeM3Tokenizer.encode(utf16:maxLength:).
     public func encode(utf16 units: [UInt16], maxLength: Int? = nil) throws -> [Int] {
-        return try encode(scalars: XlmrTokenizer.checkedScalars(units), maxLength: maxLength)
-    }
-
-    private func encode(scalars cps: [UInt32], maxLength: Int?) throws -> [Int] {
-        if let m = maxLength, m < 2 { throw EdgeM3Error("max_length \(m): must be an integer of at least 2") }
-        var out: [Int] = [bos]
-        out.reserveCapacity(cps.count + 2)
-        try segments(cps, &out)
-        out.append(eos)
-        if let m = maxLength, out.count > m {
-            out.removeSubrange((m - 1)...)
-            out.append(eos)
-        }
-        return out
-    }
-
-    /// Code points of UTF-16 units; the first lone surrogate is an error at its code-point index.
-    static func checkedScalars(_ u: [UInt16]) throws -> [UInt32] {
-        var out: [UInt32] = []
-        out.reserveCapacity(u.count)
-        var i = 0
-        while i < u.count {
-            let c = u[i]
-            if c >= 0xD800 && c <= 0xDBFF && i + 1 < u.count && u[i + 1] >= 0xDC00 && u[i + 1] <= 0xDFFF {
-                out.append(0x10000 + ((UInt32(c) - 0xD800) << 10) + (UInt32(u[i + 1]) - 0xDC00))
-                i += 2
-            } else if c >= 0xD800 && c <= 0xDFFF {
-                throw EdgeM3Error("text is not valid Unicode (lone surrogate at index \(out.count))")
-            } else {
-                out.append(UInt32(c))
-                i += 1
-            }
-        }
-        return out
-    }
-
-    /// Pieces between special-token strings, and those strings' ids (leftmost, longest first).
-    private func segments(_ cps: [UInt32], _ out: inout [Int]) throws {
-        var from = 0, i = 0
-        let n = cps.count
-        while i < n {
-            var matched = -1
-            for k in specials.indices {
-                let s = specials[k].0
-                if s.count <= n - i && s[0] == cps[i] {
-                    var same = true
-                    for j in 1..<s.count where cps[i + j] != s[j] { same = false; break }
-                    if same { matched = k; break }
-                }
-            }
-            if matched < 0 { i += 1; continue }
-            try words(cps, from, i, &out)
-            out.append(specials[matched].1)
-            i += specials[matched].0.count
-            from = i
-        }
-        try words(cps, from, n, &out)
+        try split.encode(SpecialSplit.checkedScalars(units), maxLength: maxLength) { try words($0, $1, $2, &$3) }
     }
 
     /// Normalise `cps[from ..< to]`, split on whitespace, segment each word (edge_m3.unigram.encode_words).
     private func words(_ cps: [UInt32], _ from: Int, _ to: Int, _ out: inout [Int]) throws {
-        if from >= to { return }
         var norm: [UInt32] = []
         norm.reserveCapacity(to - from + 8)
         if let cm = charsmap { try cm.normalize(cps, from, to, into: &norm) } else { norm.append(contentsOf: cps[from..<to]) }

@@ -11,7 +11,7 @@ import org.junit.runner.RunWith
  * Instrumented template: checks this app against the bundle's golden.json on a real device.
  *
  * Run with `./gradlew connectedAndroidTest`. Exact checks: token ids from the kit's own
- * XlmrTokenizer, signature choice, post-processing of the recorded raw outputs. Tolerant check:
+ * tokenizer (of the bundle's kind), signature choice, post-processing of the recorded raw outputs. Tolerant check:
  * the live model outputs on this device's CPU against the recorded ones, within the variant's
  * device tolerance (EdgeM3Contract.TOLERANCES).
  */
@@ -24,11 +24,10 @@ class EdgeM3GoldenTest {
     private val manifest = Manifest.fromJson(EdgeM3Embedder.readJsonAsset(context.assets, "$dir/${EdgeM3Contract.MANIFEST}"))
     private val model = manifest.model("tflite")
     private val golden = Golden.parse(EdgeM3Embedder.readJsonAsset(testContext.assets, "$dir/${EdgeM3Contract.GOLDEN}"))
-    private val vocab = manifest.tokenizer.vocabMapFile?.let {
-        VocabMap.fromJson(EdgeM3Embedder.readJsonAsset(context.assets, "$dir/$it"), manifest.tokenizer)
+    private val tokenizer = EdgeM3Tokenizer.open(manifest.tokenizer) { name ->
+        context.assets.open("$dir/$name").use { it.readBytes() }
     }
-    private val tokenizer = XlmrTokenizer(
-        context.assets.open("$dir/${manifest.tokenizer.file}").use { it.readBytes() }, manifest.tokenizer, vocab)
+    private val vocab = tokenizer.vocab
 
     @Test
     fun goldenMatchesThisBundle() {

@@ -7,7 +7,9 @@ import kotlin.math.min
 // (generated from edge_m3/contract.py), the runner IO ModelRunner.kt; golden comparison is test
 // support (src/androidTest/.../Golden.kt). No Android or TFLite import, so CI runs it on the JVM
 // against a real bundle's golden.json, live through jvm/LiteRtCRunner.kt.
-// Reference: edge_m3/tokenizer.py, edge_m3/pipeline.py, edge_m3/postprocess.py.
+// Reference: edge_m3/tokenizer/ (the tokenizer of the manifest's kind: EdgeM3Tokenizer.kt),
+// edge_m3/pipeline.py, edge_m3/postprocess.py. The heads are whichever the signature exports
+// (a BERT bundle has dense_vecs alone): a missing one stays null.
 // ios_assets/Sources/EdgeM3/ (a Swift package) implements the same steps; CI replays golden.json with both.
 // Written for Kotlin 1.3+ (what CI compiles with): no trailing commas, no newer stdlib calls.
 
@@ -25,7 +27,7 @@ class Embedding(
 )
 
 object EdgeM3Core {
-    /** Step 2, too long: keep the first `maxLen - 1` ids and end with `</s>`. */
+    /** Step 2, too long: keep the first `maxLen - 1` ids and end with `eos` (`</s>`, `[SEP]`). */
     fun truncate(ids: IntArray, maxLen: Int, eos: Int): IntArray {
         if (maxLen < 2) throw EdgeM3Exception("max length $maxLen: must be at least 2")
         if (ids.size <= maxLen) return ids
@@ -48,7 +50,7 @@ object EdgeM3Core {
 
     /** Steps 1-2: the text's ids truncated to the largest signature (as edge_m3.pipeline does), and
      *  the signature to run. */
-    fun encode(text: String, tokenizer: XlmrTokenizer, signatures: List<Signature>): Encoded {
+    fun encode(text: String, tokenizer: EdgeM3Tokenizer, signatures: List<Signature>): Encoded {
         val ids = tokenizer.encode(text, chooseSignature(Int.MAX_VALUE, signatures).seqLen)
         return Encoded(ids, chooseSignature(ids.size, signatures))
     }
@@ -107,7 +109,7 @@ object EdgeM3Core {
 
     /** Steps 1-5 for one text: what an app calls (not thread-safe when `runner` is not); a trimmed
      *  bundle's rows come from `tokenizer.vocab`. */
-    fun embed(text: String, manifest: Manifest, model: ModelEntry, tokenizer: XlmrTokenizer,
+    fun embed(text: String, manifest: Manifest, model: ModelEntry, tokenizer: EdgeM3Tokenizer,
               runner: ModelRunner): Embedding =
         run(encode(text, tokenizer, model.signatures), manifest, runner, tokenizer.vocab)
 }

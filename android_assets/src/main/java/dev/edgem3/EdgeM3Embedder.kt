@@ -18,9 +18,9 @@ import java.security.DigestInputStream
 import java.security.MessageDigest
 
 // Android side of the kit: the bundle from assets/edge_m3/ or a folder, the .tflite on LiteRT
-// (ModelRunners.kt: CompiledModel with an XNNPACK weight cache), the kit's own XlmrTokenizer (the
-// reference's ids, no NDK). The pipeline itself is EdgeM3Core; names and tolerances come from
-// EdgeM3Contract (generated from edge_m3/contract.py).
+// (ModelRunners.kt: CompiledModel with an XNNPACK weight cache), the kit's own tokenizer of the
+// bundle's kind (EdgeM3Tokenizer: the reference's ids, no NDK). The pipeline itself is EdgeM3Core;
+// names and tolerances come from EdgeM3Contract (generated from edge_m3/contract.py).
 
 /** How [EdgeM3Embedder.fromAssets] opens the model asset on `CompiledModel` (with a weight cache). */
 enum class ModelCopy {
@@ -32,8 +32,8 @@ enum class ModelCopy {
 }
 
 /**
- * BGE-M3 embeddings on Android: `embed(text)` gives FlagEmbedding's dense_vecs, lexical_weights
- * and colbert_vecs (whichever heads the bundle exports).
+ * Text embeddings on Android (BGE-M3, or a BERT such as all-MiniLM-L6-v2): `embed(text)` gives
+ * FlagEmbedding's dense_vecs, lexical_weights and colbert_vecs (whichever heads the bundle exports).
  *
  * One instance holds one opened model (the mapped file, its packed weights once with a weight
  * cache, per-signature arenas). Runtimes are not thread-safe: the suspending `embed` takes turns
@@ -45,7 +45,7 @@ class EdgeM3Embedder(
     val manifest: Manifest,
     val model: ModelEntry,
     private val runner: LoadedModel,
-    val tokenizer: XlmrTokenizer
+    val tokenizer: EdgeM3Tokenizer
 ) : Closeable {
     private val turns = Mutex()
     private var closed = false
@@ -84,8 +84,8 @@ class EdgeM3Embedder(
         const val ASSET_DIR = EdgeM3Contract.ASSET_DIR
 
         /**
-         * Loads manifest.json from assets/`dir`, the tokenizer from sentencepiece.bpe.model (and
-         * vocab_map.json for trimmed bundles), and the .tflite with `threads` XNNPACK threads and
+         * Loads manifest.json from assets/`dir`, the tokenizer of its kind (sentencepiece.bpe.model
+         * and, trimmed, vocab_map.json; or vocab.txt), and the .tflite with `threads` XNNPACK threads and
          * `weightCache` (default: a file in the app's cache folder). The model asset (stored
          * uncompressed: noCompress; an install-time asset pack's assets are the app's) is opened as
          * `modelCopy` says, with a weight cache: [ModelCopy.FILE] copies it out of the APK once,
@@ -106,11 +106,7 @@ class EdgeM3Embedder(
             val assets = context.assets
             val manifest = Manifest.fromJson(readJsonAsset(assets, "$dir/${EdgeM3Contract.MANIFEST}"))
             val model = manifest.model("tflite")
-            val vocabFile = manifest.tokenizer.vocabMapFile
-            val vocab = if (vocabFile == null) null else
-                VocabMap.fromJson(readJsonAsset(assets, "$dir/$vocabFile"), manifest.tokenizer)
-            val spBytes = assets.open("$dir/${manifest.tokenizer.file}").use { it.readBytes() }
-            val tokenizer = XlmrTokenizer(spBytes, manifest.tokenizer, vocab)
+            val tokenizer = EdgeM3Tokenizer.open(manifest.tokenizer) { name -> assets.open("$dir/$name").use { it.readBytes() } }
             val path = "$dir/${model.file}"
             val expected = manifest.files[model.file]
                 ?: throw EdgeM3Exception("assets/$dir/${EdgeM3Contract.MANIFEST}: no files entry for ${model.file}")

@@ -4,12 +4,12 @@ import java.io.File
 import java.io.FileInputStream
 
 /**
- * A bundle folder on disk, read and checked for a runner: manifest.json, the tokenizer (and
- * vocab_map.json when trimmed), and every file the manifest lists against its size and SHA-256
+ * A bundle folder on disk, read and checked for a runner: manifest.json, the tokenizer of its kind
+ * (and vocab_map.json when trimmed), and every file the manifest lists against its size and SHA-256
  * (`ModelCheck`; with `checksumMemo` a file's hash is checked once). Plain JVM: the Android
  * embedder (`EdgeM3Embedder.fromDirectory`) and the desktop tools (jvm/KitEmbed.kt) share it.
  */
-class LocalBundle(val dir: File, val manifest: Manifest, val model: ModelEntry, val tokenizer: XlmrTokenizer) {
+class LocalBundle(val dir: File, val manifest: Manifest, val model: ModelEntry, val tokenizer: EdgeM3Tokenizer) {
     /** The model file; `modelEntry`: its manifest entry (sha256 names the weight cache). */
     val modelFile: File get() = File(dir, model.file)
     val modelEntry: FileEntry get() = manifest.files.getValue(model.file)
@@ -26,12 +26,14 @@ class LocalBundle(val dir: File, val manifest: Manifest, val model: ModelEntry, 
                 if (!f.isFile) throw EdgeM3Exception("$f: not found (listed in ${EdgeM3Contract.MANIFEST})")
                 ModelCheck.verify(f.path, entry, f.length(), f.lastModified(), checksumMemo) { FileInputStream(f) }
             }
-            val vocabFile = manifest.tokenizer.vocabMapFile
-            val vocab = if (vocabFile == null) null else
-                VocabMap.fromJson(readJsonFile(File(dir, vocabFile)), manifest.tokenizer)
-            val spFile = File(dir, manifest.tokenizer.file)
-            if (!spFile.isFile) throw EdgeM3Exception("$spFile: not found (named by ${EdgeM3Contract.MANIFEST})")
-            return LocalBundle(dir, manifest, model, XlmrTokenizer(spFile.readBytes(), manifest.tokenizer, vocab))
+            return LocalBundle(dir, manifest, model, tokenizer(dir, manifest.tokenizer))
+        }
+
+        /** The tokenizer of the manifest's kind over the bundle folder's files (EdgeM3Tokenizer.open). */
+        fun tokenizer(dir: File, spec: TokenizerSpec): EdgeM3Tokenizer = EdgeM3Tokenizer.open(spec) { name ->
+            val f = File(dir, name)
+            if (!f.isFile) throw EdgeM3Exception("$f: not found (named by ${EdgeM3Contract.MANIFEST})")
+            f.readBytes()
         }
 
         /** A JSON file through MiniJson; a missing file names itself. */

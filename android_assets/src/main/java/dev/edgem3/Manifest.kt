@@ -25,7 +25,7 @@ class SpecialIds(
     }
 }
 
-/** The manifest's `tokenizer` entry: what XlmrTokenizer needs besides sentencepiece.bpe.model. */
+/** The manifest's `tokenizer` entry: the kind, its file (sentencepiece.bpe.model, vocab.txt), the special ids and strings; EdgeM3Tokenizer.open picks the class by kind. */
 class TokenizerSpec(
     val file: String,
     val special: SpecialIds,
@@ -33,7 +33,9 @@ class TokenizerSpec(
     val spUnkId: Int,
     val idOffset: Int,
     val vocabSize: Int,
-    val vocabMapFile: String?
+    val vocabMapFile: String? = null,
+    val kind: String = EdgeM3Contract.XLMR_SENTENCEPIECE,
+    val options: WordPieceOptions? = null
 ) {
     companion object {
         /** Reads and checks one `TokenizerSpec` of parsed JSON; errors name `where` and the key. */
@@ -46,7 +48,34 @@ class TokenizerSpec(
                 JsonTree.int(JsonTree.field(t, "sp_unk_id", where), "$where.sp_unk_id"),
                 JsonTree.int(JsonTree.field(t, "id_offset", where), "$where.id_offset"),
                 JsonTree.int(JsonTree.field(t, "vocab_size", where), "$where.vocab_size"),
-                t["vocab_map"]?.let { JsonTree.str(JsonTree.field(JsonTree.obj(it, "$where.vocab_map"), "file", "$where.vocab_map"), "$where.vocab_map.file") }
+                t["vocab_map"]?.let { JsonTree.str(JsonTree.field(JsonTree.obj(it, "$where.vocab_map"), "file", "$where.vocab_map"), "$where.vocab_map.file") },
+                checkedTokenizerKind(if (t.containsKey("kind")) JsonTree.str(t["kind"], "$where.kind") else EdgeM3Contract.XLMR_SENTENCEPIECE, "$where.kind"),
+                t["options"]?.let { WordPieceOptions.fromJson(it, "$where.options") }
+            )
+        }
+    }
+}
+
+/** A WordPiece tokenizer's settings (EdgeM3Contract's WORDPIECE_OPTIONS): BertNormalizer, BertPreTokenizer and WordPiece as `tokenizers` names them; all required. */
+class WordPieceOptions(
+    val cleanText: Boolean,
+    val handleChineseChars: Boolean,
+    val stripAccents: Boolean,
+    val lowercase: Boolean,
+    val continuingSubwordPrefix: String,
+    val maxInputCharsPerWord: Int
+) {
+    companion object {
+        /** Reads and checks one `WordPieceOptions` of parsed JSON; errors name `where` and the key. */
+        fun fromJson(tree: Any?, where: String = "${EdgeM3Contract.MANIFEST}: WordPieceOptions"): WordPieceOptions {
+            val t = JsonTree.obj(tree, where)
+            return WordPieceOptions(
+                JsonTree.bool(JsonTree.field(t, "clean_text", where), "$where.clean_text"),
+                JsonTree.bool(JsonTree.field(t, "handle_chinese_chars", where), "$where.handle_chinese_chars"),
+                JsonTree.bool(JsonTree.field(t, "strip_accents", where), "$where.strip_accents"),
+                JsonTree.bool(JsonTree.field(t, "lowercase", where), "$where.lowercase"),
+                JsonTree.str(JsonTree.field(t, "continuing_subword_prefix", where), "$where.continuing_subword_prefix"),
+                JsonTree.int(JsonTree.field(t, "max_input_chars_per_word", where), "$where.max_input_chars_per_word")
             )
         }
     }

@@ -53,3 +53,13 @@ internal fun checkedSignatures(signatures: List<Signature>, file: String): List<
 /** `special_tokens`: absent or null gives XLM-R's strings; present, every key is required. */
 internal fun checkedSpecialTokens(tree: Any?, where: String): SpecialTokens =
     if (tree == null) SpecialTokens.XLMR else SpecialTokens.fromMap(JsonTree.obj(tree, where), where)
+
+/** `tokenizer.kind`: one of EdgeM3Contract.TOKENIZER_KINDS (`where`: "manifest.json: tokenizer.kind"). */
+internal fun checkedTokenizerKind(kind: String, where: String): String {
+    if (kind !in EdgeM3Contract.TOKENIZER_KINDS) throw unknownTokenizerKind(kind, where)
+    return kind
+}
+
+/** A kind this kit has no tokenizer for (a newer bundle, or a typo), named with the ones it has. */
+internal fun unknownTokenizerKind(kind: String, where: String): EdgeM3Exception =
+    EdgeM3Exception("$where '$kind' unknown (known: ${EdgeM3Contract.TOKENIZER_KINDS.joinToString(", ")})")

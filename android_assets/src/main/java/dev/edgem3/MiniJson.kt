@@ -157,6 +157,9 @@ object JsonTree {
     fun str(x: Any?, where: String): String =
         x as? String ?: throw EdgeM3Exception("$where: expected a string")
 
+    fun bool(x: Any?, where: String): Boolean =
+        x as? Boolean ?: throw EdgeM3Exception("$where: expected true or false")
+
     fun int(x: Any?, where: String): Int {
         val n = x as? Number ?: throw EdgeM3Exception("$where: expected an integer")
         val d = n.toDouble()

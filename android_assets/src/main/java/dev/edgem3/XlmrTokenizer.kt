@@ -6,7 +6,8 @@ import kotlin.math.min
 // which equal the reference's (transformers' XLMRobertaTokenizer, what FlagEmbedding loads), on
 // every text; CI checks that on the corpus, random text and every code point
 // (tests/test_kit_tokenizer.py). Each step ports one Python module:
-//   1. special-token strings in the raw text -> their ids, leftmost-longest (edge_m3/tokenizer.py);
+//   1. special-token strings in the raw text -> their ids, leftmost-longest (edge_m3/tokenizer.py;
+//      SpecialSplit in EdgeM3Tokenizer.kt, shared with WordPieceTokenizer);
 //   2. the model's precompiled charsmap one grapheme cluster at a time (edge_m3/normalizer.py), the
 //      clusters cut by the reference's Unicode 16 rules (edge_m3/graphemes.py; the per-code-point
 //      data is generated into TokenizerTables.kt, never taken from the phone's ICU);
@@ -38,7 +39,8 @@ class SpecialTokens(val bos: String, val pad: String, val eos: String, val unk: 
  * Built from the bundle's sentencepiece.bpe.model bytes and the manifest's tokenizer entry; `vocab`
  * (vocab_map.json of a trimmed bundle) only feeds `modelRows`.
  */
-class XlmrTokenizer(modelBytes: ByteArray, val spec: TokenizerSpec, val vocab: VocabMap? = null) {
+class XlmrTokenizer(modelBytes: ByteArray, override val spec: TokenizerSpec, override val vocab: VocabMap? = null) :
+    EdgeM3Tokenizer {
     private val model = SentencePieceModel.parse(modelBytes, spec.file)
     private val charsmap: CharsMap? = if (model.charsmap.isEmpty()) null else CharsMap(model.charsmap, spec.file)
     private val table: PieceTable
@@ -46,10 +48,7 @@ class XlmrTokenizer(modelBytes: ByteArray, val spec: TokenizerSpec, val vocab: V
     private val unkScore: Double
     private val maxLen: Int
     private val idOf: IntArray
-    private val specialCps: Array<IntArray>
-    private val specialIds: IntArray
-    private val bos = spec.special.bos
-    private val eos = spec.special.eos
+    private val split: SpecialSplit
 
     init {
         val n = model.size
@@ -68,7 +67,7 @@ class XlmrTokenizer(modelBytes: ByteArray, val spec: TokenizerSpec, val vocab: V
             if (!t.add(i)) throw EdgeM3Exception("$where (piece '${model.piece(i)}' occurs twice in the model)")
         }
         for ((string, _) in pairs) {
-            val cps = codePoints(string)
+            val cps = codePointsOf(string)
             if (t.find(cps, 0, cps.size) < 0) {
                 t.addExtra(n + added.size, cps)
                 added.add(cps)
@@ -103,73 +102,19 @@ class XlmrTokenizer(modelBytes: ByteArray, val spec: TokenizerSpec, val vocab: V
         idOf = IntArray(scores.size) { it + spec.idOffset }
         idOf[0] = spec.special.unk
         for ((string, id) in pairs) {
-            val cps = codePoints(string)
+            val cps = codePointsOf(string)
             val p = table.find(cps, 0, cps.size)
             if (p >= 0) idOf[p] = id
         }
-        // Special-token strings in the text -> their ids (the reference's added tokens): the last key
-        // wins for a repeated string, longest first (a stable sort, as Python's).
-        val specials = LinkedHashMap<String, Int>()
-        for ((string, id) in pairs) if (string.isNotEmpty()) specials[string] = id
-        val ordered = specials.entries.map { codePoints(it.key) to it.value }.sortedByDescending { it.first.size }
-        specialCps = Array(ordered.size) { ordered[it].first }
-        specialIds = IntArray(ordered.size) { ordered[it].second }
+        // Special-token strings in the text -> their ids (the reference's added tokens).
+        split = SpecialSplit(pairs, spec.special.bos, spec.special.eos)
     }
 
-    /**
-     * Original-vocabulary ids, `<s>`/`</s>` added; truncation to `maxLength` keeps `</s>`.
-     * Lone surrogates and `maxLength` below 2 are refused with the Python pipeline's messages.
-     */
-    fun encode(text: String, maxLength: Int? = null): IntArray {
-        val cps = checkedCodePoints(text)
-        if (maxLength != null && maxLength < 2) {
-            throw EdgeM3Exception("max_length $maxLength: must be an integer of at least 2")
-        }
-        val out = IntList(cps.size + 2)
-        out.add(bos)
-        segments(cps, out)
-        out.add(eos)
-        val ids = out.toArray()
-        return if (maxLength == null) ids else EdgeM3Core.truncate(ids, maxLength, eos)
-    }
-
-    /** Rows of the (possibly trimmed) embedding table; a copy of `ids` for a full vocabulary. */
-    fun modelRows(ids: IntArray): IntArray = vocab?.rows(ids) ?: ids.copyOf()
-
-    /** Pieces between special-token strings, and those strings' ids (leftmost, longest first). */
-    private fun segments(cps: IntArray, out: IntList) {
-        var from = 0
-        var i = 0
-        val n = cps.size
-        while (i < n) {
-            var matched = -1
-            for (k in specialCps.indices) {
-                val s = specialCps[k]
-                if (s.size <= n - i && s[0] == cps[i] && matches(cps, i, s)) {
-                    matched = k
-                    break
-                }
-            }
-            if (matched < 0) {
-                i++
-                continue
-            }
-            words(cps, from, i, out)
-            out.add(specialIds[matched])
-            i += specialCps[matched].size
-            from = i
-        }
-        words(cps, from, n, out)
-    }
-
-    private fun matches(cps: IntArray, at: Int, s: IntArray): Boolean {
-        for (k in s.indices) if (cps[at + k] != s[k]) return false
-        return true
-    }
+    /** `<s> ... </s>`: EdgeM3Tokenizer.encode. */
+    override fun encode(text: String, maxLength: Int?): IntArray = split.encode(text, maxLength, this::words)
 
     /** Normalise `cps[from until to]`, split on whitespace, segment each word (edge_m3.unigram.encode_words). */
     private fun words(cps: IntArray, from: Int, to: Int, out: IntList) {
-        if (from >= to) return
         val norm = IntList(to - from + 8)
         if (charsmap == null) norm.addRange(cps, from, to) else charsmap.normalize(cps, from, to, norm)
         val buf = norm.data
@@ -252,38 +197,6 @@ class XlmrTokenizer(modelBytes: ByteArray, val spec: TokenizerSpec, val vocab: V
         }
 
         private fun isWhitespace(cp: Int): Boolean = cp < WHITESPACE.size && WHITESPACE[cp]
-
-        /** The text's code points; a lone surrogate is refused as edge_m3.tokenizer.check_text does. */
-        fun checkedCodePoints(text: String): IntArray {
-            val out = IntArray(text.length)
-            var n = 0
-            var i = 0
-            while (i < text.length) {
-                val c = text[i]
-                if (Character.isHighSurrogate(c) && i + 1 < text.length && Character.isLowSurrogate(text[i + 1])) {
-                    out[n++] = Character.toCodePoint(c, text[i + 1])
-                    i += 2
-                } else if (Character.isSurrogate(c)) {
-                    throw EdgeM3Exception("text is not valid Unicode (lone surrogate at index $n)")
-                } else {
-                    out[n++] = c.toInt()
-                    i++
-                }
-            }
-            return out.copyOf(n)
-        }
-
-        private fun codePoints(s: String): IntArray {
-            val out = IntArray(s.length)
-            var n = 0
-            var i = 0
-            while (i < s.length) {
-                val cp = s.codePointAt(i)
-                out[n++] = cp
-                i += Character.charCount(cp)
-            }
-            return out.copyOf(n)
-        }
     }
 }
 
