@@ -120,7 +120,8 @@ def minilm_bundles(minilm_ckpt: Path, tmp_path_factory: pytest.TempPathFactory) 
 @pytest.fixture(scope="session")
 def minilm_input_cases(minilm_bundles: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> Path:
     """input_cases.json (see _write_input_cases) of the MiniLM int8 bundle, for both kits' golden checks."""
-    return _write_input_cases(minilm_bundles["int8"], tmp_path_factory.mktemp("minilm_inputs") / "input_cases.json")
+    return _write_input_cases(minilm_bundles["int8"],
+                              tmp_path_factory.mktemp("minilm_inputs") / "input_cases.json")
 
 
 def _tool_missing(reason: str, require_env: str) -> None:

@@ -40,8 +40,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_tokenizer import MIXED, TEXT, TRICKY, _real_vocab_model, corpus
-from test_wordpiece import CODE_POINTS, OPTION_CASES, SOME_CODE_POINTS, in_words, mark_texts, on_lines, \
-    option_checkpoint, reference
+from test_wordpiece import (
+    CODE_POINTS,
+    OPTION_CASES,
+    SOME_CODE_POINTS,
+    in_words,
+    mark_texts,
+    on_lines,
+    option_checkpoint,
+    reference,
+)
 from test_wordpiece import MIXED as WP_MIXED
 from test_wordpiece import TEXT as WP_TEXT
 from test_wordpiece import TRICKY as WP_TRICKY
@@ -313,7 +321,8 @@ def wp_vocab(request, tmp_path_factory: pytest.TempPathFactory) -> tuple[str, Pa
     """(name, folder for the ports, the Python tokenizer); a small vocabulary's checkpoint (its
     tokenizer.json, the reference) is the folder's ckpt/."""
     d = tmp_path_factory.mktemp(f"kit_wp_{request.param}")
-    ckpt = minilm_dir() if request.param == "minilm" else option_checkpoint(*WP_OPTIONS[request.param], d / "ckpt")
+    ckpt = (minilm_dir() if request.param == "minilm"
+            else option_checkpoint(*WP_OPTIONS[request.param], d / "ckpt"))
     _wp_folder(d, ckpt)
     manifest = json.loads((d / "manifest.json").read_text(encoding="utf-8"))
     spec = TokenizerSpec.from_manifest(manifest["tokenizer"])
@@ -327,7 +336,7 @@ def wp_expected(wp_vocab, wp_cases) -> dict[str, list[str]]:
     untruncated valid text (the ports are then equal to both)."""
     name, d, tok = wp_vocab
     parts = _parts(wp_vocab, wp_cases)
-    ref = reference(minilm_dir() / "tokenizer.json") if name == "minilm" else reference(d / "ckpt/tokenizer.json")
+    ref = reference(minilm_dir() / "tokenizer.json" if name == "minilm" else d / "ckpt/tokenizer.json")
     plain = [t for items in parts.values() for t, m in items if m is None and t == from_units(t)
              and not any(0xD800 <= ord(c) <= 0xDFFF for c in t)]
     want = [e.ids for e in ref.encode_batch(plain)]
@@ -375,11 +384,13 @@ WP_BAD = {
     "option mistyped": (lambda t: t["options"].update(lowercase="yes"), None, "lowercase"),
     "vocab shorter": (None, lambda b: b[:b.rindex(b"\n", 0, -1) + 1],
                       "30521 tokens, but the manifest says vocab_size 30522 and id_offset 0 (want 0)"),
-    "vocab_size": (lambda t: t.update(vocab_size=30523), None, "30522 tokens, but the manifest says vocab_size 30523"),
+    "vocab_size": (lambda t: t.update(vocab_size=30523), None,
+                   "30522 tokens, but the manifest says vocab_size 30523"),
     "id_offset": (lambda t: t.update(id_offset=1), None, "and id_offset 1 (want 0)"),
     "trimmed": (lambda t: t.update(vocab_map={"file": "vocab_map.json"}), None,
                 "tokenizer vocab_map must be null for a WordPiece vocabulary"),
-    "special moved": (lambda t: t["special_ids"].update(mask=104), None, "special token mask '[MASK]' is not line 105"),
+    "special moved": (lambda t: t["special_ids"].update(mask=104), None,
+                      "special token mask '[MASK]' is not line 105"),
     "repeated token": (None, lambda b: b.replace(b"[unused1]\n", b"[unused0]\n", 1),
                        "vocabulary line 3 '[unused0]' repeats line 2"),
     "empty line": (None, lambda b: b.replace(b"[unused1]\n", b"\n", 1), "vocabulary line 3 '' is empty"),

@@ -8,8 +8,9 @@ kotlinc run per session also type-checks the Android embedder (suspending API in
 instrumented test against compile-only stubs.
 Live: GoldenCheck --live runs every golden case with the model on jvm/LiteRtCRunner.kt (LiteRT's
 C API from the ai-edge-litert wheel, through JNA) on the tiny and the real-weights e5-small int8
-and int4 bundles and all-MiniLM-L6-v2 int8 (WordPiece, dense head only), within the device tolerance; KitEmbed (tools/kit/kit_embed.sh kotlin) is held
-against `edge-m3 embed`; the runner's bad input gives one line each. CI fails without JNA or the
+and int4 bundles and all-MiniLM-L6-v2 int8 (WordPiece, dense head only), within the device
+tolerance; KitEmbed (tools/kit/kit_embed.sh kotlin) is held against `edge-m3 embed`; the
+runner's bad input gives one line each. CI fails without JNA or the
 library (EDGE_M3_REQUIRE_KOTLIN).
 Gradle cannot run here (no Android SDK), so the library module's build file is checked as text.
 The Swift kit has its own tests (tests/test_swift_kit.py).

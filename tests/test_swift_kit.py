@@ -175,8 +175,8 @@ def test_swift_golden_minilm(swift_test: SwiftTest, minilm_bundles: dict[str, Pa
     assert summary == (_test_count("EdgeM3GoldenTests"), 0, 0), proc.stdout[-6000:]
 
 
-def test_kit_embed_swift_minilm_matches_python(swift_build: Path, minilm_bundles: dict[str, Path], litert_lib: Path,
-                                               tmp_path: Path) -> None:
+def test_kit_embed_swift_minilm_matches_python(swift_build: Path, minilm_bundles: dict[str, Path],
+                                               litert_lib: Path, tmp_path: Path) -> None:
     """`kit_embed.sh swift` against `edge-m3 embed` on MiniLM int8, every signature (the longest
     through truncation): ids and signature exact, dense_vecs within the device tolerance, no other head."""
     import json

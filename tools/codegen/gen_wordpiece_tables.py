@@ -273,12 +273,17 @@ _KIT_TITLE = ("The WordPiece tokenizer's Unicode tables, probed from the referen
 _KIT_HANGUL = "Hangul syllables decompose by an algorithm (Unicode 3.12), not a table."
 
 
+
+def _hex(v: int) -> str:
+    """A Hangul constant as the kits spell it: hex past one byte."""
+    return f"0x{v:04X}" if v > 255 else str(v)
+
 def kotlin_source() -> str:
     """WordPieceTables.kt: an internal object of constants (raw strings: one JVM constant each)."""
     lines = [f"// {_HEADER}", "package dev.edgem3", "", f"/** {_KIT_TITLE.format(_reference())} */",
              "internal object WordPieceTables {", f'    const val REFERENCE = "{_reference()}"',
              f"    /** {_KIT_HANGUL} */"]
-    lines += [f"    const val {n} = {'0x%04X' % v if v > 255 else v}" for n, v in hangul().items()]
+    lines += [f"    const val {n} = {_hex(v)}" for n, v in hangul().items()]
     for name, value in tables().items():
         lines += [f"    /** {DOCS[name]} */", f'    const val {name.upper()} = """']
         lines += [f"        {chunk}" for chunk in _chunks(value, _WIDTH)]
@@ -290,9 +295,10 @@ def swift_source() -> str:
     """WordPieceTables.swift: an enum of constants (multi-line literals joined by a trailing '\\')."""
     from tools.codegen.kit_manifest import camel
 
-    lines = [f"// {_HEADER}", "", f"/// {_KIT_TITLE.format(_reference())}", "nonisolated enum WordPieceTables {",
+    lines = [f"// {_HEADER}", "", f"/// {_KIT_TITLE.format(_reference())}",
+             "nonisolated enum WordPieceTables {",
              f'    static let reference = "{_reference()}"', f"    /// {_KIT_HANGUL}"]
-    lines += [f"    static let {camel(n)}: UInt32 = {'0x%04X' % v if v > 255 else v}" for n, v in hangul().items()]
+    lines += [f"    static let {camel(n)}: UInt32 = {_hex(v)}" for n, v in hangul().items()]
     for name, value in tables().items():
         chunks = _chunks(value, _WIDTH)
         lines += [f"    /// {DOCS[name]}", f'    static let {camel(name)} = """']

@@ -84,7 +84,8 @@ TYPES = (
                       "row map, null for the full vocabulary."),
                 Field("kind", "kind", "String", "absent", "checkedTokenizerKind",
                       "How the bundle tokenizes (EdgeM3Contract.TOKENIZER_KINDS); absent: "
-                      f"{c.XLMR_SENTENCEPIECE}.", absent=_default(c.TokenizerSpec, "kind", "XLMR_SENTENCEPIECE")),
+                      f"{c.XLMR_SENTENCEPIECE}.",
+                      absent=_default(c.TokenizerSpec, "kind", "XLMR_SENTENCEPIECE")),
                 Field("options", "options", "WordPieceOptions?", doc="A `wordpiece` tokenizer's settings "
                       "(required for that kind, null for the others)."))),
     KitType("WordPieceOptions", "A WordPiece tokenizer's settings (EdgeM3Contract's WORDPIECE_OPTIONS): "
