@@ -22,7 +22,7 @@ import numpy as np
 import tensorflow as tf
 
 from edge_m3.contract import DENSE_VECS
-from edge_m3.families import FULL_ATTENTION, M3_POOLING, SLIDING_ATTENTION, Pooling
+from edge_m3.families import M3_POOLING, SLIDING_ATTENTION, Pooling
 from edge_m3.modeling.keras_model import MASK_VALUE, _dense, _gelu_erf, _lookup, _norm, _Preset, pool
 
 
@@ -37,11 +37,21 @@ def _rotate_half(x: tf.Tensor) -> tf.Tensor:
     return tf.concat([-x[..., half:], x[..., :half]], axis=-1)
 
 
-def sliding_band(length: tf.Tensor, window: int) -> tf.Tensor:
-    """`[L, L]` float: 1 where |i - j| <= window // 2 (transformers' bidirectional sliding
-    window of `sliding_window = local_attention // 2`), 0 elsewhere."""
-    pos = tf.range(length)
-    return tf.cast(tf.abs(pos[:, None] - pos[None, :]) <= window // 2, tf.float32)
+def sliding_band(block: int) -> np.ndarray:
+    """`[s, 3s]` float32 for block size s = local_attention // 2: 1 where a query at row a of a
+    block may see key c of the three blocks around it, i.e. |(c - s) - a| <= s (transformers'
+    bidirectional sliding window, `sliding_window = local_attention // 2`, inclusive)."""
+    a = np.arange(block)[:, None]
+    c = np.arange(3 * block)[None, :]
+    return (np.abs(c - block - a) <= block).astype(np.float32)
+
+
+def _blocks(x: tf.Tensor, nb: int, block: int) -> tf.Tensor:
+    """`[..., (nb + 2) * s, d]` -> `[..., nb, 3s, d]`: for each block, itself and both neighbours."""
+    lead = tf.shape(x)[:-2]
+    d = x.shape[-1]
+    x = tf.reshape(x, tf.concat([lead, [nb + 2, block, d]], 0))
+    return tf.concat([x[..., 0:nb, :, :], x[..., 1:nb + 1, :, :], x[..., 2:nb + 2, :, :]], axis=-2)
 
 
 class ModernBertLayer(keras.layers.Layer):
@@ -53,6 +63,7 @@ class ModernBertLayer(keras.layers.Layer):
         x, h = config.extra, config.hidden_size
         self.hidden, self.heads, self.head_dim = h, config.num_attention_heads, h // config.num_attention_heads
         self.ffn, self.kind = config.intermediate_size, x["layer_types"][index]
+        self.block = int(x["local_attention"]) // 2  # the sliding window's reach either side
         t, p, eps = tensors, f"layers.{index}.", config.layer_norm_eps
         self.attn_norm = _norm(eps, t, p + "attn_norm", "attn_norm", x["norm_bias"]) if index else None
         self.wqkv = _dense(3 * h, t, p + "attn.Wqkv", "wqkv", x["attention_bias"])
@@ -69,6 +80,31 @@ class ModernBertLayer(keras.layers.Layer):
         self.ffn_out.build((None, None, self.ffn))
         super().build(input_shape)
 
+    def _banded(self, q: tf.Tensor, k: tf.Tensor, v: tf.Tensor, mask_add: tf.Tensor,
+                length: tf.Tensor) -> tf.Tensor:
+        """Sliding-window attention in blocks of s = window / 2 tokens, each block's queries
+        against its own and its two neighbours' keys: scores of L x 3s instead of L x L (memory
+        and file size linear in L; the same values as the full masked product, whose masked
+        terms are exactly 0 after the softmax). `mask_add`: `[B, 1, 1, L]` padding."""
+        s = self.block
+        nb = -(-int(q.shape[2]) // s) if q.shape[2] is not None else None
+        if nb is None:  # a dynamic length (the ONNX trace): blocks from the runtime length
+            nb = (length + s - 1) // s
+        pad_end = nb * s - length
+        q = tf.pad(q, [[0, 0], [0, 0], [0, pad_end], [0, 0]])
+        k = tf.pad(k, [[0, 0], [0, 0], [s, pad_end + s], [0, 0]])
+        v = tf.pad(v, [[0, 0], [0, 0], [s, pad_end + s], [0, 0]])
+        keys_add = tf.pad(mask_add[:, :, 0, :], [[0, 0], [0, 0], [s, pad_end + s]],
+                          constant_values=MASK_VALUE)[..., None]  # [B, 1, (nb + 2) s, 1]
+        qb = tf.reshape(q, tf.stack([tf.shape(q)[0], self.heads, nb, s, self.head_dim]))
+        kb, vb = _blocks(k, nb, s), _blocks(v, nb, s)  # [B, heads, nb, 3s, d]
+        keys = _blocks(keys_add, nb, s)[..., 0][:, :, :, None, :]  # [B, 1, nb, 1, 3s]
+        band = tf.constant((1.0 - sliding_band(s)) * MASK_VALUE)  # [s, 3s]
+        scores = tf.matmul(qb, kb, transpose_b=True) + keys + band
+        ctx = tf.matmul(tf.nn.softmax(scores, axis=-1), vb)  # [B, heads, nb, s, d]
+        ctx = tf.reshape(ctx, tf.stack([tf.shape(q)[0], self.heads, nb * s, self.head_dim]))
+        return ctx[:, :, :length, :]
+
     def call(self, x: tf.Tensor, mask_add: tf.Tensor, cos: tf.Tensor, sin: tf.Tensor) -> tf.Tensor:
         shape = tf.shape(x)
         batch, length = shape[0], shape[1]
@@ -78,8 +114,13 @@ class ModernBertLayer(keras.layers.Layer):
         q, k, v = qkv[0], qkv[1], qkv[2]
         q = q * cos + _rotate_half(q) * sin
         k = k * cos + _rotate_half(k) * sin
-        scores = tf.matmul(q * (1.0 / math.sqrt(self.head_dim)), k, transpose_b=True) + mask_add
-        ctx = tf.transpose(tf.matmul(tf.nn.softmax(scores, axis=-1), v), [0, 2, 1, 3])
+        q = q * (1.0 / math.sqrt(self.head_dim))
+        if self.kind == SLIDING_ATTENTION:
+            ctx = self._banded(q, k, v, mask_add, length)
+        else:
+            scores = tf.matmul(q, k, transpose_b=True) + mask_add
+            ctx = tf.matmul(tf.nn.softmax(scores, axis=-1), v)
+        ctx = tf.transpose(ctx, [0, 2, 1, 3])
         x = x + self.attn_out(tf.reshape(ctx, tf.stack([batch, length, self.hidden])))
         inp, gate = tf.split(self.ffn_in(self.mlp_norm(x)), 2, axis=-1)
         return x + self.ffn_out(_gelu_erf(inp) * gate)
@@ -94,7 +135,6 @@ class ModernBertEncoder(keras.Model):
         super().__init__(**kwargs)
         self.config, self.pooling, self.heads = config, pooling, ("dense",)
         x, h, t = config.extra, config.hidden_size, tensors
-        self.window = int(x["local_attention"])
         self.word = keras.layers.Embedding(
             config.vocab_size, h, name="word_embeddings",
             embeddings_initializer=_Preset(t, "embeddings.tok_embeddings.weight"))
@@ -117,9 +157,7 @@ class ModernBertEncoder(keras.Model):
         x = self.emb_norm(x)
         length = tf.shape(ids)[1]
         mask_f = tf.cast(attention_mask, x.dtype)
-        pad_add = ((1.0 - mask_f) * MASK_VALUE)[:, None, None, :]
-        band_add = ((1.0 - sliding_band(length, self.window)) * MASK_VALUE)[None, None]
-        masks = {FULL_ATTENTION: pad_add, SLIDING_ATTENTION: pad_add + band_add}
+        pad_add = ((1.0 - mask_f) * MASK_VALUE)[:, None, None, :]  # every layer: the padding
         positions = tf.cast(tf.range(length), tf.float32)
         rot = {}
         for kind, inv_freq in self.inv_freq.items():
@@ -128,7 +166,7 @@ class ModernBertEncoder(keras.Model):
             rot[kind] = (tf.cos(emb)[None, None], tf.sin(emb)[None, None])
         for block in self.blocks:
             cos, sin = rot[block.kind]
-            x = block(x, masks[block.kind], cos, sin)
+            x = block(x, pad_add, cos, sin)
         return self.final_norm(x)
 
     def call(  # type: ignore[override]
