@@ -72,10 +72,14 @@ class Outputs:
 
 M3 = Outputs("bge-m3", M3_HEAD_FILES, HEADS, "flagembedding")
 SENTENCE_TRANSFORMERS = Outputs("sentence-transformers", (ST_MODULES,), ("dense",), "sentence-transformers")
-OUTPUTS = (M3, SENTENCE_TRANSFORMERS)  # the first whose markers are all present wins
+# A plain transformers snapshot (a ModernBERT from the hub, no sentence-transformers modules):
+# the dense vector is the config's `classifier_pooling` of the last hidden state, unnormalised.
+TRANSFORMERS = Outputs("transformers", ("config.json",), ("dense",), "transformers")
+OUTPUTS = (M3, SENTENCE_TRANSFORMERS, TRANSFORMERS)
 # The reference implementations `verify` can run, by Outputs.reference.
 REFERENCES = {"flagembedding": "FlagEmbedding's BGEM3FlagModel",
-              "sentence-transformers": "sentence-transformers' SentenceTransformer.encode"}
+              "sentence-transformers": "sentence-transformers' SentenceTransformer.encode",
+              "transformers": "transformers' AutoModel, its last hidden state pooled"}
 
 
 @dataclass(frozen=True)
@@ -90,7 +94,7 @@ class Family:
     positions: str  # AFTER_PADDING or ABSOLUTE
     tokenizer_kind: str  # contract.TOKENIZER_KINDS
     tokenizer_files: tuple[str, ...]  # the checkpoint files the tokenizer is read from (any one)
-    outputs: tuple[Outputs, ...]  # the output layouts it supports
+    outputs: tuple[Outputs, ...]  # the output layouts it supports, the first present wins
     keras_name: str  # the Keras model's name (the scope of every op in the exported graphs)
     encoder: str = POST_LN  # POST_LN or MODERNBERT (edge_m3.modeling)
     segments: bool = True  # has token-type embeddings (`type_vocab_size`; type 0 is folded in)
@@ -140,8 +144,8 @@ FAMILIES: dict[str, Family] = {f.name: f for f in (
     Family("modernbert", ("modernbert",), "ModernBERT (modernbert-embed, gte-modernbert, Granite "
            "R2, mmBERT): pre-norm, rotary positions with a local and a global base, GeGLU, a "
            "sliding window every layer but each global_attn_every_n_layers-th, no biases",
-           ("model.",), ("gelu",), ROTARY, BYTE_LEVEL_BPE, ("tokenizer.json",), (SENTENCE_TRANSFORMERS,),
-           "modernbert", encoder=MODERNBERT, segments=False,
+           ("model.",), ("gelu",), ROTARY, BYTE_LEVEL_BPE, ("tokenizer.json",),
+           (SENTENCE_TRANSFORMERS, TRANSFORMERS), "modernbert", encoder=MODERNBERT, segments=False,
            config_names={"layer_norm_eps": "norm_eps", "hidden_act": "hidden_activation"}),
 )}
 _BY_MODEL_TYPE = {t: f for f in FAMILIES.values() for t in f.model_types}
@@ -158,15 +162,12 @@ def family_for(model_type: Any, where: str) -> Family:
 
 
 def outputs_for(family: Family, folder: Path) -> Outputs:
-    """The checkpoint's output layout, from the files it holds; one line when none fits."""
-    for layout in OUTPUTS:
+    """The checkpoint's output layout: the first of the family's whose files it holds; a family
+    with one layout gets it anyway, so that its reader names the file that is missing."""
+    for layout in family.outputs:
         if all((folder / f).is_file() for f in layout.marker):
-            if layout not in family.outputs:
-                raise EdgeM3Error(f"{folder}: a {family.name} checkpoint in the {layout.name} layout "
-                                  f"is not supported (supported: "
-                                  f"{', '.join(o.name for o in family.outputs)})")
             return layout
-    if len(family.outputs) == 1:  # its reader names the file that is missing
+    if len(family.outputs) == 1:
         return family.outputs[0]
     wanted = " or ".join(f"{' + '.join(o.marker)} ({o.name})" for o in family.outputs)
     raise EdgeM3Error(f"{folder}: no output layout: needs {wanted}")

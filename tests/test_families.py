@@ -25,11 +25,11 @@ MINILM_CONFIG = {"vocab_size": 30522, "hidden_size": 384, "num_hidden_layers": 6
 
 
 def test_registry_keys_and_schemes() -> None:
-    assert {f.name for f in FAMILIES.values()} == {"xlm-roberta", "bert"}
+    assert {f.name for f in FAMILIES.values()} == {"xlm-roberta", "bert", "modernbert"}
     assert family_for("xlm-roberta", "x").positions == AFTER_PADDING
     assert family_for("bert", "x").positions == ABSOLUTE
     with pytest.raises(EdgeM3Error, match="^cfg: 'model_type' 'gpt2' is not a family edge-m3 builds "
-                                          r"\(known: bert, xlm-roberta\)$"):
+                                          r"\(known: bert, modernbert, xlm-roberta\)$"):
         family_for("gpt2", "cfg")
 
 
@@ -42,7 +42,7 @@ def test_bert_config_positions(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("change, needle", [
-    ({"model_type": "modernbert"}, "'model_type' 'modernbert' is not a family edge-m3 builds"),
+    ({"model_type": "t5"}, "'model_type' 't5' is not a family edge-m3 builds"),
     ({"model_type": None}, "missing key 'model_type'"),
     ({"hidden_act": "relu"}, "'hidden_act' 'relu' unsupported (bert here implements 'gelu')"),
 ])

@@ -25,9 +25,9 @@ from edge_m3.families import (
     M3,
     M3_HEAD_FILES,
     M3_POOLING,
-    OUTPUTS,
     ST_CONFIG,
     ST_MODULES,
+    TRANSFORMERS,
     Family,
     Outputs,
     Pooling,
@@ -210,29 +210,32 @@ def resolve_checkpoint(spec: str, revision: str | None = None,
     return _download(spec, revision, field)
 
 
+def _head_gap(has: Any) -> str | None:
+    """The BGE-M3 head file a snapshot lacks when it holds only part of them (None otherwise:
+    both heads, or none, as in a sentence-transformers or plain transformers snapshot, whose
+    family the loader then checks against config.json)."""
+    missing = [f for f in M3_HEAD_FILES if not has(f)]
+    return missing[0] if 0 < len(missing) < len(M3_HEAD_FILES) else None
+
+
 def _has_layout(folder: Path) -> bool:
-    """config.json, weights, a tokenizer file and one output layout's files."""
+    """config.json, weights, a tokenizer file and no half of BGE-M3's heads."""
     def has(f: str) -> bool:
         return (folder / f).is_file()
 
     return has("config.json") and any(map(has, WEIGHT_FILES)) and any(map(has, TOKENIZER_FILES)) \
-        and any(all(map(has, o.marker)) for o in OUTPUTS)
+        and _head_gap(has) is None
 
 
 def _lacking(files: set[str]) -> str | None:
     """The first file a repository lacks for any layout edge-m3 builds (None: it has one)."""
-    for need in ("config.json",):
-        if need not in files:
-            return need
+    if "config.json" not in files:
+        return "config.json"
     if not any(f in files for f in WEIGHT_FILES):
         return "model.safetensors"
     if not any(f in files for f in TOKENIZER_FILES):
         return " or ".join(TOKENIZER_FILES)
-    if any(all(f in files for f in o.marker) for o in OUTPUTS):
-        return None
-    # the layout the repository comes closest to (BGE-M3's heads first)
-    layout = max(OUTPUTS, key=lambda o: sum(f in files for f in o.marker) / len(o.marker))
-    return next(f for f in layout.marker if f not in files)
+    return _head_gap(files.__contains__)
 
 
 def _download(repo_id: str, revision: str | None,
@@ -397,6 +400,8 @@ def load_checkpoint(path: Path | str, source: dict[str, Any] | None = None) -> C
     if outputs is M3:
         heads = _load_heads(path, config.hidden_size)
         used += HEAD_FILES
+    elif outputs is TRANSFORMERS:
+        pooling = Pooling(config.extra["classifier_pooling"], False)
     else:
         st = read_sentence_transformers(path)
         pooling, max_len = st.pooling, st.max_seq_length

@@ -22,12 +22,14 @@ from edge_m3.common.files import copy_atomic
 from edge_m3.errors import EdgeM3Error
 from edge_m3.harness.workers import load_outputs, run_workers, worker
 
-REFERENCE_NAMES = {"flag": "flagembedding", "st": "sentence-transformers", "keras": "keras"}
+REFERENCE_NAMES = {"flag": "flagembedding", "st": "sentence-transformers", "hf": "transformers",
+                   "keras": "keras"}
 # The worker step of each primary reference (edge_m3.families: Outputs.reference), and the
 # distributions whose versions decide its outputs (part of the cache key).
-PRIMARY_STEPS = {"flagembedding": "flag", "sentence-transformers": "st"}
+PRIMARY_STEPS = {"flagembedding": "flag", "sentence-transformers": "st", "transformers": "hf"}
 REFERENCE_DEPS = {"flag": ("FlagEmbedding", "torch", "transformers", "tokenizers"),
-                  "st": ("sentence-transformers", "torch", "transformers", "tokenizers")}
+                  "st": ("sentence-transformers", "torch", "transformers", "tokenizers"),
+                  "hf": ("torch", "transformers", "tokenizers")}
 # The code that decides the Keras reference's outputs: every .py file of these modules and
 # packages is part of its cache key (by module name, so a move cannot silently drop one).
 KERAS_REFERENCE_CODE = ("edge_m3.contract", "edge_m3.checkpoint", "edge_m3.modeling",
@@ -55,7 +57,8 @@ def reference_installed(step: str) -> bool:
     """Whether the primary reference of worker step `step` can be run here."""
     if step == "flag":
         return flagembedding_installed()
-    return importlib.util.find_spec("sentence_transformers") is not None
+    module = "sentence_transformers" if step == "st" else "transformers"
+    return importlib.util.find_spec(module) is not None
 
 
 # --------------------------------------------------------------------------- reference cache

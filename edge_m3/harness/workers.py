@@ -232,6 +232,36 @@ def _worker_st(job: dict[str, Any]) -> None:
                              "version": metadata.version("sentence-transformers")})
 
 
+def _worker_hf(job: dict[str, Any]) -> None:
+    """transformers' AutoModel (torch fp32, CPU, eager attention) for a plain transformers
+    snapshot: the last hidden state of each unpadded text, pooled as config.json's
+    `classifier_pooling` says (job: checkpoint, texts, max_length, out)."""
+    from importlib import metadata
+
+    import torch
+    from transformers import AutoModel, AutoTokenizer
+
+    from edge_m3.checkpoint import ModelConfig
+
+    checkpoint_dir, texts, max_length = job["checkpoint"], list(job["texts"]), int(job["max_length"])
+    out = Path(job["out"])
+    mode = ModelConfig.from_json(Path(checkpoint_dir) / "config.json").extra["classifier_pooling"]
+    t0 = time.perf_counter()
+    model = AutoModel.from_pretrained(checkpoint_dir, attn_implementation="eager").float().eval()
+    tokenizer = AutoTokenizer.from_pretrained(checkpoint_dir)
+    load_s = time.perf_counter() - t0
+    outs = []
+    with torch.inference_mode():
+        for text in texts:
+            ids = tokenizer(text, truncation=True, max_length=max_length)["input_ids"]
+            hidden = model(input_ids=torch.tensor([ids])).last_hidden_state[0]
+            dense = hidden[0] if mode == "cls" else hidden.mean(0)
+            outs.append({"input_ids": ids, DENSE_VECS: dense.numpy().astype(np.float32)})
+    save_outputs(out, outs, {"load_s": load_s, "peak_rss": peak_rss(), "scores": None,
+                             "runtime": f"transformers AutoModel, {mode} pooling (torch fp32, CPU)",
+                             "version": metadata.version("transformers")})
+
+
 def _worker_keras(job: dict[str, Any]) -> None:
     """The fp32 Keras model the bundle was converted from, one unpadded text at a time (job:
     checkpoint, texts, max_length, out)."""
@@ -402,7 +432,8 @@ def _worker_bench_torch(job: dict[str, Any]) -> None:
                                "version": f"torch {torch.__version__}, {dist} {metadata.version(dist)}"}))
 
 
-STEPS = {"bundle": _worker_bundle, "flag": _worker_flag, "st": _worker_st, "keras": _worker_keras,
+STEPS = {"bundle": _worker_bundle, "flag": _worker_flag, "st": _worker_st, "hf": _worker_hf,
+         "keras": _worker_keras,
          "bench": _worker_bench, "check": _worker_check, "bench-torch": _worker_bench_torch}
 
 
