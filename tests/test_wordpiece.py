@@ -11,7 +11,6 @@ import json
 import subprocess
 import sys
 import unicodedata
-from importlib import resources
 from pathlib import Path
 
 import numpy as np
@@ -25,12 +24,11 @@ from edge_m3.contract import WORDPIECE, TokenizerSpec
 from edge_m3.errors import EdgeM3Error
 from edge_m3.tokenizer import InvalidTextError
 from edge_m3.tokenizer.wordpiece import WordPieceTokenizer, _tables, wordpiece_spec, write_vocab
+from tests.support.texts import CODE_POINTS, PER_TEXT, corpora
 
 ROOT = Path(__file__).resolve().parents[1]
 MAX_SEQ_LENGTH = 256  # sentence-transformers' max_seq_length for all-MiniLM-L6-v2
 SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
-PER_TEXT = 500  # code points per text of the every-code-point texts
-CODE_POINTS = [chr(cp) for cp in range(0x110000) if not 0xD800 <= cp <= 0xDFFF]
 
 
 def minilm_dir() -> Path:
@@ -67,14 +65,6 @@ def minilm(tmp_path_factory: pytest.TempPathFactory) -> tuple[WordPieceTokenizer
     d = minilm_dir()
     ours = ours_for(d, tmp_path_factory.mktemp("minilm_bundle"))
     return ours, reference(d / "tokenizer.json"), reference(d / "tokenizer.json", MAX_SEQ_LENGTH)
-
-
-def corpora() -> list[str]:
-    """The fidelity sample (every text) and the multilingual corpus (one text a line)."""
-    data = resources.files("edge_m3").joinpath("data")
-    lines = data.joinpath("fidelity_sample.jsonl").read_text("utf-8").splitlines()
-    texts = [json.loads(line)["text"] for line in lines if line.strip()]
-    return texts + data.joinpath("corpus_multilingual.txt").read_text("utf-8").split("\n")[:-1]
 
 
 TRICKY = [
