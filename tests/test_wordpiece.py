@@ -24,7 +24,7 @@ from edge_m3.contract import WORDPIECE, TokenizerSpec
 from edge_m3.errors import EdgeM3Error
 from edge_m3.tokenizer import InvalidTextError
 from edge_m3.tokenizer.wordpiece import WordPieceTokenizer, _tables, wordpiece_spec, write_vocab
-from tests.support.texts import CODE_POINTS, PER_TEXT, corpora
+from tests.support.texts import CODE_POINTS, PER_TEXT, check_ids, check_padded, corpora
 
 ROOT = Path(__file__).resolve().parents[1]
 MAX_SEQ_LENGTH = 256  # sentence-transformers' max_seq_length for all-MiniLM-L6-v2
@@ -104,12 +104,6 @@ def mark_texts() -> list[str]:
     return [" ".join(pairs[i:i + PER_TEXT]) for i in range(0, len(pairs), PER_TEXT)]
 
 
-def _check(ours: WordPieceTokenizer, ref: Reference, texts: list[str], max_length: int | None = None) -> None:
-    expected = [e.ids for e in ref.encode_batch(texts)]
-    bad = [t for t, e in zip(texts, expected, strict=True) if ours.encode(t, max_length) != e]
-    assert not bad, f"{len(bad)} of {len(texts)} texts differ, e.g. {bad[0][:200]!r}"
-
-
 # --- all-MiniLM-L6-v2's tokenizer.json --------------------------------------------------------
 
 
@@ -127,8 +121,8 @@ def test_spec_of_minilm(minilm) -> None:
 def test_corpora(minilm) -> None:
     ours, ref, ref256 = minilm
     texts = corpora() + TRICKY
-    _check(ours, ref, texts + mark_texts())
-    _check(ours, ref256, texts, MAX_SEQ_LENGTH)
+    check_ids(ours, ref, texts + mark_texts())
+    check_ids(ours, ref256, texts, MAX_SEQ_LENGTH)
     assert any(len(ours.encode(t)) > MAX_SEQ_LENGTH for t in texts)  # truncation is exercised
 
 
@@ -136,10 +130,7 @@ def test_the_files_own_settings(minilm) -> None:
     """tokenizer.json as stored (truncation and padding to 128) = encode(text, 128) padded."""
     ours = minilm[0]
     raw = Reference.from_file(str(minilm_dir() / "tokenizer.json"))
-    texts = corpora()[:200] + TRICKY
-    for text, e in zip(texts, raw.encode_batch(texts), strict=True):
-        ids, mask = ours.pad(ours.encode(text, 128), 128)
-        assert ids.tolist() == e.ids and mask.tolist() == e.attention_mask
+    check_padded(ours, raw, corpora()[:200] + TRICKY, 128)
 
 
 @settings(max_examples=400, deadline=None)
@@ -156,10 +147,10 @@ def test_every_code_point(minilm) -> None:
     context 'a{c}b {c}{c}' (inside a word, doubled: marks on marks, specials' brackets)."""
     ours, ref, _ = minilm
     alone = ["\n".join(CODE_POINTS[i:i + PER_TEXT]) for i in range(0, len(CODE_POINTS), PER_TEXT)]
-    _check(ours, ref, alone)
+    check_ids(ours, ref, alone)
     inside = [" ".join(f"a{c}b {c}{c}" for c in CODE_POINTS[i:i + PER_TEXT])
               for i in range(0, len(CODE_POINTS), PER_TEXT)]
-    _check(ours, ref, inside)
+    check_ids(ours, ref, inside)
 
 
 def test_interface(minilm) -> None:
@@ -234,7 +225,7 @@ def test_option_combinations(case: str, tmp_path: Path) -> None:
     ref = reference(ckpt / "tokenizer.json")
     some = CODE_POINTS[:0x3100] + CODE_POINTS[0x3100::37]
     inside = [" ".join(f"a{c}b {c}{c}" for c in some[i:i + PER_TEXT]) for i in range(0, len(some), PER_TEXT)]
-    _check(ours, ref, corpora()[:300] + TRICKY + SMALL_EXTRA + inside + mark_texts())
+    check_ids(ours, ref, corpora()[:300] + TRICKY + SMALL_EXTRA + inside + mark_texts())
 
 
 @settings(max_examples=100, deadline=None)

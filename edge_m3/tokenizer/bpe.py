@@ -50,7 +50,6 @@ from edge_m3.tokenizer.wordpiece import (
 from edge_m3.tokenizer.wordpiece import _char_class as char_class
 from edge_m3.tokenizer.wordpiece import _tables as wordpiece_tables
 
-_WORD_CACHE_SIZE = 100_000
 ADDED_FLAGS = ("special", "normalized", "lstrip", "rstrip")  # single_word is refused
 
 
@@ -100,6 +99,7 @@ class _Tables:
 
     words: re.Pattern[str]  # the GPT-2 pattern with the reference's classes
     space: str  # the whitespace class body (lstrip / rstrip)
+    space_chars: frozenset[str]
     compose: dict[tuple[str, str], str]
     nfc_unsafe: re.Pattern[str]
 
@@ -116,7 +116,8 @@ def _tables() -> _Tables:
         key, _, value = item.partition(":")
         a, b = (chr(int(h, 16)) for h in value.split())
         compose[a, b] = chr(int(key, 16))
-    return _Tables(words=re.compile(pattern), space=space, compose=compose,
+    spaces = frozenset(chr(cp) for a, b in _ranges(tables.SPACE) for cp in range(a, b + 1))
+    return _Tables(words=re.compile(pattern), space=space, space_chars=spaces, compose=compose,
                    nfc_unsafe=re.compile(f"[{char_class(_ranges(tables.NFC_UNSAFE))}]"))
 
 
@@ -188,11 +189,11 @@ def write_bpe(data: Mapping[str, Any], path: Path) -> None:
 class _AddedTokens:
     """One of AddedVocabulary's two matchers: leftmost-longest over the tokens' patterns."""
 
-    def __init__(self, tokens: dict[str, tuple[int, bool, bool]], space: str) -> None:
+    def __init__(self, tokens: dict[str, tuple[int, bool, bool]], space: str, spaces: frozenset[str]) -> None:
         self.tokens = tokens  # pattern -> (id, lstrip, rstrip)
         alternatives = sorted(tokens, key=len, reverse=True)  # at a position, the longest first
         self.regex = re.compile("|".join(map(re.escape, alternatives))) if tokens else None
-        self.trailing = re.compile(f"[{space}]*\\Z")
+        self.spaces = spaces
         self.leading = re.compile(f"[{space}]*")
 
     def split(self, text: str) -> list[str | int]:
@@ -205,7 +206,8 @@ class _AddedTokens:
             tid, lstrip, rstrip = self.tokens[m.group()]
             start, stop = m.start(), m.end()
             if lstrip:  # the whitespace before, but not before the previous match's end
-                start = max(self.trailing.search(text, 0, start).start(), pos)  # type: ignore[union-attr]
+                while start > pos and text[start - 1] in self.spaces:
+                    start -= 1
             if rstrip:
                 stop = self.leading.match(text, stop).end()  # type: ignore[union-attr]
             if pos < start:
@@ -266,7 +268,8 @@ class ByteLevelBPETokenizer(Tokenizer):
         self.spec = spec
         self.bos, self.eos, self.pad_id, self.unk = s["bos"], s["eos"], s["pad"], s["unk"]
         space = _tables().space
-        self._raw, self._normalized = _AddedTokens(raw, space), _AddedTokens(normalized, space)
+        spaces = _tables().space_chars
+        self._raw, self._normalized = _AddedTokens(raw, space, spaces), _AddedTokens(normalized, space, spaces)
         self._words = _tables().words if self.options["use_regex"] else None
         self._prefix = " " if self.options["add_prefix_space"] else ""
         self._byte_ids = self._byte_table()
@@ -286,7 +289,7 @@ class ByteLevelBPETokenizer(Tokenizer):
             text = " " + text
         return self._words.findall(text) if self._words is not None else [text]
 
-    def _bpe(self, word: str) -> list[int]:
+    def _word(self, word: str) -> list[int]:
         """BPE of one piece: its bytes' characters merged by rank, as tokenizers' Word.merge_all."""
         raw = word.encode("utf-8")
         if self.options["ignore_merges"]:
@@ -330,20 +333,6 @@ class ByteLevelBPETokenizer(Tokenizer):
             if nxt[pos] < n and (m := merges.get((new_id, c[nxt[pos]]))):
                 heapq.heappush(heap, (m[0], pos, m[1]))
         return [x for x, keep in zip(c, alive, strict=True) if keep]
-
-    def _pieces(self, text: str) -> list[int]:
-        # Pieces repeat, so their ids are cached.
-        out: list[int] = []
-        cache = self._word_ids
-        for word in self.words(text):
-            ids = cache.get(word)
-            if ids is None:
-                ids = self._bpe(word)
-                if len(cache) >= _WORD_CACHE_SIZE:
-                    cache.clear()
-                cache[word] = ids
-            out.extend(ids)
-        return out
 
     def _segments(self, text: str) -> list[int]:
         """Added tokens (raw, then normalized) and the pieces of the text between them."""

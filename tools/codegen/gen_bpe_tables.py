@@ -33,14 +33,7 @@ import unicodedata
 from pathlib import Path
 
 from tools.codegen.gen_tokenizer_tables import generate
-from tools.codegen.gen_wordpiece_tables import (
-    _WIDTH,
-    _batched,
-    _chunks,
-    _code_points,
-    encode_map,
-    encode_ranges,
-)
+from tools.codegen.gen_wordpiece_tables import _batched, _code_points, encode_map, encode_ranges, table_module
 
 ROOT = Path(__file__).resolve().parents[2]
 PYTHON_OUT = ROOT / "edge_m3/tokenizer/bpe_tables.py"
@@ -137,17 +130,7 @@ def tables() -> dict[str, str]:
 
 def python_source() -> str:
     """bpe_tables.py: one string constant per table."""
-    import tokenizers
-
-    lines = [f'"""{_HEADER}', "",
-             f"Probed from tokenizers {tokenizers.__version__}; decoded by edge_m3.tokenizer.bpe.",
-             '"""', "",
-             f"REFERENCE = \"tokenizers {tokenizers.__version__}\""]
-    for name, value in tables().items():
-        lines += ["", f"# {DOCS[name]}", f"{name.upper()} = ("]
-        lines += [f'    "{chunk}"' for chunk in _chunks(value, _WIDTH)]
-        lines.append(")")
-    return "\n".join(lines) + "\n"
+    return table_module(_HEADER, "edge_m3.tokenizer.bpe", tables(), DOCS)
 
 
 def outputs() -> dict[Path, str]:

@@ -236,19 +236,24 @@ def _chunks(s: str, width: int) -> list[str]:
     return [*lines, line]
 
 
-def python_source() -> str:
-    """wordpiece_tables.py: one string constant per table, plus the Hangul constants."""
+def table_module(header: str, decoder: str, encoded: dict[str, str], docs: dict[str, str]) -> str:
+    """A generated tables module: one string constant per table, each with its comment."""
     import tokenizers
 
-    lines = [f'"""{_HEADER}', "",
-             f"Probed from tokenizers {tokenizers.__version__}; decoded by edge_m3.tokenizer.wordpiece.",
+    lines = [f'"""{header}', "",
+             f"Probed from tokenizers {tokenizers.__version__}; decoded by {decoder}.",
              '"""', "",
              f"REFERENCE = \"tokenizers {tokenizers.__version__}\""]
-    for name, value in tables().items():
-        lines += ["", f"# {DOCS[name]}", f"{name.upper()} = ("]
+    for name, value in encoded.items():
+        lines += ["", f"# {docs[name]}", f"{name.upper()} = ("]
         lines += [f'    "{chunk}"' for chunk in _chunks(value, _WIDTH)]
         lines.append(")")
     return "\n".join(lines) + "\n"
+
+
+def python_source() -> str:
+    """wordpiece_tables.py: one string constant per table."""
+    return table_module(_HEADER, "edge_m3.tokenizer.wordpiece", tables(), DOCS)
 
 
 def outputs() -> dict[Path, str]:
