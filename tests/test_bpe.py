@@ -163,7 +163,7 @@ def every_code_point_texts() -> list[str]:
                      for c in CODE_POINTS[i:i + PER_TEXT]) for i in range(0, len(CODE_POINTS), PER_TEXT)]
 
 
-@pytest.mark.slow  # about a minute on a shared 2-core machine
+@pytest.mark.slow  # ~150 s on a shared 2-core machine, about half of it the reference encoding
 def test_every_code_point(modernbert) -> None:
     ours, ref, _ = modernbert
     check_ids(ours, ref, every_code_point_texts())
