@@ -28,18 +28,31 @@ GOLDEN = "golden.json"
 VOCAB_MAP = "vocab_map.json"
 SENTENCEPIECE = "sentencepiece.bpe.model"
 WORDPIECE_VOCAB = "vocab.txt"  # a WordPiece bundle's vocabulary: one token a line, id = line number
+# A byte-level BPE bundle's tokenizer data: the model's vocabulary (a list, id = index), its merges
+# (a list of [left, right] pairs, rank = index) and the added tokens (docs/bundle-format.md).
+BPE_FILE = "bpe.json"
 
 # How a bundle tokenizes (the manifest's `tokenizer.kind`): each kind is one tokenizer class in
 # Python (edge_m3.tokenizer.open_tokenizer) and in each kit, chosen by this name alone.
-XLMR_SENTENCEPIECE, WORDPIECE = "xlmr-sentencepiece", "wordpiece"
-BYTE_LEVEL_BPE = "byte-level-bpe"  # ModernBERT's (edge_m3.families); its tokenizer: issue 37
-TOKENIZER_KINDS = (XLMR_SENTENCEPIECE, WORDPIECE)
+XLMR_SENTENCEPIECE, WORDPIECE, BYTE_LEVEL_BPE = "xlmr-sentencepiece", "wordpiece", "byte-level-bpe"
+TOKENIZER_KINDS = (XLMR_SENTENCEPIECE, WORDPIECE, BYTE_LEVEL_BPE)
 # A WordPiece tokenizer's settings (manifest `tokenizer.options`), as `tokenizers`' BertNormalizer,
 # BertPreTokenizer and WordPiece model name them; every key is required, with this type.
 WORDPIECE_OPTIONS: dict[str, type] = {
     "clean_text": bool, "handle_chinese_chars": bool, "strip_accents": bool, "lowercase": bool,
     "continuing_subword_prefix": str, "max_input_chars_per_word": int,
 }
+# A byte-level BPE tokenizer's settings (GPT-2 / GPT-NeoX / ModernBERT tokenizer.json), as
+# `tokenizers` names them: the normalizer (one of BPE_NORMALIZERS, "" for none), the ByteLevel
+# pre-tokenizer's add_prefix_space and use_regex, the BPE model's ignore_merges, fuse_unk and
+# unk_token ("" when the model has none: a character outside the vocabulary is then dropped).
+BPE_OPTIONS: dict[str, type] = {
+    "normalizer": str, "add_prefix_space": bool, "use_regex": bool, "ignore_merges": bool,
+    "fuse_unk": bool, "unk_token": str,
+}
+BPE_NORMALIZERS = ("", "NFC")
+# Each kind's options schema (the SentencePiece kind has none).
+TOKENIZER_OPTIONS: dict[str, dict[str, type]] = {WORDPIECE: WORDPIECE_OPTIONS, BYTE_LEVEL_BPE: BPE_OPTIONS}
 
 # The model's inputs, in signature order: int32 `[1, L]`.
 INPUT_IDS, ATTENTION_MASK = "input_ids", "attention_mask"
@@ -493,7 +506,8 @@ class TokenizerSpec:
 
     `xlmr-sentencepiece`: XLM-R's mapping from SentencePiece ids to model ids (`sp_unk_id`,
     `id_offset`). `wordpiece`: `file` is the vocabulary (one token a line) and `options` the
-    normalizer and model settings (WORDPIECE_OPTIONS). `special_tokens` are the strings that the
+    normalizer and model settings (WORDPIECE_OPTIONS). `byte-level-bpe`: `file` is BPE_FILE and
+    `options` BPE_OPTIONS. `special_tokens` are the strings that the
     reference turns into special ids wherever they occur in the input text (manifests without
     the key get XLM-R's)."""
 
@@ -511,15 +525,19 @@ class TokenizerSpec:
         if self.kind not in TOKENIZER_KINDS:
             raise EdgeM3Error(f"{MANIFEST}: tokenizer kind {self.kind!r} unknown (known: "
                               f"{', '.join(TOKENIZER_KINDS)})")
-        if self.kind == WORDPIECE:
-            for key, kind in WORDPIECE_OPTIONS.items():
+        schema = TOKENIZER_OPTIONS.get(self.kind)
+        if schema is not None:
+            for key, kind in schema.items():
                 value = self.options.get(key)
                 if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
                     raise EdgeM3Error(f"{MANIFEST}: tokenizer options.{key} must be a "
                                       f"{kind.__name__}, got {value!r}")
-            extra = sorted(set(self.options) - set(WORDPIECE_OPTIONS))
+            extra = sorted(set(self.options) - set(schema))
             if extra:
                 raise EdgeM3Error(f"{MANIFEST}: tokenizer options.{extra[0]} unknown")
+        if self.kind == BYTE_LEVEL_BPE and self.options["normalizer"] not in BPE_NORMALIZERS:
+            raise EdgeM3Error(f"{MANIFEST}: tokenizer options.normalizer {self.options['normalizer']!r} "
+                              f"unknown (known: {', '.join(map(repr, BPE_NORMALIZERS))})")
 
     @classmethod
     def from_manifest(cls, d: Mapping[str, Any]) -> TokenizerSpec:

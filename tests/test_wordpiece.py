@@ -11,7 +11,6 @@ import json
 import subprocess
 import sys
 import unicodedata
-from importlib import resources
 from pathlib import Path
 
 import numpy as np
@@ -25,12 +24,11 @@ from edge_m3.contract import WORDPIECE, TokenizerSpec
 from edge_m3.errors import EdgeM3Error
 from edge_m3.tokenizer import InvalidTextError
 from edge_m3.tokenizer.wordpiece import WordPieceTokenizer, _tables, wordpiece_spec, write_vocab
+from tests.support.texts import CODE_POINTS, PER_TEXT, check_ids, check_padded, corpora
 
 ROOT = Path(__file__).resolve().parents[1]
 MAX_SEQ_LENGTH = 256  # sentence-transformers' max_seq_length for all-MiniLM-L6-v2
 SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
-PER_TEXT = 500  # code points per text of the every-code-point texts
-CODE_POINTS = [chr(cp) for cp in range(0x110000) if not 0xD800 <= cp <= 0xDFFF]
 
 
 def minilm_dir() -> Path:
@@ -67,14 +65,6 @@ def minilm(tmp_path_factory: pytest.TempPathFactory) -> tuple[WordPieceTokenizer
     d = minilm_dir()
     ours = ours_for(d, tmp_path_factory.mktemp("minilm_bundle"))
     return ours, reference(d / "tokenizer.json"), reference(d / "tokenizer.json", MAX_SEQ_LENGTH)
-
-
-def corpora() -> list[str]:
-    """The fidelity sample (every text) and the multilingual corpus (one text a line)."""
-    data = resources.files("edge_m3").joinpath("data")
-    lines = data.joinpath("fidelity_sample.jsonl").read_text("utf-8").splitlines()
-    texts = [json.loads(line)["text"] for line in lines if line.strip()]
-    return texts + data.joinpath("corpus_multilingual.txt").read_text("utf-8").split("\n")[:-1]
 
 
 TRICKY = [
@@ -127,12 +117,6 @@ def in_words(chars: list[str]) -> list[str]:
 SOME_CODE_POINTS = CODE_POINTS[:0x3100] + CODE_POINTS[0x3100::37]  # for the small vocabularies
 
 
-def _check(ours: WordPieceTokenizer, ref: Reference, texts: list[str], max_length: int | None = None) -> None:
-    expected = [e.ids for e in ref.encode_batch(texts)]
-    bad = [t for t, e in zip(texts, expected, strict=True) if ours.encode(t, max_length) != e]
-    assert not bad, f"{len(bad)} of {len(texts)} texts differ, e.g. {bad[0][:200]!r}"
-
-
 # --- all-MiniLM-L6-v2's tokenizer.json --------------------------------------------------------
 
 
@@ -150,8 +134,8 @@ def test_spec_of_minilm(minilm) -> None:
 def test_corpora(minilm) -> None:
     ours, ref, ref256 = minilm
     texts = corpora() + TRICKY
-    _check(ours, ref, texts + mark_texts())
-    _check(ours, ref256, texts, MAX_SEQ_LENGTH)
+    check_ids(ours, ref, texts + mark_texts())
+    check_ids(ours, ref256, texts, MAX_SEQ_LENGTH)
     assert any(len(ours.encode(t)) > MAX_SEQ_LENGTH for t in texts)  # truncation is exercised
 
 
@@ -159,10 +143,7 @@ def test_the_files_own_settings(minilm) -> None:
     """tokenizer.json as stored (truncation and padding to 128) = encode(text, 128) padded."""
     ours = minilm[0]
     raw = Reference.from_file(str(minilm_dir() / "tokenizer.json"))
-    texts = corpora()[:200] + TRICKY
-    for text, e in zip(texts, raw.encode_batch(texts), strict=True):
-        ids, mask = ours.pad(ours.encode(text, 128), 128)
-        assert ids.tolist() == e.ids and mask.tolist() == e.attention_mask
+    check_padded(ours, raw, corpora()[:200] + TRICKY, 128)
 
 
 @settings(max_examples=400, deadline=None)
@@ -178,8 +159,8 @@ def test_every_code_point(minilm) -> None:
     """Each code point on its own line (line breaks split words and leave no token), and in the
     context 'a{c}b {c}{c}' (inside a word, doubled: marks on marks, specials' brackets)."""
     ours, ref, _ = minilm
-    _check(ours, ref, on_lines(CODE_POINTS))
-    _check(ours, ref, in_words(CODE_POINTS))
+    check_ids(ours, ref, on_lines(CODE_POINTS))
+    check_ids(ours, ref, in_words(CODE_POINTS))
 
 
 def test_interface(minilm) -> None:
@@ -258,7 +239,7 @@ def test_option_combinations(case: str, tmp_path: Path) -> None:
     assert (ours.spec.options["continuing_subword_prefix"], ours.spec.options["max_input_chars_per_word"]) \
         == (prefix, max_chars)
     ref = reference(ckpt / "tokenizer.json")
-    _check(ours, ref, corpora()[:300] + TRICKY + SMALL_EXTRA + in_words(SOME_CODE_POINTS) + mark_texts())
+    check_ids(ours, ref, corpora()[:300] + TRICKY + SMALL_EXTRA + in_words(SOME_CODE_POINTS) + mark_texts())
 
 
 @settings(max_examples=100, deadline=None)

@@ -3,7 +3,8 @@
 One tokenizer class per kind (the manifest's `tokenizer.kind`, edge_m3.contract.TOKENIZER_KINDS):
 tokenizer (`xlmr-sentencepiece`: special-token split, normalisation (normalizer, graphemes),
 unigram Viterbi (unigram), XLM-R id mapping, padding) and wordpiece (`wordpiece`: BERT's
-normaliser, pre-tokenizer and WordPiece). `open_tokenizer` is the one place a kind is mapped to
+normaliser, pre-tokenizer and WordPiece) and bpe (`byte-level-bpe`: GPT-2-style added tokens,
+byte-level pre-tokenizer and BPE merges). `open_tokenizer` is the one place a kind is mapped to
 its class; `bundle_tokenizer` writes a checkpoint's tokenizer into a bundle. vocab: trimming
 plans and the trimmed-row map (SentencePiece bundles).
 """
@@ -13,7 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from edge_m3.contract import WORDPIECE, XLMR_SENTENCEPIECE, TokenizerSpec, choose_length
+from edge_m3.contract import BYTE_LEVEL_BPE, WORDPIECE, XLMR_SENTENCEPIECE, TokenizerSpec, choose_length
 from edge_m3.tokenizer.tokenizer import (
     InvalidTextError,
     Tokenizer,
@@ -27,6 +28,10 @@ def open_tokenizer(path: Path, spec: TokenizerSpec) -> Any:
     """The tokenizer of `spec.kind` over its file `path` (a bundle's `tokenizer.file`)."""
     if spec.kind == XLMR_SENTENCEPIECE:
         return Tokenizer(path, spec)
+    if spec.kind == BYTE_LEVEL_BPE:
+        from edge_m3.tokenizer.bpe import ByteLevelBPETokenizer
+
+        return ByteLevelBPETokenizer(path, spec)
     from edge_m3.tokenizer.wordpiece import WordPieceTokenizer
 
     assert spec.kind == WORDPIECE  # TokenizerSpec refuses any other kind
@@ -40,6 +45,12 @@ def bundle_tokenizer(checkpoint: Any, out_dir: Path) -> TokenizerSpec:
         dest = out_dir / checkpoint.tokenizer_path.name
         dest.write_bytes(checkpoint.tokenizer_path.read_bytes())
         return spec_for_sentencepiece(dest)
+    if kind == BYTE_LEVEL_BPE:
+        from edge_m3.tokenizer.bpe import bpe_spec, write_bpe
+
+        spec, data = bpe_spec(checkpoint.path)
+        write_bpe(data, out_dir / spec.file)
+        return spec
     from edge_m3.tokenizer.wordpiece import wordpiece_spec, write_vocab
 
     spec, vocab = wordpiece_spec(checkpoint.path)

@@ -168,15 +168,19 @@ class Tokenizer:
 
         return split_whitespace(self.charsmap.normalize(text) if self.charsmap else text)
 
+    def _word(self, word: str) -> list[int]:
+        """One word's ids: a lattice with the reference's tie-breaking (edge_m3.tokenizer.unigram)."""
+        return [self._id_of[p] for p in self.unigram.encode_words([word])]
+
     def _pieces(self, text: str) -> list[int]:
-        # One lattice per word with the reference's tie-breaking (edge_m3.tokenizer.unigram); words
-        # repeat, so their ids are cached (as the reference caches them).
+        # Each word's ids (each kind's `_word`); words repeat, so their ids are cached (as the
+        # reference caches them).
         out: list[int] = []
-        cache, id_of = self._word_ids, self._id_of
+        cache = self._word_ids
         for word in self.words(text):
             ids = cache.get(word)
             if ids is None:
-                ids = [id_of[p] for p in self.unigram.encode_words([word])]
+                ids = self._word(word)
                 if len(cache) >= _WORD_CACHE_SIZE:
                     cache.clear()
                 cache[word] = ids

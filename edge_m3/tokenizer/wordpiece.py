@@ -35,7 +35,6 @@ from edge_m3.contract import SPECIAL_KEYS, WORDPIECE, WORDPIECE_OPTIONS, WORDPIE
 from edge_m3.errors import EdgeM3Error
 from edge_m3.tokenizer.tokenizer import Tokenizer
 
-_WORD_CACHE_SIZE = 100_000
 TOKENIZER_JSON, TOKENIZER_CONFIG, SPECIAL_TOKENS_MAP = (
     "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
 # BertTokenizer's defaults (transformers), for a tokenizer_config.json that leaves them out.
@@ -245,20 +244,6 @@ class WordPieceTokenizer(Tokenizer):
             else:
                 return [self.unk]
             start = end
-        return out
-
-    def _pieces(self, text: str) -> list[int]:
-        # Words repeat, so their ids are cached.
-        out: list[int] = []
-        cache = self._word_ids
-        for word in self.words(text):
-            ids = cache.get(word)
-            if ids is None:
-                ids = self._word(word)
-                if len(cache) >= _WORD_CACHE_SIZE:
-                    cache.clear()
-                cache[word] = ids
-            out.extend(ids)
         return out
 
 

@@ -242,14 +242,16 @@ def _chunks(s: str, width: int) -> list[str]:
     return [*lines, line]
 
 
-def python_source() -> str:
-    """wordpiece_tables.py: one string constant per table, plus the Hangul constants."""
-    lines = [f'"""{_HEADER}', "",
-             f"Probed from {_reference()}; decoded by edge_m3.tokenizer.wordpiece.",
+def table_module(header: str, decoder: str, encoded: dict[str, str], docs: dict[str, str]) -> str:
+    """A generated tables module: one string constant per table, each with its comment."""
+    import tokenizers
+
+    lines = [f'"""{header}', "",
+             f"Probed from tokenizers {tokenizers.__version__}; decoded by {decoder}.",
              '"""', "",
-             f"REFERENCE = \"{_reference()}\""]
-    for name, value in tables().items():
-        lines += ["", f"# {DOCS[name]}", f"{name.upper()} = ("]
+             f"REFERENCE = \"tokenizers {tokenizers.__version__}\""]
+    for name, value in encoded.items():
+        lines += ["", f"# {docs[name]}", f"{name.upper()} = ("]
         lines += [f'    "{chunk}"' for chunk in _chunks(value, _WIDTH)]
         lines.append(")")
     return "\n".join(lines) + "\n"
@@ -272,11 +274,10 @@ _KIT_TITLE = ("The WordPiece tokenizer's Unicode tables, probed from the referen
               "'a-b,c', maps 'cp:hex hex', classes 'a-b:class'; line breaks inside a table are not data.")
 _KIT_HANGUL = "Hangul syllables decompose by an algorithm (Unicode 3.12), not a table."
 
-
-
 def _hex(v: int) -> str:
     """A Hangul constant as the kits spell it: hex past one byte."""
     return f"0x{v:04X}" if v > 255 else str(v)
+
 
 def kotlin_source() -> str:
     """WordPieceTables.kt: an internal object of constants (raw strings: one JVM constant each)."""
@@ -304,6 +305,11 @@ def swift_source() -> str:
         lines += [f"    /// {DOCS[name]}", f'    static let {camel(name)} = """']
         lines += [f"        {chunk}\\" for chunk in chunks[:-1]] + [f"        {chunks[-1]}", '        """']
     return "\n".join([*lines, "}", ""])
+
+
+def python_source() -> str:
+    """wordpiece_tables.py: one string constant per table."""
+    return table_module(_HEADER, "edge_m3.tokenizer.wordpiece", tables(), DOCS)
 
 
 def outputs() -> dict[Path, str]:

@@ -36,7 +36,7 @@ nonisolated public enum EdgeM3Contract {
     public static let scoreModes: [String] = ["dense", "sparse", "colbert", "sparse+dense", "colbert+sparse+dense"]
     public static let denseStores: [String] = ["float32", "int8"]
     public static let colbertStores: [String] = ["fp16", "int8", "none"]
-    public static let tokenizerKinds: [String] = ["xlmr-sentencepiece", "wordpiece"]
+    public static let tokenizerKinds: [String] = ["xlmr-sentencepiece", "wordpiece", "byte-level-bpe"]
     public static let defaultModeWeights: [Double] = [1.0, 1.0, 1.0]
     public static let indexArrays: [String: String] = ["dense": "dense.bin", "dense_scale": "dense_scale.bin", "sparse_tokens": "sparse_tokens.bin", "sparse_offsets": "sparse_offsets.bin", "sparse_rows": "sparse_rows.bin", "sparse_weights": "sparse_weights.bin", "colbert_offsets": "colbert_offsets.bin", "colbert": "colbert.bin", "colbert_scale": "colbert_scale.bin"]
 

@@ -37,7 +37,7 @@ object EdgeM3Contract {
     val SCORE_MODES: List<String> = listOf("dense", "sparse", "colbert", "sparse+dense", "colbert+sparse+dense")
     val DENSE_STORES: List<String> = listOf("float32", "int8")
     val COLBERT_STORES: List<String> = listOf("fp16", "int8", "none")
-    val TOKENIZER_KINDS: List<String> = listOf("xlmr-sentencepiece", "wordpiece")
+    val TOKENIZER_KINDS: List<String> = listOf("xlmr-sentencepiece", "wordpiece", "byte-level-bpe")
     val DEFAULT_MODE_WEIGHTS: List<Double> = listOf(1.0, 1.0, 1.0)
     val INDEX_ARRAYS: Map<String, String> = mapOf("dense" to "dense.bin", "dense_scale" to "dense_scale.bin", "sparse_tokens" to "sparse_tokens.bin", "sparse_offsets" to "sparse_offsets.bin", "sparse_rows" to "sparse_rows.bin", "sparse_weights" to "sparse_weights.bin", "colbert_offsets" to "colbert_offsets.bin", "colbert" to "colbert.bin", "colbert_scale" to "colbert_scale.bin")
 
