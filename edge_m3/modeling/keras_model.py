@@ -18,7 +18,7 @@ import numpy as np
 import tensorflow as tf
 
 from edge_m3.contract import COLBERT_VECS, DENSE_VECS, HEADS, SPARSE_WEIGHTS
-from edge_m3.families import AFTER_PADDING, M3, M3_POOLING, MODERNBERT, Pooling
+from edge_m3.families import AFTER_PADDING, M3_POOLING, Pooling
 
 # Large enough that exp() underflows to 0 next to real scores, small enough to stay finite
 # in float16 (max 65504) when the graph is run or stored in half precision.
@@ -261,20 +261,6 @@ class BGEM3Encoder(keras.Model):
     def parameter_count(self) -> int:
         """Weights held by the model: used to check that exports really carry them."""
         return int(sum(int(np.prod(v.shape)) for v in self.weights))
-
-
-def build_model(checkpoint: Any) -> keras.Model:
-    """The checkpoint's encoder and heads in Keras with its weights (fp32): the family's
-    encoder (edge_m3.families: Family.encoder)."""
-    m3 = checkpoint.outputs is M3
-    if checkpoint.family.encoder == MODERNBERT:
-        from edge_m3.modeling.modernbert import ModernBertEncoder
-
-        return ModernBertEncoder(checkpoint.config, tensors=checkpoint.tensors, pooling=checkpoint.pooling,
-                                 name=checkpoint.family.keras_name)
-    return BGEM3Encoder(checkpoint.config, colbert_dim=checkpoint.colbert_dim or None,
-                        tensors=checkpoint.tensors, pooling=checkpoint.pooling, m3_heads=m3,
-                        name=checkpoint.family.keras_name)
 
 
 class _TrimmedTensors(Mapping[str, np.ndarray]):
