@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from edge_m3.contract import XLMR_SPECIAL_TOKENS, TokenizerSpec
+from edge_m3.contract import VOCAB_MAP, XLMR_SPECIAL_TOKENS, TokenizerSpec
 from edge_m3.errors import EdgeM3Error
 from edge_m3.tokenizer.spmodel import (
     CONTROL,
@@ -126,7 +126,7 @@ class Tokenizer:
         try:
             self.unigram = UnigramModel(model, added=list(self.spec.special_tokens.values()))
             blob = model.precompiled_charsmap
-            self.charsmap = CharsMap(blob) if blob else None
+            self.charsmap = CharsMap(blob, str(path)) if blob else None
         except ValueError as exc:
             raise EdgeM3Error(f"{path}: not a SentencePiece model ({exc})") from None
         self.piece_count = len(model)
@@ -159,7 +159,8 @@ class Tokenizer:
             name = str(vm.get("file", ""))
             if not name or Path(name).name != name:
                 raise EdgeM3Error(f"manifest.json: vocab_map file {name!r} must be a file name in the bundle")
-            self._row = _load_row_map(path.parent / name, self.spec)
+            reach = max(top, *(int(i) for i in s.values())) + 1  # the largest id encode gives
+            self._row = _load_row_map(path.parent / name, self.spec, reach)
 
     def words(self, text: str) -> list[str]:
         """The text as the reference tokenizer sees it: charsmap per grapheme, then split on
@@ -231,14 +232,20 @@ class Tokenizer:
         return np.stack([r[0] for r in rows]), np.stack([r[1] for r in rows])
 
 
-def _load_row_map(path: Path, spec: TokenizerSpec) -> np.ndarray:
-    """Original id -> row of the trimmed embedding table (see edge_m3.tokenizer.vocab)."""
+def _load_row_map(path: Path, spec: TokenizerSpec, reach: int) -> np.ndarray:
+    """Original id -> row of the trimmed embedding table (see edge_m3.tokenizer.vocab), for the
+    ids below `reach`."""
     import json
 
     from edge_m3.tokenizer.vocab import row_map
 
     try:
         kept = json.loads(path.read_text(encoding="utf-8"))["kept_ids"]
-    except (OSError, ValueError, KeyError, TypeError) as exc:
+    except (OSError, ValueError, KeyError, TypeError, RecursionError) as exc:
         raise EdgeM3Error(f"{path}: unreadable vocabulary map ({exc})") from None
-    return row_map(kept, spec.special_ids, spec.vocab_size)
+    if not isinstance(kept, list) or not kept:
+        raise EdgeM3Error(f"{path}: kept_ids must be a non-empty list of integers")
+    try:
+        return row_map(kept, spec.special_ids, spec.vocab_size, reach)
+    except EdgeM3Error as exc:
+        raise EdgeM3Error(f"{path}: {str(exc).removeprefix(VOCAB_MAP + ': ')}") from None
