@@ -81,7 +81,7 @@ class ModelConfig:
             raise EdgeM3Error(f"{path}: missing") from None
         except OSError as exc:
             raise EdgeM3Error(f"{path}: cannot read ({exc.strerror or exc})") from None
-        except (ValueError, UnicodeDecodeError) as exc:
+        except (ValueError, RecursionError) as exc:
             raise EdgeM3Error(f"{path}: not valid JSON ({exc})") from None
         if not isinstance(raw, dict):
             raise EdgeM3Error(f"{path}: expected a JSON object")

@@ -364,7 +364,7 @@ def _read_header(path: Path) -> tuple[dict[str, dict[str, Any]], int]:
         header = json.loads(raw)
         header.pop("__metadata__", None)
         end = max((int(v["data_offsets"][1]) for v in header.values()), default=0)
-    except (ValueError, TypeError, KeyError, IndexError, AttributeError) as exc:
+    except (ValueError, TypeError, KeyError, IndexError, AttributeError, RecursionError) as exc:
         raise EdgeM3Error(f"{path}: corrupt safetensors header ({one_line(exc)})") from None
     if 8 + n + end > size:
         raise EdgeM3Error(f"{path}: truncated safetensors file ({size} bytes, header says "

@@ -173,6 +173,9 @@ class Corpus:
                 why = "empty line" if not raw.strip() else f"not JSON ({exc.args[0].split(':')[0]})"
                 yield Rejected(row, None, why)
                 continue
+            except RecursionError:  # json's C parser recurses per bracket
+                yield Rejected(row, None, "not JSON (nested too deeply)")
+                continue
             if not isinstance(obj, dict):
                 yield Rejected(row, None, f"not a JSON object (a {type(obj).__name__})")
                 continue

@@ -480,7 +480,7 @@ def read_manifest(path: Path) -> dict[str, Any]:
         raise EdgeM3Error(f"{mpath}: not found (is {path} an edge-m3 index?)")
     try:
         m = json.loads(mpath.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except (OSError, ValueError, RecursionError) as exc:
         raise EdgeM3Error(f"{mpath}: not valid JSON ({exc})") from None
     if not isinstance(m, dict) or m.get("format") != INDEX_FORMAT:
         raise EdgeM3Error(f"{mpath}: not an {INDEX_FORMAT} manifest")
