@@ -124,7 +124,7 @@ class Corpus:
             for f in self.files:
                 try:
                     n += pa.parquet.ParquetFile(f).metadata.num_rows
-                except (OSError, pa.ArrowException) as exc:
+                except (OSError, ValueError, pa.ArrowException) as exc:
                     raise _unreadable_parquet(self.field, f, exc) from None
             return n
         n, last = 0, b"\n"
@@ -209,11 +209,13 @@ class Corpus:
         columns = [c for c in (self.id_column, self.text_column) if c is not None]
         row = 0
         for path in self.files:
-            try:  # a corrupt page shows only when decoded: the whole job stops on one line
+            try:  # a corrupt page shows only when decoded (pyarrow: OSError, ArrowException, or a
+                # ValueError such as UnicodeDecodeError): the whole job stops on one line
                 pf = pa.parquet.ParquetFile(path)
                 if row + pf.metadata.num_rows <= start:  # wholly before `start`: not even decoded
                     row += pf.metadata.num_rows
                     continue
+                first = row
                 for batch in pf.iter_batches(batch_size=_PARQUET_BATCH_ROWS, columns=columns):
                     n = batch.num_rows
                     if row + n <= start:
@@ -224,7 +226,10 @@ class Corpus:
                     for i in range(max(0, start - row), n):
                         yield self._parquet_row(row + i, ids[i] if ids is not None else row + i, texts[i])
                     row += n
-            except (OSError, pa.ArrowException) as exc:
+                if row - first != pf.metadata.num_rows:  # pyarrow may decode a bad page as no rows
+                    raise OptionError(self.field, path, f"corrupt Parquet file ({row - first} rows decoded, "
+                                      f"its footer says {pf.metadata.num_rows})")
+            except (OSError, ValueError, pa.ArrowException) as exc:
                 raise _unreadable_parquet(self.field, path, exc) from None
 
     def _parquet_row(self, row: int, rid: Any, text: Any) -> Row | Rejected:
@@ -278,7 +283,7 @@ def open_corpus(path: Path, *, format: CorpusFormat | str | None = None,
         try:
             schema = pa.parquet.read_schema(f)
             meta = pa.parquet.read_metadata(f)
-        except (OSError, pa.ArrowException) as exc:
+        except (OSError, ValueError, pa.ArrowException) as exc:
             raise _unreadable_parquet(field, f, exc) from None
         groups = sum(meta.row_group(i).num_rows for i in range(meta.num_row_groups))
         if groups != meta.num_rows:  # rows are numbered (and --resume skips) by the footer's count
