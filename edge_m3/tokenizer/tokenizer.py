@@ -135,6 +135,10 @@ class Tokenizer:
             raise EdgeM3Error(f"{path}: {self.piece_count} pieces map past the manifest's "
                               f"vocab_size {self.spec.vocab_size} (wrong SentencePiece model?)")
         s = self.spec.special_ids
+        outside = {k: v for k, v in s.items() if not 0 <= int(v) < self.spec.vocab_size}
+        if outside:  # the model's embedding table has vocab_size rows: an id past it reads past it
+            raise EdgeM3Error(f"manifest.json: tokenizer special_ids {outside} lie outside vocab_size "
+                              f"{self.spec.vocab_size}")
         odd = [(i, t) for i, t in enumerate(self.unigram.types) if i > 2 and t in (CONTROL, USER_DEFINED)]
         if odd or self.spec.sp_unk_id != self.unigram.unk_id:
             raise EdgeM3Error(f"{path}: not an XLM-R SentencePiece model (control or user-defined "
@@ -245,6 +249,8 @@ def _load_row_map(path: Path, spec: TokenizerSpec, reach: int) -> np.ndarray:
         raise EdgeM3Error(f"{path}: unreadable vocabulary map ({exc})") from None
     if not isinstance(kept, list) or not kept:
         raise EdgeM3Error(f"{path}: kept_ids must be a non-empty list of integers")
+    if len(kept) != spec.model_rows:  # a row past the bundled table would be read past its end
+        raise EdgeM3Error(f"{path}: {len(kept)} kept ids, the manifest's vocab_map says {spec.model_rows} rows")
     try:
         return row_map(kept, spec.special_ids, spec.vocab_size, reach)
     except EdgeM3Error as exc:
