@@ -9,9 +9,11 @@ are read only when it is indexed, so a 2.27 GB model is never held twice.
 
 from __future__ import annotations
 
+import io
 import json
 import math
 import pickle
+import pickletools
 import struct
 import zipfile
 from collections import OrderedDict
@@ -169,9 +171,9 @@ class _RestrictedUnpickler(pickle.Unpickler):
         try:
             stored = self.archive.getinfo(record).file_size
         except KeyError:
-            raise EdgeM3Error(f"{self.source}: storage record '{record}' missing") from None
+            raise EdgeM3Error(f"{self.source}: storage record {record!r:.80} missing") from None
         if stored < numel * _np_dtype(dtype).itemsize:
-            raise EdgeM3Error(f"{self.source}: storage record '{record}' is truncated")
+            raise EdgeM3Error(f"{self.source}: storage record {record!r:.80} is truncated")
         ref = self.storages[key] = _StorageRef(record, dtype, numel)
         return ref
 
@@ -192,6 +194,21 @@ def _open_zip(path: Path) -> zipfile.ZipFile:
         raise EdgeM3Error(f"{path}: corrupt or truncated torch zip archive ({one_line(exc)})") from None
 
 
+_MAX_PICKLE = 1 << 28  # a state dict's data.pkl: tens of KB for BGE-M3's 400 tensors
+
+
+def _pickle_bytes(archive: zipfile.ZipFile, name: str, source: Path) -> bytes:
+    """data.pkl, its length fields checked against its size by a walk of its opcodes before the
+    unpickler runs: CPython's allocates a BYTEARRAY8's declared length before reading it, so a
+    length of 2^31 in a few bytes of pickle would allocate 2 GB."""
+    if archive.getinfo(name).file_size > _MAX_PICKLE:
+        raise EdgeM3Error(f"{source}: '{name}' is larger than {_MAX_PICKLE >> 20} MB; not a state dict")
+    raw = archive.read(name)
+    for _ in pickletools.genops(raw):  # ValueError at a length past the end, an unknown opcode
+        pass
+    return raw
+
+
 class TorchArchive(Mapping[str, np.ndarray]):
     """Lazy view of a `torch.save` state dict: the pickle is read up front, tensor bytes on demand."""
 
@@ -206,13 +223,14 @@ class TorchArchive(Mapping[str, np.ndarray]):
             prefix = pkls[0].split("/")[0]
             byteorder = "little"
             if f"{prefix}/byteorder" in archive.namelist():
-                byteorder = archive.read(f"{prefix}/byteorder").decode("ascii", "replace").strip()
+                with archive.open(f"{prefix}/byteorder") as fh:  # "little" or "big": 16 bytes suffice
+                    byteorder = fh.read(16).decode("ascii", "replace").strip()
             if byteorder not in ("little", "big"):
                 raise EdgeM3Error(f"{self.path}: unknown byteorder {byteorder[:20]!r}")
             self._order = "<" if byteorder == "little" else ">"
             try:
-                with archive.open(pkls[0]) as fh:
-                    obj = _RestrictedUnpickler(fh, archive, prefix, self.path, byteorder).load()
+                raw = _pickle_bytes(archive, pkls[0], self.path)
+                obj = _RestrictedUnpickler(io.BytesIO(raw), archive, prefix, self.path, byteorder).load()
             except EdgeM3Error:
                 raise
             except Exception as exc:
