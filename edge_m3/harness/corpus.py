@@ -293,13 +293,14 @@ def open_corpus(path: Path, *, format: CorpusFormat | str | None = None,
             if name is None:
                 continue
             if name not in schema.names:
-                raise OptionError(field, f, f"no column '{name}' (columns: {', '.join(schema.names)})")
+                names = one_line(", ".join(schema.names))  # names are the file's: any characters
+                raise OptionError(field, f, f"no column '{name}' (columns: {names})")
             t = schema.field(name).type
             ok = (pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_binary(t)
                   or pa.types.is_large_binary(t)) if name == text_column else (
                 pa.types.is_integer(t) or pa.types.is_string(t) or pa.types.is_large_string(t))
             if not ok:
-                raise OptionError(field, f, f"column '{name}' is {t}, not {kind}")
+                raise OptionError(field, f, f"column '{name}' is {one_line(t)}, not {kind}")
             if name == id_column and first.setdefault(name, t) != t:  # one id type, as JSON lines
                 raise OptionError(field, f, f"column '{name}' is {t}, {files[0].name}'s is {first[name]}")
     return Corpus(path, fmt, id_column, text_column, field, files)

@@ -152,7 +152,7 @@ def scratch_file(name: str, data: bytes) -> Path:
 
 _MARK = b"\n==> "
 _END = b" <==\n"
-_PART = re.compile(r"[A-Za-z0-9_.-]+")
+_PART = re.compile(r"[A-Za-z0-9_.-]{1,100}")  # a file system's 255-byte name limit stays far
 
 
 def pack(files: dict[str, bytes]) -> bytes:
