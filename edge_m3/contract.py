@@ -655,7 +655,7 @@ class Manifest:
             data = json.loads(Path(path).read_text(encoding="utf-8"))
         except OSError as exc:
             raise EdgeM3Error(f"{path}: cannot read ({exc.strerror})") from None
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        except (UnicodeDecodeError, ValueError, RecursionError) as exc:
             raise EdgeM3Error(f"{path}: not valid JSON ({exc})") from None
         try:
             return cls.from_json(data)

@@ -28,3 +28,10 @@ class OptionError(EdgeM3Error):
         head = [flags.get(self.field, self.field)] if self.field else []
         head += [] if self.value is None else [str(self.value)]
         return f"{' '.join(head)}: {why}" if head else why
+
+
+def one_line(detail: object, limit: int = 200) -> str:
+    """Another library's message (a parser's, a pickle's) fit for an EdgeM3Error: its line
+    breaks and runs of white space made single spaces, cut at `limit` characters."""
+    text = " ".join(str(detail).split())
+    return text if len(text) <= limit else text[:limit - 1] + "…"

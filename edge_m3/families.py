@@ -180,7 +180,7 @@ def _read_json(path: Path) -> Any:
         raise EdgeM3Error(f"{path}: missing") from None
     except OSError as exc:
         raise EdgeM3Error(f"{path}: cannot read ({exc.strerror or exc})") from None
-    except (ValueError, UnicodeDecodeError) as exc:
+    except (ValueError, RecursionError) as exc:
         raise EdgeM3Error(f"{path}: not valid JSON ({exc})") from None
 
 
@@ -206,7 +206,10 @@ def read_sentence_transformers(folder: Path) -> SentenceTransformersLayout:
     if not rest or rest[0] != ST_POOLING or any(t != ST_NORMALIZE for t in rest[1:]) or len(rest) > 2:
         raise EdgeM3Error(f"{modules_path}: modules {rest} unsupported (edge-m3 reproduces "
                           f"Transformer, Pooling and an optional Normalize)")
-    pool_dir = folder / str(modules[1].get("path", ""))
+    sub = modules[1].get("path", "")  # a folder of the checkpoint: never outside it, never a line break
+    if not isinstance(sub, str) or Path(sub).name != sub or sub in ("", ".", "..") or not sub.isprintable():
+        raise EdgeM3Error(f"{modules_path}: the Pooling module's path {sub!r:.80} is not a folder name")
+    pool_dir = folder / sub
     pool_path = pool_dir / "config.json"
     cfg = _read_json(pool_path)
     if not isinstance(cfg, Mapping):

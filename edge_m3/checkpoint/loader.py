@@ -48,6 +48,10 @@ WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")  # first one present w
 TOKENIZER_FILES = ("sentencepiece.bpe.model", "tokenizer.json", "vocab.txt")  # any family's
 _INT_KEYS = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
              "intermediate_size", "max_position_embeddings", "type_vocab_size", "pad_token_id")
+# Upper bounds of config.json's integers: a dimension past int32 fits no TFLite shape nor the
+# kits' int32 ids, and a layer count is looped over before any weight is read (issue 38).
+_INT_MAX = 2**31 - 1
+_MAX_LAYERS = 1024
 _HINT = "pass a local snapshot directory with {} DIR"  # {}: the option, as the CLI spells it
 
 
@@ -78,7 +82,7 @@ class ModelConfig:
             raise EdgeM3Error(f"{path}: missing") from None
         except OSError as exc:
             raise EdgeM3Error(f"{path}: cannot read ({exc.strerror or exc})") from None
-        except (ValueError, UnicodeDecodeError) as exc:
+        except (ValueError, RecursionError) as exc:
             raise EdgeM3Error(f"{path}: not valid JSON ({exc})") from None
         if not isinstance(raw, dict):
             raise EdgeM3Error(f"{path}: expected a JSON object")
@@ -99,6 +103,9 @@ class ModelConfig:
             if not isinstance(v, int) or isinstance(v, bool) or v < (0 if name == "pad_token_id" else 1):
                 kind = "a non-negative" if name == "pad_token_id" else "a positive"
                 raise EdgeM3Error(f"{path}: '{key(name)}' must be {kind} integer, got {v!r}")
+            top = _MAX_LAYERS if name == "num_hidden_layers" else _INT_MAX
+            if v > top:
+                raise EdgeM3Error(f"{path}: '{key(name)}' {v} is implausibly large (at most {top})")
             values[name] = v
         eps = raw[key("layer_norm_eps")]
         if not isinstance(eps, int | float) or isinstance(eps, bool) or not 0 < eps < 1:

@@ -9,9 +9,11 @@ are read only when it is indexed, so a 2.27 GB model is never held twice.
 
 from __future__ import annotations
 
+import io
 import json
 import math
 import pickle
+import pickletools
 import struct
 import zipfile
 from collections import OrderedDict
@@ -21,7 +23,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from edge_m3.errors import EdgeM3Error
+from edge_m3.errors import EdgeM3Error, one_line
 
 # Dtype names used by both readers: numpy names, plus "bfloat16" (widened to float32 on read).
 FLOAT_DTYPES = frozenset({"float16", "bfloat16", "float32", "float64"})
@@ -151,7 +153,7 @@ class _RestrictedUnpickler(pickle.Unpickler):
         if module in ("torch", "torch.storage") and name in _TORCH_STORAGES and (
                 name == "UntypedStorage" or module == "torch"):
             return _Inert("storage", name)
-        raise EdgeM3Error(f"{self.source}: refusing to unpickle '{module}.{name}' "
+        raise EdgeM3Error(f"{self.source}: refusing to unpickle {f'{module}.{name}'!r:.80} "
                           "(only tensors and plain containers are allowed)")
 
     def persistent_load(self, pid: Any) -> _StorageRef:
@@ -169,9 +171,9 @@ class _RestrictedUnpickler(pickle.Unpickler):
         try:
             stored = self.archive.getinfo(record).file_size
         except KeyError:
-            raise EdgeM3Error(f"{self.source}: storage record '{record}' missing") from None
+            raise EdgeM3Error(f"{self.source}: storage record {record!r:.80} missing") from None
         if stored < numel * _np_dtype(dtype).itemsize:
-            raise EdgeM3Error(f"{self.source}: storage record '{record}' is truncated")
+            raise EdgeM3Error(f"{self.source}: storage record {record!r:.80} is truncated")
         ref = self.storages[key] = _StorageRef(record, dtype, numel)
         return ref
 
@@ -189,7 +191,22 @@ def _open_zip(path: Path) -> zipfile.ZipFile:
     try:
         return zipfile.ZipFile(path)
     except (zipfile.BadZipFile, OSError) as exc:
-        raise EdgeM3Error(f"{path}: corrupt or truncated torch zip archive ({exc})") from None
+        raise EdgeM3Error(f"{path}: corrupt or truncated torch zip archive ({one_line(exc)})") from None
+
+
+_MAX_PICKLE = 1 << 28  # a state dict's data.pkl: tens of KB for BGE-M3's 400 tensors
+
+
+def _pickle_bytes(archive: zipfile.ZipFile, name: str, source: Path) -> bytes:
+    """data.pkl, its length fields checked against its size by a walk of its opcodes before the
+    unpickler runs: CPython's allocates a BYTEARRAY8's declared length before reading it, so a
+    length of 2^31 in a few bytes of pickle would allocate 2 GB."""
+    if archive.getinfo(name).file_size > _MAX_PICKLE:
+        raise EdgeM3Error(f"{source}: '{name}' is larger than {_MAX_PICKLE >> 20} MB; not a state dict")
+    raw = archive.read(name)
+    for _ in pickletools.genops(raw):  # ValueError at a length past the end, an unknown opcode
+        pass
+    return raw
 
 
 class TorchArchive(Mapping[str, np.ndarray]):
@@ -206,17 +223,18 @@ class TorchArchive(Mapping[str, np.ndarray]):
             prefix = pkls[0].split("/")[0]
             byteorder = "little"
             if f"{prefix}/byteorder" in archive.namelist():
-                byteorder = archive.read(f"{prefix}/byteorder").decode("ascii", "replace").strip()
+                with archive.open(f"{prefix}/byteorder") as fh:  # "little" or "big": 16 bytes suffice
+                    byteorder = fh.read(16).decode("ascii", "replace").strip()
             if byteorder not in ("little", "big"):
-                raise EdgeM3Error(f"{self.path}: unknown byteorder '{byteorder:.20}'")
+                raise EdgeM3Error(f"{self.path}: unknown byteorder {byteorder[:20]!r}")
             self._order = "<" if byteorder == "little" else ">"
             try:
-                with archive.open(pkls[0]) as fh:
-                    obj = _RestrictedUnpickler(fh, archive, prefix, self.path, byteorder).load()
+                raw = _pickle_bytes(archive, pkls[0], self.path)
+                obj = _RestrictedUnpickler(io.BytesIO(raw), archive, prefix, self.path, byteorder).load()
             except EdgeM3Error:
                 raise
             except Exception as exc:
-                raise EdgeM3Error(f"{self.path}: cannot read the archive's pickle ({exc})") from None
+                raise EdgeM3Error(f"{self.path}: cannot read the archive's pickle ({one_line(exc)})") from None
         if not isinstance(obj, Mapping):
             raise EdgeM3Error(f"{self.path}: expected a dict of tensors, found {type(obj).__name__}")
         self._refs: dict[str, _TensorRef] = {}
@@ -224,7 +242,7 @@ class TorchArchive(Mapping[str, np.ndarray]):
             if isinstance(value, _StorageRef):  # a bare storage: a flat tensor
                 value = _TensorRef(value, 0, (value.numel,), (1,))
             if not isinstance(value, _TensorRef):
-                raise EdgeM3Error(f"{self.path}: entry '{key}' is not a tensor")
+                raise EdgeM3Error(f"{self.path}: entry {str(key)!r:.80} is not a tensor")
             self._refs[str(key)] = value
 
     def shape(self, name: str) -> tuple[int, ...]:
@@ -244,13 +262,13 @@ class TorchArchive(Mapping[str, np.ndarray]):
                 while done < buf.size and (n := fh.readinto(view[done:done + _CHUNK])):
                     done += n
         except (zipfile.BadZipFile, OSError, KeyError) as exc:
-            raise EdgeM3Error(f"{self.path}: tensor '{name}' cannot be read ({exc})") from None
+            raise EdgeM3Error(f"{self.path}: tensor {name!r} cannot be read ({one_line(exc)})") from None
         if done < buf.size:
-            raise EdgeM3Error(f"{self.path}: tensor '{name}' is truncated")
+            raise EdgeM3Error(f"{self.path}: tensor {name!r} is truncated")
         try:
             return _materialize(_to_native(buf.view(disk), st.dtype), ref)
         except (ValueError, TypeError) as exc:
-            raise EdgeM3Error(f"{self.path}: tensor '{name}' cannot be read ({exc})") from None
+            raise EdgeM3Error(f"{self.path}: tensor {name!r} cannot be read ({one_line(exc)})") from None
 
     def __contains__(self, name: object) -> bool:  # Mapping's default would read the tensor
         return name in self._refs
@@ -309,8 +327,7 @@ class SafetensorsFile(Mapping[str, np.ndarray]):
             with safe_open(str(path), framework="np") as f:
                 shapes = {k: tuple(int(d) for d in f.get_slice(k).get_shape()) for k in f.keys()}
         except Exception as exc:  # SafetensorError is not importable under a stable name
-            msg = " ".join(str(exc).split())
-            raise EdgeM3Error(f"{path}: corrupt safetensors file ({msg})") from None
+            raise EdgeM3Error(f"{path}: corrupt safetensors file ({one_line(exc)})") from None
         self._shapes = shapes
         self._header = {k: header[k] for k in shapes}
 
@@ -325,16 +342,16 @@ class SafetensorsFile(Mapping[str, np.ndarray]):
         info = self._header[name]
         dtype_name = self.dtype(name)
         if info["dtype"] not in _ST_DTYPES:
-            raise EdgeM3Error(f"{self.path}: tensor '{name}' has unsupported dtype {dtype_name}")
+            raise EdgeM3Error(f"{self.path}: tensor {name!r} has unsupported dtype {dtype_name}")
         disk = _np_dtype(dtype_name)
         start, end = info["data_offsets"]
         count = (end - start) // disk.itemsize
         try:
             arr = np.fromfile(self.path, dtype=disk, count=count, offset=self._base + start)
         except (OSError, ValueError) as exc:
-            raise EdgeM3Error(f"{self.path}: tensor '{name}' cannot be read ({exc})") from None
+            raise EdgeM3Error(f"{self.path}: tensor {name!r} cannot be read ({one_line(exc)})") from None
         if arr.size != count:
-            raise EdgeM3Error(f"{self.path}: tensor '{name}' is truncated")
+            raise EdgeM3Error(f"{self.path}: tensor {name!r} is truncated")
         return _to_native(arr, dtype_name).reshape(self._shapes[name])
 
     def __contains__(self, name: object) -> bool:  # Mapping's default would read the tensor
@@ -365,8 +382,8 @@ def _read_header(path: Path) -> tuple[dict[str, dict[str, Any]], int]:
         header = json.loads(raw)
         header.pop("__metadata__", None)
         end = max((int(v["data_offsets"][1]) for v in header.values()), default=0)
-    except (ValueError, TypeError, KeyError, IndexError, AttributeError) as exc:
-        raise EdgeM3Error(f"{path}: corrupt safetensors header ({exc})") from None
+    except (ValueError, TypeError, KeyError, IndexError, AttributeError, RecursionError) as exc:
+        raise EdgeM3Error(f"{path}: corrupt safetensors header ({one_line(exc)})") from None
     if 8 + n + end > size:
         raise EdgeM3Error(f"{path}: truncated safetensors file ({size} bytes, header says "
                           f"{8 + n + end})")

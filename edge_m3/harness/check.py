@@ -35,7 +35,7 @@ from edge_m3.contract import (
     ModelEntry,
     Tolerance,
 )
-from edge_m3.errors import EdgeM3Error
+from edge_m3.errors import EdgeM3Error, one_line
 from edge_m3.harness.bench import Repeats, bench_row
 from edge_m3.harness.workers import load_outputs, run_workers, runtime_job, worker
 from edge_m3.runtime.choice import select_runtimes
@@ -61,19 +61,46 @@ def read_golden(bundle: Bundle) -> dict[str, Any]:
         raise EdgeM3Error(f"{path}: missing (a bundle built by edge-m3 build has it)")
     try:
         golden = json.loads(path.read_text("utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
-        raise EdgeM3Error(f"{path}: unreadable ({exc})") from None
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:
+        raise EdgeM3Error(f"{path}: unreadable ({one_line(exc)})") from None
     cases = golden.get("cases") if isinstance(golden, dict) else None
     if not isinstance(cases, list) or not cases or not isinstance(golden.get("model_file"), str):
         raise EdgeM3Error(f"{path}: needs model_file and a non-empty list of cases")
+    ids = range(bundle.manifest.tokenizer.vocab_size)
     for i, case in enumerate(cases):
         ok = (isinstance(case, dict) and isinstance(case.get("text"), str)
               and isinstance(case.get("signature"), str) and isinstance(case.get("raw"), dict)
               and isinstance(case.get("input_ids"), list)
-              and all(isinstance(x, int) for x in case["input_ids"]))
+              and all(isinstance(x, int) and not isinstance(x, bool) and x in ids for x in case["input_ids"]))
         if not ok:
-            raise EdgeM3Error(f"{path}: case {i} needs text, input_ids, signature and raw")
+            raise EdgeM3Error(f"{path}: case {i} needs text, input_ids (in the vocabulary), signature and raw")
+        # What the replay and the comparison read: numbers in the shapes they index.
+        bad = [f"raw.{k}" for k, v in case["raw"].items() if _array(v, 2, 9) is None or len(v) != 1]
+        bad += [k for k, n in ((DENSE_VECS, 1), (COLBERT_VECS, 2))
+                if k in case and _array(case[k], n, n) is None]
+        lex = case.get(LEXICAL_WEIGHTS, {})
+        if not isinstance(lex, dict) or not all(_number(w) for w in lex.values()):
+            bad.append(LEXICAL_WEIGHTS)
+        if bad:
+            raise EdgeM3Error(f"{path}: case {i} {', '.join(bad)}: not numbers in the expected shape")
+    scores = golden.get("scores") or []
+    if not isinstance(scores, list) or not all(
+            isinstance(s, dict) and all(_number(s[m]) for m in SCORE_MODES if m in s) for s in scores):
+        raise EdgeM3Error(f"{path}: scores must be a list of objects with a number per mode")
     return golden
+
+
+def _number(x: Any) -> bool:
+    return isinstance(x, int | float) and not isinstance(x, bool)
+
+
+def _array(value: Any, min_ndim: int, max_ndim: int) -> np.ndarray | None:
+    """`value` (nested JSON lists) as a float64 array of min_ndim..max_ndim dimensions, else None."""
+    try:
+        arr = np.asarray(value, np.float64)
+    except (ValueError, TypeError, OverflowError):
+        return None
+    return arr if min_ndim <= arr.ndim <= max_ndim else None
 
 
 def golden_entry(bundle: Bundle, golden: Mapping[str, Any]) -> ModelEntry:
@@ -97,8 +124,13 @@ def replay_exact(bundle: Bundle, golden: Mapping[str, Any]) -> list[str]:
     tok = bundle.tokenizer()
     problems = []
     for i, case in enumerate(golden["cases"]):
-        got = to_jsonable({"input_ids": case["input_ids"], "signature": case["signature"],
-                           **named_outputs(tok, case["input_ids"], case["raw"])})
+        try:
+            named = named_outputs(tok, case["input_ids"], case["raw"])
+        except (ValueError, TypeError, IndexError) as exc:  # shapes read_golden cannot know
+            problems.append(f"golden case {i} {_short(case['text'])}: the recorded raw outputs do not "
+                            f"fit its input_ids ({one_line(exc)})")
+            continue
+        got = to_jsonable({"input_ids": case["input_ids"], "signature": case["signature"], **named})
         for key in (DENSE_VECS, LEXICAL_WEIGHTS, COLBERT_VECS):
             if (key in got or key in case) and got.get(key) != case.get(key):
                 problems.append(f"golden case {i} {_short(case['text'])}: {key} post-processed "

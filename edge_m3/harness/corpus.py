@@ -32,7 +32,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from edge_m3.errors import EdgeM3Error, OptionError
+from edge_m3.errors import EdgeM3Error, OptionError, one_line
 
 DEFAULT_ID_COLUMN = "id"
 DEFAULT_TEXT_COLUMN = "text"
@@ -119,8 +119,14 @@ class Corpus:
         """Rows in the corpus (Parquet: from the footers; lines: one fast pass over the bytes),
         for progress bars."""
         if self.format is CorpusFormat.PARQUET:
-            pq = require_pyarrow().parquet
-            return sum(pq.ParquetFile(f).metadata.num_rows for f in self.files)
+            pa = require_pyarrow()
+            n = 0
+            for f in self.files:
+                try:
+                    n += pa.parquet.ParquetFile(f).metadata.num_rows
+                except (OSError, ValueError, pa.ArrowException) as exc:
+                    raise _unreadable_parquet(self.field, f, exc) from None
+            return n
         n, last = 0, b"\n"
         with self._open(self.path) as fh:
             while block := fh.read(1 << 22):
@@ -167,6 +173,9 @@ class Corpus:
                 why = "empty line" if not raw.strip() else f"not JSON ({exc.args[0].split(':')[0]})"
                 yield Rejected(row, None, why)
                 continue
+            except RecursionError:  # json's C parser recurses per bracket
+                yield Rejected(row, None, "not JSON (nested too deeply)")
+                continue
             if not isinstance(obj, dict):
                 yield Rejected(row, None, f"not a JSON object (a {type(obj).__name__})")
                 continue
@@ -196,24 +205,32 @@ class Corpus:
             yield Rejected(row, rid, "empty text") if _empty(text) else Row(row, rid, text)
 
     def _parquet_rows(self, start: int) -> Iterator[Row | Rejected]:
-        pq = require_pyarrow().parquet
+        pa = require_pyarrow()
         columns = [c for c in (self.id_column, self.text_column) if c is not None]
         row = 0
         for path in self.files:
-            pf = pq.ParquetFile(path)
-            if row + pf.metadata.num_rows <= start:  # wholly before `start`: not even decoded
-                row += pf.metadata.num_rows
-                continue
-            for batch in pf.iter_batches(batch_size=_PARQUET_BATCH_ROWS, columns=columns):
-                n = batch.num_rows
-                if row + n <= start:
-                    row += n
+            try:  # a corrupt page shows only when decoded (pyarrow: OSError, ArrowException, or a
+                # ValueError such as UnicodeDecodeError): the whole job stops on one line
+                pf = pa.parquet.ParquetFile(path)
+                if row + pf.metadata.num_rows <= start:  # wholly before `start`: not even decoded
+                    row += pf.metadata.num_rows
                     continue
-                texts = batch.column(self.text_column).to_pylist()
-                ids = batch.column(self.id_column).to_pylist() if self.id_column else None
-                for i in range(max(0, start - row), n):
-                    yield self._parquet_row(row + i, ids[i] if ids is not None else row + i, texts[i])
-                row += n
+                first = row
+                for batch in pf.iter_batches(batch_size=_PARQUET_BATCH_ROWS, columns=columns):
+                    n = batch.num_rows
+                    if row + n <= start:
+                        row += n
+                        continue
+                    texts = batch.column(self.text_column).to_pylist()
+                    ids = batch.column(self.id_column).to_pylist() if self.id_column else None
+                    for i in range(max(0, start - row), n):
+                        yield self._parquet_row(row + i, ids[i] if ids is not None else row + i, texts[i])
+                    row += n
+                if row - first != pf.metadata.num_rows:  # pyarrow may decode a bad page as no rows
+                    raise OptionError(self.field, path, f"corrupt Parquet file ({row - first} rows decoded, "
+                                      f"its footer says {pf.metadata.num_rows})")
+            except (OSError, ValueError, pa.ArrowException) as exc:
+                raise _unreadable_parquet(self.field, path, exc) from None
 
     def _parquet_row(self, row: int, rid: Any, text: Any) -> Row | Rejected:
         return check_row(row, rid, text, self.id_column, self.text_column)
@@ -234,6 +251,10 @@ def check_row(row: int, rid: Any, text: Any, id_column: str | None = DEFAULT_ID_
     if not isinstance(text, str):
         return Rejected(row, rid, f"a {type(text).__name__} as '{text_column}' (a string)")
     return Rejected(row, rid, "empty text") if _empty(text) else Row(row, rid, text)
+
+
+def _unreadable_parquet(field: str, path: Path, exc: Exception) -> OptionError:
+    return OptionError(field, path, f"not a readable Parquet file ({one_line(exc)})")
 
 
 def open_corpus(path: Path, *, format: CorpusFormat | str | None = None,
@@ -261,19 +282,25 @@ def open_corpus(path: Path, *, format: CorpusFormat | str | None = None,
     for f in files:
         try:
             schema = pa.parquet.read_schema(f)
-        except (OSError, pa.ArrowException) as exc:
-            raise OptionError(field, f, f"not a readable Parquet file ({' '.join(str(exc).split())})") from None
+            meta = pa.parquet.read_metadata(f)
+        except (OSError, ValueError, pa.ArrowException) as exc:
+            raise _unreadable_parquet(field, f, exc) from None
+        groups = sum(meta.row_group(i).num_rows for i in range(meta.num_row_groups))
+        if groups != meta.num_rows:  # rows are numbered (and --resume skips) by the footer's count
+            raise OptionError(field, f, f"corrupt Parquet footer ({meta.num_rows} rows, its row groups "
+                              f"hold {groups})")
         for name, kind in wanted.items():
             if name is None:
                 continue
             if name not in schema.names:
-                raise OptionError(field, f, f"no column '{name}' (columns: {', '.join(schema.names)})")
+                names = one_line(", ".join(schema.names))  # names are the file's: any characters
+                raise OptionError(field, f, f"no column '{name}' (columns: {names})")
             t = schema.field(name).type
             ok = (pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_binary(t)
                   or pa.types.is_large_binary(t)) if name == text_column else (
                 pa.types.is_integer(t) or pa.types.is_string(t) or pa.types.is_large_string(t))
             if not ok:
-                raise OptionError(field, f, f"column '{name}' is {t}, not {kind}")
+                raise OptionError(field, f, f"column '{name}' is {one_line(t)}, not {kind}")
             if name == id_column and first.setdefault(name, t) != t:  # one id type, as JSON lines
                 raise OptionError(field, f, f"column '{name}' is {t}, {files[0].name}'s is {first[name]}")
     return Corpus(path, fmt, id_column, text_column, field, files)

@@ -9,6 +9,7 @@ Saved indexes are memory-mapped back (no copy) after every file's sha256 is chec
 from __future__ import annotations
 
 import json
+import math
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -38,7 +39,7 @@ from edge_m3.contract import (
     mode_signals,
     mode_weights,
 )
-from edge_m3.errors import EdgeM3Error, OptionError
+from edge_m3.errors import EdgeM3Error, OptionError, one_line
 from edge_m3.retrieval.scores import _U32, _U64, colbert_score, seq_dots
 
 PassageId = int | str
@@ -453,17 +454,20 @@ class Index:
         idx._pending, idx._norms, idx.path = [], {}, path
         try:
             idx.ids = json.loads((path / INDEX_IDS).read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise EdgeM3Error(f"{path / INDEX_IDS}: unreadable ({exc})") from None
+        except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:
+            raise EdgeM3Error(f"{path / INDEX_IDS}: unreadable ({one_line(exc)})") from None
+        if not isinstance(idx.ids, list) or len(idx.ids) != m["count"] or not all(
+                isinstance(i, int | str) and not isinstance(i, bool) for i in idx.ids):
+            raise EdgeM3Error(f"{path / INDEX_IDS}: must be a list of {m['count']} ids (integers or strings)")
         idx.arrays = {}
         for name, spec in m["arrays"].items():
             shape = tuple(spec["shape"])
             dtype = np.dtype(INDEX_DTYPES[spec["dtype"]])
             f = path / spec["file"]
-            if f.stat().st_size != int(np.prod(shape)) * dtype.itemsize:
-                raise EdgeM3Error(f"{f}: {f.stat().st_size} bytes, {spec['dtype']} {list(shape)} needs "
-                                  f"{int(np.prod(shape)) * dtype.itemsize}")
-            idx.arrays[name] = (np.memmap(f, dtype=dtype, mode="r", shape=shape) if np.prod(shape)
+            need = math.prod(shape) * dtype.itemsize  # Python ints: a lying shape cannot wrap round
+            if f.stat().st_size != need:
+                raise EdgeM3Error(f"{f}: {f.stat().st_size} bytes, {spec['dtype']} {list(shape)} needs {need}")
+            idx.arrays[name] = (np.memmap(f, dtype=dtype, mode="r", shape=shape) if need
                                 else np.zeros(shape, dtype))
         _check_layout(idx, where)
         return idx
@@ -476,7 +480,7 @@ def read_manifest(path: Path) -> dict[str, Any]:
         raise EdgeM3Error(f"{mpath}: not found (is {path} an edge-m3 index?)")
     try:
         m = json.loads(mpath.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except (OSError, ValueError, RecursionError) as exc:
         raise EdgeM3Error(f"{mpath}: not valid JSON ({exc})") from None
     if not isinstance(m, dict) or m.get("format") != INDEX_FORMAT:
         raise EdgeM3Error(f"{mpath}: not an {INDEX_FORMAT} manifest")
@@ -486,11 +490,13 @@ def read_manifest(path: Path) -> dict[str, Any]:
     checks: list[tuple[str, Callable[[Any], bool], str]] = [
         ("count", lambda v: isinstance(v, int) and v >= 0, "an integer >= 0"),
         ("dim", lambda v: isinstance(v, int) and v > 0, "an integer > 0"),
-        ("dense", lambda v: v in DENSE_STORES, f"one of {', '.join(DENSE_STORES)}"),
-        ("colbert", lambda v: v in COLBERT_STORES, f"one of {', '.join(COLBERT_STORES)}"),
+        ("dense", lambda v: isinstance(v, str) and v in DENSE_STORES, f"one of {', '.join(DENSE_STORES)}"),
+        ("colbert", lambda v: isinstance(v, str) and v in COLBERT_STORES,
+         f"one of {', '.join(COLBERT_STORES)}"),
         ("arrays", lambda v: isinstance(v, dict) and all(
             k in INDEX_ARRAYS and isinstance(s, dict) and s.get("file") == INDEX_ARRAYS[k]
-            and s.get("dtype") in INDEX_DTYPES and isinstance(s.get("shape"), list)
+            and isinstance(s.get("dtype"), str) and s["dtype"] in INDEX_DTYPES
+            and isinstance(s.get("shape"), list)
             and all(isinstance(x, int) and x >= 0 for x in s["shape"]) for k, s in v.items()),
          "known arrays with file, dtype and shape"),
         ("files", lambda v: isinstance(v, dict) and all(
@@ -522,16 +528,20 @@ def _check_layout(idx: Index, where: str) -> None:
     missing += [f"{x} is {a[x].dtype.name}" for x in need if x in a and a[x].dtype.name != dtypes[x]]
     want = {"dense": (n, d), "dense_scale": (n,), "colbert_offsets": (n + 1,)}
     bad = missing or [x for x, s in want.items() if x in a and a[x].shape != s]
+    # Every other array is 1-D but colbert; a 0-D one has no length to check against.
+    bad += [x for x in need if x not in want and x in a and a[x].ndim != (2 if x == "colbert" else 1)]
     if not bad and idx.has_colbert:
         v = a["colbert"].shape
         co = np.asarray(a["colbert_offsets"])
-        if len(v) != 2 or v[1] != d or co[0] != 0 or co[-1] != v[0] or (np.diff(co) < 0).any():
+        if v[1] != d or co[0] != 0 or co[-1] != v[0] or (np.diff(co) < 0).any() \
+                or ("colbert_scale" in a and a["colbert_scale"].shape != (v[0],)):
             bad = ["colbert"]
     if not bad:
         off, t, p = np.asarray(a["sparse_offsets"]), a["sparse_tokens"].shape, a["sparse_rows"].shape
-        rows = np.asarray(a["sparse_rows"])
+        rows, tokens = np.asarray(a["sparse_rows"]), np.asarray(a["sparse_tokens"])
         if off.shape != (t[0] + 1,) or off[0] != 0 or off[-1] != p[0] or (np.diff(off) < 0).any() \
-                or a[_PW].shape != p or (len(rows) and (rows.min() < 0 or rows.max() >= n)):
+                or a[_PW].shape != p or (len(rows) and (rows.min() < 0 or rows.max() >= n)) \
+                or (np.diff(tokens) <= 0).any():  # searched by bisection
             bad = ["sparse"]
     if bad:
         raise EdgeM3Error(f"{where}: inconsistent arrays ({', '.join(bad)}); refusing a corrupt index")

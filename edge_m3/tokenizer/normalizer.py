@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import struct
 
+from edge_m3.errors import EdgeM3Error
 from edge_m3.tokenizer.graphemes import graphemes
 
 # Rust's char::is_whitespace (Unicode White_Space): what the reference's WhitespaceSplit uses.
@@ -26,14 +27,23 @@ WHITESPACE = frozenset(
 WHOLE_GRAPHEME_BYTES = 6
 
 
-class CharsMap:
-    """SentencePiece's precompiled charsmap: a darts-clone trie plus replacement strings."""
+class CharsMapError(EdgeM3Error, ValueError):
+    """A corrupt charsmap, met where a lookup would read past the trie or the strings."""
 
-    def __init__(self, blob: bytes) -> None:
+
+class CharsMap:
+    """SentencePiece's precompiled charsmap: a darts-clone trie plus replacement strings.
+
+    The trie is only checked as it is walked (a full check would visit every node at load):
+    an offset past its end or a replacement that is not UTF-8 is a CharsMapError naming `where`.
+    """
+
+    def __init__(self, blob: bytes, where: str = "precompiled charsmap") -> None:
+        self.where = where
         if len(blob) < 4:
             raise ValueError("charsmap too short")
         (trie_size,) = struct.unpack_from("<I", blob, 0)
-        if trie_size % 4 or 4 + trie_size > len(blob):
+        if not trie_size or trie_size % 4 or 4 + trie_size > len(blob):
             raise ValueError("charsmap trie size is corrupt")
         self.units = struct.unpack_from(f"<{trie_size // 4}I", blob, 4)
         self.normalized = blob[4 + trie_size:]
@@ -58,6 +68,8 @@ class CharsMap:
                 return None
             pos ^= self._offset(unit)
             if (unit >> 8) & 1:
+                if pos >= len(units):
+                    raise CharsMapError(f"{self.where}: corrupt charsmap (a value past the trie's end)")
                 return units[pos] & 0x7FFFFFFF
         return None
 
@@ -69,7 +81,10 @@ class CharsMap:
         out = None
         if start is not None and start < len(self.normalized):
             end = self.normalized.find(b"\0", start)
-            out = self.normalized[start: end if end >= 0 else None].decode("utf-8")
+            try:
+                out = self.normalized[start: end if end >= 0 else None].decode("utf-8")
+            except UnicodeDecodeError:
+                raise CharsMapError(f"{self.where}: corrupt charsmap (a replacement is not UTF-8)") from None
         if len(self._cache) < 65536:
             self._cache[chunk] = out
         return out

@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from edge_m3.contract import XLMR_SPECIAL_TOKENS, TokenizerSpec
+from edge_m3.contract import VOCAB_MAP, XLMR_SPECIAL_TOKENS, TokenizerSpec
 from edge_m3.errors import EdgeM3Error
 from edge_m3.tokenizer.spmodel import (
     CONTROL,
@@ -126,7 +126,7 @@ class Tokenizer:
         try:
             self.unigram = UnigramModel(model, added=list(self.spec.special_tokens.values()))
             blob = model.precompiled_charsmap
-            self.charsmap = CharsMap(blob) if blob else None
+            self.charsmap = CharsMap(blob, str(path)) if blob else None
         except ValueError as exc:
             raise EdgeM3Error(f"{path}: not a SentencePiece model ({exc})") from None
         self.piece_count = len(model)
@@ -135,6 +135,10 @@ class Tokenizer:
             raise EdgeM3Error(f"{path}: {self.piece_count} pieces map past the manifest's "
                               f"vocab_size {self.spec.vocab_size} (wrong SentencePiece model?)")
         s = self.spec.special_ids
+        outside = {k: v for k, v in s.items() if not 0 <= int(v) < self.spec.vocab_size}
+        if outside:  # the model's embedding table has vocab_size rows: an id past it reads past it
+            raise EdgeM3Error(f"manifest.json: tokenizer special_ids {outside} lie outside vocab_size "
+                              f"{self.spec.vocab_size}")
         odd = [(i, t) for i, t in enumerate(self.unigram.types) if i > 2 and t in (CONTROL, USER_DEFINED)]
         if odd or self.spec.sp_unk_id != self.unigram.unk_id:
             raise EdgeM3Error(f"{path}: not an XLM-R SentencePiece model (control or user-defined "
@@ -159,7 +163,8 @@ class Tokenizer:
             name = str(vm.get("file", ""))
             if not name or Path(name).name != name:
                 raise EdgeM3Error(f"manifest.json: vocab_map file {name!r} must be a file name in the bundle")
-            self._row = _load_row_map(path.parent / name, self.spec)
+            reach = max(top, *(int(i) for i in s.values())) + 1  # the largest id encode gives
+            self._row = _load_row_map(path.parent / name, self.spec, reach)
 
     def words(self, text: str) -> list[str]:
         """The text as the reference tokenizer sees it: charsmap per grapheme, then split on
@@ -235,14 +240,22 @@ class Tokenizer:
         return np.stack([r[0] for r in rows]), np.stack([r[1] for r in rows])
 
 
-def _load_row_map(path: Path, spec: TokenizerSpec) -> np.ndarray:
-    """Original id -> row of the trimmed embedding table (see edge_m3.tokenizer.vocab)."""
+def _load_row_map(path: Path, spec: TokenizerSpec, reach: int) -> np.ndarray:
+    """Original id -> row of the trimmed embedding table (see edge_m3.tokenizer.vocab), for the
+    ids below `reach`."""
     import json
 
     from edge_m3.tokenizer.vocab import row_map
 
     try:
         kept = json.loads(path.read_text(encoding="utf-8"))["kept_ids"]
-    except (OSError, ValueError, KeyError, TypeError) as exc:
+    except (OSError, ValueError, KeyError, TypeError, RecursionError) as exc:
         raise EdgeM3Error(f"{path}: unreadable vocabulary map ({exc})") from None
-    return row_map(kept, spec.special_ids, spec.vocab_size)
+    if not isinstance(kept, list) or not kept:
+        raise EdgeM3Error(f"{path}: kept_ids must be a non-empty list of integers")
+    if len(kept) != spec.model_rows:  # a row past the bundled table would be read past its end
+        raise EdgeM3Error(f"{path}: {len(kept)} kept ids, the manifest's vocab_map says {spec.model_rows} rows")
+    try:
+        return row_map(kept, spec.special_ids, spec.vocab_size, reach)
+    except EdgeM3Error as exc:
+        raise EdgeM3Error(f"{path}: {str(exc).removeprefix(VOCAB_MAP + ': ')}") from None

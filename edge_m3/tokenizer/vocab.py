@@ -83,22 +83,29 @@ def plan_trim(tokenizer: Any, corpora: Sequence[Path], min_count: int = 1) -> Vo
 
 def check_kept(kept_ids: Sequence[int], special_ids: Mapping[str, int], vocab_size: int) -> None:
     """A kept set must be sorted, in range, and hold every special token."""
+    if not all(isinstance(i, int | np.integer) and not isinstance(i, bool) for i in kept_ids):
+        raise EdgeM3Error(f"{VOCAB_MAP}: kept ids must be integers")
     missing = [k for k in SPECIAL_KEYS if int(special_ids[k]) not in set(kept_ids)]
     if missing:
         raise EdgeM3Error(f"{VOCAB_MAP}: kept ids lack the special tokens {missing}")
-    arr = np.asarray(kept_ids)
-    if arr.ndim != 1 or (np.diff(arr) <= 0).any() or arr.min() < 0 or arr.max() >= vocab_size:
+    arr = np.asarray(kept_ids, dtype=object)
+    if (np.diff(arr) <= 0).any() or arr.min() < 0 or arr.max() >= vocab_size:
         raise EdgeM3Error(f"{VOCAB_MAP}: kept ids must be sorted, unique and < {vocab_size}")
 
 
 def row_map(kept_ids: Sequence[int], special_ids: Mapping[str, int],
-            vocab_size: int) -> np.ndarray:
-    """Original id -> row of the trimmed table; ids not kept go to the `<unk>` row."""
+            vocab_size: int, reach: int | None = None) -> np.ndarray:
+    """Original id -> row of the trimmed table; ids not kept go to the `<unk>` row.
+
+    `reach`: only ids below it are ever looked up (the tokenizer's), so the map stops there: a
+    manifest's vocab_size is not an allocation size."""
     check_kept(kept_ids, special_ids, vocab_size)
     kept = np.asarray(kept_ids, dtype=np.int64)
     unk_row = int(np.searchsorted(kept, int(special_ids["unk"])))
-    rows = np.full(vocab_size, unk_row, dtype=np.int64)
-    rows[kept] = np.arange(len(kept))
+    size = vocab_size if reach is None else min(vocab_size, reach)
+    rows = np.full(size, unk_row, dtype=np.int64)
+    inside = kept < size
+    rows[kept[inside]] = np.arange(len(kept))[inside]
     return rows
 
 

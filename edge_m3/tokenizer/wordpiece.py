@@ -255,7 +255,7 @@ def _load_json(path: Path) -> Any:
         return json.loads(path.read_text(encoding="utf-8"))
     except OSError as exc:
         raise EdgeM3Error(f"{path}: cannot read ({exc.strerror})") from None
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except (ValueError, RecursionError) as exc:
         raise EdgeM3Error(f"{path}: not valid JSON ({exc})") from None
 
 
@@ -280,7 +280,7 @@ def _check_added(added: list[Any], vocab: dict[str, int], strings: set[str], whe
         if not isinstance(entry, Mapping):
             raise EdgeM3Error(f"{where}: {name} entry {entry!r} is not an object")
         content = entry.get("content")
-        if content not in strings:
+        if not isinstance(content, str) or content not in strings:
             raise EdgeM3Error(f"{where}: {name} {content!r} is an added token beyond the five specials "
                               f"({', '.join(sorted(strings))})")
         flags = {k: entry.get(k, False) for k in ("normalized", "lstrip", "rstrip", "single_word")}
@@ -326,8 +326,10 @@ def _template_ends(post: Any, where: str) -> tuple[str, str]:
         if isinstance(cls, list) and isinstance(sep, list) and cls and sep:
             return cls[0], sep[0]
     elif kind == "TemplateProcessing":
-        single = post.get("single") or []
-        shape = [next(iter(p)) if isinstance(p, Mapping) and len(p) == 1 else None for p in single]
+        single = post.get("single")
+        single = single if isinstance(single, list) else []
+        shape = [next(iter(p)) if isinstance(p, Mapping) and len(p) == 1
+                 and isinstance(next(iter(p.values())), Mapping) else None for p in single]
         if shape == ["SpecialToken", "Sequence", "SpecialToken"] and single[1]["Sequence"].get("id") == "A":
             types = [next(iter(p.values())).get("type_id", 0) for p in single]
             if any(t != 0 for t in types):
@@ -415,7 +417,7 @@ def _from_vocab_txt(ckpt: Path) -> tuple[dict[str, Any], list[str], dict[str, An
     added = cfg.get("added_tokens_decoder") or {}
     if not isinstance(added, Mapping):
         raise EdgeM3Error(f"{where}: added_tokens_decoder is not an object")
-    entries = [dict(v, id=int(k)) if isinstance(v, Mapping) and str(k).isdigit() else v
+    entries = [dict(v, id=int(k)) if isinstance(v, Mapping) and str(k).isascii() and str(k).isdigit() else v
                for k, v in added.items()]
     if entries:
         _check_added(entries, vocab, set(special.values()), where, "added_tokens_decoder")

@@ -1,0 +1,147 @@
+"""Issue 38: the readers of untrusted files under the fuzz contract (tools/fuzz).
+
+Every committed seed (real files, cut small) and every input a fuzz run found is replayed
+through its target: accepted, or refused with one line of EdgeM3Error, within the time and
+memory bounds. Then each target is fuzzed briefly with atheris (a bounded number of runs).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from edge_m3.errors import EdgeM3Error
+from tools.fuzz import harness
+
+ROOT = Path(__file__).resolve().parents[1]
+CASES = [(name, path) for name in harness.TARGETS for path in harness.inputs(name)]
+BRIEF_RUNS = 3000  # per target; the seconds below bound the slow ones (whole bundles: ~100/s)
+BRIEF_SECONDS = 8
+
+
+@pytest.mark.parametrize(("name", "path"), CASES,
+                         ids=[f"{n}/{p.parent.parent.name}/{p.name}" for n, p in CASES])
+def test_committed_input_meets_the_contract(name: str, path: Path) -> None:
+    """Seeds are real valid files: accepted. Regression inputs: accepted or refused in one line."""
+    verdict = harness.check(harness.target(name), path.read_bytes())
+    if path.is_relative_to(harness.SEEDS):
+        assert verdict == harness.ACCEPTED
+
+
+def test_every_target_has_seeds() -> None:
+    assert all((harness.SEEDS / name).is_dir() and any((harness.SEEDS / name).iterdir())
+               for name in harness.TARGETS)
+
+
+def _target(fn: object) -> harness.Target:
+    return harness.Target("probe", fn)  # type: ignore[arg-type]
+
+
+def test_the_contract_can_fail() -> None:
+    """Anything but a one-line EdgeM3Error, a hang or a large allocation is a violation."""
+    def index_error(data: bytes) -> None:
+        raise IndexError(data)
+
+    def two_lines(_: bytes) -> None:
+        raise EdgeM3Error("file.json: line one\nline two")
+
+    def recursion(_: bytes) -> None:
+        json.loads("[" * 100_000)
+
+    def allocation(_: bytes) -> None:
+        import numpy as np
+
+        np.ones(harness.MEMORY_BYTES // 8 + 1)
+
+    def refused_after_allocation(_: bytes) -> None:
+        allocation(b"")
+        raise EdgeM3Error("x: refused")
+
+    for fn in (index_error, two_lines, recursion, allocation, refused_after_allocation):
+        with pytest.raises(harness.ContractViolation):
+            harness.check(_target(fn), b"x")
+    assert harness.check(_target(lambda _: None), b"") == harness.ACCEPTED
+
+    def refused(_: bytes) -> None:
+        raise EdgeM3Error("x: refused")
+
+    assert harness.check(_target(refused), b"") == harness.REFUSED
+
+
+def test_hang_is_a_violation(monkeypatch: pytest.MonkeyPatch) -> None:
+    import time
+
+    monkeypatch.setattr(harness, "HANG_SECONDS", 0.2)
+    with pytest.raises(harness.ContractViolation, match="still running"):
+        harness.check(_target(lambda _: time.sleep(5)), b"")
+
+
+def test_folder_blobs_round_trip_and_stay_inside() -> None:
+    files = {"a.json": b'{"x": 1}\n', "1_Pooling/config.json": b"{}", "empty": b""}
+    assert harness.unpack(harness.pack(files)) == files
+    hostile = harness.pack({"ok": b"1"}) + b"\n==> ../up <==\nx\n==> /abs <==\nx\n==> a/b/c <==\nx"
+    assert harness.unpack(hostile) == {"ok": b"1"}
+    with pytest.raises(ValueError):
+        harness.pack({"x": b"\n==> y <==\n"})
+
+
+@pytest.mark.parametrize("name", harness.TARGETS)
+def test_brief_fuzz_run(name: str, tmp_path: Path) -> None:
+    """A bounded atheris run from the committed corpus finds no violation (a fixed seed, so a
+    failure here replays with the same command)."""
+    crashes = tmp_path / "crashes"
+    cmd = [sys.executable, "-m", "tools.fuzz.run", name, "--runs", str(BRIEF_RUNS),
+           "--seconds", str(BRIEF_SECONDS), "--corpus", str(tmp_path / "corpus"), "--crashes", str(crashes),
+           "-seed=38"]
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    found = sorted(p.name for p in crashes.iterdir())
+    assert proc.returncode == 0 and not found, f"{found}\n{proc.stderr[-4000:]}"
+    assert "stat::number_of_executed_units" in proc.stderr
+
+
+def _lying_index(mutate: object) -> bytes:
+    files = harness.unpack((harness.SEEDS / "index" / "int8-int8").read_bytes())
+    m = json.loads(files["index.json"])
+    mutate(files, m)  # type: ignore[operator]
+    files["index.json"] = json.dumps(m).encode()
+    return harness.pack(files)  # the target rewrites the hashes and sizes to match (harness.rehash)
+
+
+def _shape(name: str, shape: list[int], data: bytes | None = None) -> object:
+    def mutate(files: dict[str, bytes], m: dict) -> None:
+        m["arrays"][name]["shape"] = shape
+        if data is not None:
+            files[f"{name}.bin"] = data
+    return mutate
+
+
+def _cut(name: str, keep: int, shape: list[int]) -> object:
+    def mutate(files: dict[str, bytes], m: dict) -> None:
+        files[f"{name}.bin"] = files[f"{name}.bin"][:keep]
+        m["arrays"][name]["shape"] = shape
+    return mutate
+
+
+LIES = {  # issue 38 point 5: each array cut short or its shape a lie, the manifest edited to match
+    "shape product wraps int64": _shape("dense", [2**32, 2**32], b""),
+    "0-D sparse_tokens": _shape("sparse_tokens", [], b"\0\0\0\0"),
+    "sparse_rows cut": _cut("sparse_rows", 4 * 5, [5]),
+    "sparse_weights cut": _cut("sparse_weights", 4 * 5, [5]),
+    "colbert cut": _cut("colbert", 8 * 4, [4, 8]),
+    "colbert_scale cut": _cut("colbert_scale", 4 * 3, [3]),
+    "colbert rows as columns": _shape("colbert", [8, 9]),
+    "dense_scale cut": _cut("dense_scale", 4 * 2, [2]),
+    "ids not a list": lambda files, m: files.update({"ids.json": b"5"}),
+    "ids fewer than count": lambda files, m: files.update({"ids.json": b'["a"]'}),
+    "ids of lists": lambda files, m: files.update({"ids.json": b"[[1], [2], [3], [4], [5]]"}),
+    "dtype a list": lambda files, m: m["arrays"]["dense"].update(dtype=["int8"]),
+}
+
+
+@pytest.mark.parametrize("mutate", LIES.values(), ids=LIES.keys())
+def test_index_lying_about_its_arrays_is_refused(mutate: object) -> None:
+    assert harness.check(harness.target("index"), _lying_index(mutate)) == harness.REFUSED
