@@ -173,7 +173,8 @@ def outputs_for(family: Family, folder: Path) -> Outputs:
     raise EdgeM3Error(f"{folder}: no output layout: needs {wanted}")
 
 
-def _read_json(path: Path) -> Any:
+def read_json(path: Path) -> Any:
+    """A checkpoint's JSON file, or one line naming it (missing, unreadable, not JSON, nested too deep)."""
     try:
         return json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
@@ -196,7 +197,7 @@ def read_sentence_transformers(folder: Path) -> SentenceTransformersLayout:
     """modules.json (Transformer, Pooling, optional Normalize) and the Pooling config; anything
     edge-m3 does not reproduce is one line naming the file and the field."""
     modules_path = folder / ST_MODULES
-    modules = _read_json(modules_path)
+    modules = read_json(modules_path)
     if not isinstance(modules, list) or not all(isinstance(m, Mapping) for m in modules):
         raise EdgeM3Error(f"{modules_path}: expected a JSON array of modules")
     types = [str(m.get("type", "")) for m in modules]
@@ -211,7 +212,7 @@ def read_sentence_transformers(folder: Path) -> SentenceTransformersLayout:
         raise EdgeM3Error(f"{modules_path}: the Pooling module's path {sub!r:.80} is not a folder name")
     pool_dir = folder / sub
     pool_path = pool_dir / "config.json"
-    cfg = _read_json(pool_path)
+    cfg = read_json(pool_path)
     if not isinstance(cfg, Mapping):
         raise EdgeM3Error(f"{pool_path}: expected a JSON object")
     on = [k for k, v in cfg.items() if k.startswith("pooling_mode_") and v is True]
@@ -221,7 +222,7 @@ def read_sentence_transformers(folder: Path) -> SentenceTransformersLayout:
     max_len: int | None = None
     st_config = folder / ST_CONFIG
     if st_config.is_file():
-        value = _read_json(st_config)
+        value = read_json(st_config)
         raw = value.get("max_seq_length") if isinstance(value, Mapping) else None
         if raw is not None and (not isinstance(raw, int) or isinstance(raw, bool) or raw < 2):
             raise EdgeM3Error(f"{st_config}: 'max_seq_length' must be an integer of at least 2, got {raw!r}")

@@ -8,7 +8,6 @@ edge_m3.families, by config.json's `model_type`.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from collections.abc import Iterator, Mapping
@@ -33,6 +32,7 @@ from edge_m3.families import (
     Pooling,
     family_for,
     outputs_for,
+    read_json,
     read_sentence_transformers,
 )
 
@@ -76,14 +76,7 @@ class ModelConfig:
     def from_json(cls, path: Path | str) -> ModelConfig:
         """Read and check config.json; the error names the file and the offending key."""
         path = Path(path)
-        try:
-            raw = json.loads(path.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            raise EdgeM3Error(f"{path}: missing") from None
-        except OSError as exc:
-            raise EdgeM3Error(f"{path}: cannot read ({exc.strerror or exc})") from None
-        except (ValueError, RecursionError) as exc:
-            raise EdgeM3Error(f"{path}: not valid JSON ({exc})") from None
+        raw = read_json(path)
         if not isinstance(raw, dict):
             raise EdgeM3Error(f"{path}: expected a JSON object")
         if "model_type" not in raw:
