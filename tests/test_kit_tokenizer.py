@@ -55,6 +55,7 @@ from test_wordpiece import TEXT as WP_TEXT
 from test_wordpiece import TRICKY as WP_TRICKY
 from test_wordpiece import corpora as wp_corpora
 
+from edge_m3.contract import TOKENIZER_KINDS
 from edge_m3.tokenizer import Tokenizer, TokenizerSpec, spec_for_sentencepiece
 from edge_m3.tokenizer.wordpiece import WordPieceTokenizer, wordpiece_spec, write_vocab
 from tests.support.bert import minilm_dir
@@ -236,7 +237,8 @@ def trimmed_bundle(tiny_ckpt: Path, tmp_path_factory: pytest.TempPathFactory) ->
     kept = {*spec.special_ids.values(), *(i for line in corpus()[:5] for i in Tokenizer(
         d / "sentencepiece.bpe.model").encode(line))}
     (d / "vocab_map.json").write_text(json.dumps({"kept_ids": sorted(kept)}), encoding="utf-8")
-    entry = {"file": "sentencepiece.bpe.model", **spec.to_manifest(), "vocab_map": {"file": "vocab_map.json"}}
+    entry = {"file": "sentencepiece.bpe.model", **spec.to_manifest(),
+             "vocab_map": {"file": "vocab_map.json", "kept": len(kept)}}  # as the builder writes it
     (d / "manifest.json").write_text(json.dumps({"schema_version": 1, "tokenizer": entry}), encoding="utf-8")
     return d
 
@@ -376,7 +378,7 @@ def _edit_folder(src: Path, dest: Path, manifest_edit=None, vocab_edit=None) -> 
 # name -> (manifest edit, vocab.txt edit, what the one-line error says, in both ports)
 WP_BAD = {
     "unknown kind": (lambda t: t.update(kind="bpe"), None,
-                     "tokenizer.kind 'bpe' unknown (known: xlmr-sentencepiece, wordpiece)"),
+                     "tokenizer.kind 'bpe' unknown (known: " + ", ".join(TOKENIZER_KINDS) + ")"),
     "kind null": (lambda t: t.update(kind=None), None, "kind"),
     "no options": (lambda t: t.pop("options"), None, "tokenizer options missing (required for kind wordpiece)"),
     "options null": (lambda t: t.update(options=None), None, "tokenizer options missing"),

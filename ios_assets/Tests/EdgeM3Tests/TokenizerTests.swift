@@ -123,7 +123,7 @@ final class WordPieceTokenizerTests: XCTestCase {
             }
         }
         let good = Self.bytes(Self.vocab)
-        refused("tokenizer.kind 'bpe' unknown (known: xlmr-sentencepiece, wordpiece)") {
+        refused("tokenizer.kind 'bpe' unknown (known: \(EdgeM3Contract.tokenizerKinds.joined(separator: ", ")))") {
             try Self.spec { $0["kind"] = "bpe" }
         }
         refused("tokenizer options missing (required for kind wordpiece)") {

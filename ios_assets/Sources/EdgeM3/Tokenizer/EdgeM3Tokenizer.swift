@@ -10,7 +10,7 @@ import Foundation
 /// `encode(_:maxLength:)` -> the bundle's token ids, `bos ... eos`, exactly as the Python pipeline
 /// gives them (tests/test_kit_tokenizer.py). Original-vocabulary ids only: a trimmed bundle's table
 /// rows are `Pipeline.rows(for:)`. Immutable after init: safe to share.
-public protocol EdgeM3Tokenizer: Sendable {
+nonisolated public protocol EdgeM3Tokenizer: Sendable {
     var bos: Int { get }
     var eos: Int { get }
     var pad: Int { get }
@@ -27,7 +27,7 @@ public protocol EdgeM3Tokenizer: Sendable {
 
 /// The tokenizer of `spec.kind` over a bundle folder's file `spec.file` (sentencepiece.bpe.model,
 /// vocab.txt); an unknown kind is an `EdgeM3Error` naming it.
-public func openTokenizer(directory: URL, spec: TokenizerSpec) throws -> any EdgeM3Tokenizer {
+nonisolated public func openTokenizer(directory: URL, spec: TokenizerSpec) throws -> any EdgeM3Tokenizer {
     try openTokenizer(spec: spec) { name in
         let url = directory.appendingPathComponent(name)
         guard let data = FileManager.default.contents(atPath: url.path) else {
@@ -38,7 +38,7 @@ public func openTokenizer(directory: URL, spec: TokenizerSpec) throws -> any Edg
 }
 
 /// The same over any storage: `read(name)` gives a bundle file's bytes.
-public func openTokenizer(spec: TokenizerSpec, read: (String) throws -> [UInt8]) throws -> any EdgeM3Tokenizer {
+nonisolated public func openTokenizer(spec: TokenizerSpec, read: (String) throws -> [UInt8]) throws -> any EdgeM3Tokenizer {
     switch spec.kind {
     case EdgeM3Contract.xlmrSentencepiece: return try XlmrTokenizer(model: read(spec.file), spec: spec)
     case EdgeM3Contract.wordpiece: return try WordPieceTokenizer(vocab: read(spec.file), spec: spec)
