@@ -93,6 +93,11 @@ KIT_ERROR_KINDS = {
     "runner_closed": "The runner was closed.",
     "runtime_missing": "No model runtime: the library is missing, not a library, or lacks the API.",
     "runtime_failed": "The runtime refused: it could not read, compile or run the model.",
+    # a writable index (issue 35): nothing was written when one of these is raised
+    "duplicate_id": "add: the id is already in the index (update it, or remove it first).",
+    "unknown_id": "update or remove: the id is not in the index.",
+    "index_busy": "Another writer holds the index longer than INDEX_DB_BUSY_MS.",
+    "write_failed": "The index could not be written: a read-only file or folder, a full disk.",
 }
 
 
@@ -764,3 +769,35 @@ INDEX_ARRAYS = {
 }
 # dtype names in the manifest -> numpy's little-endian spelling (the kits read the same bytes).
 INDEX_DTYPES = {"float32": "<f4", "float16": "<f2", "int8": "i1", "int32": "<i4", "int64": "<i8"}
+
+# --------------------------------------------------------------------------- writable index
+# A writable index (issue 35; docs/index-format.md, "The writable index"): INDEX_DB in the index
+# folder holds what was written since its base (a format-1 folder, memory-mapped, read-only):
+# the passages added since, in their stored form, and the base rows removed. Read and written by
+# edge_m3/retrieval/writable.py and the kits' EdgeM3WritableIndex, with this schema only.
+INDEX_DB = "index.sqlite"
+INDEX_DB_FORMAT = "edge-m3-index-db"
+INDEX_DB_VERSION = 1
+# PRAGMA application_id of every INDEX_DB ("EM3I"): another program's SQLite file is refused.
+INDEX_DB_APPLICATION_ID = 0x454D3349
+# A compaction writes the new base into INDEX_BASE_PREFIX + generation (a format-1 folder).
+INDEX_BASE_PREFIX = "base-"
+# A second writer waits this long for the first one's transaction, then is refused ("busy").
+INDEX_DB_BUSY_MS = 5000
+# meta keys (values are text): format, format_version, dim, dense, colbert, bundle (JSON, or
+# "null"), base ("" none, "." the folder itself, or INDEX_BASE_PREFIX + n), base_sha256 (sha256 of
+# the base's INDEX_MANIFEST, "" without a base), generation (decimal, +1 per compaction).
+INDEX_DB_META_KEYS = ("format", "format_version", "dim", "dense", "colbert", "bundle", "base",
+                      "base_sha256", "generation")
+# The tables, created in this order in one transaction. `id` has no declared type (SQLite's BLOB
+# affinity): an integer id and a text id stay what they are, 1 and "1" are two ids. A passage's
+# vectors are stored as the index stores them (little-endian): dense float32 [D] or int8 [D]
+# codes with dense_scale float32 [1]; lex_tokens int32 [n] ascending and lex_weights float32 [n];
+# colbert float16 [m, D] or int8 [m, D] codes with colbert_scale float32 [m]; NULL without ColBERT.
+INDEX_DB_SCHEMA = (
+    "CREATE TABLE meta (key TEXT PRIMARY KEY NOT NULL, value TEXT NOT NULL)",
+    "CREATE TABLE passages (seq INTEGER PRIMARY KEY AUTOINCREMENT, id NOT NULL UNIQUE, "
+    "dense BLOB NOT NULL, dense_scale BLOB, lex_tokens BLOB NOT NULL, lex_weights BLOB NOT NULL, "
+    "colbert BLOB, colbert_scale BLOB)",
+    "CREATE TABLE removed (row INTEGER PRIMARY KEY NOT NULL)",
+)

@@ -38,18 +38,25 @@ STRINGS = {
     # retrieval (issue 25, docs/index-format.md)
     "INDEX_FORMAT": c.INDEX_FORMAT, "INDEX_MANIFEST": c.INDEX_MANIFEST, "INDEX_IDS": c.INDEX_IDS,
     "INDEX_POSTING_WEIGHTS": c.INDEX_POSTING_WEIGHTS,
+    # the writable index (issue 35): its database, schema and meta keys
+    "INDEX_DB": c.INDEX_DB, "INDEX_DB_FORMAT": c.INDEX_DB_FORMAT, "INDEX_BASE_PREFIX": c.INDEX_BASE_PREFIX,
     # tokenizer kinds (issue 33): the manifest's `tokenizer.kind` values and a WordPiece vocabulary's file
     "XLMR_SENTENCEPIECE": c.XLMR_SENTENCEPIECE, "WORDPIECE": c.WORDPIECE, "WORDPIECE_VOCAB": c.WORDPIECE_VOCAB,
 }
 INTS = {"DEVICE_THREADS": c.DEVICE_THREADS, "WEIGHT_CACHE_KEY_CHARS": c.WEIGHT_CACHE_KEY_CHARS,
         # retrieval (issue 25)
-        "INDEX_FORMAT_VERSION": c.INDEX_FORMAT_VERSION, "HYBRID_CANDIDATES": c.HYBRID_CANDIDATES}
+        "INDEX_FORMAT_VERSION": c.INDEX_FORMAT_VERSION, "HYBRID_CANDIDATES": c.HYBRID_CANDIDATES,
+        # the writable index (issue 35)
+        "INDEX_DB_VERSION": c.INDEX_DB_VERSION, "INDEX_DB_APPLICATION_ID": c.INDEX_DB_APPLICATION_ID,
+        "INDEX_DB_BUSY_MS": c.INDEX_DB_BUSY_MS}
 LISTS = {"SPECIAL_KEYS": c.SPECIAL_KEYS, "LEXICAL_SKIP_KEYS": c.LEXICAL_SKIP_KEYS, "QUANTS": c.QUANTS,
          # retrieval (issue 25)
          "SCORE_SIGNALS": c.SCORE_SIGNALS, "SCORE_MODES": c.SCORE_MODES,
          "DENSE_STORES": c.DENSE_STORES, "COLBERT_STORES": c.COLBERT_STORES,
          # tokenizer kinds (issue 33): one tokenizer class each, EdgeM3Tokenizer.open picks it
-         "TOKENIZER_KINDS": c.TOKENIZER_KINDS}
+         "TOKENIZER_KINDS": c.TOKENIZER_KINDS,
+         # the writable index (issue 35): its tables, created in this order, and its meta keys
+         "INDEX_DB_SCHEMA": c.INDEX_DB_SCHEMA, "INDEX_DB_META_KEYS": c.INDEX_DB_META_KEYS}
 # Retrieval (issue 25): lists of doubles and string maps.
 DOUBLE_LISTS = {"DEFAULT_MODE_WEIGHTS": c.DEFAULT_MODE_WEIGHTS}
 STRING_MAPS = {"INDEX_ARRAYS": c.INDEX_ARRAYS}

@@ -80,3 +80,53 @@ def parse_scores(stdout: str) -> dict[tuple[int, int, str], str]:
         i, k, mode, bits = line.split()
         got[int(i), int(k), mode] = bits
     return got
+
+
+# ------------------------------------------------------------------ the writable index's op log
+# `ops DIR OPS` (issue 35; docs/index-format.md, "The writable index"): the kit runs each
+# operation on the writable index in folder DIR and prints one answer line per operation:
+#   OPS  = "ops" N OP*N
+#   OP   = "create" DIM DENSE COLBERT          a new index with no base and no bundle (DIR empty)
+#        | "open"                               DIR's index (a format-1 base and/or index.sqlite)
+#        | "add" ID VECTORS | "update" ID VECTORS | "remove" ID | "compact" | "reopen"
+#        | "count" | "contains" ID
+#        | "search" K MODE HEX64 HEX64 HEX64 VECTORS   (k, mode, weights dense sparse colbert)
+#   ID   = "i" DECIMAL (an integer id) | "s" HEX (a string id: its UTF-8 bytes in hex, "s" alone
+#          for the empty string)
+# Answers: "ok", "error KIND" (KIND one of contract.KIT_ERROR_KINDS; nothing was changed),
+# "count N", "contains true|false", "hits N" (ROW ID HEX64)*N (logical rows, best first).
+
+
+def id_token(pid: int | str) -> str:
+    """An id as one whitespace-free token: its type kept (1 and "1" are two ids)."""
+    return f"i{pid}" if isinstance(pid, int) else "s" + pid.encode("utf-8").hex()
+
+
+def parse_id(token: str) -> int | str:
+    """The id of id_token's token."""
+    return int(token[1:]) if token[0] == "i" else bytes.fromhex(token[1:]).decode("utf-8")
+
+
+def ops(log: Sequence[tuple[Any, ...]]) -> str:
+    """An op log as `ops` reads it: tuples ("create", dim, dense, colbert), ("open",),
+    ("add"|"update", id, outputs), ("remove"|"contains", id), ("compact",), ("reopen",),
+    ("count",), ("search", k, mode, weights, query)."""
+    out = [f"ops {len(log)}"]
+    for op in log:
+        name = op[0]
+        if name == "create":
+            out.append(f"create {op[1]} {op[2]} {op[3]}")
+        elif name in ("add", "update"):
+            out += [f"{name} {id_token(op[1])}", vectors(op[2])]
+        elif name in ("remove", "contains"):
+            out.append(f"{name} {id_token(op[1])}")
+        elif name == "search":
+            out += [f"search {op[1]} {op[2]} {' '.join(map(h64, op[3]))}", vectors(op[4])]
+        else:
+            out.append(name)
+    return "\n".join(out) + "\n"
+
+
+def answers(stdout: str) -> list[str]:
+    """`ops`'s answer lines, one per operation."""
+    return [line.strip() for line in stdout.splitlines() if line.strip()]

@@ -22,6 +22,9 @@ nonisolated public enum EdgeM3Contract {
     public static let indexManifest = "index.json"
     public static let indexIds = "ids.json"
     public static let indexPostingWeights = "sparse_weights"
+    public static let indexDb = "index.sqlite"
+    public static let indexDbFormat = "edge-m3-index-db"
+    public static let indexBasePrefix = "base-"
     public static let xlmrSentencepiece = "xlmr-sentencepiece"
     public static let wordpiece = "wordpiece"
     public static let wordpieceVocab = "vocab.txt"
@@ -29,6 +32,9 @@ nonisolated public enum EdgeM3Contract {
     public static let weightCacheKeyChars = 16
     public static let indexFormatVersion = 1
     public static let hybridCandidates = 100
+    public static let indexDbVersion = 1
+    public static let indexDbApplicationId = 1162687305
+    public static let indexDbBusyMs = 5000
     public static let specialKeys: [String] = ["bos", "pad", "eos", "unk", "mask"]
     public static let lexicalSkipKeys: [String] = ["bos", "eos", "pad", "unk"]
     public static let quants: [String] = ["fp32", "fp16", "int8", "int8-tflite214", "int4"]
@@ -37,6 +43,8 @@ nonisolated public enum EdgeM3Contract {
     public static let denseStores: [String] = ["float32", "int8"]
     public static let colbertStores: [String] = ["fp16", "int8", "none"]
     public static let tokenizerKinds: [String] = ["xlmr-sentencepiece", "wordpiece", "byte-level-bpe"]
+    public static let indexDbSchema: [String] = ["CREATE TABLE meta (key TEXT PRIMARY KEY NOT NULL, value TEXT NOT NULL)", "CREATE TABLE passages (seq INTEGER PRIMARY KEY AUTOINCREMENT, id NOT NULL UNIQUE, dense BLOB NOT NULL, dense_scale BLOB, lex_tokens BLOB NOT NULL, lex_weights BLOB NOT NULL, colbert BLOB, colbert_scale BLOB)", "CREATE TABLE removed (row INTEGER PRIMARY KEY NOT NULL)"]
+    public static let indexDbMetaKeys: [String] = ["format", "format_version", "dim", "dense", "colbert", "bundle", "base", "base_sha256", "generation"]
     public static let defaultModeWeights: [Double] = [1.0, 1.0, 1.0]
     public static let indexArrays: [String: String] = ["dense": "dense.bin", "dense_scale": "dense_scale.bin", "sparse_tokens": "sparse_tokens.bin", "sparse_offsets": "sparse_offsets.bin", "sparse_rows": "sparse_rows.bin", "sparse_weights": "sparse_weights.bin", "colbert_offsets": "colbert_offsets.bin", "colbert": "colbert.bin", "colbert_scale": "colbert_scale.bin"]
 
@@ -99,4 +107,12 @@ nonisolated public enum EdgeM3ErrorKind: String, CaseIterable, Hashable, Sendabl
     case runtimeMissing = "runtime_missing"
     /// The runtime refused: it could not read, compile or run the model.
     case runtimeFailed = "runtime_failed"
+    /// add: the id is already in the index (update it, or remove it first).
+    case duplicateId = "duplicate_id"
+    /// update or remove: the id is not in the index.
+    case unknownId = "unknown_id"
+    /// Another writer holds the index longer than INDEX_DB_BUSY_MS.
+    case indexBusy = "index_busy"
+    /// The index could not be written: a read-only file or folder, a full disk.
+    case writeFailed = "write_failed"
 }
