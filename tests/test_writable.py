@@ -8,8 +8,6 @@ import json
 import os
 import sqlite3
 import subprocess
-import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -22,29 +20,10 @@ from edge_m3.contract import INDEX_BASE_PREFIX, INDEX_DB, INDEX_MANIFEST, SCORE_
 from edge_m3.errors import EdgeM3Error
 from edge_m3.retrieval.index import BundleIdentity, Index
 from edge_m3.retrieval.writable import WritableIndex, WriteRefused, open_index
+from tools.bench.writable_kills import DIM, check_prefix, fresh, kill_loop, passage
 from tools.kit.retrieval_wire import hits_line, python_answers
 
-DIM = 16
 STORES = [("float32", "fp16"), ("int8", "int8"), ("float32", "none"), ("int8", "fp16")]
-
-
-def passage(seed: int, dim: int = DIM, vocab: int = 30) -> dict[str, Any]:
-    """Pipeline-like outputs from a seed: unit dense, 0..6 lexical weights, 1..6 unit ColBERT vectors."""
-    rng = np.random.default_rng(seed)
-    d = rng.standard_normal(dim).astype(np.float32)
-    toks = rng.choice(vocab, size=int(rng.integers(0, 7)), replace=False)
-    col = rng.standard_normal((int(rng.integers(1, 7)), dim)).astype(np.float32)
-    return {"dense_vecs": d / np.linalg.norm(d),
-            "lexical_weights": {str(int(t)): float(np.float32(rng.random() + 1e-3)) for t in toks},
-            "colbert_vecs": col / np.linalg.norm(col, axis=1, keepdims=True)}
-
-
-def fresh(survivors: dict[Any, dict[str, Any]], dense: str, colbert: str) -> Index:
-    idx = Index(DIM, dense, colbert)
-    if survivors:
-        idx.add(list(survivors.values()), list(survivors))
-    idx._freeze()
-    return idx
 
 
 def expected(log: list[tuple[Any, ...]], dense: str, colbert: str) -> list[str]:
@@ -291,7 +270,7 @@ def test_read_only_index_searches_and_refuses_writes(tmp_path: Path) -> None:
         r.close()
     finally:
         if root:
-            subprocess.run(["umount", str(mnt)], check=False)
+            subprocess.run(["umount", "-l", str(mnt)], check=False)
         else:
             folder.chmod(0o755)
 
@@ -331,84 +310,6 @@ def test_search_command_reads_a_writable_index(tmp_path: Path) -> None:
 
 # --------------------------------------------------------------------------- kills
 
-_WRITER = r"""
-import sys, json
-import numpy as np
-sys.path.insert(0, {root!r})
-from tests.test_writable import passage, DIM
-from edge_m3.retrieval.writable import WritableIndex
-folder, n, batch = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-w = WritableIndex.open(folder) if (__import__("pathlib").Path(folder) / "index.sqlite").exists() \
-    else WritableIndex.create(folder, DIM, "int8", "fp16")
-i = max((p for p in w.ids() if isinstance(p, int)), default=-1) + 1  # batches are atomic
-if i and i % (batch * 7) == 0 and w.contains(i - batch * 7):  # killed between a batch and its removes
-    w.remove_many(list(range(i - batch * 7, i - batch * 7 + 3)))
-while i < n:
-    w.add_many([(j, passage(j)) for j in range(i, min(n, i + batch))])
-    i = min(n, i + batch)
-    print(i, flush=True)   # committed
-    if i % (batch * 7) == 0:
-        w.remove_many(list(range(i - batch * 7, i - batch * 7 + 3)))
-        print("r", i, flush=True)
-    if i % (batch * 11) == 0:
-        w.compact()
-        print("c", i, flush=True)
-"""
-
-
-def survivors_after(n: int, batch: int) -> dict[int, dict[str, Any]]:
-    live = {}
-    i = 0
-    while i < n:
-        for j in range(i, min(n, i + batch)):
-            live[j] = passage(j)
-        i = min(n, i + batch)
-        if i % (batch * 7) == 0:
-            for j in range(i - batch * 7, i - batch * 7 + 3):
-                del live[j]
-    return live
-
-
-def kill_loop(folder: Path, n: int, batch: int, kills: int, seed: int) -> int:
-    """Run the writer, SIGKILL it at random moments `kills` times, and after each kill check the
-    index holds exactly a committed prefix of the writes and searches as a fresh build of it.
-    Returns the number of kills that landed before the writer finished."""
-    rng = np.random.default_rng(seed)
-    root = str(Path(__file__).resolve().parents[1])
-    script = folder.parent / "writer.py"
-    script.write_text(_WRITER.format(root=root))
-    landed = 0
-    for _ in range(kills):
-        proc = subprocess.Popen([sys.executable, str(script), str(folder), str(n), str(batch)],
-                                stdout=subprocess.PIPE, text=True)
-        assert proc.stdout is not None
-        lines = int(rng.integers(1, 60))  # commits to let through, then kill at a random moment
-        for _ in range(lines):
-            if not proc.stdout.readline():
-                break
-        time.sleep(float(rng.uniform(0, 0.004)))
-        if proc.poll() is None:
-            proc.kill()
-            landed += 1
-        proc.wait()
-        proc.stdout.close()
-        check_prefix(folder, n, batch)
-    return landed
-
-
-def check_prefix(folder: Path, n: int, batch: int) -> None:
-    w = WritableIndex.open(folder)
-    got = w.ids()
-    done = max((i for i in got if isinstance(i, int)), default=-1) + 1
-    want = survivors_after(done, batch)
-    assert got == list(want), "not a committed prefix"
-    q = passage(424242)
-    f = fresh(want, "int8", "fp16")
-    for mode in ("dense", "sparse+dense", "colbert+sparse+dense"):
-        assert w.search(q, 5, mode) == f.search(q, 5, mode)
-    w.close()
-
-
 def test_sigkill_at_random_points_keeps_exactly_the_commits(tmp_path: Path) -> None:
     """A child adding passages in transactions (with removes and compactions) is SIGKILLed at
     random moments; each time the index opens, holds a committed prefix, searches as a fresh
@@ -445,7 +346,7 @@ def test_full_disk_loses_nothing(tmp_path: Path) -> None:
         again.close()
         assert WritableIndex.open(mnt / "ix").ids() == committed
     finally:
-        subprocess.run(["umount", str(mnt)], check=False)
+        subprocess.run(["umount", "-l", str(mnt)], check=False)
 
 
 # --------------------------------------------------------------------------- the commands
