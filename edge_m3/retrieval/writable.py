@@ -674,10 +674,16 @@ class WritableIndex:
         return Index.from_arrays(self.dim, self.dense_store, self.colbert_store, arrays, ids, self.bundle)
 
     def _collect(self, old: str = "") -> None:
-        """Delete bases no database names: the one just replaced, and a kill's leftovers."""
+        """Delete bases no database names: the one just replaced, and a kill's leftovers (a base
+        written but never swapped in, a half-written one). Only generations up to this one: a
+        later one may be another process's compaction in progress."""
         keep = self.base_name
-        for p in self.path.glob(f"{INDEX_BASE_PREFIX}*"):
-            if p.is_dir() and p.name != keep:
+        for p in self.path.iterdir():
+            name = p.name[1:].split(".", 1)[0] if p.name.startswith(".") and (
+                ".building-" in p.name or ".old-" in p.name) else p.name
+            gen = name[len(INDEX_BASE_PREFIX):]
+            if p.is_dir() and name.startswith(INDEX_BASE_PREFIX) and gen.isdigit() \
+                    and int(gen) <= self.generation and p.name != keep:
                 shutil.rmtree(p, ignore_errors=True)
         if keep != "." and (old == "." or (self.path / INDEX_MANIFEST).exists()):
             _remove_root_base(self.path)
