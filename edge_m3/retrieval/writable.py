@@ -737,15 +737,13 @@ class WritableIndex:
 
     def _top(self, segs: Sequence[tuple[Index, np.ndarray]], query: Mapping[str, Any], mode: str,
              k: int) -> tuple[np.ndarray, np.ndarray]:
-        """A single mode's best k over logical rows: each segment's best k + its removed rows
-        (the best k survivors are among them), merged by score then logical row."""
+        """A single mode's best k over logical rows: each segment's best k of its live rows,
+        merged by score then logical row (logical order keeps each segment's row order)."""
         rows, scores = [], []
         for idx, logical in segs:
-            dead = int((logical < 0).sum())
-            for h in idx.search(query, k + dead, mode):
-                if logical[h.row] >= 0:
-                    rows.append(int(logical[h.row]))
-                    scores.append(h.score)
+            for h in idx.search(query, k, mode, exclude=logical < 0):
+                rows.append(int(logical[h.row]))
+                scores.append(h.score)
         r, s = np.array(rows, np.int64), np.array(scores, np.float64)
         order = np.lexsort((r, -s))[:k]
         return r[order], s[order]
