@@ -30,8 +30,9 @@ Op = tuple[Any, ...]
 
 
 # ------------------------------------------------------------------ the reference: fresh builds
-def fresh_answers(log: Sequence[Op], start: Sequence[tuple[Any, dict]] = (),
-                  stores: tuple[int, str, str] | None = None) -> list[str]:
+def fresh_answers(
+    log: Sequence[Op], start: Sequence[tuple[Any, dict]] = (), stores: tuple[int, str, str] | None = None
+) -> list[str]:
     """The answers the op log must give, from the spec alone: the surviving passages in logical
     order, and every search answered by a format-1 Index built fresh from them (`start`: the
     passages of a format-1 base the log opens, `stores` its dim, dense and colbert)."""
@@ -77,7 +78,10 @@ def fresh_answers(log: Sequence[Op], start: Sequence[tuple[Any, dict]] = (),
             except EdgeM3Error:
                 out.append("error invalid_input")
                 continue
-            out.append(f"hits {len(hits)}" + "".join(f" {h.row} {wire.id_token(h.id)} {wire.h64(h.score)}" for h in hits))
+            out.append(
+                f"hits {len(hits)}"
+                + "".join(f" {h.row} {wire.id_token(h.id)} {wire.h64(h.score)}" for h in hits)
+            )
         else:
             raise AssertionError(name)
     return out
@@ -87,8 +91,11 @@ def fresh_answers(log: Sequence[Op], start: Sequence[tuple[Any, dict]] = (),
 def _outputs(draw: st.DrawFn, dim: int, query: bool = False) -> dict[str, Any]:
     """Pipeline outputs: a unit dense vector, lexical weights over a small vocabulary (so rows
     share tokens), unit ColBERT vectors; values on a coarse grid, so ties happen."""
+
     def unit(n: int) -> np.ndarray:
-        x = np.array(draw(st.lists(st.integers(-4, 4), min_size=n * dim, max_size=n * dim)), np.float32).reshape(n, dim)
+        x = np.array(
+            draw(st.lists(st.integers(-4, 4), min_size=n * dim, max_size=n * dim)), np.float32
+        ).reshape(n, dim)
         x[np.all(x == 0, axis=1), 0] = 1
         return (x / np.linalg.norm(x, axis=1, keepdims=True)).astype(np.float32)
 
@@ -116,8 +123,23 @@ def op_logs(draw: st.DrawFn) -> tuple[list[Op], list[tuple[Any, dict]], tuple[in
         log = [("create", *stores)]
     known = [pid for pid, _ in base]
     for _ in range(draw(st.integers(1, 25))):
-        kind = draw(st.sampled_from(["add", "add", "add", "update", "remove", "search", "search", "compact", "reopen",
-                                     "count", "contains"]))
+        kind = draw(
+            st.sampled_from(
+                [
+                    "add",
+                    "add",
+                    "add",
+                    "update",
+                    "remove",
+                    "search",
+                    "search",
+                    "compact",
+                    "reopen",
+                    "count",
+                    "contains",
+                ]
+            )
+        )
         pid = draw(st.sampled_from(known)) if known and draw(st.booleans()) else draw(IDS)
         if kind in ("add", "update"):
             log.append((kind, pid, _outputs(draw, dim)))
@@ -126,15 +148,26 @@ def op_logs(draw: st.DrawFn) -> tuple[list[Op], list[tuple[Any, dict]], tuple[in
             log.append((kind, pid))
         elif kind == "search":
             weights = draw(st.sampled_from([(1.0, 1.0, 1.0), (0.4, 0.2, 0.4), (1.0, 0.0, 0.3)]))
-            log.append(("search", draw(st.integers(1, 8)), draw(st.sampled_from(SCORE_MODES)), weights,
-                        _outputs(draw, dim, query=True)))
+            log.append(
+                (
+                    "search",
+                    draw(st.integers(1, 8)),
+                    draw(st.sampled_from(SCORE_MODES)),
+                    weights,
+                    _outputs(draw, dim, query=True),
+                )
+            )
         else:
             log.append((kind,))
     return log, base, stores
 
 
-def _save_base(folder: Path, stores: tuple[int, str, str], base: Sequence[tuple[Any, dict]],
-               bundle: BundleIdentity | None = None) -> None:
+def _save_base(
+    folder: Path,
+    stores: tuple[int, str, str],
+    base: Sequence[tuple[Any, dict]],
+    bundle: BundleIdentity | None = None,
+) -> None:
     idx = Index(*stores, bundle=bundle)
     idx.add([p for _, p in base], [q for q, _ in base])
     idx.save(folder)
@@ -154,36 +187,59 @@ def swift_ops(swift_build: Path):
     def run(folder: Path, log: Sequence[Op], prefix: Sequence[str] = ()) -> list[str]:
         ops = folder.parent / f"{folder.name}.ops"
         ops.write_text(wire.ops(log), encoding="ascii")
-        proc = subprocess.run([*prefix, str(tool), "ops", str(folder), str(ops)], capture_output=True, text=True,
-                              timeout=120, env=os.environ | {"EDGE_M3_OPS_VERBOSE": "1"})
+        proc = subprocess.run(
+            [*prefix, str(tool), "ops", str(folder), str(ops)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env=os.environ | {"EDGE_M3_OPS_VERBOSE": "1"},
+        )
         assert proc.returncode == 0, proc.stderr
         return wire.answers(proc.stdout)
 
     return run
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
-                                                                  HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(
+    max_examples=40,
+    deadline=None,
+    suppress_health_check=[
+        HealthCheck.function_scoped_fixture,
+        HealthCheck.too_slow,
+        HealthCheck.data_too_large,
+    ],
+)
 @given(case=op_logs())
-def test_swift_op_log_equals_fresh_builds(swift_ops, tmp_path_factory: pytest.TempPathFactory,
-                                          case: tuple[list[Op], list, tuple]) -> None:
+def test_swift_op_log_equals_fresh_builds(
+    swift_ops, tmp_path_factory: pytest.TempPathFactory, case: tuple[list[Op], list, tuple]
+) -> None:
     """Hypothesis-drawn op logs (int8/float32 dense, fp16/int8/none ColBERT, integer and string
     ids, a format-1 base or none): every answer of the Swift kit equals a fresh build's."""
     log, base, stores = case
     folder = tmp_path_factory.mktemp("swift-ops") / "index"
     if log[0][0] == "open":
         _save_base(folder, stores, base)
+    py_folder = folder.parent / "python"
+    if log[0][0] == "open":
+        _save_base(py_folder, stores, base)
+    python = wire.python_answers(py_folder, log)
     got = swift_ops(folder, log)
     want = _fresh(log, base, stores)
-    assert got == want, "\n".join(f"{op[0]}: {g} != {w}" for op, g, w in zip(log, got, want, strict=True) if g != w)
+    assert python == want  # the reference itself, against the spec
+    assert got == want, "\n".join(
+        f"{op[0]}: {g} != {w}" for op, g, w in zip(log, got, want, strict=True) if g != w
+    )
 
 
 def _vec(dim: int, seed: int) -> dict[str, Any]:
     rng = np.random.default_rng(seed)
     d = rng.standard_normal(dim).astype(np.float32)
     c = rng.standard_normal((2, dim)).astype(np.float32)
-    return {DENSE_VECS: d / np.linalg.norm(d), LEXICAL_WEIGHTS: {str(seed % 5): 0.5, "9": 0.25},
-            COLBERT_VECS: c / np.linalg.norm(c, axis=1, keepdims=True)}
+    return {
+        DENSE_VECS: d / np.linalg.norm(d),
+        LEXICAL_WEIGHTS: {str(seed % 5): 0.5, "9": 0.25},
+        COLBERT_VECS: c / np.linalg.norm(c, axis=1, keepdims=True),
+    }
 
 
 BUNDLE = BundleIdentity("model.tflite", "a" * 64, "sentencepiece.bpe.model", "b" * 64, "int8")
@@ -192,13 +248,34 @@ BUNDLE = BundleIdentity("model.tflite", "a" * 64, "sentencepiece.bpe.model", "b"
 def test_swift_refuses_bad_writes(swift_ops, tmp_path: Path) -> None:
     """Duplicate add, missing update and remove: typed errors, nothing changed."""
     v = _vec(4, 1)
-    log: list[Op] = [("create", 4, "int8", "none"), ("add", 1, v), ("add", 1, v), ("add", "1", v), ("update", 2, v),
-                     ("remove", "x"), ("remove", 1), ("remove", 1), ("count",), ("contains", "1"),
-                     ("search", 3, "colbert", (1.0, 1.0, 1.0), v), ("search", 3, "sparse", (1.0, 1.0, 1.0), v)]
+    log: list[Op] = [
+        ("create", 4, "int8", "none"),
+        ("add", 1, v),
+        ("add", 1, v),
+        ("add", "1", v),
+        ("update", 2, v),
+        ("remove", "x"),
+        ("remove", 1),
+        ("remove", 1),
+        ("count",),
+        ("contains", "1"),
+        ("search", 3, "colbert", (1.0, 1.0, 1.0), v),
+        ("search", 3, "sparse", (1.0, 1.0, 1.0), v),
+    ]
     got = swift_ops(tmp_path / "index", log)
     assert got == fresh_answers(log)
-    assert got[:10] == ["ok", "ok", "error duplicate_id", "ok", "error unknown_id", "error unknown_id", "ok",
-                        "error unknown_id", "count 1", "contains true"]
+    assert got[:10] == [
+        "ok",
+        "ok",
+        "error duplicate_id",
+        "ok",
+        "error unknown_id",
+        "error unknown_id",
+        "ok",
+        "error unknown_id",
+        "count 1",
+        "contains true",
+    ]
     assert got[10] == "error invalid_input"
 
 
@@ -216,7 +293,12 @@ def test_swift_refuses_foreign_databases(swift_ops, tmp_path: Path) -> None:
     v = _vec(4, 7)
     good = tmp_path / "good"
     _save_base(good, (4, "float32", "fp16"), [(i, _vec(4, i)) for i in range(3)], BUNDLE)
-    assert swift_ops(good, [("open",), ("add", 10, v), ("remove", 1), ("count",)]) == ["ok", "ok", "ok", "count 3"]
+    assert swift_ops(good, [("open",), ("add", 10, v), ("remove", 1), ("count",)]) == [
+        "ok",
+        "ok",
+        "ok",
+        "count 3",
+    ]
     assert (good / INDEX_DB).is_file()
 
     def case(name: str, spoil) -> list[str]:
@@ -253,7 +335,10 @@ def test_swift_refuses_foreign_databases(swift_ops, tmp_path: Path) -> None:
 
     assert case("foreign", foreign) == refused
     assert case("garbage", lambda f: (f / INDEX_DB).write_bytes(b"not a database at all " * 300)) == refused
-    assert case("truncated", lambda f: (f / INDEX_DB).write_bytes((good / INDEX_DB).read_bytes()[:1500])) == refused
+    assert (
+        case("truncated", lambda f: (f / INDEX_DB).write_bytes((good / INDEX_DB).read_bytes()[:1500]))
+        == refused
+    )
 
     def bad_blob(f: Path) -> None:
         con = sqlite3.connect(f / INDEX_DB)
@@ -263,8 +348,12 @@ def test_swift_refuses_foreign_databases(swift_ops, tmp_path: Path) -> None:
 
     assert case("bad-blob", bad_blob) == refused
     # the good one is untouched by all of that
-    assert swift_ops(good, [("open",), ("count",), ("contains", 10), ("contains", 1)]) == \
-        ["ok", "count 3", "contains true", "contains false"]
+    assert swift_ops(good, [("open",), ("count",), ("contains", 10), ("contains", 1)]) == [
+        "ok",
+        "count 3",
+        "contains true",
+        "contains false",
+    ]
 
 
 def _read_only(folder: Path) -> list[str] | None:
@@ -295,9 +384,17 @@ def test_swift_read_only_index(swift_ops, tmp_path: Path) -> None:
     assert swift_ops(folder, log) == ["ok", "ok", "ok", "count 3"]
     search = ("search", 5, "colbert+sparse+dense", (1.0, 1.0, 1.0), v)
     want = swift_ops(folder, [("open",), search])
-    writes: list[Op] = [("open",), ("count",), search, ("add", 11, v), ("update", 0, v), ("remove", 0),
-                        ("compact",),
-                        ("count",), search]
+    writes: list[Op] = [
+        ("open",),
+        ("count",),
+        search,
+        ("add", 11, v),
+        ("update", 0, v),
+        ("remove", 0),
+        ("compact",),
+        ("count",),
+        search,
+    ]
     for f in (folder, plain):
         prefix = _read_only(f)
         if prefix is None:
@@ -306,4 +403,43 @@ def test_swift_read_only_index(swift_ops, tmp_path: Path) -> None:
         n = "count 3"
         start = [(i, _vec(4, i)) for i in range(3)]
         w = want[1] if f == folder else fresh_answers([search], start, (4, "float32", "fp16"))[0]
-        assert got == ["ok", n, w] + ["error write_failed"] * 4 + [n, w], got
+        compact = "error write_failed" if f == folder else "ok"  # no database yet: nothing to compact
+        assert got == ["ok", n, w] + ["error write_failed"] * 3 + [compact, n, w], got
+
+
+def test_swift_and_python_write_one_index(swift_ops, tmp_path: Path) -> None:
+    """Python and the Swift kit take turns on one folder (a format-1 base, then its database,
+    compactions by either): each reads what the other wrote, and every answer is a fresh build's."""
+    stores = (4, "int8", "int8")
+    start = [(i, _vec(4, i)) for i in range(4)]
+    folder = tmp_path / "index"
+    _save_base(folder, stores, start)
+    q = _vec(4, 20)
+    search = [("search", 6, mode, (0.4, 0.2, 0.4), q) for mode in SCORE_MODES]
+    turns: list[tuple[str, list[Op]]] = [
+        ("python", [("open",), ("add", 10, _vec(4, 10)), ("remove", 1)]),
+        (
+            "swift",
+            [
+                ("open",),
+                ("add", "s", _vec(4, 11)),
+                ("remove", 0),
+                *search,
+                ("compact",),
+                ("add", 12, _vec(4, 12)),
+                ("remove", 10),
+                ("update", 2, _vec(4, 13)),
+                *search,
+            ],
+        ),
+        ("python", [("open",), ("count",), *search, ("add", 13, _vec(4, 14)), ("remove", "s"), ("compact",)]),
+        ("swift", [("open",), ("count",), *search, ("remove", 13), ("add", 14, _vec(4, 15))]),
+        ("python", [("open",), ("count",), *search]),
+    ]
+    whole = [op for _, log in turns for op in log]
+    want = fresh_answers(whole, start, stores)
+    at = 0
+    for who, log in turns:
+        got = wire.python_answers(folder, log) if who == "python" else swift_ops(folder, log)
+        assert got == want[at : at + len(log)], who
+        at += len(log)

@@ -69,6 +69,11 @@ nonisolated public final class EdgeM3WritableIndex: @unchecked Sendable {  // mu
         let dbPath = folder.appendingPathComponent(EdgeM3Contract.indexDb).path
         if FileManager.default.fileExists(atPath: dbPath) {
             let db = try EdgeM3WritableIndex.connect(dbPath, durable: durable)
+            if verifySHA256 {  // the database's pages, as the base's files are checked by their sha256
+                let check = try db.prepare("PRAGMA quick_check")
+                let verdict = try check.step() ? check.text(0) : "no answer"
+                guard verdict == "ok" else { throw EdgeM3Error("\(dbPath): damaged (\(verdict.prefix(200))); refusing a corrupt index database") }
+            }
             let loaded = try EdgeM3WritableIndex.read(db, folder: folder, verifySHA256: verifySHA256, reuse: nil)
             (dim, denseStore, colbertStore, bundleJSON) = (loaded.meta.dim, loaded.meta.dense, loaded.meta.colbert, loaded.meta.bundle)
             bundle = (loaded.meta.bundle as? [String: Any])?.compactMapValues { $0 as? String }
@@ -340,6 +345,11 @@ nonisolated public final class EdgeM3WritableIndex: @unchecked Sendable {  // mu
     /// base (`base-<generation+1>/`, an atomic folder write), then in one transaction empties the
     /// database's passages and tombstones and points it at the new base; then deletes the old base.
     public func compact() throws {
+        let written = try locked {
+            try refresh()
+            return db != nil
+        }
+        guard written else { return }  // no database yet: the format-1 base is already compact
         try write { db in
             let next = generation + 1
             let name = EdgeM3Contract.indexBasePrefix + String(next)
@@ -626,7 +636,7 @@ nonisolated public final class EdgeM3WritableIndex: @unchecked Sendable {  // mu
                 throw bad("written for another base (\(baseFolder.path)/\(EdgeM3Contract.indexManifest) sha256 \(sha.prefix(12))..., "
                           + "the database's \(baseSha.prefix(12))...)")
             }
-            guard sameJSON(tree["bundle"] ?? NSNull(), bundle) else { throw bad("its bundle differs from its base's") }
+            guard sameModel(tree["bundle"] ?? NSNull(), bundle) else { throw bad("its bundle differs from its base's") }
             let b = try EdgeM3Index(folder: baseFolder, verifySHA256: verifySHA256)
             guard b.dim == dim, b.denseStore == dense, b.colbertStore == colbert else {
                 throw bad("dim, dense or colbert differs from its base's")
@@ -658,6 +668,13 @@ nonisolated public final class EdgeM3WritableIndex: @unchecked Sendable {  // mu
                 throw bad("passage seq \(p.int64(0)) has blobs of the wrong length, or bad lexical weights")
             }
             passages.append(s)
+        }
+        if let base {
+            var alive = Set<PassageID>()
+            for (r, id) in base.ids.enumerated() where !removed.contains(r) { alive.insert(id) }
+            if let clash = passages.first(where: { alive.contains($0.id) }) {
+                throw bad("id \(clash.id) is both in the base and added")
+            }
         }
         return Loaded(meta: Meta(dim: dim, dense: dense, colbert: colbert, bundle: bundle, base: baseName, baseSha: baseSha,
                                  generation: generation),
@@ -1138,6 +1155,17 @@ nonisolated func bestOf(_ k: Int, _ n: Int, _ score: (Int) throws -> Double) ret
 nonisolated private func posixWrite(_ fd: Int32, _ p: UnsafeRawPointer, _ n: Int) -> Int { write(fd, p, n) }
 
 nonisolated private func posixClose(_ fd: Int32) { close(fd) }
+
+/// Two `bundle` entries (NSNull or objects) naming the same model and tokenizer files and sha256s
+/// (`quant` and `path` are informational).
+nonisolated func sameModel(_ a: Any, _ b: Any) -> Bool {
+    let keys = ["model_file", "model_sha256", "tokenizer_file", "tokenizer_sha256"]
+    switch (a as? [String: Any], b as? [String: Any]) {
+    case (nil, nil): return a is NSNull && b is NSNull
+    case let (x?, y?): return keys.allSatisfy { (x[$0] as? String) != nil && (x[$0] as? String) == (y[$0] as? String) }
+    default: return false
+    }
+}
 
 /// Two JSON values (NSNull, dictionaries, strings, numbers) equal as JSON.
 nonisolated func sameJSON(_ a: Any, _ b: Any) -> Bool {
