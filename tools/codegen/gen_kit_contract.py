@@ -40,6 +40,8 @@ STRINGS = {
     "INDEX_POSTING_WEIGHTS": c.INDEX_POSTING_WEIGHTS,
     # tokenizer kinds (issue 33): the manifest's `tokenizer.kind` values and a WordPiece vocabulary's file
     "XLMR_SENTENCEPIECE": c.XLMR_SENTENCEPIECE, "WORDPIECE": c.WORDPIECE, "WORDPIECE_VOCAB": c.WORDPIECE_VOCAB,
+    # the byte-level BPE kind (issue 37) and its bundle file
+    "BYTE_LEVEL_BPE": c.BYTE_LEVEL_BPE, "BPE_FILE": c.BPE_FILE,
 }
 INTS = {"DEVICE_THREADS": c.DEVICE_THREADS, "WEIGHT_CACHE_KEY_CHARS": c.WEIGHT_CACHE_KEY_CHARS,
         # retrieval (issue 25)
@@ -49,7 +51,9 @@ LISTS = {"SPECIAL_KEYS": c.SPECIAL_KEYS, "LEXICAL_SKIP_KEYS": c.LEXICAL_SKIP_KEY
          "SCORE_SIGNALS": c.SCORE_SIGNALS, "SCORE_MODES": c.SCORE_MODES,
          "DENSE_STORES": c.DENSE_STORES, "COLBERT_STORES": c.COLBERT_STORES,
          # tokenizer kinds (issue 33): one tokenizer class each, EdgeM3Tokenizer.open picks it
-         "TOKENIZER_KINDS": c.TOKENIZER_KINDS}
+         "TOKENIZER_KINDS": c.TOKENIZER_KINDS,
+         # a byte-level BPE bundle's `options.normalizer` values ("" for none)
+         "BPE_NORMALIZERS": c.BPE_NORMALIZERS}
 # Retrieval (issue 25): lists of doubles and string maps.
 DOUBLE_LISTS = {"DEFAULT_MODE_WEIGHTS": c.DEFAULT_MODE_WEIGHTS}
 STRING_MAPS = {"INDEX_ARRAYS": c.INDEX_ARRAYS}

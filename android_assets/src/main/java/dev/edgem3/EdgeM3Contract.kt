@@ -26,6 +26,8 @@ object EdgeM3Contract {
     const val XLMR_SENTENCEPIECE = "xlmr-sentencepiece"
     const val WORDPIECE = "wordpiece"
     const val WORDPIECE_VOCAB = "vocab.txt"
+    const val BYTE_LEVEL_BPE = "byte-level-bpe"
+    const val BPE_FILE = "bpe.json"
     const val DEVICE_THREADS = 2
     const val WEIGHT_CACHE_KEY_CHARS = 16
     const val INDEX_FORMAT_VERSION = 1
@@ -38,6 +40,7 @@ object EdgeM3Contract {
     val DENSE_STORES: List<String> = listOf("float32", "int8")
     val COLBERT_STORES: List<String> = listOf("fp16", "int8", "none")
     val TOKENIZER_KINDS: List<String> = listOf("xlmr-sentencepiece", "wordpiece", "byte-level-bpe")
+    val BPE_NORMALIZERS: List<String> = listOf("", "NFC")
     val DEFAULT_MODE_WEIGHTS: List<Double> = listOf(1.0, 1.0, 1.0)
     val INDEX_ARRAYS: Map<String, String> = mapOf("dense" to "dense.bin", "dense_scale" to "dense_scale.bin", "sparse_tokens" to "sparse_tokens.bin", "sparse_offsets" to "sparse_offsets.bin", "sparse_rows" to "sparse_rows.bin", "sparse_weights" to "sparse_weights.bin", "colbert_offsets" to "colbert_offsets.bin", "colbert" to "colbert.bin", "colbert_scale" to "colbert_scale.bin")
 
