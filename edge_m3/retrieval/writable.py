@@ -40,10 +40,9 @@ from edge_m3.contract import (
     INDEX_POSTING_WEIGHTS,
     LEXICAL_WEIGHTS,
     mode_signals,
-    mode_weights,
 )
 from edge_m3.errors import EdgeM3Error, OptionError, one_line
-from edge_m3.retrieval.index import BundleIdentity, Hit, Index, PassageId, _hybrid_top
+from edge_m3.retrieval.index import BundleIdentity, Hit, Index, PassageId, _hybrid_top, search_args
 
 _PW = INDEX_POSTING_WEIGHTS
 _INT64 = (-(1 << 63), (1 << 63) - 1)
@@ -703,13 +702,7 @@ class WritableIndex:
                weights: Sequence[float] | None = None) -> list[Hit]:
         """The best `k` passages: exactly what a fresh index of the surviving passages returns."""
         self._sync()
-        signals = mode_signals(mode)
-        w = mode_weights(weights)
-        if isinstance(k, bool) or not isinstance(k, int | np.integer) or k < 1:
-            raise OptionError("k", k, "must be an integer >= 1")
-        if "colbert" in signals and not self.has_colbert:
-            raise OptionError("mode", mode, "needs ColBERT vectors; this index was built without them "
-                              "(colbert none)")
+        signals, w = search_args(k, mode, weights, self.has_colbert)
         segs = self._segments()
         if len(signals) == 1:
             rows, scores = self._top(segs, query, mode, k)
