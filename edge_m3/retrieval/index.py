@@ -564,7 +564,7 @@ def _as_f32(x: np.ndarray) -> np.ndarray:
     x = np.asarray(x)
     if x.dtype == np.float16:
         return _F16_TO_F32[x.view(np.uint16)]
-    return x.astype(np.float32)
+    return x.astype(np.float32, copy=False)  # a float32 store is read in place (no copy per search)
 
 
 def _cat(old: np.ndarray | None, new: np.ndarray) -> np.ndarray:
