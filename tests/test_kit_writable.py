@@ -1,0 +1,368 @@
+"""The writable index (issue 35; docs/index-format.md, "The writable index") in the kits, against
+Python's, bit for bit.
+
+One op log (tools/kit/retrieval_wire.py, "op log") drawn by Hypothesis (adds, updates, removes,
+compactions, reopens, searches in every mode over int8/float32 dense and fp16/int8/none ColBERT
+stores, integer and string ids) is run by each kit's `ops` tool, and every answer line must equal
+the reference's: a fresh format-1 `Index` built from the surviving passages in logical-row order
+(what the spec says the writable index must equal). The compacted base each kit writes must hold
+the bytes Python's `Index.save` writes for those passages. Then the refusals, each one typed error.
+
+Kotlin: android_assets/jvm/RetrievalCheck.kt `ops` over EdgeM3WritableIndex and jvm/JdbcIndexDb.kt
+(the xerial SQLite JDBC driver, Debian's libxerial-sqlite-jdbc-java). The Kotlin-specific code is
+in the functions named `_kotlin*` and `test_kotlin_*`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sqlite3
+import subprocess
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from edge_m3.contract import (
+    COLBERT_STORES,
+    COLBERT_VECS,
+    DENSE_STORES,
+    DENSE_VECS,
+    INDEX_ARRAYS,
+    INDEX_BASE_PREFIX,
+    INDEX_DB,
+    INDEX_IDS,
+    INDEX_MANIFEST,
+    LEXICAL_WEIGHTS,
+    SCORE_MODES,
+)
+from edge_m3.errors import EdgeM3Error
+from edge_m3.retrieval.index import Index
+from tools.kit import retrieval_wire as wire
+
+SQLITE_JDBC_JAR = os.environ.get("EDGE_M3_SQLITE_JDBC_JAR") or "/usr/share/java/sqlite-jdbc.jar"
+WEIGHT_SETS = ((1.0, 1.0, 1.0), (0.4, 0.2, 0.4), (1.0, 0.0, 0.3))
+DIM = 6
+
+Op = tuple[Any, ...]
+
+
+# ------------------------------------------------------------------ the reference: a fresh build
+
+def _fresh(dim: int, dense: str, colbert: str, passages: Sequence[tuple[Any, dict]]) -> Index:
+    idx = Index(dim, dense, colbert)
+    if passages:
+        idx.add([p for _, p in passages], [i for i, _ in passages])
+    return idx
+
+
+def expected_answers(log: Sequence[Op], base: tuple[str, str, list] | None = None) -> list[str]:
+    """The answer lines the spec defines for `log`: every search answered by a fresh format-1
+    index of the surviving passages in logical-row order. `base`: (dense, colbert, passages) of
+    the format-1 folder the log opens first."""
+    store: tuple[int, str, str] | None = None
+    alive: list[tuple[Any, dict]] = []
+    out = []
+    for op in log:
+        name = op[0]
+        if name == "create":
+            store, alive = (op[1], op[2], op[3]), []
+            out.append("ok")
+        elif name in ("open", "reopen", "compact"):
+            if name == "open" and base is not None and store is None:
+                store, alive = (DIM, base[0], base[1]), list(base[2])
+            out.append("ok")
+        elif name == "add":
+            if any(_same(i, op[1]) for i, _ in alive):
+                out.append("error duplicate_id")
+            else:
+                alive.append((op[1], op[2]))
+                out.append("ok")
+        elif name in ("update", "remove"):
+            at = [n for n, (i, _) in enumerate(alive) if _same(i, op[1])]
+            if not at:
+                out.append("error unknown_id")
+                continue
+            del alive[at[0]]
+            if name == "update":
+                alive.append((op[1], op[2]))
+            out.append("ok")
+        elif name == "count":
+            out.append(f"count {len(alive)}")
+        elif name == "contains":
+            out.append(f"contains {'true' if any(_same(i, op[1]) for i, _ in alive) else 'false'}")
+        elif name == "search":
+            assert store is not None
+            try:
+                hits = _fresh(*store, alive).search(op[4], op[1], op[2], op[3])
+            except EdgeM3Error:
+                out.append("error invalid_input")
+                continue
+            out.append(f"hits {len(hits)}" + "".join(f" {h.row} {wire.id_token(h.id)} {wire.h64(h.score)}"
+                                                     for h in hits))
+        else:
+            raise AssertionError(name)
+    return out
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Ids are equal when their type and value are (1 and "1" are two ids)."""
+    return type(a) is type(b) and a == b
+
+
+def survivors(log: Sequence[Op], base: tuple[str, str, list] | None = None) -> list[tuple[Any, dict]]:
+    alive: list[tuple[Any, dict]] = list(base[2]) if base else []
+    for op in log:
+        if op[0] == "create":
+            alive = []
+        elif op[0] in ("update", "remove") and any(_same(i, op[1]) for i, _ in alive):
+            alive = [(i, p) for i, p in alive if not _same(i, op[1])]
+            if op[0] == "update":
+                alive.append((op[1], op[2]))
+        elif op[0] == "add" and not any(_same(i, op[1]) for i, _ in alive):
+            alive.append((op[1], op[2]))
+    return alive
+
+
+# ------------------------------------------------------------------ drawn logs
+
+def _outputs(rng: np.random.Generator, dim: int, scale: float) -> dict[str, Any]:
+    """One passage's or query's outputs; `scale` reaches fp16's subnormals and int8's small scales."""
+    dense = (rng.standard_normal(dim) * scale).astype(np.float32)
+    if rng.random() < 0.1:
+        dense[:] = 0  # int8: scale 1.0
+    n_tok = int(rng.integers(0, 5))
+    lex = {int(t): float(np.float32(rng.random() + 1e-3)) for t in rng.choice(24, n_tok, replace=False)}
+    col = (rng.standard_normal((int(rng.integers(0, 4)), dim)) * scale).astype(np.float32)
+    return {DENSE_VECS: dense, LEXICAL_WEIGHTS: lex, COLBERT_VECS: col}
+
+
+_IDS = st.one_of(st.integers(-3, 6), st.sampled_from([2**62, -(2**63)]),
+                 st.sampled_from(["1", "", "a", "é\"\\\n", "😀", "x" * 20]))
+
+
+@st.composite
+def op_logs(draw: st.DrawFn) -> tuple[list[Op], tuple[str, str, list] | None]:
+    """(log, base): a log that creates its index or opens a format-1 base with a few passages."""
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    dense, colbert = draw(st.sampled_from(DENSE_STORES)), draw(st.sampled_from(COLBERT_STORES))
+    pool: list[dict] = []
+
+    def outputs() -> dict:
+        if pool and draw(st.integers(0, 4)) == 0:  # the same vectors again: ties, ordered by row
+            return pool[draw(st.integers(0, len(pool) - 1))]
+        o = _outputs(rng, DIM, float(10.0 ** draw(st.sampled_from([-7, -5, -2, 0, 1]))))
+        pool.append(o)
+        return o
+
+    base = None
+    if draw(st.booleans()):
+        ids = draw(st.lists(_IDS, max_size=5, unique_by=lambda i: (type(i), i)))
+        base = (dense, colbert, [(i, outputs()) for i in ids])
+        log: list[Op] = [("open",)]
+    else:
+        log = [("create", DIM, dense, colbert)]
+    for _ in range(draw(st.integers(1, 24))):
+        kind = draw(st.sampled_from(["add", "add", "add", "update", "remove", "search", "search",
+                                     "compact", "reopen", "count", "contains"]))
+        if kind in ("add", "update"):
+            log.append((kind, draw(_IDS), outputs()))
+        elif kind in ("remove", "contains"):
+            log.append((kind, draw(_IDS)))
+        elif kind == "search":
+            mode = draw(st.sampled_from(SCORE_MODES))
+            log.append(("search", draw(st.integers(1, 8)), mode, draw(st.sampled_from(WEIGHT_SETS)), outputs()))
+        else:
+            log.append((kind,))
+    for mode in SCORE_MODES:  # every mode at the end, then a compaction and every mode again
+        log.append(("search", 10, mode, WEIGHT_SETS[0], outputs()))
+    log += [("compact",), ("reopen",), ("count",)]
+    for mode in SCORE_MODES:
+        log.append(("search", 10, mode, WEIGHT_SETS[1], outputs()))
+    return log, base
+
+
+def _write_base(folder: Path, base: tuple[str, str, list]) -> None:
+    _fresh(DIM, *base).save(folder)
+
+
+def _saved_files(folder: Path) -> dict[str, bytes]:
+    """A format-1 folder's files but index.json (its `created` differs): ids.json and the arrays."""
+    return {f.name: f.read_bytes() for f in folder.iterdir() if f.name != INDEX_MANIFEST}
+
+
+def _current_base(folder: Path) -> Path:
+    con = sqlite3.connect(folder / INDEX_DB)
+    try:
+        name = dict(con.execute("SELECT key, value FROM meta"))["base"]
+    finally:
+        con.close()
+    return folder / name
+
+
+# ------------------------------------------------------------------ Kotlin
+
+@pytest.fixture(scope="session")
+def kotlin_ops(kit_jar: Path):
+    """run(dir, log) -> (answer lines, stderr): RetrievalCheck's `ops` on the JVM with the JDBC driver."""
+    if not Path(SQLITE_JDBC_JAR).is_file():
+        pytest.skip(f"SQLite JDBC not found at {SQLITE_JDBC_JAR} (apt-get install -y libxerial-sqlite-jdbc-java)")
+
+    def run(folder: Path, log: Sequence[Op], user: str | None = None) -> list[str]:
+        ops = folder.parent / f"{folder.name}.ops"
+        ops.write_text(wire.ops(log), encoding="ascii")
+        os.chmod(ops, 0o644)
+        cmd = ["java", "-cp", f"{kit_jar}:{SQLITE_JDBC_JAR}", wire.KOTLIN_MAIN, "ops", str(folder), str(ops)]
+        if user is not None:
+            cmd = ["setpriv", f"--reuid={user}", f"--regid={user}", "--clear-groups", *cmd]
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 0, proc.stderr
+        return wire.answers(proc.stdout)
+
+    return run
+
+
+@settings(max_examples=14, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(drawn=op_logs())
+def test_kotlin_op_log_equals_a_fresh_build(drawn: tuple[list[Op], Any], kotlin_ops, tmp_path_factory) -> None:
+    log, base = drawn
+    folder = tmp_path_factory.mktemp("kt") / "index"
+    if base is not None:
+        _write_base(folder, base)
+    else:
+        folder.mkdir()
+    got = kotlin_ops(folder, log)
+    want = expected_answers(log, base)
+    for n, (op, g, w) in enumerate(zip(log, got, want, strict=True)):
+        assert g == w, f"op {n} {op[0]}: kotlin {g!r}, fresh build {w!r}"
+    # The compacted base holds exactly the bytes Python's Index.save writes for the survivors.
+    fresh = folder.parent / "fresh"
+    _fresh(DIM, log[0][2] if log[0][0] == "create" else base[0], log[0][3] if log[0][0] == "create" else base[1],
+           survivors(log, base)).save(fresh)
+    compacted = _current_base(folder)
+    assert compacted.name.startswith(INDEX_BASE_PREFIX)
+    assert _saved_files(compacted) == _saved_files(fresh)
+    m, f = (json.loads((p / INDEX_MANIFEST).read_text()) for p in (compacted, fresh))
+    for key in ("created", "edge_m3_version"):
+        m.pop(key), f.pop(key)
+    assert m == f
+    # Garbage: only the current base and the database (and its WAL files) remain.
+    assert sorted(p.name for p in folder.iterdir() if not p.name.startswith(INDEX_DB)) == [compacted.name]
+    # Python's own reader opens the compacted base.
+    assert len(Index.load(compacted)) == len(survivors(log, base))
+
+
+def _one_passage(seed: int = 1) -> dict:
+    return _outputs(np.random.default_rng(seed), DIM, 1.0)
+
+
+def _base_with_db(folder: Path, kotlin_ops, ids: Sequence[Any] = (1, 2)) -> None:
+    """A format-1 base (Python) with a database on it (Kotlin's first write)."""
+    _write_base(folder, ("float32", "fp16", [(i, _one_passage(n)) for n, i in enumerate(ids)]))
+    assert kotlin_ops(folder, [("open",), ("add", "new", _one_passage(9))]) == ["ok", "ok"]
+
+
+def _set_meta(folder: Path, key: str, value: str) -> None:
+    con = sqlite3.connect(folder / INDEX_DB)
+    with con:
+        con.execute("UPDATE meta SET value = ? WHERE key = ?", (value, key))
+    con.close()
+
+
+def test_kotlin_refusals_nothing_changed(kotlin_ops, tmp_path: Path) -> None:
+    """Duplicate add, missing remove and update: their kinds, and nothing written."""
+    folder = tmp_path / "i"
+    _base_with_db(folder, kotlin_ops)
+    q = _one_passage(5)
+    log = [("open",), ("add", 1, q), ("add", "new", q), ("remove", 7), ("update", "1", q), ("count",),
+           ("search", 5, "dense", WEIGHT_SETS[0], q), ("reopen",), ("count",),
+           ("search", 5, "colbert", WEIGHT_SETS[0], q)]
+    got = kotlin_ops(folder, log)
+    assert got[:6] == ["ok", "error duplicate_id", "error duplicate_id", "error unknown_id", "error unknown_id",
+                       "count 3"]
+    assert got[8] == "count 3"
+    alive = [(1, _one_passage(0)), (2, _one_passage(1)), ("new", _one_passage(9))]
+    for line, op in ((got[6], log[6]), (got[9], log[9])):
+        hits = _fresh(DIM, "float32", "fp16", alive).search(op[4], op[1], op[2], op[3])
+        assert line == f"hits {len(hits)}" + "".join(f" {h.row} {wire.id_token(h.id)} {wire.h64(h.score)}"
+                                                      for h in hits)
+
+
+def test_kotlin_refuses_another_base_bundle_newer_or_corrupt(kotlin_ops, tmp_path: Path) -> None:
+    """A database applied to another base, one recording another bundle, one written by a newer
+    format version, a corrupt file, another program's SQLite file: each refused with
+    invalid_input when opened (one line, no crash)."""
+    good = tmp_path / "good"
+    _base_with_db(good, kotlin_ops)
+    cases = {}
+    # another base: the same database over a base with other passages
+    other = tmp_path / "other"
+    _write_base(other, ("float32", "fp16", [(1, _one_passage(3))]))
+    shutil.copy(good / INDEX_DB, other / INDEX_DB)
+    cases["another base"] = other
+    for name, key, value in (("another bundle", "bundle", json.dumps({
+            "model_file": "m.tflite", "model_sha256": "0" * 64, "tokenizer_file": "t", "tokenizer_sha256": "1" * 64,
+            "quant": "int8", "path": ""})),
+            ("newer format_version", "format_version", "2"), ("malformed dim", "dim", "x")):
+        folder = tmp_path / name.replace(" ", "_")
+        shutil.copytree(good, folder)
+        _set_meta(folder, key, value)
+        cases[name] = folder
+    corrupt = tmp_path / "corrupt"
+    shutil.copytree(good, corrupt)
+    data = bytearray((corrupt / INDEX_DB).read_bytes())
+    data[:100] = os.urandom(100)
+    (corrupt / INDEX_DB).write_bytes(bytes(data))
+    cases["corrupt"] = corrupt
+    foreign = tmp_path / "foreign"
+    shutil.copytree(good, foreign)
+    con = sqlite3.connect(foreign / INDEX_DB)
+    con.execute("PRAGMA application_id = 1")
+    con.close()
+    cases["another program's file"] = foreign
+    for name, folder in cases.items():
+        got = kotlin_ops(folder, [("open",), ("count",)])
+        assert got == ["error invalid_input", "error invalid_input"], name
+
+
+def test_kotlin_read_only_file_searches_refuses_writes(kotlin_ops, tmp_path: Path) -> None:
+    """A database file the process cannot write: searched as usual, every write refused
+    (write_failed), nothing lost."""
+    user = None
+    if os.geteuid() == 0:  # root writes read-only files: run the kit as nobody, in a folder it can reach
+        if shutil.which("setpriv") is None:
+            pytest.skip("running as root without setpriv: a read-only file cannot be made")
+        user = "65534"
+        tmp_path = Path(tempfile.mkdtemp(prefix="edge-m3-ro-"))
+        os.chmod(tmp_path, 0o777)  # the ops file is written here
+    try:
+        folder = tmp_path / "ro"
+        _base_with_db(folder, kotlin_ops)
+        db = folder / INDEX_DB
+        before = db.read_bytes()
+        if user is not None:
+            for p in folder.rglob("*"):
+                os.chmod(p, 0o755 if p.is_dir() else 0o644)
+            os.chmod(folder, 0o777)  # the WAL's -shm may be created; the database file may not be written
+        os.chmod(db, 0o444)
+        q = _one_passage(4)
+        log = [("open",), ("count",), ("search", 3, "sparse+dense", WEIGHT_SETS[0], q), ("add", 9, q),
+               ("remove", 1), ("compact",), ("count",)]
+        got = kotlin_ops(folder, log, user=user)
+        alive = [(1, _one_passage(0)), (2, _one_passage(1)), ("new", _one_passage(9))]
+        hits = _fresh(DIM, "float32", "fp16", alive).search(q, 3, "sparse+dense", WEIGHT_SETS[0])
+        assert got == ["ok", "count 3", f"hits {len(hits)}" + "".join(
+            f" {h.row} {wire.id_token(h.id)} {wire.h64(h.score)}" for h in hits),
+            "error write_failed", "error write_failed", "error write_failed", "count 3"]
+        os.chmod(db, 0o644)
+        assert db.read_bytes() == before
+    finally:
+        if user is not None:
+            shutil.rmtree(tmp_path, ignore_errors=True)
