@@ -23,7 +23,7 @@ if TYPE_CHECKING:  # the options types; their modules are imported only when a c
     from edge_m3.harness.check import CheckOptions
     from edge_m3.harness.embed import EmbedOptions
     from edge_m3.harness.verify import VerifyOptions
-    from edge_m3.retrieval.build import IndexOptions, SearchOptions
+    from edge_m3.retrieval.build import IndexOptions, SearchOptions, WriteOptions
     from edge_m3.runtime.registry import Runtime
 
 EXIT_USAGE = 2
@@ -188,6 +188,33 @@ def _retrieval_parsers(sub: argparse._SubParsersAction, runtimes: dict) -> None:
     se.add_argument("--out", type=Path, default=None, help="write JSON lines here instead of stdout")
     se.add_argument("--runtime", default="litert", choices=list(runtimes))
     se.add_argument("--threads", type=int, default=None)
+
+    ad = sub.add_parser("add", help="embed a corpus and add it to an index folder (an id already there "
+                        "is updated)")
+    ad.add_argument("index", type=Path)
+    ad.add_argument("corpus", type=Path, help="as `index` reads it: text lines, .jsonl or Parquet")
+    ad.add_argument("--bundle", type=Path, default=None,
+                    help="the bundle that embeds (default: the one the index records)")
+    ad.add_argument("--id-column", default="id", help="JSON lines / Parquet: the id column")
+    ad.add_argument("--text-column", default="text", help="JSON lines / Parquet: the text column")
+    ad.add_argument("--runtime", default="litert", choices=list(runtimes))
+    ad.add_argument("--threads", type=int, default=None)
+    ad.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    rm = sub.add_parser("remove", help="remove passages from an index folder")
+    rm.add_argument("index", type=Path)
+    rm.add_argument("ids", type=Path, help='one id per line, as JSON (12, "12") or plain text')
+    cp = sub.add_parser("compact", help="fold an index folder's writes into a new memory-mapped base")
+    cp.add_argument("index", type=Path)
+
+
+def _write_opts(a: argparse.Namespace) -> WriteOptions:
+    from edge_m3.retrieval.build import WriteOptions
+    from edge_m3.runtime.registry import RUNTIMES
+
+    if a.command == "add":
+        return WriteOptions(index=a.index, source=a.corpus, runtime=RUNTIMES[a.runtime], bundle=a.bundle,
+                            threads=_threads(a.threads), id_column=a.id_column, text_column=a.text_column)
+    return WriteOptions(index=a.index, source=getattr(a, "ids", None))
 
 
 def _index(a: argparse.Namespace) -> IndexOptions:
@@ -392,6 +419,12 @@ def _dispatch(a: argparse.Namespace) -> int:
         from edge_m3.retrieval.build import cmd_index, cmd_search
 
         return cmd_index(_index(a), quiet=a.quiet) if a.command == "index" else cmd_search(_search(a))
+    if a.command in ("add", "remove", "compact"):  # issue 35
+        from edge_m3.retrieval.build import cmd_add, cmd_compact, cmd_remove
+
+        opts = _write_opts(a)
+        return (cmd_add(opts, quiet=a.quiet) if a.command == "add"
+                else cmd_remove(opts) if a.command == "remove" else cmd_compact(opts))
     from edge_m3.harness.verify import cmd_verify
 
     return cmd_verify(_verify(a))

@@ -194,7 +194,7 @@ def cmd_index(opts: IndexOptions, quiet: bool = False) -> int:
 def cmd_search(opts: SearchOptions) -> int:
     """One JSON line per query: {"query": i, "hits": [[passage_id, score], ...]}, best first."""
     from edge_m3.harness.inputs import read_texts
-    from edge_m3.retrieval.index import Index, read_manifest
+    from edge_m3.retrieval.writable import open_index
 
     if opts.mode not in SCORE_MODES:
         raise OptionError("mode", opts.mode, f"unknown (choose from {', '.join(SCORE_MODES)})")
@@ -205,23 +205,10 @@ def cmd_search(opts: SearchOptions) -> int:
             raise OptionError("out", opts.out, "exists; remove it or choose another file")
         check_writable(opts.out, "out", is_file=True)
     queries = read_texts(opts.queries, "queries")
-    manifest = read_manifest(opts.index)
-    bundle_path = opts.bundle
-    if bundle_path is None:
-        recorded = (manifest.get("bundle") or {}).get("path")
-        if not recorded:
-            raise OptionError("bundle", None, f"{opts.index} records no bundle path; give {{}} BUNDLE",
-                              mentions=("bundle",))
-        bundle_path = Path(recorded)
-        if not bundle_path.is_dir():
-            raise OptionError("index", opts.index, f"was built with the bundle {recorded}, which is gone; "
-                              "give {} BUNDLE (the same model)", mentions=("bundle",))
-    from edge_m3.bundle import load_bundle
-
-    bundle = load_bundle(bundle_path)
-    index = Index.load(opts.index, bundle=bundle)  # refuses a corrupt index or another bundle's
+    index = open_index(opts.index)  # refuses a corrupt index
+    bundle = _index_bundle(opts.index, index, opts.bundle)
     if "sparse" in mode_signals(opts.mode) and "sparse" not in bundle.manifest.heads:
-        raise OptionError("mode", opts.mode, f"needs lexical weights; {bundle_path} exports no sparse head "
+        raise OptionError("mode", opts.mode, f"needs lexical weights; {bundle.path} exports no sparse head "
                           "(its model gives dense vectors only): use dense")
     if "colbert" in mode_signals(opts.mode) and not index.has_colbert:
         raise OptionError("mode", opts.mode, f"needs ColBERT vectors; {opts.index} was built with "
@@ -253,4 +240,148 @@ def cmd_search(opts: SearchOptions) -> int:
                          f"first: query {no_token[0]}\n")
     if opts.k > len(index) and len(index):
         sys.stderr.write(f"k {opts.k} > {len(index)} passages in the index: at most {len(index)} hits\n")
+    return 0
+
+
+def _index_bundle(where: Path, index: Any, given: Path | None) -> Any:
+    """The bundle whose model embeds queries for `index`: `given`, else the one the index records;
+    refused unless it holds the index's model and tokenizer."""
+    from edge_m3.bundle import load_bundle
+
+    ident = index.bundle
+    bundle_path = given
+    if bundle_path is None:
+        if ident is None or not ident.path:
+            raise OptionError("bundle", None, f"{where} records no bundle path; give {{}} BUNDLE",
+                              mentions=("bundle",))
+        bundle_path = Path(ident.path)
+        if not bundle_path.is_dir():
+            raise OptionError("index", where, f"was built with the bundle {ident.path}, which is gone; "
+                              "give {} BUNDLE (the same model)", mentions=("bundle",))
+    bundle = load_bundle(bundle_path)
+    if ident is None:
+        raise EdgeM3Error(f"{where}: records no bundle, so queries cannot be checked against it")
+    ident.check(bundle, str(where))
+    return bundle
+
+
+@dataclass(frozen=True)
+class WriteOptions:
+    """What `edge-m3 add`, `remove` and `compact` were asked for, parsed (edge_m3.cli)."""
+
+    index: Path
+    source: Path | None = None  # add: the corpus; remove: the ids file
+    runtime: Runtime | None = None
+    bundle: Path | None = None
+    threads: int | None = None
+    id_column: str = "id"
+    text_column: str = "text"
+
+
+def _writable(path: Path) -> Any:
+    from edge_m3.retrieval.writable import WritableIndex
+
+    return WritableIndex.open(path)
+
+
+def cmd_add(opts: WriteOptions, quiet: bool = False) -> int:
+    """Embed a corpus with the index's bundle and add it (an id already there is updated), one
+    transaction per batch: a kill keeps every batch before it, and running again completes it."""
+    from edge_m3.bulk.engine import BulkEmbedder
+    from edge_m3.harness.corpus import Rejected, open_corpus
+    from edge_m3.runtime.choice import require_runtime
+
+    assert opts.source is not None and opts.runtime is not None
+    index = _writable(opts.index)
+    corpus = open_corpus(opts.source, id_column=opts.id_column, text_column=opts.text_column, field="corpus")
+    total = corpus.count()
+    if total == 0:
+        raise OptionError("corpus", opts.source, "no passage in the file")
+    bundle = _index_bundle(opts.index, index, opts.bundle)
+    heads = bundle.manifest.heads
+    require_runtime(bundle, opts.runtime)
+    outputs = ("dense",) + (("sparse",) if "sparse" in heads else ()) + (
+        ("colbert",) if index.has_colbert else ())
+    rejected: list[Rejected] = []
+    seen: set[Any] = set()
+
+    def passages() -> Iterator[Any]:
+        for item in corpus.rows():
+            if isinstance(item, Rejected):
+                rejected.append(item)
+            elif item.id in seen:
+                rejected.append(Rejected(item.row, item.id, "duplicate id"))
+            else:
+                seen.add(item.id)
+                yield item
+
+    before = len(index)
+    t0 = time.perf_counter()
+    done, batch = 0, []
+    embedder = BulkEmbedder(bundle, opts.runtime, opts.threads or DEVICE_THREADS, outputs)
+    with embedder, _progress("add", total, quiet or total < 2) as progress:
+        task = progress.add_task("add", total=total, rate="")
+        for pid, out in embed_passages(embedder, passages(), rejected):
+            batch.append((pid, out))
+            done += 1
+            if len(batch) == 256:
+                index.add_many(batch, replace=True)
+                batch = []
+            elapsed = time.perf_counter() - t0
+            progress.update(task, completed=done + len(rejected),
+                            rate=f"{done / max(elapsed, 1e-9):.1f} texts/s")
+        if batch:
+            index.add_many(batch, replace=True)
+    if rejected:
+        first = rejected[0]
+        sys.stderr.write(f"{len(rejected)} row(s) of {opts.source} skipped (first: row {first.row}: "
+                         f"{first.reason})\n")
+    after = len(index)
+    sys.stderr.write(f"{done} passage(s) added or updated in {time.perf_counter() - t0:.2f} s "
+                     f"({after - before} new); {after} in {opts.index}\n")
+    index.close()
+    return 0
+
+
+def read_ids(path: Path) -> list[Any]:
+    """An ids file: one id per line, as JSON (`12` an integer, `"12"` a string) or, when a line
+    is not JSON, the line itself as a string id."""
+    from edge_m3.harness.inputs import read_texts
+
+    out = []
+    for line in read_texts(path, "ids"):
+        try:
+            v = json.loads(line)
+        except ValueError:
+            v = line
+        out.append(v if isinstance(v, int | str) and not isinstance(v, bool) else line)
+    return out
+
+
+def cmd_remove(opts: WriteOptions) -> int:
+    """Remove the ids of a file in one transaction; an id not in the index refuses them all."""
+    from edge_m3.retrieval.writable import WriteRefused
+
+    assert opts.source is not None
+    ids = read_ids(opts.source)
+    index = _writable(opts.index)
+    try:
+        index.remove_many(ids)
+    except WriteRefused as exc:
+        if exc.kind == "unknown_id":
+            raise OptionError("ids", opts.source, f"{exc}; nothing was removed") from None
+        raise
+    sys.stderr.write(f"{len(ids)} passage(s) removed; {len(index)} in {opts.index}\n")
+    index.close()
+    return 0
+
+
+def cmd_compact(opts: WriteOptions) -> int:
+    """Fold the writes into a new memory-mapped base."""
+    index = _writable(opts.index)
+    t0 = time.perf_counter()
+    index.compact()
+    sys.stderr.write(f"compacted {len(index)} passage(s) into {opts.index / index.base_name} in "
+                     f"{time.perf_counter() - t0:.2f} s\n")
+    index.close()
     return 0

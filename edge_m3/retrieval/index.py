@@ -387,21 +387,8 @@ class Index:
         sparse_rows, _ = _top_of(touched, acc[touched], c)
         cand = np.union1d(dense_rows, sparse_rows).astype(np.int64)
         d, s = self.dense_exact(qd, cand), acc[cand]
-        if qc is None:
-            h = hybrid_score(mode, d, s, np.zeros(len(cand)), w)
-            order = np.lexsort((cand, -h))[:k]
-            return cand[order], h[order]
-        cf, cm = self._colbert_fast(qc, cand)
-        h_fast = hybrid_score(mode, d, s, cf, w)
-        den = (w[0] + w[1]) + w[2]
-        h_margin = (w[2] * cm / den) * (1 + 1e-9) + 8 * _U64 * (
-            np.abs(cf * w[2]) + np.abs(s * w[1]) + np.abs(d * w[0])) / den + 1e-300
-
-        def exact(sel: np.ndarray) -> np.ndarray:
-            rows = cand[sel]
-            return hybrid_score(mode, d[sel], s[sel], self.colbert_exact(qc, rows), w)
-
-        sel, scores = _exact_top(h_fast, h_margin, k, exact)
+        sel, scores = _hybrid_top(mode, d, s, qc is not None, lambda sel: self._colbert_fast(qc, cand[sel]),
+                                  lambda sel: self.colbert_exact(qc, cand[sel]), k, w)
         return cand[sel], scores
 
     # ------------------------------------------------------------------ the folder
@@ -568,6 +555,27 @@ def _top_of(rows: np.ndarray, scores: np.ndarray, k: int) -> tuple[np.ndarray, n
     """The best k of exact scores: score descending, row ascending."""
     order = np.lexsort((rows, -scores))[:k]
     return rows[order], scores[order]
+
+
+def _hybrid_top(mode: str, d: np.ndarray, s: np.ndarray, colbert: bool,
+                fast: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]],
+                exact: Callable[[np.ndarray], np.ndarray], k: int,
+                w: tuple[float, float, float]) -> tuple[np.ndarray, np.ndarray]:
+    """A hybrid mode's best k candidates (positions, ties by position) from their exact dense and
+    sparse scores; ColBERT, when the mode adds it, by `fast` (scores and error bounds) and only
+    where that cannot decide by `exact`."""
+    n = len(d)
+    if not colbert:
+        h = hybrid_score(mode, d, s, np.zeros(n), w)
+        order = np.lexsort((np.arange(n), -h))[:k]
+        return order, h[order]
+    cf, cm = fast(np.arange(n))
+    h_fast = hybrid_score(mode, d, s, cf, w)
+    den = (w[0] + w[1]) + w[2]
+    h_margin = (w[2] * cm / den) * (1 + 1e-9) + 8 * _U64 * (
+        np.abs(cf * w[2]) + np.abs(s * w[1]) + np.abs(d * w[0])) / den + 1e-300
+    return _exact_top(h_fast, h_margin, k,
+                      lambda sel: hybrid_score(mode, d[sel], s[sel], exact(sel), w))
 
 
 def _exact_top(fast: np.ndarray, margin: np.ndarray, k: int,

@@ -130,3 +130,50 @@ def ops(log: Sequence[tuple[Any, ...]]) -> str:
 def answers(stdout: str) -> list[str]:
     """`ops`'s answer lines, one per operation."""
     return [line.strip() for line in stdout.splitlines() if line.strip()]
+
+
+def hits_line(hits: Sequence[Any]) -> str:
+    """A search's answer: "hits N" then ROW ID HEX64 per hit."""
+    return " ".join([f"hits {len(hits)}", *(f"{h.row} {id_token(h.id)} {h64(h.score)}" for h in hits)])
+
+
+def python_answers(folder: Any, log: Sequence[tuple[Any, ...]]) -> list[str]:
+    """The answers Python's WritableIndex gives to an op log: what each kit's `ops` must print."""
+    from edge_m3.errors import EdgeM3Error
+    from edge_m3.retrieval.writable import WritableIndex, WriteRefused
+
+    idx: Any = None
+    out = []
+    for op in log:
+        name = op[0]
+        try:
+            if name == "create":
+                idx = WritableIndex.create(folder, op[1], op[2], op[3])
+            elif name == "open":
+                idx = WritableIndex.open(folder)
+            elif name == "reopen":
+                idx.close()
+                idx = WritableIndex.open(folder)
+            elif name in ("add", "update"):
+                getattr(idx, name)(op[1], op[2])
+            elif name == "remove":
+                idx.remove(op[1])
+            elif name == "compact":
+                idx.compact()
+            elif name == "count":
+                out.append(f"count {len(idx)}")
+                continue
+            elif name == "contains":
+                out.append(f"contains {'true' if idx.contains(op[1]) else 'false'}")
+                continue
+            elif name == "search":
+                out.append(hits_line(idx.search(op[4], op[1], op[2], op[3])))
+                continue
+            out.append("ok")
+        except WriteRefused as exc:
+            out.append(f"error {exc.kind}")
+        except EdgeM3Error:
+            out.append("error invalid_input")
+    if idx is not None:
+        idx.close()
+    return out

@@ -1,0 +1,844 @@
+"""A writable index: add, update, remove passages on top of a memory-mapped base, on SQLite.
+
+Apps index what their users write, the moment they write it, and must survive being killed
+mid-write: every write is one SQLite transaction (WAL), the base (a format-1 folder) is never
+written in place, and `compact()` swaps in a new base in one transaction. Search returns exactly
+what a fresh format-1 index of the surviving passages would (docs/index-format.md, "The writable
+index"), and the kits' EdgeM3WritableIndex the same bits.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sqlite3
+from bisect import bisect_left
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from edge_m3.common.files import sha256_file
+from edge_m3.contract import (
+    COLBERT_STORES,
+    COLBERT_VECS,
+    DENSE_STORES,
+    DENSE_VECS,
+    HYBRID_CANDIDATES,
+    INDEX_BASE_PREFIX,
+    INDEX_DB,
+    INDEX_DB_APPLICATION_ID,
+    INDEX_DB_BUSY_MS,
+    INDEX_DB_FORMAT,
+    INDEX_DB_META_KEYS,
+    INDEX_DB_SCHEMA,
+    INDEX_DB_VERSION,
+    INDEX_MANIFEST,
+    INDEX_POSTING_WEIGHTS,
+    LEXICAL_WEIGHTS,
+    mode_signals,
+    mode_weights,
+)
+from edge_m3.errors import EdgeM3Error, OptionError, one_line
+from edge_m3.retrieval.index import BundleIdentity, Hit, Index, PassageId, _hybrid_top
+
+_PW = INDEX_POSTING_WEIGHTS
+_INT64 = (-(1 << 63), (1 << 63) - 1)
+Embedder = Callable[[list[str]], list[Mapping[str, Any]]]  # texts -> pipeline outputs
+
+
+class WriteRefused(EdgeM3Error):
+    """A write that changed nothing, with the kits' error kind (contract.KIT_ERROR_KINDS):
+    duplicate_id, unknown_id, index_busy or write_failed."""
+
+    def __init__(self, kind: str, message: str) -> None:
+        super().__init__(message)
+        self.kind = kind
+
+
+@dataclass(frozen=True)
+class Stored:
+    """One passage as the index stores it: the bytes a format-1 base would hold for its row."""
+
+    dense: np.ndarray  # float32 [D] or int8 [D]
+    dense_scale: np.ndarray | None  # float32 [1] (int8 store)
+    lex_tokens: np.ndarray  # int32 [n] ascending
+    lex_weights: np.ndarray  # float32 [n] > 0
+    colbert: np.ndarray | None  # float16 or int8 [m, D]; None without ColBERT
+    colbert_scale: np.ndarray | None  # float32 [m] (int8 store)
+
+
+def stored_form(outputs: Mapping[str, Any], dim: int, dense: str, colbert: str) -> Stored:
+    """A passage's pipeline outputs in stored form, quantized once, as Index.add would store them."""
+    x = Index(dim, dense, colbert)
+    x.add([outputs])  # the same checks and conversions as a bulk build
+    x._freeze()
+    return _rows_of(x.arrays, dense, colbert, 1)[0]
+
+
+def _rows_of(a: Mapping[str, np.ndarray], dense: str, colbert: str, n: int) -> list[Stored]:
+    """Every row of folder-layout arrays in stored form (for a small index: postings inverted)."""
+    toks: list[list[int]] = [[] for _ in range(n)]
+    ws: list[list[float]] = [[] for _ in range(n)]
+    off = np.asarray(a["sparse_offsets"])
+    tokens, rows, weights = np.asarray(a["sparse_tokens"]), np.asarray(a["sparse_rows"]), np.asarray(a[_PW])
+    for t in range(len(tokens)):
+        for p in range(int(off[t]), int(off[t + 1])):
+            toks[int(rows[p])].append(int(tokens[t]))
+            ws[int(rows[p])].append(float(weights[p]))
+    out = []
+    for r in range(n):
+        col = scale = None
+        if colbert != "none":
+            lo, hi = int(a["colbert_offsets"][r]), int(a["colbert_offsets"][r + 1])
+            col = np.array(a["colbert"][lo:hi])
+            scale = np.array(a["colbert_scale"][lo:hi]) if colbert == "int8" else None
+        out.append(Stored(np.array(a["dense"][r]),
+                          np.array(a["dense_scale"][r:r + 1]) if dense == "int8" else None,
+                          np.array(toks[r], np.int32), np.array(ws[r], np.float32), col, scale))
+    return out
+
+
+def arrays_of(rows: Sequence[Stored], dim: int, dense: str, colbert: str) -> dict[str, np.ndarray]:
+    """Folder-layout arrays of stored passages in this order (no value is quantized again)."""
+    a: dict[str, np.ndarray] = {}
+    a["dense"] = (np.stack([r.dense for r in rows]) if rows
+                  else np.zeros((0, dim), np.int8 if dense == "int8" else np.float32))
+    if dense == "int8":
+        a["dense_scale"] = (np.concatenate([r.dense_scale for r in rows]) if rows  # type: ignore[misc]
+                            else np.zeros(0, np.float32))
+    tok = np.concatenate([r.lex_tokens for r in rows]).astype(np.int64) if rows else np.zeros(0, np.int64)
+    row = np.repeat(np.arange(len(rows), dtype=np.int64), [len(r.lex_tokens) for r in rows])
+    w = np.concatenate([r.lex_weights for r in rows]) if rows else np.zeros(0, np.float32)
+    _postings(a, tok, row, w)
+    if colbert != "none":
+        counts = np.array([len(r.colbert) for r in rows], np.int64)  # type: ignore[arg-type]
+        a["colbert_offsets"] = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+        dtype = np.int8 if colbert == "int8" else np.float16
+        a["colbert"] = (np.concatenate([r.colbert for r in rows]) if rows  # type: ignore[misc]
+                        else np.zeros((0, dim), dtype)).astype(dtype).reshape(-1, dim)
+        if colbert == "int8":
+            a["colbert_scale"] = (np.concatenate([r.colbert_scale for r in rows]) if rows  # type: ignore[misc]
+                                  else np.zeros(0, np.float32))
+    return a
+
+
+def _postings(a: dict[str, np.ndarray], tok: np.ndarray, row: np.ndarray, w: np.ndarray) -> None:
+    """The CSR-by-token postings of (token, row, weight) triples, sorted by token then row."""
+    order = np.lexsort((row, tok))
+    tok, row, w = tok[order], row[order], w[order]
+    tokens, counts = np.unique(tok, return_counts=True)
+    a["sparse_tokens"] = tokens.astype(np.int32)
+    a["sparse_offsets"] = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+    a["sparse_rows"] = row.astype(np.int32)
+    a[_PW] = np.asarray(w, np.float32)
+
+
+def _survivors(base: Index, alive: np.ndarray, delta: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The base's surviving rows (renumbered, in order) followed by the delta's rows, as arrays."""
+    a, d = base.arrays, delta
+    keep = np.nonzero(alive)[0]
+    n_keep = len(keep)
+    out: dict[str, np.ndarray] = {"dense": np.concatenate([np.asarray(a["dense"])[keep], d["dense"]])}
+    if "dense_scale" in a:
+        out["dense_scale"] = np.concatenate([np.asarray(a["dense_scale"])[keep], d["dense_scale"]])
+    new_row = np.cumsum(alive) - 1  # logical row of each surviving base row
+    lengths = np.diff(np.asarray(a["sparse_offsets"]))
+    tok = np.repeat(np.asarray(a["sparse_tokens"], np.int64), lengths)
+    rows = np.asarray(a["sparse_rows"], np.int64)
+    live = alive[rows] if len(rows) else np.zeros(0, bool)
+    d_len = np.diff(d["sparse_offsets"])
+    _postings(out, np.concatenate([tok[live], np.repeat(d["sparse_tokens"].astype(np.int64), d_len)]),
+              np.concatenate([new_row[rows[live]], d["sparse_rows"].astype(np.int64) + n_keep]),
+              np.concatenate([np.asarray(a[_PW])[live], d[_PW]]))
+    if "colbert_offsets" in a:
+        co = np.asarray(a["colbert_offsets"])
+        lo, hi = co[keep], co[keep + 1]
+        counts = hi - lo
+        first = np.cumsum(counts) - counts
+        idx = np.arange(int(counts.sum())) - np.repeat(first - lo, counts)
+        base_count = int(counts.sum())
+        out["colbert_offsets"] = np.concatenate(
+            [[0], np.cumsum(counts), base_count + d["colbert_offsets"][1:]]).astype(np.int64)
+        out["colbert"] = np.concatenate([np.asarray(a["colbert"])[idx], d["colbert"]])
+        if "colbert_scale" in a:
+            out["colbert_scale"] = np.concatenate([np.asarray(a["colbert_scale"])[idx], d["colbert_scale"]])
+    return out
+
+
+def _id_value(pid: Any, what: str = "id") -> PassageId:
+    """An id checked: a string, or an integer SQLite holds (64 bits)."""
+    if isinstance(pid, bool) or not isinstance(pid, int | str | np.integer):
+        raise OptionError(what, repr(pid), "must be an integer or a string")
+    if isinstance(pid, int | np.integer):
+        pid = int(pid)
+        if not _INT64[0] <= pid <= _INT64[1]:
+            raise OptionError(what, pid, "must fit in 64 bits")
+    return pid
+
+
+def _blob(x: np.ndarray | None) -> bytes | None:
+    return None if x is None else np.ascontiguousarray(x).tobytes()
+
+
+def _unblob(b: Any, dtype: str, count: int | None, where: str) -> np.ndarray:
+    """A column's bytes as a little-endian array; refuse a length that is not `count` items."""
+    item = np.dtype(dtype).itemsize
+    if not isinstance(b, bytes) or len(b) % item or (count is not None and len(b) != count * item):
+        raise EdgeM3Error(f"{where}: a passage's {dtype} column has {len(b) if isinstance(b, bytes) else 'no'} "
+                          "bytes; refusing a corrupt index database")
+    return np.frombuffer(b, dtype).copy()
+
+
+class WritableIndex:
+    """An index folder that takes writes (docs/index-format.md, "The writable index").
+
+    `open` a folder (a format-1 base and/or its INDEX_DB) or `create` an empty one; `add`,
+    `add_many`, `update`, `remove`, `contains`, `len()`, `search`, `compact`. A text passage is
+    embedded by `embed` (e.g. DevicePipeline.embed), given at open.
+    """
+
+    def __init__(self) -> None:  # use open() or create()
+        self.path = Path()
+        self.db: sqlite3.Connection | None = None
+        self.embed: Embedder | None = None
+        self.bundle_check: Any = None
+        self.verify, self.durable = True, False
+        self.dim, self.dense_store, self.colbert_store = 0, "float32", "none"
+        self.bundle: BundleIdentity | None = None
+        self.base: Index | None = None
+        self.base_name, self.base_sha, self.generation = "", "", 0
+        self._base_rows: dict[PassageId, int] = {}
+        self._removed: list[int] = []  # sorted base rows
+        self._delta: dict[PassageId, Stored] = {}  # insertion (seq) order
+        self._delta_index: Index | None = None
+        self._version: int | None = None
+
+    # ------------------------------------------------------------------ opening
+
+    @classmethod
+    def open(cls, path: Path, bundle: Any = None, embed: Embedder | None = None,
+             verify: bool = True, durable: bool = False) -> WritableIndex:
+        """An index folder: a format-1 base (no database yet: the first write makes one) or a
+        writable index. With `bundle` (a loaded Bundle), one built by another model is refused."""
+        self = cls()
+        self.path, self.bundle_check, self.embed, self.verify, self.durable = (
+            Path(path), bundle, embed, verify, durable)
+        if not self.path.is_dir():
+            raise EdgeM3Error(f"{self.path}: not a folder (an index folder holds {INDEX_MANIFEST} "
+                              f"and/or {INDEX_DB})")
+        if (self.path / INDEX_DB).exists():
+            self._connect()
+            self._load()
+        elif (self.path / INDEX_MANIFEST).is_file():
+            self._open_base(".", None)
+            self.base_name = "."
+        else:
+            raise EdgeM3Error(f"{self.path}: neither {INDEX_MANIFEST} nor {INDEX_DB} (is it an edge-m3 index?)")
+        if bundle is not None and self.bundle is None:
+            raise EdgeM3Error(f"{self.path}: records no bundle, so queries cannot be checked against it")
+        if bundle is not None and self.bundle is not None:
+            self.bundle.check(bundle, str(self.path))
+        return self
+
+    @classmethod
+    def create(cls, path: Path, dim: int, dense: str = "float32", colbert: str = "fp16",
+               bundle: BundleIdentity | None = None,
+               embed: Embedder | None = None,
+               durable: bool = False) -> WritableIndex:
+        """A new, empty writable index in folder `path` (created; it must hold no index)."""
+        if dense not in DENSE_STORES:
+            raise OptionError("dense", dense, f"unknown (choose from {', '.join(DENSE_STORES)})")
+        if colbert not in COLBERT_STORES:
+            raise OptionError("colbert", colbert, f"unknown (choose from {', '.join(COLBERT_STORES)})")
+        if isinstance(dim, bool) or not isinstance(dim, int) or dim < 1:
+            raise OptionError("dim", dim, "must be an integer >= 1")
+        path = Path(path)
+        if (path / INDEX_DB).exists() or (path / INDEX_MANIFEST).exists():
+            raise EdgeM3Error(f"{path}: already holds an index")
+        try:
+            path.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise WriteRefused("write_failed", f"{path}: cannot create the folder ({one_line(exc)})") from None
+        self = cls()
+        self.path, self.embed, self.durable = path, embed, durable
+        self.dim, self.dense_store, self.colbert_store, self.bundle = dim, dense, colbert, bundle
+        self._make_db()
+        self._connect()
+        self._load()
+        return self
+
+    def close(self) -> None:
+        """Release the database (searches and writes after this are refused)."""
+        if self.db is not None:
+            self.db.close()
+            self.db = None
+        self.base = None
+        self._closed = True
+
+    def __enter__(self) -> WritableIndex:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _meta_values(self) -> dict[str, str]:
+        return {"format": INDEX_DB_FORMAT, "format_version": str(INDEX_DB_VERSION), "dim": str(self.dim),
+                "dense": self.dense_store, "colbert": self.colbert_store,
+                "bundle": json.dumps(self.bundle.to_json() if self.bundle else None, sort_keys=True),
+                "base": self.base_name, "base_sha256": self.base_sha, "generation": str(self.generation)}
+
+    def _make_db(self) -> None:
+        """INDEX_DB written whole under a temporary name, then linked in: never half a database,
+        and of two processes creating it at once one wins and the other opens it."""
+        tmp = self.path / f".{INDEX_DB}.{os.getpid()}.tmp"
+        final = self.path / INDEX_DB
+        try:
+            for stale in (tmp, Path(f"{tmp}-journal")):
+                stale.unlink(missing_ok=True)
+            con = sqlite3.connect(tmp, isolation_level=None)
+            try:
+                con.execute(f"PRAGMA application_id = {INDEX_DB_APPLICATION_ID}")
+                con.execute(f"PRAGMA user_version = {INDEX_DB_VERSION}")
+                con.execute("PRAGMA journal_mode = WAL")
+                con.execute("BEGIN")
+                for sql in INDEX_DB_SCHEMA:
+                    con.execute(sql)
+                con.executemany("INSERT INTO meta VALUES (?, ?)", self._meta_values().items())
+                con.execute("COMMIT")
+            finally:
+                con.close()
+            fd = os.open(tmp, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            try:
+                os.link(tmp, final)
+            except FileExistsError:
+                pass  # another process made it first: open theirs
+            tmp.unlink()
+            _fsync_dir(self.path)
+        except (OSError, sqlite3.Error) as exc:
+            tmp.unlink(missing_ok=True)
+            raise WriteRefused("write_failed", f"{final}: cannot create the database "
+                               f"({one_line(exc)})") from None
+
+    def _connect(self) -> None:
+        where = self.path / INDEX_DB
+        try:
+            self.db = sqlite3.connect(where, timeout=INDEX_DB_BUSY_MS / 1000, isolation_level=None,
+                                      check_same_thread=False)
+            try:
+                app = self.db.execute("PRAGMA application_id").fetchone()[0]
+            except sqlite3.OperationalError:
+                # A WAL database on a read-only filesystem cannot make its -shm file: with no -wal
+                # file (nothing uncheckpointed) it is read as immutable, and searched as it is.
+                if os.access(self.path, os.W_OK) and not _read_only_fs(self.path):
+                    raise
+                if Path(f"{where}-wal").exists():
+                    raise EdgeM3Error(f"{where}: on a read-only filesystem with a {where.name}-wal file "
+                                      "not yet folded in; open it once where it can be written") from None
+                self.db.close()
+                self.db = sqlite3.connect(f"{where.resolve().as_uri()}?immutable=1", uri=True,
+                                          isolation_level=None, check_same_thread=False)
+                app = self.db.execute("PRAGMA application_id").fetchone()[0]
+            if app != INDEX_DB_APPLICATION_ID:
+                raise EdgeM3Error(f"{where}: not an edge-m3 index database (application_id {app})")
+            if self.db.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
+                try:
+                    self.db.execute("PRAGMA journal_mode = WAL")
+                except sqlite3.OperationalError:
+                    pass  # a read-only file: searched as it is
+            self.db.execute(f"PRAGMA synchronous = {'FULL' if self.durable else 'NORMAL'}")
+            if self.verify:
+                bad = self.db.execute("PRAGMA quick_check").fetchone()[0]
+                if bad != "ok":
+                    raise EdgeM3Error(f"{where}: damaged ({one_line(bad)}); refusing a corrupt index database")
+        except sqlite3.Error as exc:
+            if self.db is not None:
+                self.db.close()
+                self.db = None
+            raise _corrupt(where, exc) from None
+        except EdgeM3Error:
+            if self.db is not None:
+                self.db.close()
+                self.db = None
+            raise
+
+    def _load(self) -> None:
+        """Read meta, tombstones and passages; open the base they name (all checked, one line)."""
+        assert self.db is not None
+        where = str(self.path / INDEX_DB)
+        try:
+            self._version = self.db.execute("PRAGMA data_version").fetchone()[0]
+            meta = dict(self.db.execute("SELECT key, value FROM meta").fetchall())
+            removed = [r for (r,) in self.db.execute("SELECT row FROM removed ORDER BY row")]
+            rows = self.db.execute("SELECT id, dense, dense_scale, lex_tokens, lex_weights, colbert, "
+                                   "colbert_scale FROM passages ORDER BY seq").fetchall()
+        except sqlite3.Error as exc:
+            raise _corrupt(where, exc) from None
+        missing = [k for k in INDEX_DB_META_KEYS if not isinstance(meta.get(k), str)]
+        if missing:
+            raise EdgeM3Error(f"{where}: meta lacks {', '.join(missing)}; not an edge-m3 index database")
+        if meta["format"] != INDEX_DB_FORMAT:
+            raise EdgeM3Error(f"{where}: format {meta['format']!r} is not {INDEX_DB_FORMAT}")
+        if not meta["format_version"].isdigit() or int(meta["format_version"]) != INDEX_DB_VERSION:
+            raise EdgeM3Error(f"{where}: format_version {meta['format_version']!r}: written by a newer edge-m3 "
+                              f"(this one reads {INDEX_DB_VERSION})")
+        try:
+            dim, gen = int(meta["dim"]), int(meta["generation"])
+            bundle_json = json.loads(meta["bundle"])
+        except ValueError:
+            raise EdgeM3Error(f"{where}: meta dim, generation or bundle malformed") from None
+        if dim < 1 or gen < 0 or meta["dense"] not in DENSE_STORES or meta["colbert"] not in COLBERT_STORES:
+            raise EdgeM3Error(f"{where}: meta dim, dense or colbert malformed")
+        base = meta["base"]
+        if base not in ("", ".") and not (base.startswith(INDEX_BASE_PREFIX)
+                                          and base[len(INDEX_BASE_PREFIX):].isdigit()):
+            raise EdgeM3Error(f"{where}: meta base {base!r} is not a base folder name")
+        self.dim, self.generation = dim, gen
+        self.dense_store, self.colbert_store = meta["dense"], meta["colbert"]
+        self.bundle = None if bundle_json is None else BundleIdentity.from_json(bundle_json, where)
+        if base and (self.base is None or base != self.base_name or meta["base_sha256"] != self.base_sha):
+            self._open_base(base, meta["base_sha256"])
+        elif not base:
+            self.base, self._base_rows = None, {}
+        self.base_name, self.base_sha = base, meta["base_sha256"]
+        n_base = len(self.base) if self.base is not None else 0
+        if any(not isinstance(r, int) or not 0 <= r < n_base for r in removed):
+            raise EdgeM3Error(f"{where}: a removed row is outside the base; refusing a corrupt index database")
+        self._removed = removed
+        self._delta = {}
+        for pid, *cols in rows:
+            if not isinstance(pid, int | str):
+                raise EdgeM3Error(f"{where}: a passage id is neither an integer nor text")
+            self._delta[pid] = self._stored_of(cols, where)
+        clash = [p for p in self._delta if p in self._base_rows and self._alive_base(self._base_rows[p])]
+        if clash:
+            raise EdgeM3Error(f"{where}: id {clash[0]!r} is both in the base and added; refusing a corrupt "
+                              "index database")
+        self._delta_index = None
+
+    def _stored_of(self, cols: Sequence[Any], where: str) -> Stored:
+        d = self.dim
+        dense_b, dscale_b, tok_b, w_b, col_b, cscale_b = cols
+        int8 = self.dense_store == "int8"
+        dense = _unblob(dense_b, "i1" if int8 else "<f4", d, where)
+        dscale = _unblob(dscale_b, "<f4", 1, where) if int8 else None
+        tok = _unblob(tok_b, "<i4", None, where)
+        w = _unblob(w_b, "<f4", len(tok), where)
+        finite = np.isfinite(dscale).all() if int8 else np.isfinite(dense).all()
+        if (np.diff(tok.astype(np.int64)) <= 0).any() or not (np.isfinite(w) & (w > 0)).all() or not finite:
+            raise EdgeM3Error(f"{where}: a passage's vectors are malformed; refusing a corrupt index database")
+        col = cscale = None
+        if self.colbert_store != "none":
+            c8 = self.colbert_store == "int8"
+            col = _unblob(col_b, "i1" if c8 else "<f2", None, where)
+            if len(col) % d:
+                raise EdgeM3Error(f"{where}: a passage's ColBERT column is not [m, {d}]; refusing a corrupt "
+                                  "index database")
+            col = col.reshape(-1, d)
+            cscale = _unblob(cscale_b, "<f4", len(col), where) if c8 else None
+        return Stored(dense, dscale, tok, w, col, cscale)
+
+    def _open_base(self, name: str, sha: str | None) -> None:
+        folder = self.path if name == "." else self.path / name
+        manifest = folder / INDEX_MANIFEST
+        if not manifest.is_file():
+            raise EdgeM3Error(f"{manifest}: the index's base is missing")
+        if sha is not None and sha256_file(manifest) != sha:
+            raise EdgeM3Error(f"{self.path / INDEX_DB}: written on top of another base than {manifest} "
+                              "(its sha256 differs); refusing to apply it")
+        base = Index.load(folder, verify=self.verify)
+        if self.db is not None and (base.dim, base.dense_store, base.colbert_store) != (
+                self.dim, self.dense_store, self.colbert_store):
+            raise EdgeM3Error(f"{self.path / INDEX_DB}: dim/dense/colbert differ from its base {manifest}")
+        if self.db is not None and (base.bundle.to_json() if base.bundle else None) != (
+                self.bundle.to_json() if self.bundle else None):
+            if not (base.bundle and self.bundle and _same_model(base.bundle, self.bundle)):
+                raise EdgeM3Error(f"{self.path / INDEX_DB}: written for another bundle than its base "
+                                  f"{manifest}")
+        if self.db is None:
+            self.dim, self.dense_store, self.colbert_store, self.bundle = (
+                base.dim, base.dense_store, base.colbert_store, base.bundle)
+        self.base = base
+        self.base_sha = sha256_file(manifest) if sha is None else sha
+        self._base_rows = {}
+        for r, pid in enumerate(base.ids):
+            self._base_rows.setdefault(pid, r)
+        self._base_unique = len(self._base_rows) == len(base.ids)
+
+    # ------------------------------------------------------------------ state
+
+    def _alive_base(self, row: int) -> bool:
+        i = bisect_left(self._removed, row)
+        return not (i < len(self._removed) and self._removed[i] == row)
+
+    def _sync(self) -> None:
+        """Reload when another connection committed since (PRAGMA data_version)."""
+        if getattr(self, "_closed", False):
+            raise EdgeM3Error(f"{self.path}: the index was closed")
+        if self.db is None:
+            return
+        try:
+            version = self.db.execute("PRAGMA data_version").fetchone()[0]
+        except sqlite3.Error as exc:
+            raise EdgeM3Error(f"{self.path / INDEX_DB}: unreadable ({one_line(exc)})") from None
+        if version != self._version:
+            self._load()
+
+    def __len__(self) -> int:
+        self._sync()
+        n_base = len(self.base) - len(self._removed) if self.base is not None else 0
+        return n_base + len(self._delta)
+
+    @property
+    def has_colbert(self) -> bool:
+        return self.colbert_store != "none"
+
+    def contains(self, pid: PassageId) -> bool:
+        """Whether a passage with this id is in the index."""
+        self._sync()
+        pid = _id_value(pid)
+        return pid in self._delta or (pid in self._base_rows and self._alive_base(self._base_rows[pid]))
+
+    def ids(self) -> list[PassageId]:
+        """Every id, in logical row order."""
+        self._sync()
+        base = [] if self.base is None else [p for r, p in enumerate(self.base.ids) if self._alive_base(r)]
+        return base + list(self._delta)
+
+    # ------------------------------------------------------------------ writes
+
+    def _outputs(self, items: Sequence[tuple[PassageId, Any]]) -> list[tuple[PassageId, Stored]]:
+        """Each (id, text or outputs) checked and in stored form, before anything is written."""
+        ids = [_id_value(pid) for pid, _ in items]
+        if len(set(ids)) != len(ids):
+            dup = next(p for p in ids if ids.count(p) > 1)
+            raise WriteRefused("duplicate_id", f"id {dup!r} is given twice in one batch")
+        texts = [i for i, (_, x) in enumerate(items) if isinstance(x, str)]
+        outs: list[Any] = [x for _, x in items]
+        if texts:
+            if self.embed is None:
+                raise EdgeM3Error("a text passage needs an embedder: open the index with embed= (a bundle's "
+                                  "DevicePipeline.embed)")
+            for i, o in zip(texts, self.embed([items[i][1] for i in texts]), strict=True):
+                outs[i] = o
+        return [(pid, stored_form(o, self.dim, self.dense_store, self.colbert_store))
+                for pid, o in zip(ids, outs, strict=True)]
+
+    def add(self, pid: PassageId, passage: str | Mapping[str, Any]) -> None:
+        """Append one passage (a text, embedded, or pipeline outputs); an id already there is refused."""
+        self.add_many([(pid, passage)])
+
+    def add_many(self, items: Iterable[tuple[PassageId, str | Mapping[str, Any]]],
+                 replace: bool = False) -> None:
+        """Append passages in one transaction (all or none). `replace`: an id already there is
+        updated (removed and appended) instead of refused."""
+        self._sync()
+        rows = self._outputs(list(items))
+        self._write(rows, [], replace=replace)
+
+    def update(self, pid: PassageId, passage: str | Mapping[str, Any]) -> None:
+        """Replace a passage: it is removed and appended (the last row) in one transaction."""
+        self._sync()
+        rows = self._outputs([(pid, passage)])
+        if not self.contains(rows[0][0]):
+            raise WriteRefused("unknown_id", f"id {rows[0][0]!r} is not in the index")
+        self._write(rows, [], replace=True)
+
+    def remove(self, pid: PassageId) -> None:
+        """Delete a passage (a tombstone over the base); an id not there is refused."""
+        self.remove_many([pid])
+
+    def remove_many(self, pids: Iterable[PassageId]) -> None:
+        """Delete passages in one transaction (all or none)."""
+        self._sync()
+        ids = [_id_value(p) for p in pids]
+        for p in ids:
+            if not self.contains(p):
+                raise WriteRefused("unknown_id", f"id {p!r} is not in the index")
+        if len(set(ids)) != len(ids):
+            raise WriteRefused("unknown_id", "an id is removed twice in one batch")
+        self._write([], ids, replace=False)
+
+    def _write(self, adds: list[tuple[PassageId, Stored]], removes: list[PassageId], replace: bool) -> None:
+        """One transaction: tombstones and deletions for `removes` (and replaced ids), then inserts.
+        Memory is changed only after the commit, so a refused write changes nothing."""
+        if self.base is not None and not self._base_unique:
+            raise EdgeM3Error(f"{self.path}: its base repeats an id, so it can be searched but not written")
+        if not replace:
+            for pid, _ in adds:
+                if self.contains(pid):
+                    raise WriteRefused("duplicate_id", f"id {pid!r} is already in the index (update it, or "
+                                       "remove it first)")
+        gone = list(removes) + [pid for pid, _ in adds if replace and self.contains(pid)]
+        if self.db is None:
+            self._make_db()
+            self._connect()
+            self._version = self.db.execute("PRAGMA data_version").fetchone()[0]  # type: ignore[union-attr]
+        db = self.db
+        assert db is not None
+        tomb = sorted(self._base_rows[p] for p in gone if p not in self._delta)
+        try:
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                if self._stale_inside():  # another writer committed between our check and our lock
+                    raise _Retry
+                db.executemany("INSERT INTO removed (row) VALUES (?)", [(r,) for r in tomb])
+                db.executemany("DELETE FROM passages WHERE id = ?", [(p,) for p in gone if p in self._delta])
+                db.executemany(
+                    "INSERT INTO passages (id, dense, dense_scale, lex_tokens, lex_weights, colbert, "
+                    "colbert_scale) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    [(pid, _blob(s.dense), _blob(s.dense_scale), _blob(s.lex_tokens), _blob(s.lex_weights),
+                      _blob(s.colbert), _blob(s.colbert_scale)) for pid, s in adds])
+                db.execute("COMMIT")
+            except BaseException:
+                if db.in_transaction:
+                    db.execute("ROLLBACK")
+                raise
+        except _Retry:
+            self._load()
+            return self._write(adds, removes, replace)
+        except sqlite3.Error as exc:
+            raise _refusal(exc, self.path / INDEX_DB) from None
+        for r in tomb:
+            self._removed.insert(bisect_left(self._removed, r), r)
+        for p in gone:
+            self._delta.pop(p, None)
+        for pid, s in adds:
+            self._delta[pid] = s
+        self._delta_index = None
+        self._version = db.execute("PRAGMA data_version").fetchone()[0]
+
+    def _stale_inside(self) -> bool:
+        assert self.db is not None
+        return self.db.execute("PRAGMA data_version").fetchone()[0] != self._version
+
+    # ------------------------------------------------------------------ compaction
+
+    def compact(self) -> None:
+        """Fold the writes into a new memory-mapped base (base-<generation+1>/), swapped in by one
+        transaction; the old base is deleted after. A kill leaves the old state or the new one."""
+        self._sync()
+        if self.db is None:
+            return  # nothing written yet: the base is already compact
+        db = self.db
+        gen = self.generation + 1
+        name = f"{INDEX_BASE_PREFIX}{gen}"
+        folder = self.path / name
+        try:
+            db.execute("BEGIN IMMEDIATE")  # no other writer until the swap
+        except sqlite3.Error as exc:
+            raise _refusal(exc, self.path / INDEX_DB) from None
+        try:
+            if self._stale_inside():
+                db.execute("ROLLBACK")
+                self._load()
+                return self.compact()
+            index = self.merged()
+            if folder.exists():
+                shutil.rmtree(folder)  # a kill's leftover: never referenced
+            index.save(folder)
+            sha = sha256_file(folder / INDEX_MANIFEST)
+            db.execute("DELETE FROM passages")
+            db.execute("DELETE FROM removed")
+            db.executemany("UPDATE meta SET value = ? WHERE key = ?",
+                           [(name, "base"), (sha, "base_sha256"), (str(gen), "generation")])
+            db.execute("COMMIT")
+        except BaseException as exc:
+            if db.in_transaction:
+                db.execute("ROLLBACK")
+            if isinstance(exc, sqlite3.Error | OSError):
+                raise _refusal(exc, self.path / INDEX_DB) from None
+            raise
+        old = self.base_name
+        self.base, self.base_name, self.base_sha, self.generation = None, "", "", gen
+        self._load()
+        self._collect(old)
+
+    def merged(self) -> Index:
+        """The surviving passages as one in-memory format-1 index, in logical row order."""
+        delta = self._delta_arrays()
+        if self.base is None:
+            arrays, ids = delta, list(self._delta)
+        else:
+            alive = np.ones(len(self.base), bool)
+            alive[self._removed] = False
+            arrays = _survivors(self.base, alive, delta)
+            ids = [p for r, p in enumerate(self.base.ids) if alive[r]] + list(self._delta)
+        return Index.from_arrays(self.dim, self.dense_store, self.colbert_store, arrays, ids, self.bundle)
+
+    def _collect(self, old: str = "") -> None:
+        """Delete bases no database names: the one just replaced, and a kill's leftovers."""
+        keep = self.base_name
+        for p in self.path.glob(f"{INDEX_BASE_PREFIX}*"):
+            if p.is_dir() and p.name != keep:
+                shutil.rmtree(p, ignore_errors=True)
+        if keep != "." and (old == "." or (self.path / INDEX_MANIFEST).exists()):
+            _remove_root_base(self.path)
+
+    # ------------------------------------------------------------------ search
+
+    def _delta_arrays(self) -> dict[str, np.ndarray]:
+        return arrays_of(list(self._delta.values()), self.dim, self.dense_store, self.colbert_store)
+
+    def _delta_idx(self) -> Index:
+        if self._delta_index is None:
+            self._delta_index = Index.from_arrays(self.dim, self.dense_store, self.colbert_store,
+                                                  self._delta_arrays(), list(self._delta), self.bundle)
+        return self._delta_index
+
+    def search(self, query: Mapping[str, Any], k: int = 10, mode: str = "dense",
+               weights: Sequence[float] | None = None) -> list[Hit]:
+        """The best `k` passages: exactly what a fresh index of the surviving passages returns."""
+        self._sync()
+        signals = mode_signals(mode)
+        w = mode_weights(weights)
+        if isinstance(k, bool) or not isinstance(k, int | np.integer) or k < 1:
+            raise OptionError("k", k, "must be an integer >= 1")
+        if "colbert" in signals and not self.has_colbert:
+            raise OptionError("mode", mode, "needs ColBERT vectors; this index was built without them "
+                              "(colbert none)")
+        segs = self._segments()
+        if len(signals) == 1:
+            rows, scores = self._top(segs, query, mode, k)
+        else:
+            c = max(k, HYBRID_CANDIDATES)
+            cand = np.union1d(self._top(segs, query, "dense", c)[0], self._top(segs, query, "sparse", c)[0])
+            rows, scores = self._hybrid(segs, query, mode, cand.astype(np.int64), k, w)
+        ids = self.ids() if len(rows) else []
+        return [Hit(int(r), ids[int(r)], float(s)) for r, s in zip(rows, scores, strict=True)]
+
+    def _segments(self) -> list[tuple[Index, np.ndarray]]:
+        """(index, its physical rows' logical rows or -1 when removed)."""
+        segs = []
+        start = 0
+        if self.base is not None and len(self.base):
+            logical = np.full(len(self.base), -1, np.int64)
+            alive = np.ones(len(self.base), bool)
+            alive[self._removed] = False
+            logical[alive] = np.arange(int(alive.sum()))
+            segs.append((self.base, logical))
+            start = int(alive.sum())
+        if self._delta:
+            segs.append((self._delta_idx(), start + np.arange(len(self._delta))))
+        return segs
+
+    def _top(self, segs: Sequence[tuple[Index, np.ndarray]], query: Mapping[str, Any], mode: str,
+             k: int) -> tuple[np.ndarray, np.ndarray]:
+        """A single mode's best k over logical rows: each segment's best k + its removed rows
+        (the best k survivors are among them), merged by score then logical row."""
+        rows, scores = [], []
+        for idx, logical in segs:
+            dead = int((logical < 0).sum())
+            for h in idx.search(query, k + dead, mode):
+                if logical[h.row] >= 0:
+                    rows.append(int(logical[h.row]))
+                    scores.append(h.score)
+        r, s = np.array(rows, np.int64), np.array(scores, np.float64)
+        order = np.lexsort((r, -s))[:k]
+        return r[order], s[order]
+
+    def _hybrid(self, segs: Sequence[tuple[Index, np.ndarray]], query: Mapping[str, Any], mode: str,
+                cand: np.ndarray, k: int, w: tuple[float, float, float]) -> tuple[np.ndarray, np.ndarray]:
+        """The hybrid mode's best k among logical candidates (sorted), each scored by its segment."""
+        parts = []  # (segment, positions in cand, physical rows)
+        for idx, logical in segs:
+            alive = np.nonzero(logical >= 0)[0]
+            at = np.searchsorted(logical[alive], cand) if len(alive) else np.zeros(len(cand), np.int64)
+            hit = (at < len(alive)) & (logical[alive][np.minimum(at, max(len(alive) - 1, 0))] == cand) \
+                if len(alive) else np.zeros(len(cand), bool)
+            pos = np.nonzero(hit)[0]
+            parts.append((idx, pos, alive[at[pos]]))
+        qd = np.asarray(query[DENSE_VECS], np.float32).astype(np.float64)
+        d, s = np.zeros(len(cand)), np.zeros(len(cand))
+        for idx, pos, phys in parts:
+            d[pos] = idx.dense_exact(qd, phys)
+            s[pos] = idx.sparse_exact(query[LEXICAL_WEIGHTS])[0][phys]
+        qc = (np.asarray(query[COLBERT_VECS], np.float32).reshape(-1, self.dim).astype(np.float64)
+              if "colbert" in mode_signals(mode) else None)
+
+        def fast(sel: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+            f, m = np.zeros(len(sel)), np.zeros(len(sel))
+            for idx, pos, phys in parts:
+                on = np.isin(sel, pos)
+                rows = phys[np.searchsorted(pos, sel[on])]
+                f[on], m[on] = idx._colbert_fast(qc, rows)
+            return f, m
+
+        def exact(sel: np.ndarray) -> np.ndarray:
+            out = np.zeros(len(sel))
+            for idx, pos, phys in parts:
+                on = np.isin(sel, pos)
+                out[on] = idx.colbert_exact(qc, phys[np.searchsorted(pos, sel[on])])
+            return out
+
+        sel, scores = _hybrid_top(mode, d, s, qc is not None, fast, exact, k, w)
+        return cand[sel], scores
+
+
+class _Retry(Exception):
+    """Another connection committed between our check and our lock: reload and check again."""
+
+
+def _corrupt(where: str, exc: BaseException) -> EdgeM3Error:
+    return EdgeM3Error(f"{where}: unreadable ({one_line(exc)}); refusing a corrupt index database")
+
+
+def _same_model(a: BundleIdentity, b: BundleIdentity) -> bool:
+    return (a.model_file, a.model_sha256, a.tokenizer_file, a.tokenizer_sha256) == (
+        b.model_file, b.model_sha256, b.tokenizer_file, b.tokenizer_sha256)
+
+
+def _refusal(exc: BaseException, where: Path) -> EdgeM3Error:
+    """SQLite's and the OS's failures as the kits' kinds, one line."""
+    text = one_line(exc)
+    low = text.lower()
+    if "locked" in low or "busy" in low:
+        return WriteRefused("index_busy", f"{where}: another writer holds the index ({text})")
+    if isinstance(exc, OSError) or any(w in low for w in ("readonly", "read-only", "full", "disk i/o",
+                                                          "unable to open")):
+        return WriteRefused("write_failed", f"{where}: cannot write ({text}); nothing was changed")
+    return EdgeM3Error(f"{where}: {text}; refusing a corrupt index database")
+
+
+def _read_only_fs(path: Path) -> bool:
+    """Whether `path` is on a filesystem mounted read-only (root can write anything else)."""
+    try:
+        return bool(os.statvfs(path).f_flag & os.ST_RDONLY)
+    except OSError:
+        return False
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _remove_root_base(path: Path) -> None:
+    """Delete a replaced root base: its manifest first (so no reader takes half of it), then the
+    files it listed."""
+    manifest = path / INDEX_MANIFEST
+    try:
+        listed = list(json.loads(manifest.read_text(encoding="utf-8")).get("files", {}))
+    except (OSError, ValueError, AttributeError):
+        listed = []
+    manifest.unlink(missing_ok=True)
+    for name in listed:
+        if Path(name).name == name and name not in (INDEX_DB,) and not name.startswith(INDEX_BASE_PREFIX):
+            (path / name).unlink(missing_ok=True)
+
+
+def open_index(path: Path, bundle: Any = None, verify: bool = True) -> Index | WritableIndex:
+    """What `edge-m3 search` opens: a writable index when the folder has INDEX_DB, else format 1."""
+    if (Path(path) / INDEX_DB).exists():
+        return WritableIndex.open(path, bundle=bundle, verify=verify)
+    return Index.load(path, bundle=bundle, verify=verify)
