@@ -35,10 +35,8 @@ from edge_m3.contract import (
     COLBERT_VECS,
     DENSE_STORES,
     DENSE_VECS,
-    INDEX_ARRAYS,
     INDEX_BASE_PREFIX,
     INDEX_DB,
-    INDEX_IDS,
     INDEX_MANIFEST,
     LEXICAL_WEIGHTS,
     SCORE_MODES,
@@ -213,7 +211,8 @@ def _current_base(folder: Path) -> Path:
 def kotlin_ops(kit_jar: Path):
     """run(dir, log) -> (answer lines, stderr): RetrievalCheck's `ops` on the JVM with the JDBC driver."""
     if not Path(SQLITE_JDBC_JAR).is_file():
-        pytest.skip(f"SQLite JDBC not found at {SQLITE_JDBC_JAR} (apt-get install -y libxerial-sqlite-jdbc-java)")
+        pytest.skip(f"SQLite JDBC not found at {SQLITE_JDBC_JAR} "
+                    "(apt-get install -y libxerial-sqlite-jdbc-java)")
 
     def run(folder: Path, log: Sequence[Op], user: str | None = None) -> list[str]:
         ops = folder.parent / f"{folder.name}.ops"
@@ -244,8 +243,8 @@ def test_kotlin_op_log_equals_a_fresh_build(drawn: tuple[list[Op], Any], kotlin_
         assert g == w, f"op {n} {op[0]}: kotlin {g!r}, fresh build {w!r}"
     # The compacted base holds exactly the bytes Python's Index.save writes for the survivors.
     fresh = folder.parent / "fresh"
-    _fresh(DIM, log[0][2] if log[0][0] == "create" else base[0], log[0][3] if log[0][0] == "create" else base[1],
-           survivors(log, base)).save(fresh)
+    stores = log[0][2:4] if log[0][0] == "create" else base[:2]
+    _fresh(DIM, *stores, survivors(log, base)).save(fresh)
     compacted = _current_base(folder)
     assert compacted.name.startswith(INDEX_BASE_PREFIX)
     assert _saved_files(compacted) == _saved_files(fresh)
@@ -307,9 +306,9 @@ def test_kotlin_refuses_another_base_bundle_newer_or_corrupt(kotlin_ops, tmp_pat
     _write_base(other, ("float32", "fp16", [(1, _one_passage(3))]))
     shutil.copy(good / INDEX_DB, other / INDEX_DB)
     cases["another base"] = other
-    for name, key, value in (("another bundle", "bundle", json.dumps({
-            "model_file": "m.tflite", "model_sha256": "0" * 64, "tokenizer_file": "t", "tokenizer_sha256": "1" * 64,
-            "quant": "int8", "path": ""})),
+    bundle = {"model_file": "m.tflite", "model_sha256": "0" * 64, "tokenizer_file": "t",
+              "tokenizer_sha256": "1" * 64, "quant": "int8", "path": ""}
+    for name, key, value in (("another bundle", "bundle", json.dumps(bundle)),
             ("newer format_version", "format_version", "2"), ("malformed dim", "dim", "x")):
         folder = tmp_path / name.replace(" ", "_")
         shutil.copytree(good, folder)
