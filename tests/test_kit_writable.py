@@ -3,9 +3,10 @@ Python's, bit for bit.
 
 One op log (tools/kit/retrieval_wire.py, "op log") drawn by Hypothesis (adds, updates, removes,
 compactions, reopens, searches in every mode over int8/float32 dense and fp16/int8/none ColBERT
-stores, integer and string ids) is run by each kit's `ops` tool, and every answer line must equal
-the reference's: a fresh format-1 `Index` built from the surviving passages in logical-row order
-(what the spec says the writable index must equal). The compacted base each kit writes must hold
+stores, integer and string ids) is run by each kit's `ops` tool and by Python's WritableIndex
+(`wire.python_answers`), and every answer line must equal the other's and the reference's: a
+fresh format-1 `Index` built from the surviving passages in logical-row order (what the spec says
+the writable index must equal). The compacted base each kit writes must hold
 the bytes Python's `Index.save` writes for those passages. Then the refusals, each one typed error.
 
 Kotlin: android_assets/jvm/RetrievalCheck.kt `ops` over EdgeM3WritableIndex and jvm/JdbcIndexDb.kt
@@ -193,10 +194,14 @@ def _write_base(folder: Path, base: tuple[str, str, list]) -> None:
 
 def _saved_files(folder: Path) -> dict[str, bytes]:
     """A format-1 folder's files but index.json (its `created` differs): ids.json and the arrays."""
-    return {f.name: f.read_bytes() for f in folder.iterdir() if f.name != INDEX_MANIFEST}
+    return {f.name: f.read_bytes() for f in folder.iterdir()
+            if f.is_file() and f.name != INDEX_MANIFEST and not f.name.startswith(INDEX_DB)}
 
 
 def _current_base(folder: Path) -> Path:
+    """The folder's base: the one its database names, the folder itself when it has none."""
+    if not (folder / INDEX_DB).exists():
+        return folder
     con = sqlite3.connect(folder / INDEX_DB)
     try:
         name = dict(con.execute("SELECT key, value FROM meta"))["base"]
@@ -237,25 +242,29 @@ def test_kotlin_op_log_equals_a_fresh_build(drawn: tuple[list[Op], Any], kotlin_
         _write_base(folder, base)
     else:
         folder.mkdir()
+    py_folder = folder.parent / "python"
+    shutil.copytree(folder, py_folder)
     got = kotlin_ops(folder, log)
     want = expected_answers(log, base)
-    for n, (op, g, w) in enumerate(zip(log, got, want, strict=True)):
-        assert g == w, f"op {n} {op[0]}: kotlin {g!r}, fresh build {w!r}"
+    python = wire.python_answers(py_folder, log)
+    for n, (op, g, p, w) in enumerate(zip(log, got, python, want, strict=True)):
+        assert g == p == w, f"op {n} {op[0]}: kotlin {g!r}, python {p!r}, fresh build {w!r}"
     # The compacted base holds exactly the bytes Python's Index.save writes for the survivors.
     fresh = folder.parent / "fresh"
     stores = log[0][2:4] if log[0][0] == "create" else base[:2]
     _fresh(DIM, *stores, survivors(log, base)).save(fresh)
-    compacted = _current_base(folder)
-    assert compacted.name.startswith(INDEX_BASE_PREFIX)
-    assert _saved_files(compacted) == _saved_files(fresh)
-    m, f = (json.loads((p / INDEX_MANIFEST).read_text()) for p in (compacted, fresh))
-    for key in ("created", "edge_m3_version"):
-        m.pop(key), f.pop(key)
-    assert m == f
-    # Garbage: only the current base and the database (and its WAL files) remain.
-    assert sorted(p.name for p in folder.iterdir() if not p.name.startswith(INDEX_DB)) == [compacted.name]
-    # Python's own reader opens the compacted base.
-    assert len(Index.load(compacted)) == len(survivors(log, base))
+    for side in (folder, py_folder):
+        compacted = _current_base(side)
+        assert _saved_files(compacted) == _saved_files(fresh), side.name
+        m, f = (json.loads((p / INDEX_MANIFEST).read_text()) for p in (compacted, fresh))
+        for key in ("created", "edge_m3_version"):
+            m.pop(key), f.pop(key)
+        assert m == f
+        # Garbage: only the current base (and the database with its WAL files) remain.
+        left = sorted(p.name for p in side.iterdir() if not p.name.startswith(INDEX_DB))
+        assert left == ([compacted.name] if compacted != side else sorted([*_saved_files(fresh), INDEX_MANIFEST]))
+        # Python's own reader opens the compacted base.
+        assert len(Index.load(compacted)) == len(survivors(log, base))
 
 
 def _one_passage(seed: int = 1) -> dict:

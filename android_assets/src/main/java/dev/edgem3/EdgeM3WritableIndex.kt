@@ -216,14 +216,24 @@ class EdgeM3WritableIndex private constructor(
     @Synchronized
     fun addAll(items: List<Pair<Any, Retrieval.Vectors>>) {
         val prepared = items.map { Pair(key(it.first), it.second) }
-        write {
-            val seen = HashSet<Any>()
-            val stored = prepared.map { (id, v) ->
-                if (baseRowOf.containsKey(id) || storedOf.containsKey(id) || !seen.add(id)) {
-                    throw EdgeM3DuplicateIdException("id ${show(id)}: already in the index (update it, or remove it first)")
+        val seen = HashSet<Any>()
+        for ((id, _) in prepared) if (!seen.add(id)) throw EdgeM3DuplicateIdException("id ${show(id)}: given twice in one batch")
+        // Checked before anything is written (a format-1 folder gets no database for a refused
+        // write), and again under the write lock, after any other writer's commit.
+        fun stage(): List<Stored> {
+            val stored = prepared.map { (id, v) -> Stored.of(id, v, dim, denseStore, colbertStore) }
+            duplicateInBase?.let { throw EdgeM3Exception("$dir: the base holds id ${show(it)} twice; it can be searched, not written") }
+            for (p in stored) {
+                if (baseRowOf.containsKey(p.id) || storedOf.containsKey(p.id)) {
+                    throw EdgeM3DuplicateIdException("id ${show(p.id)}: already in the index (update it, or remove it first)")
                 }
-                Stored.of(id, v, dim, denseStore, colbertStore)
             }
+            return stored
+        }
+        refresh()
+        stage()
+        write {
+            val stored = stage()
             for (p in stored) insert(p)
             val apply: () -> Unit = { for (p in stored) { passages.add(p); storedOf[p.id] = p } }
             apply
@@ -236,6 +246,9 @@ class EdgeM3WritableIndex private constructor(
     @Synchronized
     fun update(id: Any, outputs: Retrieval.Vectors) {
         val key = key(id)
+        refresh()
+        Stored.of(key, outputs, dim, denseStore, colbertStore)
+        if (!baseRowOf.containsKey(key) && !storedOf.containsKey(key)) throw EdgeM3UnknownIdException("id ${show(key)}: not in the index")
         write {
             val p = Stored.of(key, outputs, dim, denseStore, colbertStore)
             val undo = delete(key)
@@ -249,6 +262,8 @@ class EdgeM3WritableIndex private constructor(
     @Synchronized
     fun remove(id: Any) {
         val key = key(id)
+        refresh()
+        if (!baseRowOf.containsKey(key) && !storedOf.containsKey(key)) throw EdgeM3UnknownIdException("id ${show(key)}: not in the index")
         write { delete(key) }
     }
 
@@ -259,6 +274,8 @@ class EdgeM3WritableIndex private constructor(
      */
     @Synchronized
     fun compact() {
+        refresh()
+        if (db == null) return  // never written: the format-1 base is already compact
         write {
             val g = generation + 1
             val name = EdgeM3Contract.INDEX_BASE_PREFIX + g
@@ -398,6 +415,8 @@ class EdgeM3WritableIndex private constructor(
                 if (e.code == IndexDbException.CORRUPT || e.code == IndexDbException.NOTADB) throw e
             }
             d.execute("PRAGMA synchronous = NORMAL", emptyList())
+            val check = d.query("PRAGMA quick_check").firstOrNull()?.get(0)
+            if (check != "ok") throw EdgeM3Exception("$dbFile: damaged ($check); refusing a corrupt index database")
             return d
         } catch (e: Exception) {
             d.close()
@@ -455,7 +474,7 @@ class EdgeM3WritableIndex private constructor(
                 throw EdgeM3Exception("$dbFile: dim/dense/colbert $newDim/$newDense/$newColbert, its base's are ${b.dim}/${b.denseStore}/${b.colbertStore}")
             }
             val bb = if (b.bundle.isEmpty()) null else b.bundle
-            if (bb != newBundle) throw EdgeM3Exception("$dbFile: records another bundle than its base ${b.dir}")
+            if (!sameModel(bb, newBundle)) throw EdgeM3Exception("$dbFile: written for another bundle than its base ${b.dir}")
         }
         val rem = BooleanArray(b?.count ?: 0)
         for (row in d.query("SELECT row FROM removed")) {
@@ -500,7 +519,9 @@ class EdgeM3WritableIndex private constructor(
             }
         }
         for (p in passages) {
-            if (baseRowOf.containsKey(p.id) || storedOf.put(p.id, p) != null) duplicateInBase = p.id
+            if (baseRowOf.containsKey(p.id) || storedOf.put(p.id, p) != null) {
+                throw bad("id ${show(p.id)} is both in the base and added")
+            }
         }
         survivors = survivorsOf()
     }
@@ -554,7 +575,12 @@ class EdgeM3WritableIndex private constructor(
         if (manifest.isFile) {
             try {
                 val files = JsonTree.obj(MiniJson.parse(manifest.readText(Charsets.UTF_8)), "index.json")["files"]
-                if (files is Map<*, *>) for (k in files.keys) if (k is String && !k.contains('/') && k != "..") listed.add(k)
+                if (files is Map<*, *>) {
+                    for (k in files.keys) {
+                        if (k is String && !k.contains('/') && k != ".." && !k.startsWith(EdgeM3Contract.INDEX_DB) &&
+                            !k.startsWith(EdgeM3Contract.INDEX_BASE_PREFIX)) listed.add(k)
+                    }
+                }
             } catch (e: EdgeM3Exception) {
                 // unreadable: the well-known names below are still removed
             }
@@ -802,7 +828,7 @@ class EdgeM3WritableIndex private constructor(
                             "dim" to dim.toString(),
                             "dense" to dense,
                             "colbert" to colbert,
-                            "bundle" to if (bundle == null) "null" else PyJson.dumps(bundle, indent = -1, asciiOnly = true),
+                            "bundle" to if (bundle == null) "null" else PyJson.dumps(bundle.toSortedMap(), indent = -1, asciiOnly = true),
                             "base" to base,
                             "base_sha256" to baseSha,
                             "generation" to "0"
@@ -824,6 +850,12 @@ class EdgeM3WritableIndex private constructor(
                 cleanup()
                 throw EdgeM3WriteFailedException("$target: cannot create the database (${e.message}); nothing was written")
             }
+        }
+
+        /** Two bundle identities (index.json's `bundle`) name the same model and tokenizer files and sha256s. */
+        private fun sameModel(a: Map<String, Any?>?, b: Map<String, Any?>?): Boolean {
+            if (a == null || b == null) return a == null && b == null
+            return listOf("model_file", "model_sha256", "tokenizer_file", "tokenizer_sha256").all { a[it] == b[it] && a[it] is String }
         }
 
         private fun setMeta(d: IndexDb, key: String, value: String) =
