@@ -262,7 +262,10 @@ def test_kotlin_op_log_equals_a_fresh_build(drawn: tuple[list[Op], Any], kotlin_
         assert m == f
         # Garbage: only the current base (and the database with its WAL files) remain.
         left = sorted(p.name for p in side.iterdir() if not p.name.startswith(INDEX_DB))
-        assert left == ([compacted.name] if compacted != side else sorted([*_saved_files(fresh), INDEX_MANIFEST]))
+        if compacted == side:  # never written: still the format-1 folder
+            assert left == sorted([*_saved_files(fresh), INDEX_MANIFEST])
+        else:
+            assert left == [compacted.name] and compacted.name.startswith(INDEX_BASE_PREFIX)
         # Python's own reader opens the compacted base.
         assert len(Index.load(compacted)) == len(survivors(log, base))
 
@@ -374,3 +377,46 @@ def test_kotlin_read_only_file_searches_refuses_writes(kotlin_ops, tmp_path: Pat
     finally:
         if user is not None:
             shutil.rmtree(tmp_path, ignore_errors=True)
+
+
+def _hits(alive: Sequence[tuple[Any, dict]], dense: str, colbert: str, op: Op) -> str:
+    return wire.hits_line(_fresh(DIM, dense, colbert, alive).search(op[4], op[1], op[2], op[3]))
+
+
+def test_kotlin_and_python_share_one_database(kotlin_ops, tmp_path: Path) -> None:
+    """Python's database (over a format-1 base, with tombstones and added passages) is read and
+    written by Kotlin, and Kotlin's writes read back by Python: one schema, one stored form."""
+    from edge_m3.retrieval.writable import WritableIndex
+
+    folder = tmp_path / "shared"
+    base = [(i, _one_passage(10 + i)) for i in range(4)]
+    _write_base(folder, ("int8", "int8", base))
+    with WritableIndex.open(folder) as py:
+        py.remove(1)
+        py.add("p", _one_passage(20))
+        py.update(3, _one_passage(21))
+    alive = [(0, base[0][1]), (2, base[2][1]), ("p", _one_passage(20)), (3, _one_passage(21))]
+    q = _one_passage(30)
+    searches = [("search", 3, mode, WEIGHT_SETS[1], q) for mode in SCORE_MODES]
+    got = kotlin_ops(folder, [("open",), ("count",), *searches, ("remove", 0), ("add", "k", _one_passage(22))])
+    assert got == ["ok", "count 4", *(_hits(alive, "int8", "int8", op) for op in searches), "ok", "ok"]
+    alive = alive[1:] + [("k", _one_passage(22))]
+    with WritableIndex.open(folder) as py:
+        assert py.ids() == [i for i, _ in alive]
+        for op in searches:
+            assert wire.hits_line(py.search(op[4], op[1], op[2], op[3])) == _hits(alive, "int8", "int8", op)
+
+
+def test_kotlin_second_writer_waits_then_is_refused(kotlin_ops, tmp_path: Path) -> None:
+    """While another connection holds the write lock, Kotlin still searches, and its write waits
+    INDEX_DB_BUSY_MS, then is refused (index_busy) with nothing changed."""
+    folder = tmp_path / "busy"
+    _base_with_db(folder, kotlin_ops)
+    hold = sqlite3.connect(folder / INDEX_DB, isolation_level=None)
+    hold.execute("BEGIN IMMEDIATE")
+    try:
+        got = kotlin_ops(folder, [("open",), ("count",), ("add", 5, _one_passage(5)), ("count",)])
+    finally:
+        hold.execute("ROLLBACK")
+        hold.close()
+    assert got == ["ok", "count 3", "error index_busy", "count 3"]

@@ -1,9 +1,9 @@
-// Compile-only stand-ins for android.database.Cursor and android.database.SQLException, as the
-// kit's AndroidIndexDb.kt uses them: declared from AOSP platform_frameworks_base
-// core/java/android/database/Cursor.java and SQLException.java (the android16 branch of
-// github.com/aosp-mirror/platform_frameworks_base; field types since API 11). Only the members the
-// kit calls; the JVM tools never call them (the desktop JVM uses jvm/JdbcIndexDb.kt). Java getters
-// stay functions, so the kit's calls compile the same against android.jar.
+// Compile-only stand-ins for android.database.Cursor and android.database.SQLException as the kit's
+// AndroidIndexDb.kt uses them, declared from the AOSP source of platform_frameworks_base
+// core/java/android/database/Cursor.java (an interface extending Closeable; FIELD_TYPE_NULL 0,
+// INTEGER 1, FLOAT 2, STRING 3, BLOB 4 returned by getType(int), API 11) and SQLException.java (a
+// RuntimeException). Only the members the kit calls; Java getters stay functions, so the kit's calls
+// compile the same against android.jar. The JVM tools never call them (jvm/JdbcIndexDb.kt).
 @file:Suppress("unused", "UNUSED_PARAMETER")
 
 package android.database

@@ -1,9 +1,15 @@
-// Compile-only stand-ins for android.database.sqlite as the kit's AndroidIndexDb.kt uses it,
-// declared from AOSP platform_frameworks_base core/java/android/database/sqlite/ (SQLiteDatabase.java,
-// SQLiteStatement.java, SQLiteProgram.java, SQLiteClosable.java, SQLiteException.java and the
-// exception subclasses; the android16 branch of github.com/aosp-mirror/platform_frameworks_base):
-// only the members the kit calls, with the real signatures and flag values. Never run: every body
-// throws (the desktop JVM uses jvm/JdbcIndexDb.kt).
+// Compile-only stand-ins for android.database.sqlite as the kit's AndroidIndexDb.kt uses it: only
+// the members the kit calls, declared (not copied) from the AOSP source of
+// github.com/aosp-mirror/platform_frameworks_base, core/java/android/database/sqlite/, as read for
+// this file: SQLiteDatabase.java at commit ac74a023f280 (Android 15+: it has the FLAG_SQLITE_APIS_35
+// read-only transactions; openDatabase(String, CursorFactory, int), beginTransactionNonExclusive =
+// IMMEDIATE, setTransactionSuccessful, endTransaction, rawQuery(String, String[]), the open flags'
+// values), SQLiteProgram.java and SQLiteClosable.java at 03bd302aebbb (bindNull/Long/Double/String/
+// Blob, 1-based; close() releases a reference), SQLiteStatement.java at 04708b57daf0 (execute(), for
+// a statement that returns no rows), SQLiteDatabaseLockedException.java at dea971338746; the other
+// exception subclasses by the same pattern (a no-argument and a String constructor). compileStatement
+// (String) throws SQLException (android.database). Never run: every body throws (the desktop JVM
+// uses jvm/JdbcIndexDb.kt).
 @file:Suppress("unused", "UNUSED_PARAMETER")
 
 package android.database.sqlite
