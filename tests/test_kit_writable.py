@@ -215,9 +215,11 @@ def _current_base(folder: Path) -> Path:
 @pytest.fixture(scope="session")
 def kotlin_ops(kit_jar: Path):
     """run(dir, log) -> (answer lines, stderr): RetrievalCheck's `ops` on the JVM with the JDBC driver."""
-    if not Path(SQLITE_JDBC_JAR).is_file():
-        pytest.skip(f"SQLite JDBC not found at {SQLITE_JDBC_JAR} "
-                    "(apt-get install -y libxerial-sqlite-jdbc-java)")
+    if not Path(SQLITE_JDBC_JAR).is_file():  # a skip on a developer machine, a failure in CI
+        reason = f"SQLite JDBC not found at {SQLITE_JDBC_JAR} (apt-get install -y libxerial-sqlite-jdbc-java)"
+        if os.environ.get("EDGE_M3_REQUIRE_KOTLIN"):
+            pytest.fail(reason)
+        pytest.skip(reason)
 
     def run(folder: Path, log: Sequence[Op], user: str | None = None) -> list[str]:
         ops = folder.parent / f"{folder.name}.ops"
@@ -233,7 +235,7 @@ def kotlin_ops(kit_jar: Path):
     return run
 
 
-@settings(max_examples=14, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(drawn=op_logs())
 def test_kotlin_op_log_equals_a_fresh_build(drawn: tuple[list[Op], Any], kotlin_ops, tmp_path_factory) -> None:
     log, base = drawn
@@ -420,3 +422,28 @@ def test_kotlin_second_writer_waits_then_is_refused(kotlin_ops, tmp_path: Path) 
         hold.execute("ROLLBACK")
         hold.close()
     assert got == ["ok", "count 3", "error index_busy", "count 3"]
+
+
+def test_kotlin_hybrid_candidates_over_many_rows(kotlin_ops, tmp_path: Path) -> None:
+    """More logical rows than HYBRID_CANDIDATES, tombstones among the base's best: the hybrid
+    modes' candidates (best C by dense, union best C by sparse) are a fresh build's, in Kotlin and
+    in Python, before and after compaction."""
+    rng = np.random.default_rng(7)
+    base = [(i, _outputs(rng, DIM, 1.0)) for i in range(140)]
+    folder = tmp_path / "many"
+    _write_base(folder, ("int8", "int8", base))
+    queries = [_outputs(rng, DIM, 1.0) for _ in range(3)]
+    searches = [("search", k, mode, WEIGHT_SETS[n % 3], q) for n, q in enumerate(queries)
+                for mode in ("sparse+dense", "colbert+sparse+dense", "dense", "sparse") for k in (3, 120)]
+    log: list[Op] = [("open",)]
+    log += [("remove", i) for i in range(0, 140, 4)]
+    log += [("add", f"n{i}", _outputs(rng, DIM, 1.0)) for i in range(40)]
+    log += [("update", i, _outputs(rng, DIM, 1.0)) for i in range(1, 30, 7)]
+    log += [*searches, ("compact",), ("count",), *searches]
+    py_folder = tmp_path / "many-python"
+    shutil.copytree(folder, py_folder)
+    got = kotlin_ops(folder, log)
+    want = expected_answers(log, ("int8", "int8", base))
+    python = wire.python_answers(py_folder, log)
+    for n, (op, g, p, w) in enumerate(zip(log, got, python, want, strict=True)):
+        assert g == p == w, f"op {n} {op[0]}: kotlin {g!r}, python {p!r}, fresh build {w!r}"
