@@ -140,6 +140,10 @@ def _outputs(rng: np.random.Generator, dim: int, scale: float) -> dict[str, Any]
     n_tok = int(rng.integers(0, 5))
     lex = {int(t): float(np.float32(rng.random() + 1e-3)) for t in rng.choice(24, n_tok, replace=False)}
     col = (rng.standard_normal((int(rng.integers(0, 4)), dim)) * scale).astype(np.float32)
+    if rng.random() < 0.15:  # rounding ties: int8 codes (scale 1.0) and float16, normal and subnormal
+        dense = np.resize(np.array([127, 0.5, 1.5, 2.5, -0.5, -2.5], np.float32), dim)
+        col = np.resize(np.array([1 + 2**-11, 1 + 3 * 2**-11, 2**-25, 3 * 2**-25, -(2**-15 + 2**-25), 65519],
+                                 np.float32), (2, dim))
     return {DENSE_VECS: dense, LEXICAL_WEIGHTS: lex, COLBERT_VECS: col}
 
 
