@@ -6,6 +6,8 @@
 // No dependency: the TensorFlow Lite runner (TFLiteRunner.swift) compiles only where the app
 // target provides the TensorFlowLite module (README: "Adding the kit to an app"); the desktop
 // runner (LiteRtCRunner.swift, macOS and Linux only) opens LiteRT's C library at run time (dlopen).
+// The writable index (EdgeM3WritableIndex.swift) uses the platform's SQLite: Apple's SQLite3 module,
+// and on Linux the system library libsqlite3 (Debian libsqlite3-dev) through the CSQLite module map.
 import PackageDescription
 
 let package = Package(
@@ -19,7 +21,11 @@ let package = Package(
     ],
     targets: [
         // The privacy manifest (required-reason APIs the kit calls) ships inside the library's bundle.
-        .target(name: "EdgeM3", path: "Sources/EdgeM3", resources: [.copy("PrivacyInfo.xcprivacy")]),
+        .target(name: "EdgeM3", dependencies: [.target(name: "CSQLite", condition: .when(platforms: [.linux]))],
+                path: "Sources/EdgeM3", resources: [.copy("PrivacyInfo.xcprivacy")]),
+        // libsqlite3 where the SDK has no SQLite3 module (Linux); never built on Apple platforms.
+        .systemLibrary(name: "CSQLite", path: "Sources/CSQLite", pkgConfig: "sqlite3",
+                       providers: [.apt(["libsqlite3-dev"])]),
         // The tokenizer on the command line (tools/kit/kit_tokenize.sh swift, tests/test_kit_tokenizer.py).
         .executableTarget(name: "EdgeM3Tokenize", dependencies: ["EdgeM3"], path: "Sources/EdgeM3Tokenize"),
         // Scores and index search on the command line (tests/test_kit_retrieval.py, tools/bench).

@@ -68,7 +68,8 @@ def runner_check(swift: Path, standin: Path) -> Path:
     the Xcode 26 app defaults, warnings as errors; linked with the stand-ins."""
     exe = standin / "tflite-runner-check"
     _run([str(swift.with_name("swiftc")), "-Onone", *SWIFT6, *APP_TARGET, "-parse-as-library",
-          "-module-name", "YourApp", "-I", str(standin), "-I", str(STUBS / "TensorFlowLiteC"), "-o", str(exe),
+          "-module-name", "YourApp", "-I", str(standin), "-I", str(STUBS / "TensorFlowLiteC"),
+          "-I", str(IOS / "Sources/CSQLite"), "-o", str(exe),
           *_kit_sources(), str(IOS / "ci/TFLiteRunnerCheck.swift"), str(standin / "TensorFlowLite.o"),
           str(standin / "tflitec_stub.o")], standin)
     return exe

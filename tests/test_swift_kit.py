@@ -242,15 +242,16 @@ def test_tflite_runner_typechecks(swift: Path, tmp_path: Path) -> None:
     swiftc = str(swift.with_name("swiftc"))
     sources = sorted(map(str, SOURCES.rglob("*.swift")))
     stub = tmp_path / "stub"
-    c_module = ["-I", str(IOS / "ci/stubs/TensorFlowLiteC")]  # module.modulemap + header
+    # module.modulemap + header: TensorFlowLiteC's stand-in, and libsqlite3 (CSQLite, Linux)
+    c_module = ["-I", str(IOS / "ci/stubs/TensorFlowLiteC"), "-I", str(IOS / "Sources/CSQLite")]
     package = tmp_path / "package"
     steps = [
         [swiftc, "-emit-module", "-parse-as-library", "-swift-version", "5", "-module-name", "TensorFlowLite",
          *c_module, "-emit-module-path", str(stub / "TensorFlowLite.swiftmodule"),
          str(IOS / "ci/stubs/TensorFlowLite.swift")],
         # The package without TensorFlowLite (TFLiteRunner.swift compiles to nothing) ...
-        [swiftc, "-emit-module", *SWIFT6, "-module-name", "EdgeM3", "-emit-module-path",
-         str(package / "EdgeM3.swiftmodule"), *sources],
+        [swiftc, "-emit-module", *SWIFT6, "-module-name", "EdgeM3", "-I", str(IOS / "Sources/CSQLite"),
+         "-emit-module-path", str(package / "EdgeM3.swiftmodule"), *sources],
     ]
     for app in ([], APP_TARGET):
         steps += [
@@ -301,6 +302,8 @@ def test_package_layout(tiny_bundle: Path) -> None:
         # dlopen (the C library) in the desktop runner alone.
         c_api = {"TensorFlowLiteC"} if p.name == "TFLiteRunner.swift" else set()
         c_api |= {"Darwin", "Glibc"} if p.name == "LiteRtCRunner.swift" else set()
+        # The platform's SQLite in the writable index's wrapper alone (Apple's module, or Linux's CSQLite).
+        c_api |= {"SQLite3", "CSQLite"} if p.name == "SQLiteDB.swift" else set()
         assert imports <= allowed | c_api, (p, imports)
     lines = (SOURCES / "TFLiteRunner.swift").read_text(encoding="utf-8").splitlines()
     code = [line for line in lines if line.strip() and not line.lstrip().startswith("//")]

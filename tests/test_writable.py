@@ -315,7 +315,7 @@ def test_sigkill_at_random_points_keeps_exactly_the_commits(tmp_path: Path) -> N
     random moments; each time the index opens, holds a committed prefix, searches as a fresh
     build of it. (tools/bench/writable_kills.py runs the issue's 10,000 passages x 50 kills.)"""
     folder = tmp_path / "ix"
-    landed = kill_loop(folder, 3000, 10, 8, seed=1)
+    landed, _ = kill_loop(folder, 3000, 10, 8, seed=1)
     assert landed == 8
     check_prefix(folder, 3000, 10)
 

@@ -270,8 +270,10 @@ class Index:
         margin = gamma * float(np.linalg.norm(q)) * self._norm("dense") + 4 * _U32 * np.abs(fast) + 1e-300
         return fast, margin
 
-    def sparse_exact(self, lex: Mapping[Any, float]) -> tuple[np.ndarray, np.ndarray]:
-        """sparse(q, row) for every row (0.0 for rows sharing no token) and the touched rows."""
+    def sparse_exact(self, lex: Mapping[Any, float],
+                     dead: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """sparse(q, row) for every row (0.0 for rows sharing no token) and the touched rows
+        (but the `dead` ones)."""
         acc = np.zeros(len(self.ids))
         touched = np.zeros(len(self.ids), bool)
         a = self.arrays
@@ -285,6 +287,8 @@ class Index:
             w = np.asarray(a[_PW][off[at]:off[at + 1]]).astype(np.float64)
             acc[rows] = acc[rows] + q[tok] * w
             touched[rows] = True
+        if dead is not None:
+            touched &= ~dead
         return acc, np.nonzero(touched)[0]
 
     def colbert_exact(self, q: np.ndarray, rows: np.ndarray) -> np.ndarray:
@@ -342,8 +346,10 @@ class Index:
     # ------------------------------------------------------------------ search
 
     def search(self, query: Mapping[str, Any], k: int = 10, mode: str = "dense",
-               weights: Sequence[float] | None = None) -> list[Hit]:
-        """The best `k` passages for `query` (pipeline outputs) by `mode`: docs/index-format.md."""
+               weights: Sequence[float] | None = None, exclude: np.ndarray | None = None) -> list[Hit]:
+        """The best `k` passages for `query` (pipeline outputs) by `mode`: docs/index-format.md.
+        `exclude`: a boolean mask of rows to leave out (a writable index's removed rows), as if
+        they were not there."""
         signals = mode_signals(mode)
         w = mode_weights(weights)
         if isinstance(k, bool) or not isinstance(k, int | np.integer) or k < 1:
@@ -354,7 +360,10 @@ class Index:
         query = _as_query(query, signals)
         self._freeze()
         n = len(self.ids)
-        if n == 0:
+        dead = None if exclude is None or not np.any(exclude) else np.asarray(exclude, bool)
+        if dead is not None and dead.shape != (n,):
+            raise EdgeM3Error(f"exclude: a mask of {dead.shape} for {n} rows")
+        if n == 0 or (dead is not None and dead.all()):
             return []
         qd = np.asarray(query[DENSE_VECS], np.float32).astype(np.float64) if "dense" in signals else None
         if qd is not None and qd.shape != (self.dim,):
@@ -363,27 +372,32 @@ class Index:
         if "colbert" in signals:
             qc = np.asarray(query[COLBERT_VECS], np.float32).reshape(-1, self.dim).astype(np.float64)
         if mode == "dense":
-            rows, scores = self._dense_top(qd, k)
+            rows, scores = self._dense_top(qd, k, dead)
         elif mode == "sparse":
-            acc, touched = self.sparse_exact(query[LEXICAL_WEIGHTS])
+            acc, touched = self.sparse_exact(query[LEXICAL_WEIGHTS], dead)
             rows, scores = _top_of(touched, acc[touched], k)
         elif mode == "colbert":
-            all_rows = np.arange(n)
-            fast, margin = self._colbert_fast(qc, all_rows)
-            rows, scores = _exact_top(fast, margin, k, lambda sel: self.colbert_exact(qc, sel))
+            alive = np.arange(n) if dead is None else np.nonzero(~dead)[0]
+            fast, margin = self._colbert_fast(qc, alive)
+            sel, scores = _exact_top(fast, margin, k, lambda sel: self.colbert_exact(qc, alive[sel]))
+            rows = alive[sel]
         else:
-            rows, scores = self._hybrid(mode, query, qd, qc, k, w)
+            rows, scores = self._hybrid(mode, query, qd, qc, k, w, dead)
         return [Hit(int(r), self.ids[int(r)], float(s)) for r, s in zip(rows, scores, strict=True)]
 
-    def _dense_top(self, q: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    def _dense_top(self, q: np.ndarray, k: int,
+                   dead: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
         fast, margin = self._dense_fast(q)
+        if dead is not None:  # never selected: below every live row's bound
+            fast[dead], margin[dead] = -np.inf, 0.0
+            k = min(k, int((~dead).sum()))
         return _exact_top(fast, margin, k, lambda rows: self.dense_exact(q, rows))
 
     def _hybrid(self, mode: str, query: Mapping[str, Any], qd: np.ndarray, qc: np.ndarray | None, k: int,
-                w: tuple[float, float, float]) -> tuple[np.ndarray, np.ndarray]:
+                w: tuple[float, float, float], dead: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
         c = max(k, HYBRID_CANDIDATES)
-        dense_rows, _ = self._dense_top(qd, c)
-        acc, touched = self.sparse_exact(query[LEXICAL_WEIGHTS])
+        dense_rows, _ = self._dense_top(qd, c, dead)
+        acc, touched = self.sparse_exact(query[LEXICAL_WEIGHTS], dead)
         sparse_rows, _ = _top_of(touched, acc[touched], c)
         cand = np.union1d(dense_rows, sparse_rows).astype(np.int64)
         d, s = self.dense_exact(qd, cand), acc[cand]

@@ -674,10 +674,16 @@ class WritableIndex:
         return Index.from_arrays(self.dim, self.dense_store, self.colbert_store, arrays, ids, self.bundle)
 
     def _collect(self, old: str = "") -> None:
-        """Delete bases no database names: the one just replaced, and a kill's leftovers."""
+        """Delete bases no database names: the one just replaced, and a kill's leftovers (a base
+        written but never swapped in, a half-written one). Only generations up to this one: a
+        later one may be another process's compaction in progress."""
         keep = self.base_name
-        for p in self.path.glob(f"{INDEX_BASE_PREFIX}*"):
-            if p.is_dir() and p.name != keep:
+        for p in self.path.iterdir():
+            name = p.name[1:].split(".", 1)[0] if p.name.startswith(".") and (
+                ".building-" in p.name or ".old-" in p.name) else p.name
+            gen = name[len(INDEX_BASE_PREFIX):]
+            if p.is_dir() and name.startswith(INDEX_BASE_PREFIX) and gen.isdigit() \
+                    and int(gen) <= self.generation and p.name != keep:
                 shutil.rmtree(p, ignore_errors=True)
         if keep != "." and (old == "." or (self.path / INDEX_MANIFEST).exists()):
             _remove_root_base(self.path)
@@ -731,15 +737,13 @@ class WritableIndex:
 
     def _top(self, segs: Sequence[tuple[Index, np.ndarray]], query: Mapping[str, Any], mode: str,
              k: int) -> tuple[np.ndarray, np.ndarray]:
-        """A single mode's best k over logical rows: each segment's best k + its removed rows
-        (the best k survivors are among them), merged by score then logical row."""
+        """A single mode's best k over logical rows: each segment's best k of its live rows,
+        merged by score then logical row (logical order keeps each segment's row order)."""
         rows, scores = [], []
         for idx, logical in segs:
-            dead = int((logical < 0).sum())
-            for h in idx.search(query, k + dead, mode):
-                if logical[h.row] >= 0:
-                    rows.append(int(logical[h.row]))
-                    scores.append(h.score)
+            for h in idx.search(query, k, mode, exclude=logical < 0):
+                rows.append(int(logical[h.row]))
+                scores.append(h.score)
         r, s = np.array(rows, np.int64), np.array(scores, np.float64)
         order = np.lexsort((r, -s))[:k]
         return r[order], s[order]

@@ -73,33 +73,37 @@ while i < n:
 """
 
 
-def survivors_after(n: int, batch: int) -> dict[int, dict[str, Any]]:
+def survivors_after(n: int, batch: int, last_removes: bool = True) -> dict[int, dict[str, Any]]:
+    """The passages after the writer committed its batches up to id n (and, unless
+    `last_removes` is False, the removes that follow the last batch: a separate transaction)."""
     live = {}
     i = 0
     while i < n:
         for j in range(i, min(n, i + batch)):
             live[j] = passage(j)
         i = min(n, i + batch)
-        if i % (batch * 7) == 0:
+        if i % (batch * 7) == 0 and (last_removes or i < n):
             for j in range(i - batch * 7, i - batch * 7 + 3):
                 del live[j]
     return live
 
 
-def kill_loop(folder: Path, n: int, batch: int, kills: int, seed: int) -> int:
+def kill_loop(folder: Path, n: int, batch: int, kills: int, seed: int) -> tuple[int, int]:
     """Run the writer, SIGKILL it at random moments `kills` times, and after each kill check the
     index holds exactly a committed prefix of the writes and searches as a fresh build of it.
-    Returns the number of kills that landed before the writer finished."""
+    Returns the number of kills that landed before the writer finished, and of those inside a
+    compaction."""
     rng = np.random.default_rng(seed)
     root = str(Path(__file__).resolve().parents[2])
     script = folder.parent / "writer.py"
     script.write_text(_WRITER.format(root=root))
-    landed = 0
+    landed = in_compaction = 0
     for _ in range(kills):
         proc = subprocess.Popen([sys.executable, str(script), str(folder), str(n), str(batch)],
                                 stdout=subprocess.PIPE, text=True)
         assert proc.stdout is not None
-        lines = int(rng.integers(1, 60))  # commits to let through, then kill at a random moment
+        # commits to let through (about n in all over the kills), then kill at a random moment
+        lines = int(rng.integers(1, max(3, 2 * n // batch // kills)))
         for _ in range(lines):
             if not proc.stdout.readline():
                 break
@@ -109,21 +113,27 @@ def kill_loop(folder: Path, n: int, batch: int, kills: int, seed: int) -> int:
             landed += 1
         proc.wait()
         proc.stdout.close()
-        check_prefix(folder, n, batch)
-    return landed
+        in_compaction += check_prefix(folder, n, batch)
+    return landed, in_compaction
 
 
-def check_prefix(folder: Path, n: int, batch: int) -> None:
+def check_prefix(folder: Path, n: int, batch: int) -> bool:
+    """Check the index after a kill; True when the kill landed inside a compaction (a new base
+    written but not yet swapped in, or swapped in with the old one not yet deleted)."""
+    bases = {p.name for p in folder.glob("base-*")} | {p.name for p in folder.glob(".base-*")}
     w = WritableIndex.open(folder)
     got = w.ids()
     done = max((i for i in got if isinstance(i, int)), default=-1) + 1
     want = survivors_after(done, batch)
+    if got != list(want):  # killed between a batch's commit and its removes' commit
+        want = survivors_after(done, batch, last_removes=False)
     assert got == list(want), f"not a committed prefix ({len(got)} ids, {len(want)} committed)"
     q = passage(424242)
     f = fresh(want, "int8", "fp16")
     for mode in ("dense", "sparse+dense", "colbert+sparse+dense"):
         assert w.search(q, 5, mode) == f.search(q, 5, mode)
     w.close()
+    return bool(bases - {w.base_name}) or (w.base_name != "." and (folder / "index.json").exists())
 
 
 def main() -> None:
@@ -139,7 +149,7 @@ def main() -> None:
     shutil.rmtree(a.dir, ignore_errors=True)
     a.dir.mkdir(parents=True)
     t0 = time.perf_counter()
-    landed = kill_loop(a.dir / "ix", a.passages, a.batch, a.kills, a.seed)
+    landed, in_compaction = kill_loop(a.dir / "ix", a.passages, a.batch, a.kills, a.seed)
     w = WritableIndex.open(a.dir / "ix")
     at_end = len(w)
     w.close()
@@ -147,8 +157,14 @@ def main() -> None:
                            str(a.batch)], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr[-2000:]
     check_prefix(a.dir / "ix", a.passages, a.batch)
-    print(f"{landed} of {a.kills} kills landed mid-write; every one left a committed prefix that searched "
-          f"as a fresh build; {at_end} passages after the last kill; finished to {a.passages} and checked; "
+    w = WritableIndex.open(a.dir / "ix")
+    w.compact()  # collects every leftover of the kills
+    w.close()
+    left = sorted(p.name for p in (a.dir / "ix").iterdir())
+    assert left == [w.base_name, "index.sqlite"], left
+    print(f"{landed} of {a.kills} kills landed mid-write ({in_compaction} inside a compaction); every one "
+          f"left a committed prefix that searched as a fresh build; {at_end} passages after the last kill; "
+          f"finished to {a.passages} and checked; a last compaction left {left}; "
           f"{time.perf_counter() - t0:.0f} s")
 
 

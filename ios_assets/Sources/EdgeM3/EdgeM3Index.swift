@@ -34,17 +34,19 @@ nonisolated public final class EdgeM3Index: @unchecked Sendable {
     /// index.json's `bundle` entry's strings (`model_file`, `model_sha256`, `tokenizer_file`, ...); empty when it records none.
     public let bundle: [String: String]
 
+    // Internal (not private): EdgeM3WritableIndex scores a base's rows with the same code and
+    // copies them, as stored, into a compacted base.
     private let files: [MappedFile]  // keeps the mappings alive
-    private let dense: UnsafeRawPointer?
-    private let denseScale: UnsafePointer<Float>?
-    private let sparseTokens: UnsafePointer<Int32>?
-    private let tokenCount: Int
-    private let sparseOffsets: UnsafePointer<Int64>
-    private let sparseRows: UnsafePointer<Int32>?
-    private let sparseWeights: UnsafePointer<Float>?
-    private let colbertOffsets: UnsafePointer<Int64>?
-    private let colbert: UnsafeRawPointer?
-    private let colbertScale: UnsafePointer<Float>?
+    let dense: UnsafeRawPointer?
+    let denseScale: UnsafePointer<Float>?
+    let sparseTokens: UnsafePointer<Int32>?
+    let tokenCount: Int
+    let sparseOffsets: UnsafePointer<Int64>
+    let sparseRows: UnsafePointer<Int32>?
+    let sparseWeights: UnsafePointer<Float>?
+    let colbertOffsets: UnsafePointer<Int64>?
+    let colbert: UnsafeRawPointer?
+    let colbertScale: UnsafePointer<Float>?
 
     /// Opens and checks an index folder: format and version, every file's size and (unless
     /// `verifySHA256` is false, e.g. after a first successful open) SHA-256, the arrays' shapes,
@@ -264,7 +266,7 @@ nonisolated public final class EdgeM3Index: @unchecked Sendable {
     }
 
     /// Every row's dense score by Score arithmetic (float32 values, or int8 codes then * scale).
-    private func denseAll(_ query: [Float]) -> [Double] {
+    func denseAll(_ query: [Float]) -> [Double] {
         var out = [Double](repeating: 0, count: count)
         guard let dense else { return out }
         let d = dim, n = count
@@ -282,7 +284,7 @@ nonisolated public final class EdgeM3Index: @unchecked Sendable {
         return out
     }
 
-    private func colbertScore(_ qs: [[Float]], _ row: Int) -> Double {
+    func colbertScore(_ qs: [[Float]], _ row: Int) -> Double {
         guard let offsets = colbertOffsets, let colbert else { return 0 }
         let from = Int(offsets[row]), to = Int(offsets[row + 1])
         if qs.isEmpty || from == to { return 0 }
@@ -309,14 +311,14 @@ nonisolated public final class EdgeM3Index: @unchecked Sendable {
         return total / Double(qs.count)
     }
 
-    private struct SparseScores {
+    struct SparseScores {
         var acc: [Double]
         var touched: [Bool]
         var rows: [Int]
     }
 
     /// Every row's lexical score through the postings, query tokens in ascending id (the pairwise order).
-    private func sparseScores(_ q: Retrieval.Lexical) -> SparseScores {
+    func sparseScores(_ q: Retrieval.Lexical) -> SparseScores {
         var acc = [Double](repeating: 0, count: count)
         var touched = [Bool](repeating: false, count: count)
         var rows: [Int] = []
@@ -348,7 +350,7 @@ nonisolated public final class EdgeM3Index: @unchecked Sendable {
     }
 
     /// The best `k` of items 0..<n by `score`: score descending, then item ascending.
-    private func top(_ k: Int, _ n: Int, _ score: (Int) throws -> Double) rethrows -> [Hit] {
+    func top(_ k: Int, _ n: Int, _ score: (Int) throws -> Double) rethrows -> [Hit] {
         let m = min(k, n)
         var rows = [Int](repeating: 0, count: m)
         var scores = [Double](repeating: 0, count: m)
@@ -405,7 +407,7 @@ nonisolated private func rowDots<T>(_ q: UnsafePointer<Float>, _ x: UnsafePointe
 
 /// float16 bits -> Float (exact), a table so the ColBERT loop stays one load per value (and works
 /// where Swift has no `Float16`, e.g. macOS on Intel).
-nonisolated private let halfTable: [Float] = (0..<65536).map { h in
+nonisolated let halfTable: [Float] = (0..<65536).map { h in
     let sign: Float = h & 0x8000 != 0 ? -1 : 1
     let exp = (h >> 10) & 0x1f, mant = h & 0x3ff
     switch exp {

@@ -8,6 +8,10 @@
 //   edge-m3-retrieval bench INDEX QUERIES K MODE[,MODE...] REPEATS
 //       per mode: "MODE WALL:CPU WALL:CPU ..." seconds of one search each, wall clock and the
 //       thread's CPU time (one thread; every query REPEATS times after one warm-up pass)
+//   edge-m3-retrieval ops DIR OPS
+//       EdgeM3WritableIndex in folder DIR driven by the op log OPS (tools/kit/retrieval_wire.py,
+//       "op log"): one answer line per operation ("ok", "error KIND", "count N",
+//       "contains true|false", "hits N" (ROW ID HEX64)*N)
 //
 // CASES and QUERIES are whitespace-separated tokens, every float as the hex of its bits (float32:
 // 8 digits, float64: 16):
@@ -183,9 +187,94 @@ func bench(_ a: [String]) throws {
     }
 }
 
+/// An op log's id token: "i" DECIMAL, or "s" HEX (the string's UTF-8 bytes; "s" alone: "").
+func passageID(_ token: Substring) throws -> EdgeM3WritableIndex.PassageID {
+    let body = token.dropFirst()
+    if token.first == "i", let v = Int64(body) { return .int(v) }
+    guard token.first == "s", body.count % 2 == 0 else { throw EdgeM3Error("bad id token \"\(token)\"") }
+    var utf8: [UInt8] = []
+    var i = body.startIndex
+    while i < body.endIndex {
+        let j = body.index(i, offsetBy: 2)
+        guard let b = UInt8(body[i..<j], radix: 16) else { throw EdgeM3Error("bad id token \"\(token)\"") }
+        utf8.append(b)
+        i = j
+    }
+    guard let s = String(bytes: utf8, encoding: .utf8) else { throw EdgeM3Error("id token \"\(token)\": not UTF-8") }
+    return .string(s)
+}
+
+func idToken(_ id: EdgeM3WritableIndex.PassageID) -> String {
+    switch id {
+    case .int(let v): return "i\(v)"
+    case .string(let s): return "s" + s.utf8.map { String(format: "%02x", $0) }.joined()
+    }
+}
+
+func ops(_ dir: String, _ path: String) throws {
+    var t = try Tokens(path)
+    try t.expect("ops")
+    let folder = URL(fileURLWithPath: dir, isDirectory: true)
+    var index: EdgeM3WritableIndex?
+    func open() throws -> EdgeM3WritableIndex {
+        index = nil  // the old connection closes first
+        index = try EdgeM3WritableIndex(folder: folder)
+        return index!
+    }
+    func current() throws -> EdgeM3WritableIndex {
+        guard let index else { throw EdgeM3Error("no index open") }
+        return index
+    }
+    var out = ""
+    for _ in 0..<(try t.int()) {
+        let op = try t.next()
+        // Read the operation's arguments first, so a refused one still consumes its tokens.
+        var answer = "ok"
+        do {
+            switch op {
+            case "create":
+                let dim = try t.int()
+                let dense = String(try t.next()), colbert = String(try t.next())
+                index = nil
+                index = try EdgeM3WritableIndex.create(folder: folder, dim: dim, dense: dense, colbert: colbert)
+            case "open", "reopen": _ = try open()
+            case "add", "update":
+                let id = try passageID(try t.next())
+                let v = try t.vectors()
+                if op == "add" { try current().add(id, v) } else { try current().update(id, v) }
+            case "remove":
+                let id = try passageID(try t.next())
+                try current().remove(id)
+            case "contains":
+                let id = try passageID(try t.next())
+                answer = "contains \(try current().contains(id))"
+            case "count": answer = "count \(try current().count)"
+            case "compact": try current().compact()
+            case "search":
+                let k = try t.int()
+                let mode = String(try t.next())
+                let weights = try (0..<3).map { _ in try t.f64() }
+                let q = try t.vectors()
+                let hits = try current().search(q, k: k, mode: mode, weights: weights)
+                answer = "hits \(hits.count)" + hits.map { " \($0.row) \(idToken($0.id)) \(hex($0.score))" }.joined()
+            default: throw OpLogError.bad("unknown operation \"\(op)\"")
+            }
+        } catch let e as EdgeM3Error {
+            answer = "error \(e.kind.rawValue)"
+            if ProcessInfo.processInfo.environment["EDGE_M3_OPS_VERBOSE"] != nil {
+                FileHandle.standardError.write("\(op): \(e.message)\n".data(using: .utf8)!)
+            }
+        }
+        out += answer + "\n"
+    }
+    print(out, terminator: "")
+}
+
+enum OpLogError: Error { case bad(String) }
+
 func usage() -> Never {
     FileHandle.standardError.write(
-        "usage: edge-m3-retrieval score CASES | search INDEX QUERIES PLAN [--bundle DIR] | bench INDEX QUERIES K MODE[,MODE...] REPEATS\n"
+        "usage: edge-m3-retrieval score CASES | search INDEX QUERIES PLAN [--bundle DIR] | bench INDEX QUERIES K MODE[,MODE...] REPEATS | ops DIR OPS\n"
             .data(using: .utf8)!)
     exit(2)
 }
@@ -196,6 +285,7 @@ do {
     case "score" where args.count == 2: try score(args[1])
     case "search": try search(Array(args.dropFirst()))
     case "bench" where args.count == 6: try bench(Array(args.dropFirst()))
+    case "ops" where args.count == 3: try ops(args[1], args[2])
     default: usage()
     }
 } catch {

@@ -298,6 +298,7 @@ class EdgeM3WritableIndex private constructor(
                 removed = BooleanArray(base!!.count)
                 rebuildMaps()
                 deleteBase(oldName)
+                collectGarbage()
             }
             apply
         }
@@ -338,8 +339,8 @@ class EdgeM3WritableIndex private constructor(
 
     /**
      * One write: the database created if the folder has none, `BEGIN IMMEDIATE`, a reload when
-     * another connection committed, garbage removed, `stage` (SQL only; it returns the in-memory
-     * change), `COMMIT`, then that change. Any failure: rolled back, nothing changed.
+     * another connection committed, `stage` (SQL only; it returns the in-memory change), `COMMIT`,
+     * then that change. Any failure: rolled back, nothing changed.
      */
     private fun write(stage: () -> (() -> Unit)) {
         check()
@@ -351,7 +352,6 @@ class EdgeM3WritableIndex private constructor(
                 val v = readDataVersion(d)
                 if (v != dataVersion) { load(d); dataVersion = v }
                 duplicateInBase?.let { throw EdgeM3Exception("$dir: the base holds id ${show(it)} twice; it can be searched, not written") }
-                collectGarbage()
                 stage()
             }
         } catch (e: IndexDbException) {
@@ -551,13 +551,21 @@ class EdgeM3WritableIndex private constructor(
         }
     }
 
-    /** Unreferenced `base-*` folders, half-written ones, and a root base that is no longer the base. */
+    /**
+     * After a compaction: `base-*` folders no database names (a kill's leftovers, written but never
+     * swapped in) and their half-written temporaries (`.base-<n>.building-*`, `.base-<n>.old-*`),
+     * generations up to this one only (a later one may be another process's compaction in
+     * progress), and a root base that is no longer the base.
+     */
     private fun collectGarbage() {
         val names = dir.list() ?: return
         for (name in names) {
             val f = File(dir, name)
-            val half = name.startsWith("." + EdgeM3Contract.INDEX_BASE_PREFIX) && name.contains(".building-")
-            if ((isBaseName(name) && name != baseName && f.isDirectory) || half) deleteTree(f)
+            val temporary = name.startsWith(".") && (name.contains(".building-") || name.contains(".old-"))
+            val base = if (temporary) name.substring(1).substringBefore('.') else name
+            if (!f.isDirectory || !isBaseName(base) || name == baseName) continue
+            val g = base.substring(EdgeM3Contract.INDEX_BASE_PREFIX.length).toLongOrNull() ?: continue
+            if (g <= generation) deleteTree(f)
         }
         if (baseName != ".") deleteRootBase()
     }

@@ -1,0 +1,126 @@
+"""The writable index's costs (issue 35): adding one precomputed passage, hybrid search over a
+base with removes and adds on top, compaction, and the database's bytes per passage.
+
+    python -m tools.bench.bench_writable BUNDLE [--sizes 10000,100000] [--removes 1000] [--adds 300]
+
+BUNDLE: a real-weights bundle (e.g. e5-small int8, as tools/bench/bench_search.py). Passages and
+queries are bench_search's (real outputs of the bundle, synthesized to N). Per size: a format-1
+base of N passages is saved and opened as a WritableIndex; `--removes` random passages are
+removed one transaction each, then `--adds` new passages added one transaction each (timed:
+p50 wall and thread CPU, no model call); the hybrid modes are searched over the result (every
+query, interleaved with the same search on a fresh format-1 build of the survivors, whose hits
+must be equal); then compact() is timed. BLAS and numpy run on one thread.
+"""
+
+from __future__ import annotations
+
+import os
+
+for _v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_v, "1")
+
+import argparse  # noqa: E402
+import shutil  # noqa: E402
+import tempfile  # noqa: E402
+import time  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+from edge_m3.contract import INDEX_DB  # noqa: E402
+from edge_m3.retrieval.writable import WritableIndex  # noqa: E402
+from tools.bench.bench_search import _embed, _flags, synthesize  # noqa: E402
+
+
+def _p50(xs: list[float]) -> str:
+    return f"{1e3 * float(np.median(xs)):.3f}"
+
+
+def _folder_bytes(path: Path) -> int:
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("bundle", type=Path)
+    p.add_argument("--sizes", default="10000,100000")
+    p.add_argument("--removes", type=int, default=1000)
+    p.add_argument("--adds", type=int, default=300)
+    p.add_argument("--repeats", type=int, default=3)
+    a = p.parse_args()
+    base_out, queries, dim = _embed(a.bundle)
+    print(f"cpu: {_flags()}")
+    print(f"date: {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
+    work = Path(tempfile.mkdtemp(prefix="bench_writable_"))
+    try:
+        for n in (int(x) for x in a.sizes.split(",")):
+            rng = np.random.default_rng(n)
+            folder = work / f"ix{n}"
+            synthesize(base_out, n, dim, "fp16").save(folder)
+            fmt1 = _folder_bytes(folder)
+            extra = synthesize(base_out, a.adds, dim, "fp16", seed=n + 1)
+            ea = extra.arrays
+            tok = np.repeat(ea["sparse_tokens"], np.diff(ea["sparse_offsets"]))
+            extra_outs = []  # the extra passages' outputs, as a pipeline gives them
+            for r in range(a.adds):
+                lo, hi = int(ea["colbert_offsets"][r]), int(ea["colbert_offsets"][r + 1])
+                mine = ea["sparse_rows"] == r
+                pairs = zip(tok[mine], ea["sparse_weights"][mine], strict=True)
+                lex = {str(int(t)): float(x) for t, x in pairs}
+                extra_outs.append({"dense_vecs": np.asarray(ea["dense"][r]), "lexical_weights": lex,
+                                   "colbert_vecs": np.asarray(ea["colbert"][lo:hi], np.float32)})
+            w = WritableIndex.open(folder)
+            gone = rng.choice(n, a.removes, replace=False)
+            rm_wall, rm_cpu = [], []
+            for pid in gone:
+                t, c = time.perf_counter(), time.thread_time()
+                w.remove(int(pid))
+                rm_cpu.append(time.thread_time() - c)
+                rm_wall.append(time.perf_counter() - t)
+            add_wall, add_cpu = [], []
+            for i, out in enumerate(extra_outs):
+                t, c = time.perf_counter(), time.thread_time()
+                w.add(f"new-{i}", out)
+                add_cpu.append(time.thread_time() - c)
+                add_wall.append(time.perf_counter() - t)
+            wal = Path(f"{folder / INDEX_DB}-wal")
+            wal_bytes = wal.stat().st_size if wal.exists() else 0
+            w.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # what the database file holds
+            db = (folder / INDEX_DB).stat().st_size
+            print(f"\n## {n} passages, {a.removes} removed, {a.adds} added (one transaction each)")
+            print(f"remove p50 wall / cpu (ms): {_p50(rm_wall)} / {_p50(rm_cpu)}")
+            print(f"add one precomputed passage p50 wall / cpu (ms): {_p50(add_wall)} / {_p50(add_cpu)}")
+            print(f"database after a checkpoint: {db} bytes for {a.adds} passages and {a.removes} tombstones "
+                  f"({db / a.adds:.0f} per added passage, tombstones included; the WAL held {wal_bytes} "
+                  f"before); format 1: {fmt1 / n:.0f} bytes per passage")
+            fresh = w.merged()
+            w.search(queries[0], 10, "sparse+dense")
+            fresh.search(queries[0], 10, "sparse+dense")
+            for mode in ("sparse+dense", "colbert+sparse+dense", "dense"):
+                ws, wc, fs, fc = [], [], [], []
+                for _ in range(a.repeats):
+                    for q in queries:
+                        t, c = time.perf_counter(), time.thread_time()
+                        hits = w.search(q, 10, mode)
+                        wc.append(time.thread_time() - c)
+                        ws.append(time.perf_counter() - t)
+                        t, c = time.perf_counter(), time.thread_time()
+                        ref = fresh.search(q, 10, mode)
+                        fc.append(time.thread_time() - c)
+                        fs.append(time.perf_counter() - t)
+                        assert [(h.id, h.score) for h in hits] == [(h.id, h.score) for h in ref], mode
+                print(f"search {mode} p50 wall / cpu (ms): writable {_p50(ws)} / {_p50(wc)}; fresh format-1 "
+                      f"build of the survivors {_p50(fs)} / {_p50(fc)} (same hits and scores)")
+            t, c = time.perf_counter(), time.process_time()
+            w.compact()
+            print(f"compact: {time.perf_counter() - t:.2f} s wall, {time.process_time() - c:.2f} s cpu; "
+                  f"{len(w)} passages in {w.base_name}")
+            w.close()
+            shutil.rmtree(folder)
+            print(f"load average: {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
