@@ -763,6 +763,20 @@ def test_kotlin_refuses_another_base_bundle_newer_or_corrupt(kotlin_ops, tmp_pat
     con.execute("PRAGMA application_id = 1")
     con.close()
     cases["another program's file"] = foreign
+    for name, sql in (("newer user_version", "PRAGMA user_version = 2"),
+                      ("a malformed blob", "UPDATE passages SET dense = X'00'"),
+                      ("a tombstone outside the base", "INSERT INTO removed (row) VALUES (99)")):
+        folder = tmp_path / name.replace(" ", "_")
+        shutil.copytree(good, folder)
+        con = sqlite3.connect(folder / INDEX_DB)
+        with con:
+            con.execute(sql)
+        con.close()
+        cases[name] = folder
+    truncated = tmp_path / "truncated"
+    shutil.copytree(good, truncated)
+    (truncated / INDEX_DB).write_bytes((good / INDEX_DB).read_bytes()[:1500])
+    cases["truncated"] = truncated
     for name, folder in cases.items():
         got = kotlin_ops(folder, [("open",), ("count",)])
         assert got == ["error invalid_input", "error invalid_input"], name
@@ -884,3 +898,27 @@ def test_kotlin_compaction_collects_only_its_own_garbage(kotlin_ops, tmp_path: P
     left = sorted(p.name for p in folder.iterdir() if not p.name.startswith(INDEX_DB))
     assert left == [".base-6.building-x3", "base-1", "base-5"]
     assert (folder / "base-1" / INDEX_MANIFEST).is_file()
+
+
+def test_kotlin_and_python_take_turns(kotlin_ops, tmp_path: Path) -> None:
+    """Python and Kotlin take turns on one folder (a format-1 base, then its database, compactions
+    by either): each reads what the other wrote, every answer a fresh build's."""
+    stores = (4, "int8", "fp16")
+    start = [(i, _vec(4, i)) for i in range(4)]
+    folder = tmp_path / "index"
+    _save_base(folder, stores, start)
+    search = [("search", 6, mode, (0.4, 0.2, 0.4), _vec(4, 20)) for mode in SCORE_MODES]
+    turns: list[tuple[str, list[Op]]] = [
+        ("python", [("open",), ("add", 10, _vec(4, 10)), ("remove", 1)]),
+        ("kotlin", [("open",), ("add", "k", _vec(4, 11)), ("remove", 0), *search, ("compact",),
+                    ("add", 12, _vec(4, 12)), ("remove", 10), ("update", 2, _vec(4, 13)), *search]),
+        ("python", [("open",), ("count",), *search, ("add", 13, _vec(4, 14)), ("remove", "k"), ("compact",)]),
+        ("kotlin", [("open",), ("count",), *search, ("remove", 13), ("add", 14, _vec(4, 15)), ("compact",)]),
+        ("python", [("open",), ("count",), *search]),
+    ]
+    want = fresh_answers([op for _, log in turns for op in log], start, stores)
+    at = 0
+    for who, log in turns:
+        got = wire.python_answers(folder, log) if who == "python" else kotlin_ops(folder, log)
+        assert got == want[at:at + len(log)], who
+        at += len(log)
