@@ -658,7 +658,7 @@ def kotlin_ops(kit_jar: Path):
     return run
 
 
-@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(drawn=kt_op_logs())
 def test_kotlin_op_log_equals_a_fresh_build(drawn: tuple[list[Op], Any], kotlin_ops, tmp_path_factory) -> None:
     log, base = drawn
