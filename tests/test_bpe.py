@@ -252,10 +252,9 @@ def test_variants(case: str, tmp_path: Path) -> None:
     check_ids(ours_for(ckpt), reference(ckpt / "tokenizer.json"), _sample_texts())
 
 
-@pytest.mark.parametrize("fuse", [False, True, None])
-def test_missing_bytes(fuse: bool | None, tmp_path: Path) -> None:
-    """A vocabulary trained without the full byte alphabet: characters of unseen bytes become the
-    unk token (fused or not) or, without one, vanish."""
+def missing_bytes(fuse: bool | None):
+    """An edit: the model and pre-tokenizer of a vocabulary trained without the full byte alphabet
+    (ignore_merges, prefix space), with unk "[UNK]" (fused or not) or, for None, without one."""
     tok = Reference(models.BPE(unk_token="[UNK]" if fuse is not None else None, fuse_unk=bool(fuse),
                                ignore_merges=True))
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=True)
@@ -269,6 +268,14 @@ def test_missing_bytes(fuse: bool | None, tmp_path: Path) -> None:
                              if a["content"] in d["model"]["vocab"]]
         for name, entry in d["post_processor"]["special_tokens"].items():
             entry["ids"] = [d["model"]["vocab"][name]]
+    return edit
+
+
+@pytest.mark.parametrize("fuse", [False, True, None])
+def test_missing_bytes(fuse: bool | None, tmp_path: Path) -> None:
+    """A vocabulary trained without the full byte alphabet: characters of unseen bytes become the
+    unk token (fused or not) or, without one, vanish."""
+    edit = missing_bytes(fuse)
     ckpt = write_checkpoint(tmp_path, edit)
     ours = ours_for(ckpt)
     assert ours.options["unk_token"] == ("[UNK]" if fuse is not None else "")
@@ -382,7 +389,8 @@ def test_manifest_refusals(tmp_path: Path) -> None:
 
 
 def test_generated_tables_are_current() -> None:
-    """edge_m3/tokenizer/bpe_tables.py is what the generator probes from tokenizers now."""
+    """edge_m3/tokenizer/bpe_tables.py and the kits' BpeTables.kt / .swift are what the generator
+    probes from tokenizers now."""
     proc = subprocess.run([sys.executable, "-m", "tools.codegen.gen_bpe_tables", "--check"],
                           capture_output=True, text=True, cwd=ROOT)
     assert proc.returncode == 0, proc.stdout + proc.stderr

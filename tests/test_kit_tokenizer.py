@@ -21,6 +21,17 @@ words. The ports must equal the Python WordPieceTokenizer on all of it, and the 
 `tokenizers` on every untruncated valid text of it. Bad WordPiece bundles (unknown kind, missing or
 incomplete options, vocab.txt of another size, ...) give each port's one-line typed error.
 
+Byte-level BPE (kind `byte-level-bpe`, the ModernBERT family): the same, per folder (bpe.json and
+the manifest's tokenizer entry as the builder writes them) of tests/support/bpe.py's ModernBERT-like
+tokenizer.json (trained here with `tokenizers`: no real ModernBERT vocabulary is on PyPI) and of
+three variants (prefix space without NFC, no regex, a vocabulary missing bytes with a fused unk);
+the batch: the committed corpora at several max lengths, tests/test_bpe.py's tricky texts,
+Hypothesis strings (lone surrogates included) and NFC texts, and on the ModernBERT-like one every
+code point in context. The ports must equal the Python ByteLevelBPETokenizer and `tokenizers`
+(every untruncated valid text; every code point against `tokenizers` alone: tests/test_bpe.py
+shows the Python side equal there). Bad bpe.json files and BPE manifest entries give each port's
+one-line typed error.
+
 Also: the generated Unicode tables are current, the Swift package's XCTests pass,
 tools/kit/kit_tokenize.sh works and refuses bad input.
 """
@@ -39,6 +50,12 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from test_bpe import MIXED as BPE_MIXED
+from test_bpe import TEXT as BPE_TEXT
+from test_bpe import TRICKY as BPE_TRICKY
+from test_bpe import VARIANTS as BPE_VARIANTS
+from test_bpe import missing_bytes, nfc_texts
+from test_bpe import reference as bpe_reference
 from test_tokenizer import MIXED, TEXT, TRICKY, _real_vocab_model, corpus
 from test_wordpiece import (
     CODE_POINTS,
@@ -57,8 +74,13 @@ from test_wordpiece import corpora as wp_corpora
 
 from edge_m3.contract import TOKENIZER_KINDS
 from edge_m3.tokenizer import Tokenizer, TokenizerSpec, spec_for_sentencepiece
+from edge_m3.tokenizer.bpe import ByteLevelBPETokenizer, bpe_spec, write_bpe
 from edge_m3.tokenizer.wordpiece import WordPieceTokenizer, wordpiece_spec, write_vocab
 from tests.support.bert import minilm_dir
+from tests.support.bpe import write_checkpoint as bpe_checkpoint
+from tests.support.texts import CODE_POINTS as ALL_CODE_POINTS
+from tests.support.texts import PER_TEXT
+from tests.support.texts import corpora as bpe_corpora
 from tools.codegen import gen_tokenizer_tables
 
 pytestmark = pytest.mark.models  # compiles both kits and tokenizes whole vocabularies
@@ -74,7 +96,7 @@ PER_LINE = 1000  # code points per line of the every-code-point texts (separated
 CONTEXTS = ["\u0132\u0301{}", "\u0915\u094d{}", "{}{}", "{}\u200d\U0001f600", "a{}b", "{}\u0301"]
 
 EVERY = "every code point"  # a part of the batch run on XLM-R's and MiniLM's vocabularies only
-FULL = ("xlmr", "minilm")  # the vocabularies that get it
+FULL = ("xlmr", "minilm", "modernbert")  # the vocabularies that get it
 BAD_MAX_LENGTH = [("hello", 1), ("", 0), ("lone \ud800", 1), ("x", -3)]
 Case = tuple[str, int | None]  # text (may hold lone surrogates), max_length
 
@@ -428,5 +450,202 @@ def test_kit_tokenize_wordpiece_bad_bundles(port: str, request, tmp_path: Path) 
     assert [json.loads(x) for x in proc.stdout.splitlines()] == [tok.encode(t, 16) for t in lines]
     for name, (manifest_edit, vocab_edit, message) in WP_BAD.items():
         proc = run(_edit_folder(good, tmp_path / name.replace(" ", "_"), manifest_edit, vocab_edit))
+        assert proc.returncode == 2 and proc.stdout == "", (name, proc.stdout[:300], proc.stderr)
+        assert len(proc.stderr.strip().splitlines()) == 1 and message in proc.stderr, (name, proc.stderr)
+
+
+# --- byte-level BPE (kind `byte-level-bpe`) ------------------------------------------------------
+
+BPE_MAX_LENGTHS = [None, 512, 64, 8, 3, 2]
+
+
+def _combine(*edits):
+    def edit(d):
+        for e in edits:
+            e(d)
+    return edit
+
+
+# Folders besides the ModernBERT-like one: the other options' code paths in the ports.
+BPE_OTHER = {
+    "prefix-raw": _combine(BPE_VARIANTS["no normalizer"], BPE_VARIANTS["prefix space"]),
+    "no-regex": BPE_VARIANTS["no regex"],
+    "missing-bytes-fused": missing_bytes(True),
+}
+
+
+def bpe_every_texts() -> list[str]:
+    """Every code point after a letter and before a digit (which class it is), doubled (how it
+    joins itself), and after 'e' before a mark (NFC's decomposition, order and composition)."""
+    return [" ".join(f"a{c}1 {c}{c} e{c}\u0301" for c in ALL_CODE_POINTS[i:i + PER_TEXT])
+            for i in range(0, len(ALL_CODE_POINTS), PER_TEXT)]
+
+
+@pytest.fixture(scope="module")
+def bpe_cases() -> dict[str, list[Case]]:
+    """The byte-level BPE batch, by part (shared by all folders; EVERY for the ModernBERT-like one)."""
+    return {
+        "corpus": [(t, m) for m in BPE_MAX_LENGTHS for t in bpe_corpora()],
+        "tricky": [(t, m) for t in BPE_TRICKY for m in (None, 4)],
+        "random": _random_texts(BPE_TEXT, BPE_MIXED),
+        "bad max_length": BAD_MAX_LENGTH,
+        "nfc": [(t, None) for t in nfc_texts()],
+        EVERY: [(t, None) for t in bpe_every_texts()],
+    }
+
+
+def _bpe_folder(d: Path, ckpt: Path) -> Path:
+    """What a bundle holds for the ports: bpe.json and a manifest with just the tokenizer entry."""
+    spec, data = bpe_spec(ckpt)
+    write_bpe(data, d / spec.file)
+    (d / "manifest.json").write_text(json.dumps({"schema_version": 1, "tokenizer": spec.to_manifest()}),
+                                     encoding="utf-8")
+    return d
+
+
+def _bpe_python(d: Path) -> ByteLevelBPETokenizer:
+    entry = json.loads((d / "manifest.json").read_text(encoding="utf-8"))["tokenizer"]
+    spec = TokenizerSpec.from_manifest(entry)
+    assert spec.kind == "byte-level-bpe"
+    return ByteLevelBPETokenizer(d / spec.file, spec)
+
+
+@pytest.fixture(scope="module", params=["modernbert", *BPE_OTHER])
+def bpe_vocab(request, tmp_path_factory: pytest.TempPathFactory) -> tuple[str, Path, ByteLevelBPETokenizer]:
+    """(name, folder for the ports, the Python tokenizer); the checkpoint (its tokenizer.json, the
+    reference) is the folder's ckpt/."""
+    d = tmp_path_factory.mktemp(f"kit_bpe_{request.param}")
+    _bpe_folder(d, bpe_checkpoint(d / "ckpt", BPE_OTHER.get(request.param)))
+    return request.param, d, _bpe_python(d)
+
+
+@pytest.fixture(scope="module")
+def bpe_expected(bpe_vocab, bpe_cases) -> dict[str, list[str]]:
+    """The Python tokenizer's answers, and `tokenizers`' for every untruncated valid text, which
+    must agree; for EVERY `tokenizers`' alone (the Python side's equality there is test_bpe's)."""
+    name, d, tok = bpe_vocab
+    parts = _parts(bpe_vocab, bpe_cases)
+    ref = bpe_reference(d / "ckpt/tokenizer.json")
+    plain = [t for items in parts.values() for t, m in items if m is None and t == from_units(t)
+             and not any(0xD800 <= ord(c) <= 0xDFFF for c in t)]
+    ref_ids = dict(zip(plain, (json.dumps(e.ids) for e in ref.encode_batch(plain)), strict=True))
+    out = {part: [ref_ids[t] if part == EVERY else expected(tok, t, m) for t, m in items]
+           for part, items in parts.items()}
+    bad = [t[:60] for part, items in parts.items() if part != EVERY
+           for (t, m), line in zip(items, out[part], strict=True)
+           if t in ref_ids and m is None and line != ref_ids[t]]
+    assert not bad and len(ref_ids) > 1000, (name, len(bad), bad[:3])
+    return out
+
+
+def test_kotlin_bpe_ids_equal_python(kit_jar: Path, bpe_vocab, bpe_cases, bpe_expected) -> None:
+    _check_port(["java", "-cp", str(kit_jar), "dev.edgem3.KitTokenizeKt"], bpe_vocab, bpe_cases, bpe_expected)
+
+
+def test_swift_bpe_ids_equal_python(swift_tokenize: Path, bpe_vocab, bpe_cases, bpe_expected) -> None:
+    _check_port([str(swift_tokenize)], bpe_vocab, bpe_cases, bpe_expected)
+
+
+def test_bpe_batch_exercises(bpe_vocab, bpe_cases, bpe_expected) -> None:
+    """The batch truncates (texts longer than a max length end in [SEP] at that length), and the
+    variants reach their paths: the unk id, the added tokens."""
+    name, _, tok = bpe_vocab
+    sep = tok.spec.special_ids["eos"]
+    corpus = zip(bpe_cases["corpus"], bpe_expected["corpus"], strict=True)
+    cut = [(json.loads(line), m) for (t, m), line in corpus if m is not None and len(tok.encode(t)) > m]
+    assert len(cut) > 100 and all(len(ids) == m and ids[-1] == sep for ids, m in cut), name
+    lines = [json.loads(x) for x in bpe_expected["random"] if not x.startswith("error")]
+    if name == "missing-bytes-fused":
+        assert sum(tok.unk in ids for ids in lines) > 100
+    mask = tok.spec.special_ids["mask"]
+    assert sum(mask in ids for ids in lines) > 10, name
+
+
+def _edit_bpe(src: Path, dest: Path, manifest_edit=None, bpe_edit=None) -> Path:
+    """A copy of the folder with its manifest entry and bpe.json's bytes edited."""
+    shutil.copytree(src, dest)
+    if manifest_edit is not None:
+        m = json.loads((dest / "manifest.json").read_text(encoding="utf-8"))
+        manifest_edit(m["tokenizer"])
+        (dest / "manifest.json").write_text(json.dumps(m), encoding="utf-8")
+    if bpe_edit is not None:
+        (dest / "bpe.json").write_bytes(bpe_edit((dest / "bpe.json").read_bytes()))
+    return dest
+
+
+def _json_edit(fn):
+    """An edit of bpe.json's bytes that edits its JSON with `fn`."""
+    def edit(raw: bytes) -> bytes:
+        d = json.loads(raw)
+        fn(d)
+        return json.dumps(d, ensure_ascii=False).encode("utf-8")
+    return edit
+
+
+# name -> (manifest edit, bpe.json edit, what the one-line error says, in both ports)
+BPE_BAD = {
+    "no bpe.json": (lambda t: t.update(file="missing.json"), None, "missing.json: not found"),
+    "not JSON": (None, lambda b: b[: len(b) // 2], "bpe.json: not valid JSON"),
+    "not UTF-8": (None, lambda b: b.replace(b'"vocab"', b'"voc\xff"', 1), "bpe.json: not valid JSON"),
+    "no vocab": (None, _json_edit(lambda d: d.pop("vocab")), "bpe.json: vocab is missing or not a list"),
+    "vocab not strings": (None, _json_edit(lambda d: d["vocab"].append(7)),
+                          "bpe.json: vocab must be distinct non-empty strings"),
+    "duplicate vocab": (None, _json_edit(lambda d: d["vocab"].append(d["vocab"][0])),
+                        "bpe.json: vocab must be distinct non-empty strings"),
+    "merge of unknown": (None, _json_edit(lambda d: d["merges"].append(["x", "nope"])),
+                         "bpe.json: merge ['x', 'nope'] is not of vocabulary tokens"),
+    "merge shape": (None, _json_edit(lambda d: d["merges"].append(["x"])),
+                    "bpe.json: merges must be [left, right] pairs of strings"),
+    "no merges": (None, _json_edit(lambda d: d.update(merges={})), "bpe.json: merges is missing or not a list"),
+    "added flag missing": (None, _json_edit(lambda d: d["added_tokens"][0].pop("rstrip")),
+                           "bpe.json: added_tokens entry"),
+    "added id a bool": (None, _json_edit(lambda d: d["added_tokens"][0].update(id=True)),
+                        "bpe.json: added_tokens entry"),
+    "added id outside": (None, _json_edit(lambda d: d["added_tokens"][-1].update(id=10**6)),
+                         "lies outside the vocab_size"),
+    "added token dropped": (None, _json_edit(lambda d: d["added_tokens"].pop()),
+                            "added tokens do not make the manifest's vocab_size"),
+    "special moved": (lambda t: t["special_ids"].update(mask=5), None,
+                      "special token mask '[MASK]' is not id 5"),
+    "unk_token": (lambda t: t["options"].update(unk_token="<nope>"), None,
+                  "options.unk_token '<nope>' is not in the vocabulary"),
+    "no options": (lambda t: t.pop("options"), None,
+                   "tokenizer options missing (required for kind byte-level-bpe)"),
+    "option mistyped": (lambda t: t["options"].update(use_regex="true"), None, "use_regex"),
+    "normalizer": (lambda t: t["options"].update(normalizer="NFKC"), None,
+                   "tokenizer options.normalizer 'NFKC' unknown (known: '', 'NFC')"),
+    "trimmed": (lambda t: t.update(vocab_map={"file": "vocab_map.json"}), None,
+                "tokenizer vocab_map must be null and id_offset 0 for a byte-level BPE tokenizer"),
+    "vocab_size": (lambda t: t.update(vocab_size=t["vocab_size"] + 1), None,
+                   "added tokens do not make the manifest's vocab_size"),
+}
+
+
+@pytest.mark.parametrize("port", ["kotlin", "swift"])
+def test_kit_tokenize_bpe_bad_bundles(port: str, request, tmp_path: Path) -> None:
+    """The bpe.json a bundle ships is read as bundle_tokenizer writes it; each bad folder: the port's
+    typed error (EdgeM3Exception / EdgeM3Error) as one line, exit 2, nothing on stdout."""
+    env = dict(os.environ)
+    if port == "kotlin":
+        env["EDGE_M3_KIT_JAR"] = str(request.getfixturevalue("kit_jar"))
+    else:
+        env["EDGE_M3_SWIFT_TOKENIZE"] = str(request.getfixturevalue("swift_tokenize"))
+    good = tmp_path / "good"
+    good.mkdir()
+    _bpe_folder(good, bpe_checkpoint(tmp_path / "ckpt"))
+    texts = tmp_path / "texts.txt"
+    lines = ["Hello, World!", "", "[CLS] x [MASK]y", "Cafe\u0301! 中文 한국어 ﬁ", "x " * 300]
+    texts.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    tok = _bpe_python(good)
+
+    def run(folder: Path, *args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([str(KIT_TOKENIZE), port, str(folder), str(texts), *args], capture_output=True,
+                              text=True, env=env, timeout=300)
+
+    proc = run(good, "--max-length", "16")
+    assert proc.returncode == 0, proc.stderr
+    assert [json.loads(x) for x in proc.stdout.splitlines()] == [tok.encode(t, 16) for t in lines]
+    for name, (manifest_edit, bpe_edit, message) in BPE_BAD.items():
+        proc = run(_edit_bpe(good, tmp_path / name.replace(" ", "_"), manifest_edit, bpe_edit))
         assert proc.returncode == 2 and proc.stdout == "", (name, proc.stdout[:300], proc.stderr)
         assert len(proc.stderr.strip().splitlines()) == 1 and message in proc.stderr, (name, proc.stderr)

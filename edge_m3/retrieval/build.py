@@ -8,6 +8,7 @@ skipped and counted); passages are embedded by `embed_passages` through the bulk
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
 import sys
@@ -79,6 +80,21 @@ def embed_passages(embedder: Any, rows: Iterable[Any], rejected: list[Any],
             yield row.id, {k: out[k] for k in _KEEP if k in out}
 
 
+def _unique_rows(corpus: Any, rejected: list[Any]) -> Iterator[Any]:
+    """A corpus's rows with a text, each id once: bad rows and repeated ids join `rejected`."""
+    from edge_m3.harness.corpus import Rejected
+
+    seen: set[Any] = set()
+    for item in corpus.rows():
+        if isinstance(item, Rejected):
+            rejected.append(item)
+        elif item.id in seen:
+            rejected.append(Rejected(item.row, item.id, "duplicate id"))
+        else:
+            seen.add(item.id)
+            yield item
+
+
 def _progress(label: str, total: int | None, quiet: bool) -> Any:
     from rich.console import Console
     from rich.progress import (
@@ -136,17 +152,7 @@ def cmd_index(opts: IndexOptions, quiet: bool = False) -> int:
     if "dense" not in heads:
         raise EdgeM3Error(f"{opts.bundle}: exports no dense head, which an index needs")
     rejected: list[Rejected] = []
-    seen: set[Any] = set()
-
-    def passages() -> Iterator[Any]:
-        for item in corpus.rows():
-            if isinstance(item, Rejected):
-                rejected.append(item)
-            elif item.id in seen:
-                rejected.append(Rejected(item.row, item.id, "duplicate id"))
-            else:
-                seen.add(item.id)
-                yield item
+    passages = functools.partial(_unique_rows, corpus, rejected)
 
     stream = passages()
     first = next(stream, None)  # the model is opened only for a corpus with a passage in it
@@ -303,17 +309,7 @@ def cmd_add(opts: WriteOptions, quiet: bool = False) -> int:
     outputs = ("dense",) + (("sparse",) if "sparse" in heads else ()) + (
         ("colbert",) if index.has_colbert else ())
     rejected: list[Rejected] = []
-    seen: set[Any] = set()
-
-    def passages() -> Iterator[Any]:
-        for item in corpus.rows():
-            if isinstance(item, Rejected):
-                rejected.append(item)
-            elif item.id in seen:
-                rejected.append(Rejected(item.row, item.id, "duplicate id"))
-            else:
-                seen.add(item.id)
-                yield item
+    passages = functools.partial(_unique_rows, corpus, rejected)
 
     before = len(index)
     t0 = time.perf_counter()

@@ -101,6 +101,19 @@ class BundleIdentity:
                                   "rebuild the index with this bundle or give the index's bundle")
 
 
+def search_args(k: Any, mode: str, weights: Sequence[float] | None,
+                has_colbert: bool) -> tuple[tuple[str, ...], tuple[float, float, float]]:
+    """A search's arguments checked (one line each): the mode's signals and the weights."""
+    signals = mode_signals(mode)
+    w = mode_weights(weights)
+    if isinstance(k, bool) or not isinstance(k, int | np.integer) or k < 1:
+        raise OptionError("k", k, "must be an integer >= 1")
+    if "colbert" in signals and not has_colbert:
+        raise OptionError("mode", mode, "needs ColBERT vectors; this index was built without them "
+                          "(colbert none)")
+    return signals, w
+
+
 def _quantize_rows(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """int8 codes and float32 per-row scales: scale = max|x| / 127 (1.0 for a zero row),
     code = round-half-even(x / scale) (docs/index-format.md)."""
@@ -350,13 +363,7 @@ class Index:
         """The best `k` passages for `query` (pipeline outputs) by `mode`: docs/index-format.md.
         `exclude`: a boolean mask of rows to leave out (a writable index's removed rows), as if
         they were not there."""
-        signals = mode_signals(mode)
-        w = mode_weights(weights)
-        if isinstance(k, bool) or not isinstance(k, int | np.integer) or k < 1:
-            raise OptionError("k", k, "must be an integer >= 1")
-        if "colbert" in signals and not self.has_colbert:
-            raise OptionError("mode", mode, "needs ColBERT vectors; this index was built without them "
-                              "(colbert none)")
+        signals, w = search_args(k, mode, weights, self.has_colbert)
         query = _as_query(query, signals)
         self._freeze()
         n = len(self.ids)

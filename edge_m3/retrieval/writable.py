@@ -40,10 +40,9 @@ from edge_m3.contract import (
     INDEX_POSTING_WEIGHTS,
     LEXICAL_WEIGHTS,
     mode_signals,
-    mode_weights,
 )
 from edge_m3.errors import EdgeM3Error, OptionError, one_line
-from edge_m3.retrieval.index import BundleIdentity, Hit, Index, PassageId, _hybrid_top
+from edge_m3.retrieval.index import BundleIdentity, Hit, Index, PassageId, _hybrid_top, search_args
 
 _PW = INDEX_POSTING_WEIGHTS
 _INT64 = (-(1 << 63), (1 << 63) - 1)
@@ -215,6 +214,7 @@ class WritableIndex:
         self._removed: list[int] = []  # sorted base rows
         self._delta: dict[PassageId, Stored] = {}  # insertion (seq) order
         self._delta_index: Index | None = None
+        self._segs = None
         self._version: int | None = None
 
     # ------------------------------------------------------------------ opening
@@ -422,6 +422,7 @@ class WritableIndex:
             raise EdgeM3Error(f"{where}: id {clash[0]!r} is both in the base and added; refusing a corrupt "
                               "index database")
         self._delta_index = None
+        self._segs: list[tuple[Index, np.ndarray]] | None = None
 
     def _stored_of(self, cols: Sequence[Any], where: str) -> Stored:
         d = self.dim
@@ -509,8 +510,16 @@ class WritableIndex:
     def ids(self) -> list[PassageId]:
         """Every id, in logical row order."""
         self._sync()
-        base = [] if self.base is None else [p for r, p in enumerate(self.base.ids) if self._alive_base(r)]
+        self._segments()
+        base = [] if self.base is None else [self.base.ids[int(r)] for r in self._alive_rows]
         return base + list(self._delta)
+
+    def _id_at(self, logical: int) -> PassageId:
+        """The id of a logical row (after _segments)."""
+        n_base = len(self._alive_rows)
+        if logical < n_base:
+            return self.base.ids[int(self._alive_rows[logical])]  # type: ignore[union-attr]
+        return self._delta_ids[logical - n_base]
 
     # ------------------------------------------------------------------ writes
 
@@ -613,6 +622,7 @@ class WritableIndex:
         for pid, s in adds:
             self._delta[pid] = s
         self._delta_index = None
+        self._segs: list[tuple[Index, np.ndarray]] | None = None
         self._version = db.execute("PRAGMA data_version").fetchone()[0]
 
     def _stale_inside(self) -> bool:
@@ -703,13 +713,7 @@ class WritableIndex:
                weights: Sequence[float] | None = None) -> list[Hit]:
         """The best `k` passages: exactly what a fresh index of the surviving passages returns."""
         self._sync()
-        signals = mode_signals(mode)
-        w = mode_weights(weights)
-        if isinstance(k, bool) or not isinstance(k, int | np.integer) or k < 1:
-            raise OptionError("k", k, "must be an integer >= 1")
-        if "colbert" in signals and not self.has_colbert:
-            raise OptionError("mode", mode, "needs ColBERT vectors; this index was built without them "
-                              "(colbert none)")
+        signals, w = search_args(k, mode, weights, self.has_colbert)
         segs = self._segments()
         if len(signals) == 1:
             rows, scores = self._top(segs, query, mode, k)
@@ -717,22 +721,27 @@ class WritableIndex:
             c = max(k, HYBRID_CANDIDATES)
             cand = np.union1d(self._top(segs, query, "dense", c)[0], self._top(segs, query, "sparse", c)[0])
             rows, scores = self._hybrid(segs, query, mode, cand.astype(np.int64), k, w)
-        ids = self.ids() if len(rows) else []
-        return [Hit(int(r), ids[int(r)], float(s)) for r, s in zip(rows, scores, strict=True)]
+        return [Hit(int(r), self._id_at(int(r)), float(s)) for r, s in zip(rows, scores, strict=True)]
 
     def _segments(self) -> list[tuple[Index, np.ndarray]]:
-        """(index, its physical rows' logical rows or -1 when removed)."""
+        """(index, its physical rows' logical rows or -1 when removed), kept until a write."""
+        if self._segs is not None:
+            return self._segs
         segs = []
         start = 0
+        self._alive_rows = np.zeros(0, np.int64)
         if self.base is not None and len(self.base):
             logical = np.full(len(self.base), -1, np.int64)
             alive = np.ones(len(self.base), bool)
             alive[self._removed] = False
-            logical[alive] = np.arange(int(alive.sum()))
+            self._alive_rows = np.nonzero(alive)[0]
+            logical[alive] = np.arange(len(self._alive_rows))
             segs.append((self.base, logical))
-            start = int(alive.sum())
+            start = len(self._alive_rows)
         if self._delta:
             segs.append((self._delta_idx(), start + np.arange(len(self._delta))))
+        self._delta_ids = list(self._delta)
+        self._segs = segs
         return segs
 
     def _top(self, segs: Sequence[tuple[Index, np.ndarray]], query: Mapping[str, Any], mode: str,

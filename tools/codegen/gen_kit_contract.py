@@ -42,6 +42,8 @@ STRINGS = {
     "INDEX_DB": c.INDEX_DB, "INDEX_DB_FORMAT": c.INDEX_DB_FORMAT, "INDEX_BASE_PREFIX": c.INDEX_BASE_PREFIX,
     # tokenizer kinds (issue 33): the manifest's `tokenizer.kind` values and a WordPiece vocabulary's file
     "XLMR_SENTENCEPIECE": c.XLMR_SENTENCEPIECE, "WORDPIECE": c.WORDPIECE, "WORDPIECE_VOCAB": c.WORDPIECE_VOCAB,
+    # the byte-level BPE kind (issue 37) and its bundle file
+    "BYTE_LEVEL_BPE": c.BYTE_LEVEL_BPE, "BPE_FILE": c.BPE_FILE,
 }
 INTS = {"DEVICE_THREADS": c.DEVICE_THREADS, "WEIGHT_CACHE_KEY_CHARS": c.WEIGHT_CACHE_KEY_CHARS,
         # retrieval (issue 25)
@@ -56,7 +58,9 @@ LISTS = {"SPECIAL_KEYS": c.SPECIAL_KEYS, "LEXICAL_SKIP_KEYS": c.LEXICAL_SKIP_KEY
          # tokenizer kinds (issue 33): one tokenizer class each, EdgeM3Tokenizer.open picks it
          "TOKENIZER_KINDS": c.TOKENIZER_KINDS,
          # the writable index (issue 35): its tables, created in this order, and its meta keys
-         "INDEX_DB_SCHEMA": c.INDEX_DB_SCHEMA, "INDEX_DB_META_KEYS": c.INDEX_DB_META_KEYS}
+         "INDEX_DB_SCHEMA": c.INDEX_DB_SCHEMA, "INDEX_DB_META_KEYS": c.INDEX_DB_META_KEYS,
+         # a byte-level BPE bundle's `options.normalizer` values ("" for none)
+         "BPE_NORMALIZERS": c.BPE_NORMALIZERS}
 # Retrieval (issue 25): lists of doubles and string maps.
 DOUBLE_LISTS = {"DEFAULT_MODE_WEIGHTS": c.DEFAULT_MODE_WEIGHTS}
 STRING_MAPS = {"INDEX_ARRAYS": c.INDEX_ARRAYS}

@@ -31,6 +31,9 @@ class Field:
     hook: str | None = None  # a kit function that checks / completes the decoded value
     doc: str = ""
     absent: str | None = None  # default "absent": the contract constant (its name) a missing key means
+    # Read only for some kinds (an optional object): "NAME" when the type's `kind` is the contract
+    # constant NAME, "!NAME" when it is not; fields sharing a key then each read it for their kinds.
+    when: str | None = None
 
 
 @dataclass(frozen=True)
@@ -62,7 +65,7 @@ def camel(name: str) -> str:
     return head + "".join(p.capitalize() for p in rest)
 
 
-# WORDPIECE_OPTIONS' Python types -> the table's kinds.
+# WORDPIECE_OPTIONS' and BPE_OPTIONS' Python types -> the table's kinds.
 _OPTION_KINDS = {bool: "Bool", str: "String", int: "Int"}
 
 
@@ -70,7 +73,7 @@ TYPES = (
     KitType("SpecialIds", "The five special tokens' ids: all required (EdgeM3Contract.SPECIAL_KEYS).",
             c.SPECIAL_KEYS, tuple(Field(k, k, "Int") for k in c.SPECIAL_KEYS)),
     KitType("TokenizerSpec", "The manifest's `tokenizer` entry: the kind, its file (sentencepiece.bpe.model, "
-            "vocab.txt), the special ids and strings; EdgeM3Tokenizer.open picks the class by kind.",
+            "vocab.txt, bpe.json), the special ids and strings; EdgeM3Tokenizer.open picks the class by kind.",
             _keys(c.TokenizerSpec), (
                 Field("file", "file", "String"),
                 Field("special", "special_ids", "SpecialIds"),
@@ -87,11 +90,18 @@ TYPES = (
                       f"{c.XLMR_SENTENCEPIECE}.",
                       absent=_default(c.TokenizerSpec, "kind", "XLMR_SENTENCEPIECE")),
                 Field("options", "options", "WordPieceOptions?", doc="A `wordpiece` tokenizer's settings "
-                      "(required for that kind, null for the others)."))),
+                      "(required for that kind; never read for `byte-level-bpe`).", when="!BYTE_LEVEL_BPE"),
+                Field("bpeOptions", "options", "BpeOptions?", doc="A `byte-level-bpe` tokenizer's settings, "
+                      "the same manifest key (required for that kind, null for the others).",
+                      when="BYTE_LEVEL_BPE"))),
     KitType("WordPieceOptions", "A WordPiece tokenizer's settings (EdgeM3Contract's WORDPIECE_OPTIONS): "
             "BertNormalizer, BertPreTokenizer and WordPiece as `tokenizers` names them; all required.",
             tuple(c.WORDPIECE_OPTIONS), tuple(Field(camel(k), k, _OPTION_KINDS[t])
                                               for k, t in c.WORDPIECE_OPTIONS.items())),
+    KitType("BpeOptions", "A byte-level BPE tokenizer's settings (EdgeM3Contract's BPE_OPTIONS): the "
+            "normalizer (\"\" or NFC), ByteLevel and BPE as `tokenizers` names them; all required.",
+            tuple(c.BPE_OPTIONS),
+            tuple(Field(camel(k), k, _OPTION_KINDS[t]) for k, t in c.BPE_OPTIONS.items())),
     KitType("TensorSpec", "One input or output of a signature, as the interpreter reports it.",
             _keys(c.TensorSpec), (Field("name", "name", "String"), Field("shape", "shape", "[Int]"),
                                   Field("dtype", "dtype", "String"))),
@@ -169,6 +179,9 @@ def _kt_read(f: Field, tree: str, where: str) -> str:
         read = (f'{raw}?.let {{ JsonTree.str(JsonTree.field(JsonTree.obj(it, {w}), "file", {w}), '
                 f'"{path}.file") }}')
     elif k.endswith("?"):
+        if f.when:
+            op = "!=" if f.when.startswith("!") else "=="
+            raw = f'{raw}?.takeIf {{ {tree}["kind"] {op} EdgeM3Contract.{f.when.lstrip("!")} }}'
         read = f"{raw}?.let {{ {k[:-1]}.fromJson(it, {w}) }}"
     else:
         read = f"{k}.fromJson({raw}, {w})"
@@ -259,14 +272,22 @@ def swift_manifest(header: str) -> str:
             value = f"try {hook}({f.prop}, file: file)" if f.prop == hook_prop else f.prop
             out.append(f"        self.{f.prop} = {value}")
         out += ["    }", "", "    enum CodingKeys: String, CodingKey {"]
-        out += [f'        case {f.prop} = "{f.key}"' if f.prop != f.key else f"        case {f.prop}"
-                for f in t.fields]
+        case: dict[str, str] = {}  # key -> its CodingKeys case (the first field reading it)
+        for f in t.fields:
+            if f.key not in case:
+                case[f.key] = f.prop
+                out.append(f'        case {f.prop} = "{f.key}"' if f.prop != f.key
+                           else f"        case {f.prop}")
         out += ["    }", "", "    public init(from decoder: Decoder) throws {",
                 "        let c = try decoder.container(keyedBy: CodingKeys.self)"]
         for f in t.fields:
             key = f"CodingKeys.{f.prop}"
             if f.kind == "file?":
                 read = f"try c.decodeIfPresent(FileRef.self, forKey: .{f.prop})?.file"
+            elif f.kind.endswith("?") and f.when:
+                op = "!=" if f.when.startswith("!") else "=="
+                read = (f"try kind {op} EdgeM3Contract.{camel(f.when.lstrip('!'))} ? "
+                        f"c.decodeIfPresent({f.kind[:-1]}.self, forKey: .{case[f.key]}) : nil")
             elif f.kind.endswith("?"):
                 read = f"try c.decodeIfPresent({f.kind[:-1]}.self, forKey: .{f.prop})"
             elif f.default == "absent":  # absent: the contract's default; null: refused
@@ -291,7 +312,7 @@ def swift_manifest(header: str) -> str:
                 out.append(f"        try c.encode({f.prop}.map {{ FileRef(file: $0) }}, forKey: .{f.prop})"
                            "  // null when absent")
             elif f.kind.endswith("?"):
-                out.append(f"        try c.encodeIfPresent({f.prop}, forKey: .{f.prop})")
+                out.append(f"        try c.encodeIfPresent({f.prop}, forKey: .{case[f.key]})")
             else:
                 out.append(f"        try c.encode({f.prop}, forKey: .{f.prop})")
         out += ["    }", "}", ""]

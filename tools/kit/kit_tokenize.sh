@@ -5,7 +5,7 @@
 #
 # prints one JSON list of ids (<s> ... </s>, [CLS] ... [SEP]) per line of the UTF-8 file (lines split
 # on "\n" only), from the Android kit's tokenizer of the bundle's kind (manifest tokenizer.kind:
-# XlmrTokenizer, WordPieceTokenizer) on the JVM or the iOS kit's in Swift. The build is
+# XlmrTokenizer, WordPieceTokenizer, BpeTokenizer) on the JVM or the iOS kit's in Swift. The build is
 # cached (kotlin: tools/kit/kit_jar.sh; swift: tools/kit/kit_swift.sh; $EDGE_M3_KIT_JAR and
 # $EDGE_M3_SWIFT_TOKENIZE name prebuilt ones, as the tests do). `--bench` before BUNDLE
 # prints load time and single-threaded texts/s instead.

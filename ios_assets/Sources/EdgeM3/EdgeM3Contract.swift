@@ -28,6 +28,8 @@ nonisolated public enum EdgeM3Contract {
     public static let xlmrSentencepiece = "xlmr-sentencepiece"
     public static let wordpiece = "wordpiece"
     public static let wordpieceVocab = "vocab.txt"
+    public static let byteLevelBpe = "byte-level-bpe"
+    public static let bpeFile = "bpe.json"
     public static let deviceThreads = 2
     public static let weightCacheKeyChars = 16
     public static let indexFormatVersion = 1
@@ -45,6 +47,7 @@ nonisolated public enum EdgeM3Contract {
     public static let tokenizerKinds: [String] = ["xlmr-sentencepiece", "wordpiece", "byte-level-bpe"]
     public static let indexDbSchema: [String] = ["CREATE TABLE meta (key TEXT PRIMARY KEY NOT NULL, value TEXT NOT NULL)", "CREATE TABLE passages (seq INTEGER PRIMARY KEY AUTOINCREMENT, id NOT NULL UNIQUE, dense BLOB NOT NULL, dense_scale BLOB, lex_tokens BLOB NOT NULL, lex_weights BLOB NOT NULL, colbert BLOB, colbert_scale BLOB)", "CREATE TABLE removed (row INTEGER PRIMARY KEY NOT NULL)"]
     public static let indexDbMetaKeys: [String] = ["format", "format_version", "dim", "dense", "colbert", "bundle", "base", "base_sha256", "generation"]
+    public static let bpeNormalizers: [String] = ["", "NFC"]
     public static let defaultModeWeights: [Double] = [1.0, 1.0, 1.0]
     public static let indexArrays: [String: String] = ["dense": "dense.bin", "dense_scale": "dense_scale.bin", "sparse_tokens": "sparse_tokens.bin", "sparse_offsets": "sparse_offsets.bin", "sparse_rows": "sparse_rows.bin", "sparse_weights": "sparse_weights.bin", "colbert_offsets": "colbert_offsets.bin", "colbert": "colbert.bin", "colbert_scale": "colbert_scale.bin"]
 

@@ -47,7 +47,7 @@ nonisolated public struct SpecialIds: Codable, Hashable, Sendable {
     }
 }
 
-/// The manifest's `tokenizer` entry: the kind, its file (sentencepiece.bpe.model, vocab.txt), the special ids and strings; EdgeM3Tokenizer.open picks the class by kind.
+/// The manifest's `tokenizer` entry: the kind, its file (sentencepiece.bpe.model, vocab.txt, bpe.json), the special ids and strings; EdgeM3Tokenizer.open picks the class by kind.
 nonisolated public struct TokenizerSpec: Codable, Hashable, Sendable {
     public var file: String
     public var special: SpecialIds
@@ -60,10 +60,12 @@ nonisolated public struct TokenizerSpec: Codable, Hashable, Sendable {
     public var vocabMapFile: String?
     /// How the bundle tokenizes (EdgeM3Contract.TOKENIZER_KINDS); absent: xlmr-sentencepiece.
     public var kind: String
-    /// A `wordpiece` tokenizer's settings (required for that kind, null for the others).
+    /// A `wordpiece` tokenizer's settings (required for that kind; never read for `byte-level-bpe`).
     public var options: WordPieceOptions?
+    /// A `byte-level-bpe` tokenizer's settings, the same manifest key (required for that kind, null for the others).
+    public var bpeOptions: BpeOptions?
 
-    public init(file: String, special: SpecialIds, specialTokens: [String: String] = TokenizerSpec.xlmrSpecialTokens, spUnkId: Int, idOffset: Int, vocabSize: Int, vocabMapFile: String? = nil, kind: String = EdgeM3Contract.xlmrSentencepiece, options: WordPieceOptions? = nil) {
+    public init(file: String, special: SpecialIds, specialTokens: [String: String] = TokenizerSpec.xlmrSpecialTokens, spUnkId: Int, idOffset: Int, vocabSize: Int, vocabMapFile: String? = nil, kind: String = EdgeM3Contract.xlmrSentencepiece, options: WordPieceOptions? = nil, bpeOptions: BpeOptions? = nil) {
         self.file = file
         self.special = special
         self.specialTokens = specialTokens
@@ -73,6 +75,7 @@ nonisolated public struct TokenizerSpec: Codable, Hashable, Sendable {
         self.vocabMapFile = vocabMapFile
         self.kind = kind
         self.options = options
+        self.bpeOptions = bpeOptions
     }
 
     enum CodingKeys: String, CodingKey {
@@ -97,8 +100,9 @@ nonisolated public struct TokenizerSpec: Codable, Hashable, Sendable {
         let vocabSize = try c.decode(Int.self, forKey: .vocabSize)
         let vocabMapFile = try c.decodeIfPresent(FileRef.self, forKey: .vocabMapFile)?.file
         let kind = try checkedTokenizerKind(try c.contains(.kind) ? c.decode(String.self, forKey: .kind) : EdgeM3Contract.xlmrSentencepiece)
-        let options = try c.decodeIfPresent(WordPieceOptions.self, forKey: .options)
-        self.init(file: file, special: special, specialTokens: specialTokens, spUnkId: spUnkId, idOffset: idOffset, vocabSize: vocabSize, vocabMapFile: vocabMapFile, kind: kind, options: options)
+        let options = try kind != EdgeM3Contract.byteLevelBpe ? c.decodeIfPresent(WordPieceOptions.self, forKey: .options) : nil
+        let bpeOptions = try kind == EdgeM3Contract.byteLevelBpe ? c.decodeIfPresent(BpeOptions.self, forKey: .options) : nil
+        self.init(file: file, special: special, specialTokens: specialTokens, spUnkId: spUnkId, idOffset: idOffset, vocabSize: vocabSize, vocabMapFile: vocabMapFile, kind: kind, options: options, bpeOptions: bpeOptions)
     }
 
     public func encode(to encoder: Encoder) throws {
@@ -112,6 +116,7 @@ nonisolated public struct TokenizerSpec: Codable, Hashable, Sendable {
         try c.encode(vocabMapFile.map { FileRef(file: $0) }, forKey: .vocabMapFile)  // null when absent
         try c.encode(kind, forKey: .kind)
         try c.encodeIfPresent(options, forKey: .options)
+        try c.encodeIfPresent(bpeOptions, forKey: .options)
     }
 }
 
@@ -161,6 +166,55 @@ nonisolated public struct WordPieceOptions: Codable, Hashable, Sendable {
         try c.encode(lowercase, forKey: .lowercase)
         try c.encode(continuingSubwordPrefix, forKey: .continuingSubwordPrefix)
         try c.encode(maxInputCharsPerWord, forKey: .maxInputCharsPerWord)
+    }
+}
+
+/// A byte-level BPE tokenizer's settings (EdgeM3Contract's BPE_OPTIONS): the normalizer ("" or NFC), ByteLevel and BPE as `tokenizers` names them; all required.
+nonisolated public struct BpeOptions: Codable, Hashable, Sendable {
+    public var normalizer: String
+    public var addPrefixSpace: Bool
+    public var useRegex: Bool
+    public var ignoreMerges: Bool
+    public var fuseUnk: Bool
+    public var unkToken: String
+
+    public init(normalizer: String, addPrefixSpace: Bool, useRegex: Bool, ignoreMerges: Bool, fuseUnk: Bool, unkToken: String) {
+        self.normalizer = normalizer
+        self.addPrefixSpace = addPrefixSpace
+        self.useRegex = useRegex
+        self.ignoreMerges = ignoreMerges
+        self.fuseUnk = fuseUnk
+        self.unkToken = unkToken
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case normalizer
+        case addPrefixSpace = "add_prefix_space"
+        case useRegex = "use_regex"
+        case ignoreMerges = "ignore_merges"
+        case fuseUnk = "fuse_unk"
+        case unkToken = "unk_token"
+    }
+
+    public init(from decoder: Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        let normalizer = try c.decode(String.self, forKey: .normalizer)
+        let addPrefixSpace = try c.decode(Bool.self, forKey: .addPrefixSpace)
+        let useRegex = try c.decode(Bool.self, forKey: .useRegex)
+        let ignoreMerges = try c.decode(Bool.self, forKey: .ignoreMerges)
+        let fuseUnk = try c.decode(Bool.self, forKey: .fuseUnk)
+        let unkToken = try c.decode(String.self, forKey: .unkToken)
+        self.init(normalizer: normalizer, addPrefixSpace: addPrefixSpace, useRegex: useRegex, ignoreMerges: ignoreMerges, fuseUnk: fuseUnk, unkToken: unkToken)
+    }
+
+    public func encode(to encoder: Encoder) throws {
+        var c = encoder.container(keyedBy: CodingKeys.self)
+        try c.encode(normalizer, forKey: .normalizer)
+        try c.encode(addPrefixSpace, forKey: .addPrefixSpace)
+        try c.encode(useRegex, forKey: .useRegex)
+        try c.encode(ignoreMerges, forKey: .ignoreMerges)
+        try c.encode(fuseUnk, forKey: .fuseUnk)
+        try c.encode(unkToken, forKey: .unkToken)
     }
 }
 

@@ -151,3 +151,102 @@ final class WordPieceTokenizerTests: XCTestCase {
         refused("tokenizer.kind 'bpe' unknown") { try openTokenizer(spec: xlmr) { _ in good } }
     }
 }
+
+/// The byte-level BPE tokenizer's API on a hand-written bpe.json, and its typed errors. Its ids
+/// against `tokenizers` and the Python pipeline are checked by tests/test_kit_tokenizer.py.
+final class BpeTokenizerTests: XCTestCase {
+    static let vocab = ["h", "e", "l", "o", "Ġ", "w", "r", "d", "he", "ll", "hell", "hello", "Ġw"]
+    static let merges = [["h", "e"], ["l", "l"], ["he", "ll"], ["hell", "o"], ["Ġ", "w"]]
+
+    /// bpe.json as the builder writes it for `vocab` (the five specials added at 13...17), edited.
+    static func file(_ edit: (inout [String: Any]) -> Void = { _ in }) throws -> [UInt8] {
+        let added: [[String: Any]] = ["[CLS]", "[SEP]", "[PAD]", "[UNK]", "[MASK]"].enumerated().map {
+            ["id": 13 + $0.offset, "content": $0.element, "special": true, "normalized": false,
+             "lstrip": $0.element == "[MASK]", "rstrip": false]
+        }
+        var d: [String: Any] = ["vocab": vocab, "merges": merges, "added_tokens": added]
+        edit(&d)
+        return [UInt8](try JSONSerialization.data(withJSONObject: d))
+    }
+
+    /// The manifest's tokenizer entry for that file, with `edit` applied.
+    static func spec(_ edit: (inout [String: Any]) -> Void = { _ in }) throws -> TokenizerSpec {
+        var entry: [String: Any] = [
+            "file": "bpe.json", "kind": "byte-level-bpe", "sp_unk_id": 0, "id_offset": 0, "vocab_size": 18,
+            "vocab_map": NSNull(), "special_ids": ["bos": 13, "pad": 15, "eos": 14, "unk": 16, "mask": 17],
+            "special_tokens": ["bos": "[CLS]", "pad": "[PAD]", "eos": "[SEP]", "unk": "[UNK]", "mask": "[MASK]"],
+            "options": ["normalizer": "NFC", "add_prefix_space": false, "use_regex": true, "ignore_merges": false,
+                        "fuse_unk": false, "unk_token": ""] as [String: Any],
+        ]
+        edit(&entry)
+        return try JSONDecoder().decode(TokenizerSpec.self, from: JSONSerialization.data(withJSONObject: entry))
+    }
+
+    /// The ids edge_m3.tokenizer.bpe.ByteLevelBPETokenizer gives on the same file.
+    func testEncode() throws {
+        let spec = try Self.spec()
+        XCTAssertNil(spec.options)
+        XCTAssertEqual(spec.bpeOptions?.normalizer, "NFC")
+        let tok = try openTokenizer(spec: spec) { _ in try Self.file() }
+        XCTAssertTrue(tok is BpeTokenizer)
+        XCTAssertEqual([tok.bos, tok.eos, tok.pad], [13, 14, 15])
+        XCTAssertEqual(try tok.encode("hello world", maxLength: nil), [13, 11, 12, 3, 6, 2, 7, 14])
+        XCTAssertEqual(try tok.encode("hello world!", maxLength: 3), [13, 11, 14])  // "!" is no token: dropped
+        XCTAssertEqual(try tok.encode("hello [MASK]", maxLength: nil), [13, 11, 17, 14])  // lstrip
+        XCTAssertEqual(try tok.encode("hell\u{f6}", maxLength: nil), [13, 10, 14])
+        XCTAssertEqual(try tok.encode(utf16: Array("hello".utf16), maxLength: nil), [13, 11, 14])
+        XCTAssertThrowsError(try tok.encode(utf16: [0x61, 0xDC00], maxLength: nil)) { error in
+            XCTAssertEqual((error as? EdgeM3Error)?.message, "text is not valid Unicode (lone surrogate at index 1)")
+        }
+    }
+
+    func testBadBundlesAreTypedErrors() throws {
+        func refused(_ message: String, _ make: () throws -> Any) {
+            XCTAssertThrowsError(try make()) { error in
+                guard let e = error as? EdgeM3Error else { return XCTFail("not an EdgeM3Error: \(error)") }
+                XCTAssertEqual(e.kind, .invalidInput)
+                XCTAssertTrue(e.message.contains(message), e.message)
+            }
+        }
+        let good = try Self.file()
+        refused("bpe.json: not valid JSON") { try BpeTokenizer(bpe: Array(good.prefix(20)), spec: Self.spec()) }
+        refused("bpe.json: vocab is missing or not a list") {
+            try BpeTokenizer(bpe: Self.file { $0["vocab"] = nil }, spec: Self.spec())
+        }
+        refused("bpe.json: vocab must be distinct non-empty strings") {
+            try BpeTokenizer(bpe: Self.file { $0["vocab"] = Self.vocab + ["h"] }, spec: Self.spec())
+        }
+        refused("bpe.json: merge ['x', 'nope'] is not of vocabulary tokens") {
+            try BpeTokenizer(bpe: Self.file { $0["merges"] = Self.merges + [["x", "nope"]] }, spec: Self.spec())
+        }
+        refused("bpe.json: merges must be [left, right] pairs of strings") {
+            try BpeTokenizer(bpe: Self.file { $0["merges"] = Self.merges + [["x"]] }, spec: Self.spec())
+        }
+        refused("bpe.json: added_tokens entry 0 needs id, content and the flags") {
+            try BpeTokenizer(bpe: Self.file { d in
+                var added = d["added_tokens"] as! [[String: Any]]
+                added[0]["lstrip"] = 1
+                d["added_tokens"] = added
+            }, spec: Self.spec())
+        }
+        refused("13 vocabulary and 5 added tokens do not make the manifest's vocab_size 19 ids") {
+            try BpeTokenizer(bpe: good, spec: Self.spec { $0["vocab_size"] = 19 })
+        }
+        refused("tokenizer options missing (required for kind byte-level-bpe)") {
+            try BpeTokenizer(bpe: good, spec: Self.spec { $0["options"] = nil })
+        }
+        refused("tokenizer options.normalizer 'NFKC' unknown (known: '', 'NFC')") {
+            try BpeTokenizer(bpe: good, spec: Self.spec { e in
+                var options = e["options"] as! [String: Any]
+                options["normalizer"] = "NFKC"
+                e["options"] = options
+            })
+        }
+        refused("vocab_map must be null and id_offset 0") {
+            try BpeTokenizer(bpe: good, spec: Self.spec { $0["vocab_map"] = ["file": "vocab_map.json"] })
+        }
+        refused("special token mask '[MASK]' is not id 12") {
+            try BpeTokenizer(bpe: good, spec: Self.spec { $0["special_ids"] = ["bos": 13, "pad": 15, "eos": 14, "unk": 16, "mask": 12] })
+        }
+    }
+}

@@ -26,7 +26,7 @@ nonisolated public protocol EdgeM3Tokenizer: Sendable {
 }
 
 /// The tokenizer of `spec.kind` over a bundle folder's file `spec.file` (sentencepiece.bpe.model,
-/// vocab.txt); an unknown kind is an `EdgeM3Error` naming it.
+/// vocab.txt, bpe.json); an unknown kind is an `EdgeM3Error` naming it.
 nonisolated public func openTokenizer(directory: URL, spec: TokenizerSpec) throws -> any EdgeM3Tokenizer {
     try openTokenizer(spec: spec) { name in
         let url = directory.appendingPathComponent(name)
@@ -42,6 +42,7 @@ nonisolated public func openTokenizer(spec: TokenizerSpec, read: (String) throws
     switch spec.kind {
     case EdgeM3Contract.xlmrSentencepiece: return try XlmrTokenizer(model: read(spec.file), spec: spec)
     case EdgeM3Contract.wordpiece: return try WordPieceTokenizer(vocab: read(spec.file), spec: spec)
+    case EdgeM3Contract.byteLevelBpe: return try BpeTokenizer(bpe: read(spec.file), spec: spec)
     default: throw unknownTokenizerKind(spec.kind)
     }
 }

@@ -253,8 +253,9 @@ nonisolated public final class WordPieceTokenizer: EdgeM3Tokenizer {
     }
 }
 
-/// WordPieceTables decoded once: sets of code points, and maps (edge_m3.tokenizer.wordpiece._tables).
-nonisolated private struct WordPieceData: Sendable {
+/// WordPieceTables decoded once: sets of code points, and maps (edge_m3.tokenizer.wordpiece._tables);
+/// BpeTokenizer's NFC takes its decompositions and combining classes.
+nonisolated struct WordPieceData: Sendable {
     static let shared = WordPieceData()
 
     let cleanDrop = CodePointSet(WordPieceTables.cleanDrop)
@@ -295,7 +296,7 @@ nonisolated private struct WordPieceData: Sendable {
 }
 
 /// "a-b,c" (hex) as a bit set over every code point.
-nonisolated private struct CodePointSet: Sendable {
+nonisolated struct CodePointSet: Sendable {
     private var words = [UInt64](repeating: 0, count: 0x110000 / 64)
 
     init(_ table: String) {

@@ -29,6 +29,8 @@ object EdgeM3Contract {
     const val XLMR_SENTENCEPIECE = "xlmr-sentencepiece"
     const val WORDPIECE = "wordpiece"
     const val WORDPIECE_VOCAB = "vocab.txt"
+    const val BYTE_LEVEL_BPE = "byte-level-bpe"
+    const val BPE_FILE = "bpe.json"
     const val DEVICE_THREADS = 2
     const val WEIGHT_CACHE_KEY_CHARS = 16
     const val INDEX_FORMAT_VERSION = 1
@@ -46,6 +48,7 @@ object EdgeM3Contract {
     val TOKENIZER_KINDS: List<String> = listOf("xlmr-sentencepiece", "wordpiece", "byte-level-bpe")
     val INDEX_DB_SCHEMA: List<String> = listOf("CREATE TABLE meta (key TEXT PRIMARY KEY NOT NULL, value TEXT NOT NULL)", "CREATE TABLE passages (seq INTEGER PRIMARY KEY AUTOINCREMENT, id NOT NULL UNIQUE, dense BLOB NOT NULL, dense_scale BLOB, lex_tokens BLOB NOT NULL, lex_weights BLOB NOT NULL, colbert BLOB, colbert_scale BLOB)", "CREATE TABLE removed (row INTEGER PRIMARY KEY NOT NULL)")
     val INDEX_DB_META_KEYS: List<String> = listOf("format", "format_version", "dim", "dense", "colbert", "bundle", "base", "base_sha256", "generation")
+    val BPE_NORMALIZERS: List<String> = listOf("", "NFC")
     val DEFAULT_MODE_WEIGHTS: List<Double> = listOf(1.0, 1.0, 1.0)
     val INDEX_ARRAYS: Map<String, String> = mapOf("dense" to "dense.bin", "dense_scale" to "dense_scale.bin", "sparse_tokens" to "sparse_tokens.bin", "sparse_offsets" to "sparse_offsets.bin", "sparse_rows" to "sparse_rows.bin", "sparse_weights" to "sparse_weights.bin", "colbert_offsets" to "colbert_offsets.bin", "colbert" to "colbert.bin", "colbert_scale" to "colbert_scale.bin")
 

@@ -38,6 +38,7 @@ interface EdgeM3Tokenizer {
                 XlmrTokenizer(read(spec.file), spec, vocab)
             }
             EdgeM3Contract.WORDPIECE -> WordPieceTokenizer(read(spec.file), spec)
+            EdgeM3Contract.BYTE_LEVEL_BPE -> BpeTokenizer(read(spec.file), spec)
             else -> throw unknownTokenizerKind(spec.kind, "${EdgeM3Contract.MANIFEST}: tokenizer.kind")
         }
     }

@@ -25,7 +25,7 @@ class SpecialIds(
     }
 }
 
-/** The manifest's `tokenizer` entry: the kind, its file (sentencepiece.bpe.model, vocab.txt), the special ids and strings; EdgeM3Tokenizer.open picks the class by kind. */
+/** The manifest's `tokenizer` entry: the kind, its file (sentencepiece.bpe.model, vocab.txt, bpe.json), the special ids and strings; EdgeM3Tokenizer.open picks the class by kind. */
 class TokenizerSpec(
     val file: String,
     val special: SpecialIds,
@@ -35,7 +35,8 @@ class TokenizerSpec(
     val vocabSize: Int,
     val vocabMapFile: String? = null,
     val kind: String = EdgeM3Contract.XLMR_SENTENCEPIECE,
-    val options: WordPieceOptions? = null
+    val options: WordPieceOptions? = null,
+    val bpeOptions: BpeOptions? = null
 ) {
     companion object {
         /** Reads and checks one `TokenizerSpec` of parsed JSON; errors name `where` and the key. */
@@ -50,7 +51,8 @@ class TokenizerSpec(
                 JsonTree.int(JsonTree.field(t, "vocab_size", where), "$where.vocab_size"),
                 t["vocab_map"]?.let { JsonTree.str(JsonTree.field(JsonTree.obj(it, "$where.vocab_map"), "file", "$where.vocab_map"), "$where.vocab_map.file") },
                 checkedTokenizerKind(if (t.containsKey("kind")) JsonTree.str(t["kind"], "$where.kind") else EdgeM3Contract.XLMR_SENTENCEPIECE, "$where.kind"),
-                t["options"]?.let { WordPieceOptions.fromJson(it, "$where.options") }
+                t["options"]?.takeIf { t["kind"] != EdgeM3Contract.BYTE_LEVEL_BPE }?.let { WordPieceOptions.fromJson(it, "$where.options") },
+                t["options"]?.takeIf { t["kind"] == EdgeM3Contract.BYTE_LEVEL_BPE }?.let { BpeOptions.fromJson(it, "$where.options") }
             )
         }
     }
@@ -76,6 +78,31 @@ class WordPieceOptions(
                 JsonTree.bool(JsonTree.field(t, "lowercase", where), "$where.lowercase"),
                 JsonTree.str(JsonTree.field(t, "continuing_subword_prefix", where), "$where.continuing_subword_prefix"),
                 JsonTree.int(JsonTree.field(t, "max_input_chars_per_word", where), "$where.max_input_chars_per_word")
+            )
+        }
+    }
+}
+
+/** A byte-level BPE tokenizer's settings (EdgeM3Contract's BPE_OPTIONS): the normalizer ("" or NFC), ByteLevel and BPE as `tokenizers` names them; all required. */
+class BpeOptions(
+    val normalizer: String,
+    val addPrefixSpace: Boolean,
+    val useRegex: Boolean,
+    val ignoreMerges: Boolean,
+    val fuseUnk: Boolean,
+    val unkToken: String
+) {
+    companion object {
+        /** Reads and checks one `BpeOptions` of parsed JSON; errors name `where` and the key. */
+        fun fromJson(tree: Any?, where: String = "${EdgeM3Contract.MANIFEST}: BpeOptions"): BpeOptions {
+            val t = JsonTree.obj(tree, where)
+            return BpeOptions(
+                JsonTree.str(JsonTree.field(t, "normalizer", where), "$where.normalizer"),
+                JsonTree.bool(JsonTree.field(t, "add_prefix_space", where), "$where.add_prefix_space"),
+                JsonTree.bool(JsonTree.field(t, "use_regex", where), "$where.use_regex"),
+                JsonTree.bool(JsonTree.field(t, "ignore_merges", where), "$where.ignore_merges"),
+                JsonTree.bool(JsonTree.field(t, "fuse_unk", where), "$where.fuse_unk"),
+                JsonTree.str(JsonTree.field(t, "unk_token", where), "$where.unk_token")
             )
         }
     }

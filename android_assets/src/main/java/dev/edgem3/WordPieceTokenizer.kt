@@ -237,8 +237,9 @@ class WordPieceTokenizer(vocabBytes: ByteArray, override val spec: TokenizerSpec
         }.joinToString("", "'", "'")
     }
 
-    /** WordPieceTables decoded once: sets of code points, and maps (edge_m3.tokenizer.wordpiece._tables). */
-    private object Data {
+    /** WordPieceTables decoded once: sets of code points, and maps (edge_m3.tokenizer.wordpiece._tables);
+     *  BpeTokenizer's NFC takes its decompositions and combining classes. */
+    internal object Data {
         val cleanDrop = ranges(WordPieceTables.CLEAN_DROP)
         val cleanSpace = ranges(WordPieceTables.CLEAN_SPACE)
         val split = ranges(WordPieceTables.SPLIT)
