@@ -22,7 +22,7 @@ LOCK_TARGET := --python-version 3.11 --python-platform x86_64-manylinux_2_28 $(L
 # emulated Raspberry Pi (tests/test_arm64.py: debootstrap, qemu-aarch64-static). `make test`
 # installs the missing ones as root (apt-get) and otherwise stops with one line naming them;
 # `make test ALLOW_SKIPS=1` runs without them, their tests skipped. .ci/run runs `make test`.
-DEBIAN_PACKAGES := kotlin libjna-java debootstrap qemu-user-static libsqlite3-dev
+DEBIAN_PACKAGES := kotlin libjna-java libxerial-sqlite-jdbc-java debootstrap qemu-user-static libsqlite3-dev
 
 .PHONY: build test test-quick demo demo-minilm lint lock clean debian-packages
 

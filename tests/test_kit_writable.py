@@ -3,6 +3,13 @@
 Each kit runs an op log (tools/kit/retrieval_wire.py, "op log") on a folder of its own and
 answers one line per operation; the answers must equal the reference's line for line: hits,
 logical rows, ids and float64 score bits, counts, and the typed error kinds.
+
+Kotlin (android_assets/jvm/RetrievalCheck.kt `ops` over EdgeM3WritableIndex and jvm/JdbcIndexDb.kt,
+the xerial SQLite JDBC driver, Debian's libxerial-sqlite-jdbc-java; the functions named `_kt*`,
+`kt_*` and `test_kotlin_*`): its own drawn logs (rounding ties of the int8 and float16 stores, many
+scales) run by the kit, by Python's WritableIndex and by fresh builds; the compacted base's bytes
+against Python's `Index.save`; one database shared with Python; more rows than HYBRID_CANDIDATES;
+the refusals.
 """
 
 from __future__ import annotations
@@ -12,6 +19,7 @@ import os
 import shutil
 import sqlite3
 import subprocess
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -21,7 +29,17 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from edge_m3.contract import COLBERT_VECS, DENSE_VECS, INDEX_DB, LEXICAL_WEIGHTS, SCORE_MODES
+from edge_m3.contract import (
+    COLBERT_STORES,
+    COLBERT_VECS,
+    DENSE_STORES,
+    DENSE_VECS,
+    INDEX_BASE_PREFIX,
+    INDEX_DB,
+    INDEX_MANIFEST,
+    LEXICAL_WEIGHTS,
+    SCORE_MODES,
+)
 from edge_m3.errors import EdgeM3Error
 from edge_m3.retrieval.index import BundleIdentity, Index
 from tools.kit import retrieval_wire as wire
@@ -442,4 +460,465 @@ def test_swift_and_python_write_one_index(swift_ops, tmp_path: Path) -> None:
     for who, log in turns:
         got = wire.python_answers(folder, log) if who == "python" else swift_ops(folder, log)
         assert got == want[at : at + len(log)], who
+        at += len(log)
+
+
+# ------------------------------------------------------------------ Kotlin (RetrievalCheck ops)
+
+SQLITE_JDBC_JAR = os.environ.get("EDGE_M3_SQLITE_JDBC_JAR") or "/usr/share/java/sqlite-jdbc.jar"
+WEIGHT_SETS = ((1.0, 1.0, 1.0), (0.4, 0.2, 0.4), (1.0, 0.0, 0.3))
+DIM = 6
+
+Op = tuple[Any, ...]
+
+
+# ------------------------------------------------------------------ the reference: a fresh build
+
+def _fresh_index(dim: int, dense: str, colbert: str, passages: Sequence[tuple[Any, dict]]) -> Index:
+    idx = Index(dim, dense, colbert)
+    if passages:
+        idx.add([p for _, p in passages], [i for i, _ in passages])
+    return idx
+
+
+def expected_answers(log: Sequence[Op], base: tuple[str, str, list] | None = None) -> list[str]:
+    """The answer lines the spec defines for `log`: every search answered by a fresh format-1
+    index of the surviving passages in logical-row order. `base`: (dense, colbert, passages) of
+    the format-1 folder the log opens first."""
+    store: tuple[int, str, str] | None = None
+    alive: list[tuple[Any, dict]] = []
+    out = []
+    for op in log:
+        name = op[0]
+        if name == "create":
+            store, alive = (op[1], op[2], op[3]), []
+            out.append("ok")
+        elif name in ("open", "reopen", "compact"):
+            if name == "open" and base is not None and store is None:
+                store, alive = (DIM, base[0], base[1]), list(base[2])
+            out.append("ok")
+        elif name == "add":
+            if any(_same(i, op[1]) for i, _ in alive):
+                out.append("error duplicate_id")
+            else:
+                alive.append((op[1], op[2]))
+                out.append("ok")
+        elif name in ("update", "remove"):
+            at = [n for n, (i, _) in enumerate(alive) if _same(i, op[1])]
+            if not at:
+                out.append("error unknown_id")
+                continue
+            del alive[at[0]]
+            if name == "update":
+                alive.append((op[1], op[2]))
+            out.append("ok")
+        elif name == "count":
+            out.append(f"count {len(alive)}")
+        elif name == "contains":
+            out.append(f"contains {'true' if any(_same(i, op[1]) for i, _ in alive) else 'false'}")
+        elif name == "search":
+            assert store is not None
+            try:
+                hits = _fresh_index(*store, alive).search(op[4], op[1], op[2], op[3])
+            except EdgeM3Error:
+                out.append("error invalid_input")
+                continue
+            out.append(f"hits {len(hits)}" + "".join(f" {h.row} {wire.id_token(h.id)} {wire.h64(h.score)}"
+                                                     for h in hits))
+        else:
+            raise AssertionError(name)
+    return out
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Ids are equal when their type and value are (1 and "1" are two ids)."""
+    return type(a) is type(b) and a == b
+
+
+def survivors(log: Sequence[Op], base: tuple[str, str, list] | None = None) -> list[tuple[Any, dict]]:
+    alive: list[tuple[Any, dict]] = list(base[2]) if base else []
+    for op in log:
+        if op[0] == "create":
+            alive = []
+        elif op[0] in ("update", "remove") and any(_same(i, op[1]) for i, _ in alive):
+            alive = [(i, p) for i, p in alive if not _same(i, op[1])]
+            if op[0] == "update":
+                alive.append((op[1], op[2]))
+        elif op[0] == "add" and not any(_same(i, op[1]) for i, _ in alive):
+            alive.append((op[1], op[2]))
+    return alive
+
+
+# ------------------------------------------------------------------ drawn logs
+
+def _kt_outputs(rng: np.random.Generator, dim: int, scale: float) -> dict[str, Any]:
+    """One passage's or query's outputs; `scale` reaches fp16's subnormals and int8's small scales."""
+    dense = (rng.standard_normal(dim) * scale).astype(np.float32)
+    if rng.random() < 0.1:
+        dense[:] = 0  # int8: scale 1.0
+    n_tok = int(rng.integers(0, 5))
+    lex = {int(t): float(np.float32(rng.random() + 1e-3)) for t in rng.choice(24, n_tok, replace=False)}
+    col = (rng.standard_normal((int(rng.integers(0, 4)), dim)) * scale).astype(np.float32)
+    if rng.random() < 0.15:  # rounding ties: int8 codes (scale 1.0) and float16, normal and subnormal
+        dense = np.resize(np.array([127, 0.5, 1.5, 2.5, -0.5, -2.5], np.float32), dim)
+        col = np.resize(np.array([1 + 2**-11, 1 + 3 * 2**-11, 2**-25, 3 * 2**-25, -(2**-15 + 2**-25), 65519],
+                                 np.float32), (2, dim))
+    return {DENSE_VECS: dense, LEXICAL_WEIGHTS: lex, COLBERT_VECS: col}
+
+
+_IDS = st.one_of(st.integers(-3, 6), st.sampled_from([2**62, -(2**63)]),
+                 st.sampled_from(["1", "", "a", "é\"\\\n", "😀", "x" * 20]))
+
+
+@st.composite
+def kt_op_logs(draw: st.DrawFn) -> tuple[list[Op], tuple[str, str, list] | None]:
+    """(log, base): a log that creates its index or opens a format-1 base with a few passages."""
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    dense, colbert = draw(st.sampled_from(DENSE_STORES)), draw(st.sampled_from(COLBERT_STORES))
+    pool: list[dict] = []
+
+    def outputs() -> dict:
+        if pool and draw(st.integers(0, 4)) == 0:  # the same vectors again: ties, ordered by row
+            return pool[draw(st.integers(0, len(pool) - 1))]
+        o = _kt_outputs(rng, DIM, float(10.0 ** draw(st.sampled_from([-7, -5, -2, 0, 1]))))
+        pool.append(o)
+        return o
+
+    base = None
+    if draw(st.booleans()):
+        ids = draw(st.lists(_IDS, max_size=5, unique_by=lambda i: (type(i), i)))
+        base = (dense, colbert, [(i, outputs()) for i in ids])
+        log: list[Op] = [("open",)]
+    else:
+        log = [("create", DIM, dense, colbert)]
+    for _ in range(draw(st.integers(1, 24))):
+        kind = draw(st.sampled_from(["add", "add", "add", "update", "remove", "search", "search",
+                                     "compact", "reopen", "count", "contains"]))
+        if kind in ("add", "update"):
+            log.append((kind, draw(_IDS), outputs()))
+        elif kind in ("remove", "contains"):
+            log.append((kind, draw(_IDS)))
+        elif kind == "search":
+            mode = draw(st.sampled_from(SCORE_MODES))
+            log.append(("search", draw(st.integers(1, 8)), mode, draw(st.sampled_from(WEIGHT_SETS)), outputs()))
+        else:
+            log.append((kind,))
+    for mode in SCORE_MODES:  # every mode at the end, then a compaction and every mode again
+        log.append(("search", 10, mode, WEIGHT_SETS[0], outputs()))
+    log += [("compact",), ("reopen",), ("count",)]
+    for mode in SCORE_MODES:
+        log.append(("search", 10, mode, WEIGHT_SETS[1], outputs()))
+    return log, base
+
+
+def _write_base(folder: Path, base: tuple[str, str, list]) -> None:
+    _fresh_index(DIM, *base).save(folder)
+
+
+def _saved_files(folder: Path) -> dict[str, bytes]:
+    """A format-1 folder's files but index.json (its `created` differs): ids.json and the arrays."""
+    return {f.name: f.read_bytes() for f in folder.iterdir()
+            if f.is_file() and f.name != INDEX_MANIFEST and not f.name.startswith(INDEX_DB)}
+
+
+def _current_base(folder: Path) -> Path:
+    """The folder's base: the one its database names, the folder itself when it has none."""
+    if not (folder / INDEX_DB).exists():
+        return folder
+    con = sqlite3.connect(folder / INDEX_DB)
+    try:
+        name = dict(con.execute("SELECT key, value FROM meta"))["base"]
+    finally:
+        con.close()
+    return folder / name
+
+
+# ------------------------------------------------------------------ Kotlin
+
+@pytest.fixture(scope="session")
+def kotlin_ops(kit_jar: Path):
+    """run(dir, log) -> (answer lines, stderr): RetrievalCheck's `ops` on the JVM with the JDBC driver."""
+    if not Path(SQLITE_JDBC_JAR).is_file():  # a skip on a developer machine, a failure in CI
+        reason = f"SQLite JDBC not found at {SQLITE_JDBC_JAR} (apt-get install -y libxerial-sqlite-jdbc-java)"
+        if os.environ.get("EDGE_M3_REQUIRE_KOTLIN"):
+            pytest.fail(reason)
+        pytest.skip(reason)
+
+    def run(folder: Path, log: Sequence[Op], user: str | None = None) -> list[str]:
+        ops = folder.parent / f"{folder.name}.ops"
+        ops.write_text(wire.ops(log), encoding="ascii")
+        os.chmod(ops, 0o644)
+        cmd = ["java", "-cp", f"{kit_jar}:{SQLITE_JDBC_JAR}", wire.KOTLIN_MAIN, "ops", str(folder), str(ops)]
+        if user is not None:
+            cmd = ["setpriv", f"--reuid={user}", f"--regid={user}", "--clear-groups", *cmd]
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 0, proc.stderr
+        return wire.answers(proc.stdout)
+
+    return run
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(drawn=kt_op_logs())
+def test_kotlin_op_log_equals_a_fresh_build(drawn: tuple[list[Op], Any], kotlin_ops, tmp_path_factory) -> None:
+    log, base = drawn
+    folder = tmp_path_factory.mktemp("kt") / "index"
+    if base is not None:
+        _write_base(folder, base)
+    else:
+        folder.mkdir()
+    py_folder = folder.parent / "python"
+    shutil.copytree(folder, py_folder)
+    got = kotlin_ops(folder, log)
+    want = expected_answers(log, base)
+    python = wire.python_answers(py_folder, log)
+    for n, (op, g, p, w) in enumerate(zip(log, got, python, want, strict=True)):
+        assert g == p == w, f"op {n} {op[0]}: kotlin {g!r}, python {p!r}, fresh build {w!r}"
+    # The compacted base holds exactly the bytes Python's Index.save writes for the survivors.
+    fresh = folder.parent / "fresh"
+    stores = log[0][2:4] if log[0][0] == "create" else base[:2]
+    _fresh_index(DIM, *stores, survivors(log, base)).save(fresh)
+    for side in (folder, py_folder):
+        compacted = _current_base(side)
+        assert _saved_files(compacted) == _saved_files(fresh), side.name
+        m, f = (json.loads((p / INDEX_MANIFEST).read_text()) for p in (compacted, fresh))
+        for key in ("created", "edge_m3_version"):
+            m.pop(key), f.pop(key)
+        assert m == f
+        # Garbage: only the current base (and the database with its WAL files) remain.
+        left = sorted(p.name for p in side.iterdir() if not p.name.startswith(INDEX_DB))
+        if compacted == side:  # never written: still the format-1 folder
+            assert left == sorted([*_saved_files(fresh), INDEX_MANIFEST])
+        else:
+            assert left == [compacted.name] and compacted.name.startswith(INDEX_BASE_PREFIX)
+        # Python's own reader opens the compacted base.
+        assert len(Index.load(compacted)) == len(survivors(log, base))
+
+
+def _one_passage(seed: int = 1) -> dict:
+    return _kt_outputs(np.random.default_rng(seed), DIM, 1.0)
+
+
+def _base_with_db(folder: Path, kotlin_ops, ids: Sequence[Any] = (1, 2)) -> None:
+    """A format-1 base (Python) with a database on it (Kotlin's first write)."""
+    _write_base(folder, ("float32", "fp16", [(i, _one_passage(n)) for n, i in enumerate(ids)]))
+    assert kotlin_ops(folder, [("open",), ("add", "new", _one_passage(9))]) == ["ok", "ok"]
+
+
+def _set_meta(folder: Path, key: str, value: str) -> None:
+    con = sqlite3.connect(folder / INDEX_DB)
+    with con:
+        con.execute("UPDATE meta SET value = ? WHERE key = ?", (value, key))
+    con.close()
+
+
+def test_kotlin_refusals_nothing_changed(kotlin_ops, tmp_path: Path) -> None:
+    """Duplicate add, missing remove and update: their kinds, and nothing written."""
+    folder = tmp_path / "i"
+    _base_with_db(folder, kotlin_ops)
+    q = _one_passage(5)
+    log = [("open",), ("add", 1, q), ("add", "new", q), ("remove", 7), ("update", "1", q), ("count",),
+           ("search", 5, "dense", WEIGHT_SETS[0], q), ("reopen",), ("count",),
+           ("search", 5, "colbert", WEIGHT_SETS[0], q)]
+    got = kotlin_ops(folder, log)
+    assert got[:6] == ["ok", "error duplicate_id", "error duplicate_id", "error unknown_id", "error unknown_id",
+                       "count 3"]
+    assert got[8] == "count 3"
+    alive = [(1, _one_passage(0)), (2, _one_passage(1)), ("new", _one_passage(9))]
+    for line, op in ((got[6], log[6]), (got[9], log[9])):
+        hits = _fresh_index(DIM, "float32", "fp16", alive).search(op[4], op[1], op[2], op[3])
+        assert line == f"hits {len(hits)}" + "".join(f" {h.row} {wire.id_token(h.id)} {wire.h64(h.score)}"
+                                                      for h in hits)
+
+
+def test_kotlin_refuses_another_base_bundle_newer_or_corrupt(kotlin_ops, tmp_path: Path) -> None:
+    """A database applied to another base, one recording another bundle, one written by a newer
+    format version, a corrupt file, another program's SQLite file: each refused with
+    invalid_input when opened (one line, no crash)."""
+    good = tmp_path / "good"
+    _base_with_db(good, kotlin_ops)
+    cases = {}
+    # another base: the same database over a base with other passages
+    other = tmp_path / "other"
+    _write_base(other, ("float32", "fp16", [(1, _one_passage(3))]))
+    shutil.copy(good / INDEX_DB, other / INDEX_DB)
+    cases["another base"] = other
+    bundle = {"model_file": "m.tflite", "model_sha256": "0" * 64, "tokenizer_file": "t",
+              "tokenizer_sha256": "1" * 64, "quant": "int8", "path": ""}
+    for name, key, value in (("another bundle", "bundle", json.dumps(bundle)),
+            ("newer format_version", "format_version", "2"), ("malformed dim", "dim", "x")):
+        folder = tmp_path / name.replace(" ", "_")
+        shutil.copytree(good, folder)
+        _set_meta(folder, key, value)
+        cases[name] = folder
+    corrupt = tmp_path / "corrupt"
+    shutil.copytree(good, corrupt)
+    data = bytearray((corrupt / INDEX_DB).read_bytes())
+    data[:100] = os.urandom(100)
+    (corrupt / INDEX_DB).write_bytes(bytes(data))
+    cases["corrupt"] = corrupt
+    foreign = tmp_path / "foreign"
+    shutil.copytree(good, foreign)
+    con = sqlite3.connect(foreign / INDEX_DB)
+    con.execute("PRAGMA application_id = 1")
+    con.close()
+    cases["another program's file"] = foreign
+    for name, sql in (("newer user_version", "PRAGMA user_version = 2"),
+                      ("a malformed blob", "UPDATE passages SET dense = X'00'"),
+                      ("a tombstone outside the base", "INSERT INTO removed (row) VALUES (99)")):
+        folder = tmp_path / name.replace(" ", "_")
+        shutil.copytree(good, folder)
+        con = sqlite3.connect(folder / INDEX_DB)
+        with con:
+            con.execute(sql)
+        con.close()
+        cases[name] = folder
+    truncated = tmp_path / "truncated"
+    shutil.copytree(good, truncated)
+    (truncated / INDEX_DB).write_bytes((good / INDEX_DB).read_bytes()[:1500])
+    cases["truncated"] = truncated
+    for name, folder in cases.items():
+        got = kotlin_ops(folder, [("open",), ("count",)])
+        assert got == ["error invalid_input", "error invalid_input"], name
+
+
+def test_kotlin_read_only_file_searches_refuses_writes(kotlin_ops, tmp_path: Path) -> None:
+    """A database file the process cannot write: searched as usual, every write refused
+    (write_failed), nothing lost."""
+    user = None
+    if os.geteuid() == 0:  # root writes read-only files: run the kit as nobody, in a folder it can reach
+        if shutil.which("setpriv") is None:
+            pytest.skip("running as root without setpriv: a read-only file cannot be made")
+        user = "65534"
+        tmp_path = Path(tempfile.mkdtemp(prefix="edge-m3-ro-"))
+        os.chmod(tmp_path, 0o777)  # the ops file is written here
+    try:
+        folder = tmp_path / "ro"
+        _base_with_db(folder, kotlin_ops)
+        db = folder / INDEX_DB
+        before = db.read_bytes()
+        if user is not None:
+            for p in folder.rglob("*"):
+                os.chmod(p, 0o755 if p.is_dir() else 0o644)
+            os.chmod(folder, 0o777)  # the WAL's -shm may be created; the database file may not be written
+        os.chmod(db, 0o444)
+        q = _one_passage(4)
+        log = [("open",), ("count",), ("search", 3, "sparse+dense", WEIGHT_SETS[0], q), ("add", 9, q),
+               ("remove", 1), ("compact",), ("count",)]
+        got = kotlin_ops(folder, log, user=user)
+        alive = [(1, _one_passage(0)), (2, _one_passage(1)), ("new", _one_passage(9))]
+        hits = _fresh_index(DIM, "float32", "fp16", alive).search(q, 3, "sparse+dense", WEIGHT_SETS[0])
+        assert got == ["ok", "count 3", f"hits {len(hits)}" + "".join(
+            f" {h.row} {wire.id_token(h.id)} {wire.h64(h.score)}" for h in hits),
+            "error write_failed", "error write_failed", "error write_failed", "count 3"]
+        os.chmod(db, 0o644)
+        assert db.read_bytes() == before
+    finally:
+        if user is not None:
+            shutil.rmtree(tmp_path, ignore_errors=True)
+
+
+def _hits(alive: Sequence[tuple[Any, dict]], dense: str, colbert: str, op: Op) -> str:
+    return wire.hits_line(_fresh_index(DIM, dense, colbert, alive).search(op[4], op[1], op[2], op[3]))
+
+
+def test_kotlin_and_python_share_one_database(kotlin_ops, tmp_path: Path) -> None:
+    """Python's database (over a format-1 base, with tombstones and added passages) is read and
+    written by Kotlin, and Kotlin's writes read back by Python: one schema, one stored form."""
+    from edge_m3.retrieval.writable import WritableIndex
+
+    folder = tmp_path / "shared"
+    base = [(i, _one_passage(10 + i)) for i in range(4)]
+    _write_base(folder, ("int8", "int8", base))
+    with WritableIndex.open(folder) as py:
+        py.remove(1)
+        py.add("p", _one_passage(20))
+        py.update(3, _one_passage(21))
+    alive = [(0, base[0][1]), (2, base[2][1]), ("p", _one_passage(20)), (3, _one_passage(21))]
+    q = _one_passage(30)
+    searches = [("search", 3, mode, WEIGHT_SETS[1], q) for mode in SCORE_MODES]
+    got = kotlin_ops(folder, [("open",), ("count",), *searches, ("remove", 0), ("add", "k", _one_passage(22))])
+    assert got == ["ok", "count 4", *(_hits(alive, "int8", "int8", op) for op in searches), "ok", "ok"]
+    alive = alive[1:] + [("k", _one_passage(22))]
+    with WritableIndex.open(folder) as py:
+        assert py.ids() == [i for i, _ in alive]
+        for op in searches:
+            assert wire.hits_line(py.search(op[4], op[1], op[2], op[3])) == _hits(alive, "int8", "int8", op)
+
+
+def test_kotlin_second_writer_waits_then_is_refused(kotlin_ops, tmp_path: Path) -> None:
+    """While another connection holds the write lock, Kotlin still searches, and its write waits
+    INDEX_DB_BUSY_MS, then is refused (index_busy) with nothing changed."""
+    folder = tmp_path / "busy"
+    _base_with_db(folder, kotlin_ops)
+    hold = sqlite3.connect(folder / INDEX_DB, isolation_level=None)
+    hold.execute("BEGIN IMMEDIATE")
+    try:
+        got = kotlin_ops(folder, [("open",), ("count",), ("add", 5, _one_passage(5)), ("count",)])
+    finally:
+        hold.execute("ROLLBACK")
+        hold.close()
+    assert got == ["ok", "count 3", "error index_busy", "count 3"]
+
+
+def test_kotlin_hybrid_candidates_over_many_rows(kotlin_ops, tmp_path: Path) -> None:
+    """More logical rows than HYBRID_CANDIDATES, tombstones among the base's best: the hybrid
+    modes' candidates (best C by dense, union best C by sparse) are a fresh build's, in Kotlin and
+    in Python, before and after compaction."""
+    rng = np.random.default_rng(7)
+    base = [(i, _kt_outputs(rng, DIM, 1.0)) for i in range(140)]
+    folder = tmp_path / "many"
+    _write_base(folder, ("int8", "int8", base))
+    queries = [_kt_outputs(rng, DIM, 1.0) for _ in range(3)]
+    searches = [("search", k, mode, WEIGHT_SETS[n % 3], q) for n, q in enumerate(queries)
+                for mode in ("sparse+dense", "colbert+sparse+dense", "dense", "sparse") for k in (3, 120)]
+    log: list[Op] = [("open",)]
+    log += [("remove", i) for i in range(0, 140, 4)]
+    log += [("add", f"n{i}", _kt_outputs(rng, DIM, 1.0)) for i in range(40)]
+    log += [("update", i, _kt_outputs(rng, DIM, 1.0)) for i in range(1, 30, 7)]
+    log += [*searches, ("compact",), ("count",), *searches]
+    py_folder = tmp_path / "many-python"
+    shutil.copytree(folder, py_folder)
+    got = kotlin_ops(folder, log)
+    want = expected_answers(log, ("int8", "int8", base))
+    python = wire.python_answers(py_folder, log)
+    for n, (op, g, p, w) in enumerate(zip(log, got, python, want, strict=True)):
+        assert g == p == w, f"op {n} {op[0]}: kotlin {g!r}, python {p!r}, fresh build {w!r}"
+
+
+def test_kotlin_compaction_collects_only_its_own_garbage(kotlin_ops, tmp_path: Path) -> None:
+    """A compaction deletes the replaced root base, a killed compaction's leftovers of its own
+    generation and their temporaries, never a later generation (another process's, in progress)."""
+    folder = tmp_path / "gc"
+    _base_with_db(folder, kotlin_ops)
+    for leftover in ("base-1", ".base-1.building-x1", ".base-1.old-x2", "base-5", ".base-6.building-x3"):
+        (folder / leftover).mkdir()
+        (folder / leftover / "dense.bin").write_bytes(b"junk")
+    assert kotlin_ops(folder, [("open",), ("compact",), ("count",)]) == ["ok", "ok", "count 3"]
+    left = sorted(p.name for p in folder.iterdir() if not p.name.startswith(INDEX_DB))
+    assert left == [".base-6.building-x3", "base-1", "base-5"]
+    assert (folder / "base-1" / INDEX_MANIFEST).is_file()
+
+
+def test_kotlin_and_python_take_turns(kotlin_ops, tmp_path: Path) -> None:
+    """Python and Kotlin take turns on one folder (a format-1 base, then its database, compactions
+    by either): each reads what the other wrote, every answer a fresh build's."""
+    stores = (4, "int8", "fp16")
+    start = [(i, _vec(4, i)) for i in range(4)]
+    folder = tmp_path / "index"
+    _save_base(folder, stores, start)
+    search = [("search", 6, mode, (0.4, 0.2, 0.4), _vec(4, 20)) for mode in SCORE_MODES]
+    turns: list[tuple[str, list[Op]]] = [
+        ("python", [("open",), ("add", 10, _vec(4, 10)), ("remove", 1)]),
+        ("kotlin", [("open",), ("add", "k", _vec(4, 11)), ("remove", 0), *search, ("compact",),
+                    ("add", 12, _vec(4, 12)), ("remove", 10), ("update", 2, _vec(4, 13)), *search]),
+        ("python", [("open",), ("count",), *search, ("add", 13, _vec(4, 14)), ("remove", "k"), ("compact",)]),
+        ("kotlin", [("open",), ("count",), *search, ("remove", 13), ("add", 14, _vec(4, 15)), ("compact",)]),
+        ("python", [("open",), ("count",), *search]),
+    ]
+    want = fresh_answers([op for _, log in turns for op in log], start, stores)
+    at = 0
+    for who, log in turns:
+        got = wire.python_answers(folder, log) if who == "python" else kotlin_ops(folder, log)
+        assert got == want[at:at + len(log)], who
         at += len(log)

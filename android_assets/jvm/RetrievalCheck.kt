@@ -5,6 +5,9 @@
 //       per pair, weights set and mode: "PAIR SET MODE HEX" (HEX: the float64 score's bits, or "error")
 //   java -cp ... dev.edgem3.RetrievalCheckKt search INDEX QUERIES PLAN [--bundle DIR]
 //       per plan line and query: "LINE QUERY ROW:HEX ROW:HEX ..." (best first), or "LINE QUERY error"
+//   java -cp edge_m3_kit.jar:sqlite-jdbc.jar dev.edgem3.RetrievalCheckKt ops DIR OPS
+//       EdgeM3WritableIndex (SQLite through jvm/JdbcIndexDb.kt) runs the op log OPS on the index in
+//       folder DIR: one answer line per operation (tools/kit/retrieval_wire.py, "op log")
 //   java -cp ... dev.edgem3.RetrievalCheckKt bench INDEX QUERIES K MODE[,MODE...] REPEATS
 //       per mode: "MODE WALL:CPU WALL:CPU ..." seconds of one search each, wall clock and the
 //       thread's CPU time (one thread; every query REPEATS times after one warm-up pass)
@@ -115,6 +118,99 @@ private fun search(all: List<String>) {
     print(out)
 }
 
+/** The op log's id token: "i" DECIMAL (an integer id) or "s" HEX (a string id's UTF-8 bytes). */
+private fun parseId(token: String): Any = when {
+    token.startsWith("i") -> token.substring(1).toLongOrNull() ?: throw EdgeM3Exception("bad id token $token")
+    token.startsWith("s") && token.length % 2 == 1 -> {
+        val hex = token.substring(1)
+        String(ByteArray(hex.length / 2) { hex.substring(2 * it, 2 * it + 2).toInt(16).toByte() }, Charsets.UTF_8)
+    }
+    else -> throw EdgeM3Exception("bad id token $token")
+}
+
+private fun idToken(id: Any): String = if (id is String) {
+    "s" + id.toByteArray(Charsets.UTF_8).joinToString("") { String.format("%02x", it.toInt() and 0xff) }
+} else "i$id"
+
+/** contract.KIT_ERROR_KINDS of a kit exception. */
+private fun kind(e: EdgeM3Exception): String = when (e) {
+    is EdgeM3DuplicateIdException -> "duplicate_id"
+    is EdgeM3UnknownIdException -> "unknown_id"
+    is EdgeM3IndexBusyException -> "index_busy"
+    is EdgeM3WriteFailedException -> "write_failed"
+    is EdgeM3ModelMismatchException -> "signature_mismatch"
+    is EdgeM3ClosedException -> "runner_closed"
+    is EdgeM3RuntimeMissingException -> "runtime_missing"
+    else -> "invalid_input"
+}
+
+private fun ops(dir: File, file: File) {
+    val t = Tokens(file.readText())
+    t.expect("ops")
+    val n = t.int()
+    var index: EdgeM3WritableIndex? = null
+    val out = StringBuilder()
+    fun open(): EdgeM3WritableIndex {
+        index?.close()
+        index = null
+        return EdgeM3WritableIndex.open(dir, JdbcIndexDbDriver).also { index = it }
+    }
+    fun need(): EdgeM3WritableIndex = index ?: throw EdgeM3Exception("no index open")
+    for (i in 0 until n) {
+        // Every operation's tokens are read before it runs, so a refused one leaves the log in step.
+        val answer: () -> String = when (val op = t.next()) {
+            "create" -> {
+                val dim = t.int()
+                val dense = t.next()
+                val colbert = t.next()
+                val f = {
+                    index?.close()
+                    index = null
+                    index = EdgeM3WritableIndex.create(dir, dim, dense, colbert, null, JdbcIndexDbDriver)
+                    "ok"
+                }
+                f
+            }
+            "open", "reopen" -> { { open(); "ok" } }
+            "add", "update" -> {
+                val id = parseId(t.next())
+                val v = t.vectors()
+                val f = { if (op == "add") need().add(id, v) else need().update(id, v); "ok" }
+                f
+            }
+            "remove" -> {
+                val id = parseId(t.next())
+                val f = { need().remove(id); "ok" }
+                f
+            }
+            "contains" -> {
+                val id = parseId(t.next())
+                val f = { "contains ${need().contains(id)}" }
+                f
+            }
+            "compact" -> { { need().compact(); "ok" } }
+            "count" -> { { "count ${need().count}" } }
+            "search" -> {
+                val k = t.int()
+                val mode = t.next()
+                val weights = DoubleArray(3) { t.f64() }
+                val q = t.vectors()
+                val f = {
+                    val x = need()
+                    val hits = x.search(q, k, mode, weights)
+                    "hits ${hits.size}" + hits.joinToString("") { " ${it.row} ${idToken(x.id(it.row))} ${hex(it.score)}" }
+                }
+                f
+            }
+            else -> throw EdgeM3Exception("unknown operation \"$op\"")
+        }
+        val line = try { answer() } catch (e: EdgeM3Exception) { "error ${kind(e)}" }
+        out.append(line).append('\n')
+    }
+    index?.close()
+    print(out)
+}
+
 private fun bench(args: List<String>) {
     val t0 = System.nanoTime()
     val index = EdgeM3Index.open(File(args[0]), verifySha256 = false)
@@ -143,6 +239,7 @@ fun main(args: Array<String>) {
         when (args.firstOrNull()) {
             "score" -> if (args.size == 2) score(File(args[1])) else usage()
             "search" -> search(args.drop(1))
+            "ops" -> if (args.size == 3) ops(File(args[1]), File(args[2])) else usage()
             "bench" -> if (args.size == 6) bench(args.drop(1)) else usage()
             else -> usage()
         }
@@ -153,6 +250,6 @@ fun main(args: Array<String>) {
 }
 
 private fun usage(): Nothing {
-    System.err.println("usage: RetrievalCheckKt score CASES | search INDEX QUERIES PLAN [--bundle DIR] | bench INDEX QUERIES K MODE[,MODE...] REPEATS")
+    System.err.println("usage: RetrievalCheckKt score CASES | search INDEX QUERIES PLAN [--bundle DIR] | ops DIR OPS | bench INDEX QUERIES K MODE[,MODE...] REPEATS")
     exitProcess(2)
 }

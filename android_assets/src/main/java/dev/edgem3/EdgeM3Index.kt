@@ -35,15 +35,15 @@ class EdgeM3Index private constructor(
     val ids: List<Any>,
     /** index.json's `bundle` entry (`model_file`, `model_sha256`, `tokenizer_file`, ...); empty when it records none. */
     val bundle: Map<String, Any?>,
-    private val dense: ByteBuffer,
-    private val denseScale: FloatBuffer?,
-    private val sparseTokens: IntBuffer,
-    private val sparseOffsets: LongBuffer,
-    private val sparseRows: IntBuffer,
-    private val sparseWeights: FloatBuffer,
-    private val colbertOffsets: LongBuffer?,
-    private val colbert: ByteBuffer?,
-    private val colbertScale: FloatBuffer?
+    internal val dense: ByteBuffer,
+    internal val denseScale: FloatBuffer?,
+    internal val sparseTokens: IntBuffer,
+    internal val sparseOffsets: LongBuffer,
+    internal val sparseRows: IntBuffer,
+    internal val sparseWeights: FloatBuffer,
+    internal val colbertOffsets: LongBuffer?,
+    internal val colbert: ByteBuffer?,
+    internal val colbertScale: FloatBuffer?
 ) {
     /** One search result: the passage's row (see `ids`) and its score. */
     class Hit(val row: Int, val score: Double) {
@@ -149,7 +149,7 @@ class EdgeM3Index private constructor(
     }
 
     /** Every row's dense score by Score arithmetic (float32 values, or int8 codes then * scale). */
-    private fun denseAll(q: FloatArray): DoubleArray {
+    internal fun denseAll(q: FloatArray): DoubleArray {
         val out = DoubleArray(count)
         val f = denseF32
         if (f != null) {
@@ -163,7 +163,7 @@ class EdgeM3Index private constructor(
     }
 
     /** `colbert(Q, row)`: stored vectors fp16 (widened exactly) or int8 codes (dot then * scale). */
-    private fun colbertScore(qs: Array<FloatArray>, row: Int): Double {
+    internal fun colbertScore(qs: Array<FloatArray>, row: Int): Double {
         val from = colbertOffsets!!.get(row).toInt()
         val to = colbertOffsets.get(row + 1).toInt()
         if (qs.isEmpty() || from == to) return 0.0
@@ -186,10 +186,10 @@ class EdgeM3Index private constructor(
         return total / qs.size
     }
 
-    private class SparseScores(val acc: DoubleArray, val touched: BooleanArray, val rows: IntArray)
+    internal class SparseScores(val acc: DoubleArray, val touched: BooleanArray, val rows: IntArray)
 
     /** Every row's lexical score through the postings, query tokens in ascending id (the pairwise order). */
-    private fun sparseScores(q: Retrieval.Lexical): SparseScores {
+    internal fun sparseScores(q: Retrieval.Lexical): SparseScores {
         val acc = DoubleArray(count)
         val touched = BooleanArray(count)
         var n = 0
@@ -219,32 +219,32 @@ class EdgeM3Index private constructor(
         return SparseScores(acc, touched, rows)
     }
 
-    /** The best `k` of items 0..n-1 by `score`: score descending, then item ascending. */
-    private inline fun top(k: Int, n: Int, score: (Int) -> Double): List<Hit> {
-        val m = minOf(k, n)
-        val rows = IntArray(m)
-        val scores = DoubleArray(m)
-        var size = 0
-        for (i in 0 until n) {
-            val s = score(i)
-            // Items come in ascending order, so an equal score never displaces an earlier item.
-            if (size == m && !(s > scores[m - 1])) continue
-            var at = if (size == m) m - 1 else size
-            while (at > 0 && s > scores[at - 1]) {
-                scores[at] = scores[at - 1]
-                rows[at] = rows[at - 1]
-                at--
-            }
-            scores[at] = s
-            rows[at] = i
-            if (size < m) size++
-        }
-        return List(size) { Hit(rows[it], scores[it]) }
-    }
-
     companion object {
+        /** The best `k` of items 0..n-1 by `score`: score descending, then item ascending. */
+        internal inline fun top(k: Int, n: Int, score: (Int) -> Double): List<Hit> {
+            val m = minOf(k, n)
+            val rows = IntArray(m)
+            val scores = DoubleArray(m)
+            var size = 0
+            for (i in 0 until n) {
+                val s = score(i)
+                // Items come in ascending order, so an equal score never displaces an earlier item.
+                if (size == m && !(s > scores[m - 1])) continue
+                var at = if (size == m) m - 1 else size
+                while (at > 0 && s > scores[at - 1]) {
+                    scores[at] = scores[at - 1]
+                    rows[at] = rows[at - 1]
+                    at--
+                }
+                scores[at] = s
+                rows[at] = i
+                if (size < m) size++
+            }
+            return List(size) { Hit(rows[it], scores[it]) }
+        }
+
         /** float16 bits -> float32 (exact), a table so the ColBERT loop stays one load per value. */
-        private val HALF: FloatArray = FloatArray(65536) { halfToFloat(it) }
+        internal val HALF: FloatArray = FloatArray(65536) { halfToFloat(it) }
 
         private fun halfToFloat(h: Int): Float {
             val sign = if (h and 0x8000 != 0) -1f else 1f

@@ -1,0 +1,1207 @@
+package dev.edgem3
+
+import java.io.Closeable
+import java.io.File
+import java.io.FileOutputStream
+import java.io.IOException
+import java.nio.ByteBuffer
+import java.nio.ByteOrder
+import java.security.MessageDigest
+import java.text.SimpleDateFormat
+import java.util.Date
+import java.util.Locale
+import java.util.TimeZone
+
+/** add: the id is already in the index (update it, or remove it first); nothing was written. */
+class EdgeM3DuplicateIdException(message: String) : EdgeM3Exception(message)
+
+/** update or remove: the id is not in the index; nothing was written. */
+class EdgeM3UnknownIdException(message: String) : EdgeM3Exception(message)
+
+/** Another writer held the index longer than INDEX_DB_BUSY_MS; nothing was written. */
+class EdgeM3IndexBusyException(message: String) : EdgeM3Exception(message)
+
+/** The index could not be written (a read-only file or folder, a full disk); nothing was written. */
+class EdgeM3WriteFailedException(message: String) : EdgeM3Exception(message)
+
+/**
+ * An index the app writes (docs/index-format.md, "The writable index"): a format-1 base folder,
+ * memory-mapped by EdgeM3Index and never written in place, plus `index.sqlite`, which holds the
+ * passages added since (in stored form) and the base rows removed. `search` returns the hits and
+ * float64 score bits a fresh format-1 build of the surviving passages in logical-row order would
+ * (the base's surviving rows in order, then the database's passages by seq), as Python's
+ * `edge_m3.retrieval.writable.WritableIndex` and the Swift kit do.
+ *
+ * Every write is one SQLite transaction (WAL); a second writer waits INDEX_DB_BUSY_MS then gets
+ * EdgeM3IndexBusyException. Each call first checks `PRAGMA data_version` and reloads when another
+ * connection committed. Thread-safe (calls are serialised); blocking: call it off the main thread.
+ * `driver` is the SQLite binding: AndroidIndexDbDriver in an app, JdbcIndexDbDriver on a desktop JVM.
+ */
+class EdgeM3WritableIndex private constructor(
+    /** The index folder. */
+    val dir: File,
+    private val driver: IndexDbDriver,
+    /** A bundle's manifest.json files (name -> sha256): the index must have been built by it. */
+    private val bundleFiles: Map<String, String>?
+) : Closeable {
+    /** Vector width: the bundle's hidden size. */
+    var dim: Int = 0
+        private set
+    /** `float32` or `int8`. */
+    var denseStore: String = "float32"
+        private set
+    /** `fp16`, `int8` or `none`. */
+    var colbertStore: String = "none"
+        private set
+    /** The bundle identity the index records (index.json's `bundle`), or null. */
+    var bundle: Map<String, Any?>? = null
+        private set
+    /** Embeds `add(id, text)` and `update(id, text)`: the bundle's own embedder. */
+    var embedder: EdgeM3Embedder? = null
+
+    private val dbFile = File(dir, EdgeM3Contract.INDEX_DB)
+    private var db: IndexDb? = null
+    private var dataVersion: Long? = null
+    private var baseName = ""
+    private var baseSha = ""
+    private var generation = 0L
+    private var base: EdgeM3Index? = null
+    private var removed = BooleanArray(0)
+    private val passages = ArrayList<Stored>()
+    private val baseRowOf = HashMap<Any, Int>()
+    private val storedOf = HashMap<Any, Stored>()
+    private var duplicateInBase: Any? = null
+    private var survivors = IntArray(0)
+    private var closed = false
+
+    // ------------------------------------------------------------------ reading
+
+    /** Passages (logical rows). */
+    val count: Int
+        @Synchronized get() {
+            refresh()
+            return survivors.size + passages.size
+        }
+
+    @Synchronized
+    fun contains(id: Any): Boolean {
+        refresh()
+        val key = key(id)
+        return baseRowOf.containsKey(key) || storedOf.containsKey(key)
+    }
+
+    /** The passage id of a logical row (a hit's `row`): a Long or a String. */
+    @Synchronized
+    fun id(row: Int): Any {
+        val s = survivors.size
+        if (row < 0 || row >= s + passages.size) throw EdgeM3Exception("row $row: the index has ${s + passages.size}")
+        return if (row < s) base!!.ids[survivors[row]] else passages[row - s].id
+    }
+
+    fun search(query: Embedding, k: Int, mode: String, weights: DoubleArray = Retrieval.DEFAULT_WEIGHTS): List<EdgeM3Index.Hit> =
+        search(Retrieval.Vectors.of(query), k, mode, weights)
+
+    /**
+     * EdgeM3Index.search over the logical rows: the best `k` for `mode`, score descending then
+     * row ascending; `sparse` hits only rows sharing a token; the hybrid modes re-score the union
+     * of the best `max(k, HYBRID_CANDIDATES)` rows by dense and by sparse.
+     */
+    @Synchronized
+    fun search(query: Retrieval.Vectors, k: Int, mode: String, weights: DoubleArray = Retrieval.DEFAULT_WEIGHTS): List<EdgeM3Index.Hit> {
+        refresh()
+        if (k < 1) throw EdgeM3Exception("k: must be at least 1, got $k")
+        val used = Retrieval.signals(mode)
+        Retrieval.checkWeights(weights)
+        val (nd, ns, nc) = Retrieval.SIGNALS
+        val q = query.dense?.also { if (it.size != dim) throw EdgeM3Exception("query dense_vecs: ${it.size} values, the index has $dim") }
+        val lex = query.lexical
+        val cq = query.colbert?.also { m ->
+            if (m.any { it.size != dim }) throw EdgeM3Exception("query colbert_vecs: rows must have $dim values, the index has $dim")
+        }
+        if (nd in used && q == null) throw EdgeM3Exception("mode $mode: the query has no dense_vecs")
+        if (ns in used && lex == null) throw EdgeM3Exception("mode $mode: the query has no lexical_weights")
+        if (nc in used) {
+            if (cq == null) throw EdgeM3Exception("mode $mode: the query has no colbert_vecs")
+            if (colbertStore == "none") throw EdgeM3Exception("mode $mode: the index has no ColBERT vectors (built with --colbert none)")
+        }
+        val s = survivors.size
+        val n = s + passages.size
+        if (n == 0) return emptyList()
+        val b = base
+        fun colbertOf(row: Int): Double = if (row < s) b!!.colbertScore(cq!!, survivors[row]) else passages[row - s].colbert(cq!!, dim)
+        if (used.size == 1) {
+            return when (used[0]) {
+                nd -> denseAll(q!!).let { d -> EdgeM3Index.top(k, n) { r -> d[r] } }
+                nc -> EdgeM3Index.top(k, n) { r -> colbertOf(r) }
+                else -> {
+                    val sp = sparseAll(lex!!)
+                    EdgeM3Index.top(k, sp.rows.size) { i -> sp.acc[sp.rows[i]] }.map { EdgeM3Index.Hit(sp.rows[it.row], it.score) }
+                }
+            }
+        }
+        val c = maxOf(k, EdgeM3Contract.HYBRID_CANDIDATES)
+        val sp = sparseAll(lex!!)
+        val candidates = java.util.TreeSet<Int>()
+        val dAll = denseAll(q!!)
+        for (h in EdgeM3Index.top(c, n) { r -> dAll[r] }) candidates.add(h.row)
+        for (h in EdgeM3Index.top(c, sp.rows.size) { i -> sp.acc[sp.rows[i]] }) candidates.add(sp.rows[h.row])
+        val rows = candidates.toIntArray()
+        return EdgeM3Index.top(k, rows.size) { i ->
+            val r = rows[i]
+            val sc = if (sp.touched[r]) sp.acc[r] else 0.0
+            val cb = if (nc in used) colbertOf(r) else 0.0
+            Retrieval.hybrid(mode, dAll[r], sc, cb, weights)
+        }.map { EdgeM3Index.Hit(rows[it.row], it.score) }
+    }
+
+    /** Every logical row's dense score: the base's (its own loop) for survivors, then the passages'. */
+    private fun denseAll(q: FloatArray): DoubleArray {
+        val s = survivors.size
+        val out = DoubleArray(s + passages.size)
+        if (s > 0) {
+            val all = base!!.denseAll(q)
+            for (i in 0 until s) out[i] = all[survivors[i]]
+        }
+        for (j in passages.indices) out[s + j] = passages[j].dense(q)
+        return out
+    }
+
+    private fun sparseAll(lex: Retrieval.Lexical): EdgeM3Index.SparseScores {
+        val s = survivors.size
+        val n = s + passages.size
+        val acc = DoubleArray(n)
+        val touched = BooleanArray(n)
+        if (s > 0) {
+            val bs = base!!.sparseScores(lex)
+            for (i in 0 until s) {
+                val r = survivors[i]
+                if (bs.touched[r]) { touched[i] = true; acc[i] = bs.acc[r] }
+            }
+        }
+        for (j in passages.indices) {
+            val p = passages[j].lexical
+            // Retrieval.sparse's loop (ascending ids, one product at a time), noting a shared token.
+            var sum = 0.0
+            var shared = false
+            var a = 0
+            var b = 0
+            while (a < lex.size && b < p.size) {
+                val x = lex.ids[a]
+                val y = p.ids[b]
+                when {
+                    x < y -> a++
+                    x > y -> b++
+                    else -> { sum += lex.weights[a].toDouble() * p.weights[b].toDouble(); shared = true; a++; b++ }
+                }
+            }
+            if (shared) { touched[s + j] = true; acc[s + j] = sum }
+        }
+        var m = 0
+        for (t in touched) if (t) m++
+        val rows = IntArray(m)
+        var i = 0
+        for (r in 0 until n) if (touched[r]) rows[i++] = r
+        return EdgeM3Index.SparseScores(acc, touched, rows)
+    }
+
+    // ------------------------------------------------------------------ writing
+
+    /** Appends a passage embedded by `embedder` (the last logical row). */
+    fun add(id: Any, text: String) = add(id, embed(text))
+
+    /** Appends one passage (the last logical row); an id already present: EdgeM3DuplicateIdException. */
+    fun add(id: Any, outputs: Retrieval.Vectors) = addAll(listOf(Pair(id, outputs)))
+
+    /** Appends passages in one transaction: all or nothing. */
+    @Synchronized
+    fun addAll(items: List<Pair<Any, Retrieval.Vectors>>) {
+        val prepared = items.map { Pair(key(it.first), it.second) }
+        val seen = HashSet<Any>()
+        for ((id, _) in prepared) if (!seen.add(id)) throw EdgeM3DuplicateIdException("id ${show(id)}: given twice in one batch")
+        // Checked before anything is written (a format-1 folder gets no database for a refused
+        // write), and again under the write lock, after any other writer's commit.
+        fun stage(): List<Stored> {
+            val stored = prepared.map { (id, v) -> Stored.of(id, v, dim, denseStore, colbertStore) }
+            duplicateInBase?.let { throw EdgeM3Exception("$dir: the base holds id ${show(it)} twice; it can be searched, not written") }
+            for (p in stored) {
+                if (baseRowOf.containsKey(p.id) || storedOf.containsKey(p.id)) {
+                    throw EdgeM3DuplicateIdException("id ${show(p.id)}: already in the index (update it, or remove it first)")
+                }
+            }
+            return stored
+        }
+        refresh()
+        stage()
+        write {
+            val stored = stage()
+            for (p in stored) insert(p)
+            val apply: () -> Unit = { for (p in stored) { passages.add(p); storedOf[p.id] = p } }
+            apply
+        }
+    }
+
+    /** Replaces the passage of `id` (it becomes the last logical row), in one transaction. */
+    fun update(id: Any, text: String) = update(id, embed(text))
+
+    @Synchronized
+    fun update(id: Any, outputs: Retrieval.Vectors) {
+        val key = key(id)
+        refresh()
+        Stored.of(key, outputs, dim, denseStore, colbertStore)
+        if (!baseRowOf.containsKey(key) && !storedOf.containsKey(key)) throw EdgeM3UnknownIdException("id ${show(key)}: not in the index")
+        write {
+            val p = Stored.of(key, outputs, dim, denseStore, colbertStore)
+            val undo = delete(key)
+            insert(p)
+            val apply: () -> Unit = { undo(); passages.add(p); storedOf[key] = p }
+            apply
+        }
+    }
+
+    /** Removes the passage of `id`: a base row gets a tombstone, a database passage is deleted. */
+    @Synchronized
+    fun remove(id: Any) {
+        val key = key(id)
+        refresh()
+        if (!baseRowOf.containsKey(key) && !storedOf.containsKey(key)) throw EdgeM3UnknownIdException("id ${show(key)}: not in the index")
+        write { delete(key) }
+    }
+
+    /**
+     * Folds the database into a new format-1 base, `base-<generation+1>/` (written whole, then
+     * renamed), then in one transaction empties `passages` and `removed` and points `meta` at it;
+     * only then is the old base deleted. A kill leaves the old state or the new one.
+     */
+    @Synchronized
+    fun compact() {
+        refresh()
+        if (db == null) return  // never written: the format-1 base is already compact
+        write {
+            val g = generation + 1
+            val name = EdgeM3Contract.INDEX_BASE_PREFIX + g
+            val target = File(dir, name)
+            writeBase(target)
+            val sha = sha256(File(target, EdgeM3Contract.INDEX_MANIFEST))
+            val d = db!!
+            d.execute("DELETE FROM passages", emptyList())
+            d.execute("DELETE FROM removed", emptyList())
+            setMeta(d, "base", name)
+            setMeta(d, "base_sha256", sha)
+            setMeta(d, "generation", g.toString())
+            val apply: () -> Unit = {
+                val oldName = baseName
+                baseName = name
+                baseSha = sha
+                generation = g
+                base = EdgeM3Index.open(target, verifySha256 = false)
+                passages.clear()
+                removed = BooleanArray(base!!.count)
+                rebuildMaps()
+                deleteBase(oldName)
+                collectGarbage()
+            }
+            apply
+        }
+    }
+
+    @Synchronized
+    override fun close() {
+        if (closed) return
+        closed = true
+        db?.close()
+        db = null
+    }
+
+    // ------------------------------------------------------------------ internals
+
+    private fun embed(text: String): Retrieval.Vectors {
+        val e = embedder ?: throw EdgeM3Exception("add(id, text): set `embedder` (the index's bundle) first")
+        return Retrieval.Vectors.of(e.embedBlocking(text))
+    }
+
+    /** Stages `id`'s deletion in the open transaction; returns the in-memory change for after the commit. */
+    private fun delete(id: Any): () -> Unit {
+        val d = db!!
+        val row = baseRowOf[id]
+        if (row != null) {
+            d.execute("INSERT INTO removed (row) VALUES (?)", listOf(row.toLong()))
+            return { removed[row] = true; baseRowOf.remove(id); survivors = survivorsOf() }
+        }
+        val p = storedOf[id] ?: throw EdgeM3UnknownIdException("id ${show(id)}: not in the index")
+        d.execute("DELETE FROM passages WHERE id = ?", listOf(id))
+        return { passages.remove(p); storedOf.remove(id) }
+    }
+
+    private fun insert(p: Stored) {
+        db!!.execute("INSERT INTO passages (id, dense, dense_scale, lex_tokens, lex_weights, colbert, colbert_scale) " +
+            "VALUES (?, ?, ?, ?, ?, ?, ?)", p.columns())
+    }
+
+    /**
+     * One write: the database created if the folder has none, `BEGIN IMMEDIATE`, a reload when
+     * another connection committed, `stage` (SQL only; it returns the in-memory change), `COMMIT`,
+     * then that change. Any failure: rolled back, nothing changed.
+     */
+    private fun write(stage: () -> (() -> Unit)) {
+        check()
+        duplicateInBase?.let { throw EdgeM3Exception("$dir: the base holds id ${show(it)} twice; it can be searched, not written") }
+        if (db == null) createOnBase()
+        val d = db!!
+        val apply = try {
+            d.transaction {
+                val v = readDataVersion(d)
+                if (v != dataVersion) { load(d); dataVersion = v }
+                duplicateInBase?.let { throw EdgeM3Exception("$dir: the base holds id ${show(it)} twice; it can be searched, not written") }
+                stage()
+            }
+        } catch (e: IndexDbException) {
+            throw writeError(e)
+        }
+        apply()
+    }
+
+    private fun writeError(e: IndexDbException): EdgeM3Exception = when (e.code) {
+        IndexDbException.BUSY, IndexDbException.LOCKED ->
+            EdgeM3IndexBusyException("$dbFile: another writer holds the index (waited ${EdgeM3Contract.INDEX_DB_BUSY_MS} ms)")
+        IndexDbException.CORRUPT, IndexDbException.NOTADB -> EdgeM3Exception("$dbFile: corrupt (${e.message})")
+        IndexDbException.ERROR -> EdgeM3Exception("$dbFile: ${e.message}")
+        else -> EdgeM3WriteFailedException("$dbFile: cannot write (${e.message}); nothing was written")
+    }
+
+    private fun readError(e: IndexDbException): EdgeM3Exception = when (e.code) {
+        IndexDbException.BUSY, IndexDbException.LOCKED ->
+            EdgeM3IndexBusyException("$dbFile: another writer holds the index (waited ${EdgeM3Contract.INDEX_DB_BUSY_MS} ms)")
+        IndexDbException.CORRUPT, IndexDbException.NOTADB ->
+            EdgeM3Exception("$dbFile: not an edge-m3 index database, or corrupt (${e.message})")
+        else -> EdgeM3Exception("$dbFile: cannot read (${e.message})")
+    }
+
+    private fun check() {
+        if (closed) throw EdgeM3ClosedException("EdgeM3WritableIndex is closed")
+    }
+
+    /** Every call's first step: a database another process created, or a commit by another connection. */
+    private fun refresh() {
+        check()
+        try {
+            val d = db
+            if (d == null) {
+                if (dbFile.isFile) {
+                    val opened = openDb(dbFile)
+                    db = opened
+                    dataVersion = readDataVersion(opened)
+                    load(opened)
+                }
+                return
+            }
+            val v = readDataVersion(d)
+            if (v != dataVersion) { load(d); dataVersion = v }
+        } catch (e: IndexDbException) {
+            throw readError(e)
+        }
+    }
+
+    private fun readDataVersion(d: IndexDb): Long = longOf(d.query("PRAGMA data_version").firstOrNull()?.get(0), "data_version")
+
+    private fun openDb(file: File): IndexDb {
+        val d = driver.open(file, false)
+        try {
+            d.query("PRAGMA busy_timeout = ${EdgeM3Contract.INDEX_DB_BUSY_MS}")
+            checkHeader(d)
+            // WAL is persistent in the file; setting it again is a no-op (and harmless when read-only).
+            try {
+                d.query("PRAGMA journal_mode = WAL")
+            } catch (e: IndexDbException) {
+                if (e.code == IndexDbException.CORRUPT || e.code == IndexDbException.NOTADB) throw e
+            }
+            d.execute("PRAGMA synchronous = NORMAL", emptyList())
+            val check = d.query("PRAGMA quick_check").firstOrNull()?.get(0)
+            if (check != "ok") throw EdgeM3Exception("$dbFile: damaged ($check); refusing a corrupt index database")
+            return d
+        } catch (e: Exception) {
+            d.close()
+            throw e
+        }
+    }
+
+    private fun checkHeader(d: IndexDb) {
+        val app = longOf(d.query("PRAGMA application_id").firstOrNull()?.get(0), "application_id")
+        if (app != EdgeM3Contract.INDEX_DB_APPLICATION_ID.toLong()) {
+            throw EdgeM3Exception("$dbFile: not an edge-m3 index database (application_id $app)")
+        }
+        val version = longOf(d.query("PRAGMA user_version").firstOrNull()?.get(0), "user_version")
+        if (version > EdgeM3Contract.INDEX_DB_VERSION) throw newer(version.toString())
+    }
+
+    private fun newer(v: String) = EdgeM3Exception("$dbFile: format_version $v, written by a newer edge-m3 " +
+        "(this kit reads ${EdgeM3Contract.INDEX_DB_VERSION})")
+
+    /** The whole state from the database (its meta, its base, tombstones, passages), checked. */
+    private fun load(d: IndexDb) {
+        checkHeader(d)
+        val meta = HashMap<String, String>()
+        for (row in d.query("SELECT key, value FROM meta")) {
+            val k = row[0] as? String ?: throw bad("meta: a key that is not text")
+            meta[k] = row[1] as? String ?: throw bad("meta: $k is not text")
+        }
+        fun need(k: String) = meta[k] ?: throw bad("meta: no $k")
+        if (need("format") != EdgeM3Contract.INDEX_DB_FORMAT) throw bad("meta: format ${meta["format"]}, not ${EdgeM3Contract.INDEX_DB_FORMAT}")
+        val fv = need("format_version").toLongOrNull() ?: throw bad("meta: format_version ${meta["format_version"]}")
+        if (fv > EdgeM3Contract.INDEX_DB_VERSION) throw newer(fv.toString())
+        if (fv != EdgeM3Contract.INDEX_DB_VERSION.toLong()) throw bad("meta: format_version $fv")
+        val newDim = need("dim").toIntOrNull()?.takeIf { it > 0 } ?: throw bad("meta: dim ${meta["dim"]}")
+        val newDense = need("dense").takeIf { it in EdgeM3Contract.DENSE_STORES } ?: throw bad("meta: dense ${meta["dense"]}")
+        val newColbert = need("colbert").takeIf { it in EdgeM3Contract.COLBERT_STORES } ?: throw bad("meta: colbert ${meta["colbert"]}")
+        val bundleJson = try { MiniJson.parse(need("bundle")) } catch (e: EdgeM3Exception) { throw bad("meta: bundle is not JSON") }
+        val newBundle = if (bundleJson == null) null else JsonTree.obj(bundleJson, "$dbFile: meta: bundle")
+        val newBase = need("base")
+        if (newBase != "" && newBase != "." && !isBaseName(newBase)) throw bad("meta: base \"$newBase\"")
+        val sha = need("base_sha256")
+        if ((newBase == "") != (sha == "")) throw bad("meta: base_sha256 \"$sha\" for base \"$newBase\"")
+        val gen = need("generation").toLongOrNull()?.takeIf { it >= 0 } ?: throw bad("meta: generation ${meta["generation"]}")
+        if (newBundle != null && bundleFiles != null) checkBundle(newBundle)
+        // The base: kept when the same one is already mapped.
+        val b = if (newBase == "") null else if (newBase == baseName && sha == baseSha && base != null) base else {
+            val folder = if (newBase == ".") dir else File(dir, newBase)
+            val manifest = File(folder, EdgeM3Contract.INDEX_MANIFEST)
+            if (!manifest.isFile) throw EdgeM3Exception("$dbFile: its base $folder has no ${EdgeM3Contract.INDEX_MANIFEST}")
+            val got = sha256(manifest)
+            if (got != sha) throw EdgeM3Exception("$dbFile: written for another base ($manifest sha256 ${got.take(12)}..., the database's is ${sha.take(12)}...)")
+            EdgeM3Index.open(folder)
+        }
+        if (b != null) {
+            if (b.dim != newDim || b.denseStore != newDense || b.colbertStore != newColbert) {
+                throw EdgeM3Exception("$dbFile: dim/dense/colbert $newDim/$newDense/$newColbert, its base's are ${b.dim}/${b.denseStore}/${b.colbertStore}")
+            }
+            val bb = if (b.bundle.isEmpty()) null else b.bundle
+            if (!sameModel(bb, newBundle)) throw EdgeM3Exception("$dbFile: written for another bundle than its base ${b.dir}")
+        }
+        val rem = BooleanArray(b?.count ?: 0)
+        for (row in d.query("SELECT row FROM removed")) {
+            val r = longOf(row[0], "removed.row")
+            if (r < 0 || r >= rem.size) throw bad("removed: row $r outside the base's ${rem.size}")
+            rem[r.toInt()] = true
+        }
+        val ps = ArrayList<Stored>()
+        for (row in d.query("SELECT seq, id, dense, dense_scale, lex_tokens, lex_weights, colbert, colbert_scale FROM passages ORDER BY seq")) {
+            ps.add(Stored.read(row, newDim, newDense, newColbert) { bad(it) })
+        }
+        dim = newDim; denseStore = newDense; colbertStore = newColbert; bundle = newBundle
+        baseName = newBase; baseSha = sha; generation = gen; base = b; removed = rem
+        passages.clear(); passages.addAll(ps)
+        rebuildMaps()
+    }
+
+    private fun bad(what: String) = EdgeM3Exception("$dbFile: $what; not a valid edge-m3 index database")
+
+    private fun checkBundle(b: Map<String, Any?>) {
+        val files = bundleFiles ?: return
+        for (key in listOf("model", "tokenizer")) {
+            val file = b["${key}_file"] as? String ?: throw bad("meta: bundle has no ${key}_file")
+            val sha = b["${key}_sha256"] as? String ?: throw bad("meta: bundle has no ${key}_sha256")
+            if (files[file] != sha) {
+                throw EdgeM3Exception("$dir: index built by another bundle ($file sha256 ${sha.take(12)}..., " +
+                    "the bundle's is ${files[file]?.take(12) ?: "absent"})")
+            }
+        }
+    }
+
+    private fun rebuildMaps() {
+        baseRowOf.clear()
+        storedOf.clear()
+        duplicateInBase = null
+        val b = base
+        if (b != null) {
+            for (r in 0 until b.count) {
+                if (removed[r]) continue
+                val id = b.ids[r]
+                if (baseRowOf.put(id, r) != null) duplicateInBase = id
+            }
+        }
+        for (p in passages) {
+            if (baseRowOf.containsKey(p.id) || storedOf.put(p.id, p) != null) {
+                throw bad("id ${show(p.id)} is both in the base and added")
+            }
+        }
+        survivors = survivorsOf()
+    }
+
+    private fun survivorsOf(): IntArray {
+        val b = base ?: return IntArray(0)
+        var n = 0
+        for (r in 0 until b.count) if (!removed[r]) n++
+        val out = IntArray(n)
+        var i = 0
+        for (r in 0 until b.count) if (!removed[r]) out[i++] = r
+        return out
+    }
+
+    /** A format-1 folder's first write: its database, base ".", written whole under a temporary name. */
+    private fun createOnBase() {
+        val b = base ?: throw EdgeM3Exception("$dir: no index here")
+        val sha = sha256(File(dir, EdgeM3Contract.INDEX_MANIFEST))
+        createDb(dir, driver, b.dim, b.denseStore, b.colbertStore, if (b.bundle.isEmpty()) null else b.bundle, ".", sha)
+        try {
+            val d = openDb(dbFile)
+            db = d
+            dataVersion = readDataVersion(d)
+            load(d)
+        } catch (e: IndexDbException) {
+            throw readError(e)
+        }
+    }
+
+    /**
+     * After a compaction: `base-*` folders no database names (a kill's leftovers, written but never
+     * swapped in) and their half-written temporaries (`.base-<n>.building-*`, `.base-<n>.old-*`),
+     * generations up to this one only (a later one may be another process's compaction in
+     * progress), and a root base that is no longer the base.
+     */
+    private fun collectGarbage() {
+        val names = dir.list() ?: return
+        for (name in names) {
+            val f = File(dir, name)
+            val temporary = name.startsWith(".") && (name.contains(".building-") || name.contains(".old-"))
+            val base = if (temporary) name.substring(1).substringBefore('.') else name
+            if (!f.isDirectory || !isBaseName(base) || name == baseName) continue
+            val g = base.substring(EdgeM3Contract.INDEX_BASE_PREFIX.length).toLongOrNull() ?: continue
+            if (g <= generation) deleteTree(f)
+        }
+        if (baseName != ".") deleteRootBase()
+    }
+
+    private fun deleteBase(name: String) {
+        if (name == ".") deleteRootBase() else if (name != "") deleteTree(File(dir, name))
+    }
+
+    /** A root base's files: its index.json first (so it is no longer an index), then what it listed. */
+    private fun deleteRootBase() {
+        val manifest = File(dir, EdgeM3Contract.INDEX_MANIFEST)
+        val listed = HashSet<String>()
+        listed.add(EdgeM3Contract.INDEX_IDS)
+        listed.addAll(EdgeM3Contract.INDEX_ARRAYS.values)
+        if (manifest.isFile) {
+            try {
+                val files = JsonTree.obj(MiniJson.parse(manifest.readText(Charsets.UTF_8)), "index.json")["files"]
+                if (files is Map<*, *>) {
+                    for (k in files.keys) {
+                        if (k is String && !k.contains('/') && k != ".." && !k.startsWith(EdgeM3Contract.INDEX_DB) &&
+                            !k.startsWith(EdgeM3Contract.INDEX_BASE_PREFIX)) listed.add(k)
+                    }
+                }
+            } catch (e: EdgeM3Exception) {
+                // unreadable: the well-known names below are still removed
+            }
+            if (!manifest.delete()) throw EdgeM3WriteFailedException("$manifest: cannot delete the old base")
+        }
+        for (name in listed) File(dir, name).delete()
+    }
+
+    private fun deleteTree(f: File) {
+        if (f.isDirectory) f.listFiles()?.forEach { deleteTree(it) }
+        f.delete()
+    }
+
+    // ------------------------------------------------------------------ compaction's folder
+
+    /** The logical rows as a format-1 folder (docs/index-format.md), as Python's Index.save writes it. */
+    private fun writeBase(target: File) {
+        val b = base
+        val s = survivors.size
+        val n = s + passages.size
+        val dim = dim
+        val tmp = File(dir, "." + target.name + ".building-" + java.lang.Long.toHexString(System.nanoTime()))
+        try {
+            if (target.exists()) deleteTree(target)
+            if (!tmp.mkdir()) throw IOException("cannot create $tmp")
+            val arrays = LinkedHashMap<String, Any?>()
+            val files = java.util.TreeMap<String, Any?>()
+            fun put(name: String, dtype: String, shape: List<Long>, fill: (ByteBuffer) -> Unit, bytes: Long) {
+                val file = EdgeM3Contract.INDEX_ARRAYS.getValue(name)
+                if (bytes > Int.MAX_VALUE) throw EdgeM3Exception("$name: over 2 GiB, more than one mapping holds")
+                val buf = ByteBuffer.allocate(bytes.toInt()).order(ByteOrder.LITTLE_ENDIAN)
+                fill(buf)
+                files[file] = writeFile(File(tmp, file), buf.array())
+                arrays[name] = linkedMapOf<String, Any?>("file" to file, "dtype" to dtype, "shape" to shape)
+            }
+            val int8Dense = denseStore == "int8"
+            put("dense", if (int8Dense) "int8" else "float32", listOf(n.toLong(), dim.toLong()), { out ->
+                for (i in 0 until s) {
+                    val r = survivors[i]
+                    if (int8Dense) for (k in 0 until dim) out.put(b!!.dense.get(r * dim + k))
+                    else for (k in 0 until dim) out.putFloat(b!!.dense.getFloat((r * dim + k) * 4))
+                }
+                for (p in passages) {
+                    if (int8Dense) out.put(p.denseCodes!!) else for (x in p.denseF32!!) out.putFloat(x)
+                }
+            }, n.toLong() * dim * (if (int8Dense) 1 else 4))
+            if (int8Dense) {
+                put("dense_scale", "float32", listOf(n.toLong()), { out ->
+                    for (i in 0 until s) out.putFloat(b!!.denseScale!!.get(survivors[i]))
+                    for (p in passages) out.putFloat(p.denseScale)
+                }, n * 4L)
+            }
+            // Postings: every logical row's (token, weight) in ascending token, rows ascending within a token.
+            val rowTokens = arrayOfNulls<IntArray>(n)
+            val rowWeights = arrayOfNulls<FloatArray>(n)
+            if (s > 0) {
+                val logical = IntArray(b!!.count) { -1 }
+                for (i in 0 until s) logical[survivors[i]] = i
+                val counts = IntArray(s)
+                val t = b.sparseTokens.limit()
+                for (p in 0 until b.sparseRows.limit()) { val l = logical[b.sparseRows.get(p)]; if (l >= 0) counts[l]++ }
+                for (i in 0 until s) { rowTokens[i] = IntArray(counts[i]); rowWeights[i] = FloatArray(counts[i]) }
+                val fill = IntArray(s)
+                for (ti in 0 until t) {
+                    val tok = b.sparseTokens.get(ti)
+                    for (p in b.sparseOffsets.get(ti).toInt() until b.sparseOffsets.get(ti + 1).toInt()) {
+                        val l = logical[b.sparseRows.get(p)]
+                        if (l < 0) continue
+                        rowTokens[l]!![fill[l]] = tok
+                        rowWeights[l]!![fill[l]++] = b.sparseWeights.get(p)
+                    }
+                }
+            }
+            for ((j, p) in passages.withIndex()) { rowTokens[s + j] = p.lexical.ids; rowWeights[s + j] = p.lexical.weights }
+            var total = 0
+            for (r in 0 until n) total += rowTokens[r]!!.size
+            val all = IntArray(total)
+            var at = 0
+            for (r in 0 until n) for (x in rowTokens[r]!!) all[at++] = x
+            all.sort()
+            var distinct = 0
+            for (i in 0 until total) if (i == 0 || all[i] != all[i - 1]) all[distinct++] = all[i]
+            val tokens = all.copyOf(distinct)
+            val tokenCounts = IntArray(distinct)
+            for (r in 0 until n) for (x in rowTokens[r]!!) tokenCounts[java.util.Arrays.binarySearch(tokens, x)]++
+            val offsets = LongArray(distinct + 1)
+            for (i in 0 until distinct) offsets[i + 1] = offsets[i] + tokenCounts[i]
+            val postRows = IntArray(total)
+            val postWeights = FloatArray(total)
+            val next = LongArray(distinct) { offsets[it] }
+            for (r in 0 until n) {
+                val ts = rowTokens[r]!!
+                val ws = rowWeights[r]!!
+                for (i in ts.indices) {
+                    val ti = java.util.Arrays.binarySearch(tokens, ts[i])
+                    val slot = next[ti]++.toInt()
+                    postRows[slot] = r
+                    postWeights[slot] = ws[i]
+                }
+            }
+            put("sparse_tokens", "int32", listOf(distinct.toLong()), { out -> for (x in tokens) out.putInt(x) }, distinct * 4L)
+            put("sparse_offsets", "int64", listOf(distinct + 1L), { out -> for (x in offsets) out.putLong(x) }, (distinct + 1) * 8L)
+            put("sparse_rows", "int32", listOf(total.toLong()), { out -> for (x in postRows) out.putInt(x) }, total * 4L)
+            put(EdgeM3Contract.INDEX_POSTING_WEIGHTS, "float32", listOf(total.toLong()), { out -> for (x in postWeights) out.putFloat(x) }, total * 4L)
+            if (colbertStore != "none") {
+                val int8 = colbertStore == "int8"
+                val co = LongArray(n + 1)
+                for (i in 0 until n) {
+                    val m = if (i < s) {
+                        val r = survivors[i]
+                        val bo = b!!.colbertOffsets!!
+                        bo.get(r + 1) - bo.get(r)
+                    } else passages[i - s].colbertRows.toLong()
+                    co[i + 1] = co[i] + m
+                }
+                val v = co[n]
+                put("colbert_offsets", "int64", listOf(n + 1L), { out -> for (x in co) out.putLong(x) }, (n + 1) * 8L)
+                put("colbert", if (int8) "int8" else "float16", listOf(v, dim.toLong()), { out ->
+                    for (i in 0 until s) {
+                        val r = survivors[i]
+                        val bo = b!!.colbertOffsets!!
+                        val from = bo.get(r).toInt() * dim
+                        val to = bo.get(r + 1).toInt() * dim
+                        if (int8) for (x in from until to) out.put(b.colbert!!.get(x))
+                        else for (x in from until to) out.putShort(b.colbert!!.getShort(x * 2))
+                    }
+                    for (p in passages) if (int8) out.put(p.colbertCodes!!) else for (x in p.colbertHalf!!) out.putShort(x)
+                }, v * dim * (if (int8) 1 else 2))
+                if (int8) {
+                    put("colbert_scale", "float32", listOf(v), { out ->
+                        for (i in 0 until s) {
+                            val r = survivors[i]
+                            val bo = b!!.colbertOffsets!!
+                            for (x in bo.get(r).toInt() until bo.get(r + 1).toInt()) out.putFloat(b.colbertScale!!.get(x))
+                        }
+                        for (p in passages) for (x in p.colbertScale!!) out.putFloat(x)
+                    }, v * 4)
+                }
+            }
+            val ids = ArrayList<Any>(n)
+            for (i in 0 until s) ids.add(b!!.ids[survivors[i]])
+            for (p in passages) ids.add(p.id)
+            files[EdgeM3Contract.INDEX_IDS] = writeFile(File(tmp, EdgeM3Contract.INDEX_IDS),
+                PyJson.dumps(ids, indent = -1, asciiOnly = false).toByteArray(Charsets.UTF_8))
+            val fmt = SimpleDateFormat("yyyy-MM-dd'T'HH:mm:ss'Z'", Locale.ROOT)
+            fmt.timeZone = TimeZone.getTimeZone("UTC")
+            val manifest = linkedMapOf<String, Any?>(
+                "format" to EdgeM3Contract.INDEX_FORMAT,
+                "format_version" to EdgeM3Contract.INDEX_FORMAT_VERSION.toLong(),
+                "edge_m3_version" to EDGE_M3_VERSION,
+                "created" to fmt.format(Date()),
+                "bundle" to bundle?.let { identity(it) },
+                "count" to n.toLong(),
+                "dim" to dim.toLong(),
+                "dense" to denseStore,
+                "colbert" to colbertStore,
+                "arrays" to arrays,
+                "files" to files
+            )
+            writeFile(File(tmp, EdgeM3Contract.INDEX_MANIFEST), (PyJson.dumps(manifest, indent = 1, asciiOnly = true) + "\n").toByteArray(Charsets.UTF_8))
+            if (!tmp.renameTo(target)) throw IOException("cannot rename $tmp to $target")
+        } catch (e: IOException) {
+            deleteTree(tmp)
+            throw EdgeM3WriteFailedException("$target: cannot write the compacted base (${e.message}); nothing was changed")
+        } catch (e: RuntimeException) {
+            deleteTree(tmp)
+            throw e
+        }
+    }
+
+    companion object {
+        /** The edge-m3 release this kit belongs to (index.json's `edge_m3_version`). */
+        const val EDGE_M3_VERSION = "0.1.0"
+
+        /**
+         * Opens an index folder: its `index.sqlite` over its base, or a format-1 folder (its first
+         * write creates the database). With `bundleFiles` (the bundle's manifest.json `files`:
+         * name -> sha256) an index built by another bundle is refused.
+         */
+        fun open(dir: File, driver: IndexDbDriver, bundleFiles: Map<String, String>? = null): EdgeM3WritableIndex {
+            val index = EdgeM3WritableIndex(dir, driver, bundleFiles)
+            try {
+                if (index.dbFile.isFile) {
+                    index.refresh()
+                } else {
+                    val b = EdgeM3Index.open(dir, bundleFiles)
+                    index.base = b
+                    index.baseName = "."
+                    index.dim = b.dim
+                    index.denseStore = b.denseStore
+                    index.colbertStore = b.colbertStore
+                    index.bundle = if (b.bundle.isEmpty()) null else b.bundle
+                    index.removed = BooleanArray(b.count)
+                    index.rebuildMaps()
+                }
+            } catch (e: Exception) {
+                index.close()
+                throw e
+            }
+            return index
+        }
+
+        /** A new index with no base in `dir` (created if missing; it must hold no index). */
+        fun create(dir: File, dim: Int, dense: String, colbert: String, bundle: Map<String, Any?>?,
+                   driver: IndexDbDriver): EdgeM3WritableIndex {
+            if (dim < 1) throw EdgeM3Exception("dim: must be at least 1, got $dim")
+            if (dense !in EdgeM3Contract.DENSE_STORES) throw EdgeM3Exception("dense store $dense unknown")
+            if (colbert !in EdgeM3Contract.COLBERT_STORES) throw EdgeM3Exception("colbert store $colbert unknown")
+            if (File(dir, EdgeM3Contract.INDEX_DB).exists() || File(dir, EdgeM3Contract.INDEX_MANIFEST).exists()) {
+                throw EdgeM3Exception("$dir: already holds an index")
+            }
+            if (!dir.isDirectory && !dir.mkdirs()) throw EdgeM3WriteFailedException("$dir: cannot create the folder")
+            createDb(dir, driver, dim, dense, colbert, bundle?.let { identity(it) }, "", "")
+            return open(dir, driver)
+        }
+
+        /** index.json's `bundle` as Python's BundleIdentity.to_json writes it. */
+        private fun identity(b: Map<String, Any?>): Map<String, Any?> {
+            val out = LinkedHashMap<String, Any?>()
+            for (k in listOf("model_file", "model_sha256", "tokenizer_file", "tokenizer_sha256")) {
+                out[k] = b[k] as? String ?: throw EdgeM3Exception("bundle: needs $k (a string)")
+            }
+            out["quant"] = (b["quant"] ?: "").toString()
+            out["path"] = (b["path"] ?: "").toString()
+            return out
+        }
+
+        /** The database file written whole under a temporary name, then renamed into place. */
+        private fun createDb(dir: File, driver: IndexDbDriver, dim: Int, dense: String, colbert: String,
+                             bundle: Map<String, Any?>?, base: String, baseSha: String) {
+            val target = File(dir, EdgeM3Contract.INDEX_DB)
+            val tmp = File(dir, ".${EdgeM3Contract.INDEX_DB}.part-" + java.lang.Long.toHexString(System.nanoTime()))
+            fun cleanup() {
+                for (suffix in listOf("", "-wal", "-shm", "-journal")) File(tmp.path + suffix).delete()
+            }
+            try {
+                val d = driver.open(tmp, true)
+                try {
+                    d.query("PRAGMA journal_mode = WAL")
+                    d.transaction {
+                        for (sql in EdgeM3Contract.INDEX_DB_SCHEMA) d.execute(sql, emptyList())
+                        val meta = linkedMapOf(
+                            "format" to EdgeM3Contract.INDEX_DB_FORMAT,
+                            "format_version" to EdgeM3Contract.INDEX_DB_VERSION.toString(),
+                            "dim" to dim.toString(),
+                            "dense" to dense,
+                            "colbert" to colbert,
+                            "bundle" to if (bundle == null) "null" else PyJson.dumps(bundle.toSortedMap(), indent = -1, asciiOnly = true),
+                            "base" to base,
+                            "base_sha256" to baseSha,
+                            "generation" to "0"
+                        )
+                        for ((k, v) in meta) d.execute("INSERT INTO meta (key, value) VALUES (?, ?)", listOf(k, v))
+                        d.execute("PRAGMA application_id = ${EdgeM3Contract.INDEX_DB_APPLICATION_ID}", emptyList())
+                        d.execute("PRAGMA user_version = ${EdgeM3Contract.INDEX_DB_VERSION}", emptyList())
+                    }
+                } finally {
+                    d.close()
+                }
+                if (target.exists()) { cleanup(); return }  // another writer was first: use its database
+                if (!tmp.renameTo(target)) throw IOException("cannot rename $tmp to $target")
+                cleanup()
+            } catch (e: IndexDbException) {
+                cleanup()
+                throw EdgeM3WriteFailedException("$target: cannot create the database (${e.message}); nothing was written")
+            } catch (e: IOException) {
+                cleanup()
+                throw EdgeM3WriteFailedException("$target: cannot create the database (${e.message}); nothing was written")
+            }
+        }
+
+        /** Two bundle identities (index.json's `bundle`) name the same model and tokenizer files and sha256s. */
+        private fun sameModel(a: Map<String, Any?>?, b: Map<String, Any?>?): Boolean {
+            if (a == null || b == null) return a == null && b == null
+            return listOf("model_file", "model_sha256", "tokenizer_file", "tokenizer_sha256").all { a[it] == b[it] && a[it] is String }
+        }
+
+        private fun setMeta(d: IndexDb, key: String, value: String) =
+            d.execute("UPDATE meta SET value = ? WHERE key = ?", listOf(value, key))
+
+        private fun isBaseName(name: String): Boolean {
+            val p = EdgeM3Contract.INDEX_BASE_PREFIX
+            return name.startsWith(p) && name.length > p.length && name.substring(p.length).all { it in '0'..'9' }
+        }
+
+        /** An id as the index keys it: a Long (Int widened) or a String. */
+        internal fun key(id: Any): Any = when (id) {
+            is String -> id
+            is Long -> id
+            is Int -> id.toLong()
+            is Short -> id.toLong()
+            is Byte -> id.toLong()
+            else -> throw EdgeM3Exception("id $id: must be an integer or a string")
+        }
+
+        internal fun show(id: Any): String = if (id is String) "\"$id\"" else id.toString()
+
+        internal fun longOf(x: Any?, what: String): Long = when (x) {
+            is Long -> x
+            is Int -> x.toLong()
+            else -> throw IndexDbException(IndexDbException.CORRUPT, "$what: not an integer")
+        }
+
+        /** Writes `bytes` to `f`, synced; its `{sha256, size}` entry. */
+        private fun writeFile(f: File, bytes: ByteArray): Map<String, Any?> {
+            FileOutputStream(f).use { out ->
+                out.write(bytes)
+                out.fd.sync()
+            }
+            val digest = MessageDigest.getInstance("SHA-256")
+            digest.update(bytes)
+            return linkedMapOf("sha256" to ModelCheck.hex(digest), "size" to bytes.size.toLong())
+        }
+
+        private fun sha256(f: File): String {
+            val digest = MessageDigest.getInstance("SHA-256")
+            digest.update(f.readBytes())
+            return ModelCheck.hex(digest)
+        }
+    }
+}
+
+/**
+ * A passage as the database (and a format-1 base) stores it: dense float32 or int8 codes with a
+ * float32 scale, lexical tokens ascending with float32 weights, ColBERT float16 or int8 codes with
+ * per-vector scales. Quantized once, when added (as Python's `_quantize_rows`), never again.
+ */
+internal class Stored(
+    val id: Any,
+    val denseF32: FloatArray?,
+    val denseCodes: ByteArray?,
+    val denseScale: Float,
+    val lexical: Retrieval.Lexical,
+    val colbertRows: Int,
+    val colbertHalf: ShortArray?,
+    val colbertCodes: ByteArray?,
+    val colbertScale: FloatArray?
+) {
+    /** dense(q, this) by Score arithmetic: float32 values, or int8 codes then * scale. */
+    fun dense(q: FloatArray): Double {
+        var acc = 0.0
+        val f = denseF32
+        if (f != null) {
+            for (k in q.indices) acc += q[k].toDouble() * f[k].toDouble()
+            return acc
+        }
+        val c = denseCodes!!
+        for (k in q.indices) acc += q[k].toDouble() * c[k].toDouble()
+        return acc * denseScale.toDouble()
+    }
+
+    /** colbert(Q, this): stored fp16 widened exactly, or int8 codes (dot then * scale). */
+    fun colbert(qs: Array<FloatArray>, dim: Int): Double {
+        if (qs.isEmpty() || colbertRows == 0) return 0.0
+        var total = 0.0
+        val half = colbertHalf
+        for (q in qs) {
+            var best = Double.NEGATIVE_INFINITY
+            for (v in 0 until colbertRows) {
+                var acc = 0.0
+                val b = v * dim
+                if (half != null) {
+                    for (k in 0 until dim) acc += q[k].toDouble() * EdgeM3Index.HALF[half[b + k].toInt() and 0xffff].toDouble()
+                } else {
+                    val c = colbertCodes!!
+                    for (k in 0 until dim) acc += q[k].toDouble() * c[b + k].toDouble()
+                    acc *= colbertScale!![v].toDouble()
+                }
+                if (acc > best) best = acc
+            }
+            total += best
+        }
+        return total / qs.size
+    }
+
+    /** The `passages` columns after `seq`, little-endian blobs (contract.INDEX_DB_SCHEMA). */
+    fun columns(): List<Any?> {
+        val dense = if (denseF32 != null) floats(denseF32) else denseCodes!!.copyOf()
+        val denseScaleBlob = if (denseF32 != null) null else floats(floatArrayOf(denseScale))
+        val tokens = ByteBuffer.allocate(lexical.size * 4).order(ByteOrder.LITTLE_ENDIAN)
+        for (t in lexical.ids) tokens.putInt(t)
+        val colbert: ByteArray? = when {
+            colbertHalf != null -> ByteBuffer.allocate(colbertHalf.size * 2).order(ByteOrder.LITTLE_ENDIAN).also { b ->
+                for (x in colbertHalf) b.putShort(x)
+            }.array()
+            colbertCodes != null -> colbertCodes.copyOf()
+            else -> null
+        }
+        return listOf(id, dense, denseScaleBlob, tokens.array(), floats(lexical.weights), colbert, colbertScale?.let { floats(it) })
+    }
+
+    companion object {
+        private fun floats(x: FloatArray): ByteArray {
+            val b = ByteBuffer.allocate(x.size * 4).order(ByteOrder.LITTLE_ENDIAN)
+            for (v in x) b.putFloat(v)
+            return b.array()
+        }
+
+        private fun finite(x: Float) = !x.isNaN() && !x.isInfinite()
+
+        /** A passage's pipeline outputs checked (as Python's Index.add) and put in stored form. */
+        fun of(id: Any, v: Retrieval.Vectors, dim: Int, denseStore: String, colbertStore: String): Stored {
+            val dense = v.dense ?: throw EdgeM3Exception("id ${EdgeM3WritableIndex.show(id)}: no dense_vecs")
+            if (dense.size != dim || !dense.all { finite(it) }) {
+                throw EdgeM3Exception("id ${EdgeM3WritableIndex.show(id)}: dense_vecs of ${dense.size} values (want $dim, finite)")
+            }
+            val lex = v.lexical ?: Retrieval.Lexical(IntArray(0), FloatArray(0))
+            if (lex.weights.any { !(it > 0f) || !finite(it) }) {
+                throw EdgeM3Exception("id ${EdgeM3WritableIndex.show(id)}: lexical weights must be finite and > 0")
+            }
+            val lexical = Retrieval.Lexical(lex.ids.copyOf(), lex.weights.copyOf())
+            var rows = 0
+            var half: ShortArray? = null
+            var codes: ByteArray? = null
+            var scales: FloatArray? = null
+            if (colbertStore != "none") {
+                val col = v.colbert ?: throw EdgeM3Exception("id ${EdgeM3WritableIndex.show(id)}: no colbert_vecs (the index stores ColBERT)")
+                if (col.any { it.size != dim || !it.all { x -> finite(x) } }) {
+                    throw EdgeM3Exception("id ${EdgeM3WritableIndex.show(id)}: colbert_vecs rows must have $dim finite values")
+                }
+                rows = col.size
+                if (colbertStore == "int8") {
+                    codes = ByteArray(rows * dim)
+                    scales = FloatArray(rows)
+                    for (r in 0 until rows) scales[r] = quantize(col[r], codes, r * dim)
+                } else {
+                    half = ShortArray(rows * dim)
+                    for (r in 0 until rows) for (k in 0 until dim) half[r * dim + k] = Half.fromFloat(col[r][k])
+                }
+            }
+            return if (denseStore == "int8") {
+                val c = ByteArray(dim)
+                val s = quantize(dense, c, 0)
+                Stored(id, null, c, s, lexical, rows, half, codes, scales)
+            } else {
+                Stored(id, dense.copyOf(), null, 0f, lexical, rows, half, codes, scales)
+            }
+        }
+
+        /** edge_m3/retrieval/index.py `_quantize_rows` for one row: scale = max|x| / 127 (float32;
+         *  1.0 for a zero row), code = round-half-even(x / scale) (float32) clipped to [-127, 127]. */
+        fun quantize(x: FloatArray, out: ByteArray, at: Int): Float {
+            var peak = 0f
+            for (v in x) { val a = Math.abs(v); if (a > peak) peak = a }
+            val scale = if (peak > 0f) peak / 127f else 1f
+            for (k in x.indices) {
+                val c = Math.rint((x[k] / scale).toDouble())
+                out[at + k] = Math.max(-127.0, Math.min(127.0, c)).toInt().toByte()
+            }
+            return scale
+        }
+
+        /** A `passages` row (seq, id, dense, dense_scale, lex_tokens, lex_weights, colbert, colbert_scale), checked. */
+        fun read(row: Array<Any?>, dim: Int, denseStore: String, colbertStore: String, bad: (String) -> EdgeM3Exception): Stored {
+            val id: Any = when (val x = row[1]) {
+                is String -> x
+                is Long -> x
+                is Int -> x.toLong()
+                else -> throw bad("passages: an id that is neither an integer nor text")
+            }
+            val w = "passages: id ${EdgeM3WritableIndex.show(id)}"
+            fun blob(i: Int, name: String): ByteArray? = when (val x = row[i]) {
+                null -> null
+                is ByteArray -> x
+                else -> throw bad("$w: $name is not a blob")
+            }
+            fun le(b: ByteArray) = ByteBuffer.wrap(b).order(ByteOrder.LITTLE_ENDIAN)
+            val dense = blob(2, "dense") ?: ByteArray(0)
+            val denseScale = blob(3, "dense_scale")
+            var denseF32: FloatArray? = null
+            var denseCodes: ByteArray? = null
+            var scale = 0f
+            if (denseStore == "int8") {
+                if (dense.size != dim || denseScale == null || denseScale.size != 4) throw bad("$w: dense of ${dense.size} bytes (want $dim int8 and a 4-byte scale)")
+                denseCodes = dense
+                scale = le(denseScale).getFloat(0)
+            } else {
+                if (dense.size != dim * 4 || denseScale != null) throw bad("$w: dense of ${dense.size} bytes (want ${dim * 4})")
+                val f = le(dense).asFloatBuffer()
+                denseF32 = FloatArray(dim) { f.get(it) }
+            }
+            val tokens = blob(4, "lex_tokens") ?: ByteArray(0)
+            val weights = blob(5, "lex_weights") ?: ByteArray(0)
+            if (tokens.size % 4 != 0 || tokens.size != weights.size) throw bad("$w: lex_tokens/lex_weights lengths")
+            val tb = le(tokens).asIntBuffer()
+            val wb = le(weights).asFloatBuffer()
+            val ids = IntArray(tokens.size / 4) { tb.get(it) }
+            val ws = FloatArray(ids.size) { wb.get(it) }
+            for (i in ids.indices) {
+                if ((i > 0 && ids[i - 1] >= ids[i]) || !(ws[i] > 0f) || !finite(ws[i])) throw bad("$w: lexical tokens not ascending or weights not finite and > 0")
+            }
+            val lexical = Retrieval.Lexical(ids, ws)
+            val col = blob(6, "colbert")
+            val colScale = blob(7, "colbert_scale")
+            var rows = 0
+            var half: ShortArray? = null
+            var codes: ByteArray? = null
+            var scales: FloatArray? = null
+            when (colbertStore) {
+                "none" -> if (col != null || colScale != null) throw bad("$w: ColBERT vectors in an index without them")
+                "fp16" -> {
+                    val c = col ?: ByteArray(0)
+                    if (c.size % (2 * dim) != 0 || colScale != null) throw bad("$w: colbert of ${c.size} bytes (fp16, dim $dim)")
+                    rows = c.size / (2 * dim)
+                    val sb = le(c).asShortBuffer()
+                    half = ShortArray(rows * dim) { sb.get(it) }
+                }
+                else -> {
+                    val c = col ?: ByteArray(0)
+                    val sc = colScale ?: ByteArray(0)
+                    if (c.size % dim != 0 || sc.size != c.size / dim * 4) throw bad("$w: colbert of ${c.size} bytes, scales of ${sc.size} (int8, dim $dim)")
+                    rows = c.size / dim
+                    codes = c
+                    val fb = le(sc).asFloatBuffer()
+                    scales = FloatArray(rows) { fb.get(it) }
+                }
+            }
+            return Stored(id, denseF32, denseCodes, scale, lexical, rows, half, codes, scales)
+        }
+    }
+}
+
+/** float32 -> float16 bits, round to nearest even (as numpy's astype(float16)); no Float16 API in Kotlin 1.3. */
+internal object Half {
+    fun fromFloat(f: Float): Short {
+        val bits = java.lang.Float.floatToRawIntBits(f)
+        val sign = (bits ushr 16) and 0x8000
+        val abs = bits and 0x7fffffff
+        if (abs >= 0x7f800000) return (sign or (if (abs > 0x7f800000) 0x7e00 else 0x7c00)).toShort()  // NaN, inf
+        if (abs >= 0x477ff000) return (sign or 0x7c00).toShort()  // >= 65520: rounds to inf
+        if (abs < 0x38800000) {  // below 2^-14: a subnormal half, value * 2^24 rounded half-even (exact in double)
+            val m = Math.rint(java.lang.Float.intBitsToFloat(abs).toDouble() * 16777216.0).toInt()
+            return (sign or m).toShort()
+        }
+        val e = (abs ushr 23) - 127 + 15
+        val mant = abs and 0x7fffff
+        var h = (e shl 10) or (mant ushr 13)
+        val rest = mant and 0x1fff
+        if (rest > 0x1000 || (rest == 0x1000 && (h and 1) == 1)) h++  // a carry into the exponent is right
+        return (sign or h).toShort()
+    }
+}
+
+/** JSON as Python's json.dumps writes it (indent >= 0: json.dumps(x, indent=n); -1: one line, ", " and ": "). */
+internal object PyJson {
+    fun dumps(x: Any?, indent: Int, asciiOnly: Boolean): String {
+        val sb = StringBuilder()
+        write(sb, x, indent, 0, asciiOnly)
+        return sb.toString()
+    }
+
+    private fun write(sb: StringBuilder, x: Any?, indent: Int, level: Int, ascii: Boolean) {
+        when (x) {
+            null -> sb.append("null")
+            is Boolean -> sb.append(if (x) "true" else "false")
+            is Long, is Int -> sb.append(x.toString())
+            is String -> string(sb, x, ascii)
+            is Map<*, *> -> {
+                if (x.isEmpty()) { sb.append("{}"); return }
+                sb.append('{')
+                var first = true
+                for ((k, v) in x) {
+                    if (!first) sb.append(',')
+                    first = false
+                    newline(sb, indent, level + 1)
+                    string(sb, k as String, ascii)
+                    sb.append(": ")
+                    write(sb, v, indent, level + 1, ascii)
+                }
+                newline(sb, indent, level)
+                sb.append('}')
+            }
+            is List<*> -> {
+                if (x.isEmpty()) { sb.append("[]"); return }
+                sb.append('[')
+                var first = true
+                for (v in x) {
+                    if (!first) sb.append(',')
+                    first = false
+                    newline(sb, indent, level + 1)
+                    write(sb, v, indent, level + 1, ascii)
+                }
+                newline(sb, indent, level)
+                sb.append(']')
+            }
+            else -> throw EdgeM3Exception("JSON: cannot write a ${x.javaClass.simpleName}")
+        }
+    }
+
+    private fun newline(sb: StringBuilder, indent: Int, level: Int) {
+        if (indent < 0) {
+            if (sb.last() == ',') sb.append(' ')
+            return
+        }
+        sb.append('\n')
+        for (i in 0 until indent * level) sb.append(' ')
+    }
+
+    private fun string(sb: StringBuilder, s: String, ascii: Boolean) {
+        sb.append('"')
+        for (c in s) {
+            when {
+                c == '"' -> sb.append("\\\"")
+                c == '\\' -> sb.append("\\\\")
+                c == '\n' -> sb.append("\\n")
+                c == '\r' -> sb.append("\\r")
+                c == '\t' -> sb.append("\\t")
+                c == '\b' -> sb.append("\\b")
+                c == '\u000c' -> sb.append("\\f")
+                c.toInt() < 0x20 || (ascii && c.toInt() > 0x7e) -> sb.append(String.format("\\u%04x", c.toInt()))
+                else -> sb.append(c)
+            }
+        }
+        sb.append('"')
+    }
+}
