@@ -85,12 +85,15 @@ WEIGHT_CACHE_SUFFIX = ".xnnpack_cache"
 # reuse a stale file for a changed model or a runtime that packs differently.
 WEIGHT_CACHE_KEY_CHARS = 16
 
-# The kits' typed errors (Swift: `EdgeM3Error.kind`, generated): one kind per way a bundle, a
-# runner or a runtime refuses, each with one line of message besides.
+# The kits' typed errors (Swift: `EdgeM3Error.kind`; Kotlin: `EdgeM3Failure.kind` and one
+# exception class per kind, KIT_EXCEPTION_CLASSES; both generated): one kind per way a bundle, a
+# runner, a runtime or a caller ends a call, each with one line of message besides.
 KIT_ERROR_KINDS = {
-    "invalid_input": "Bad input or a bad bundle: a manifest, a file, a text, an option.",
+    "invalid_input": "Bad input: a manifest, a text, an option, a call the kit cannot make.",
+    "corrupt_bundle": "A bundle file is missing, or its size or SHA-256 is not manifest.json's: copy it again.",
     "signature_mismatch": "The model file's signatures differ from manifest.json (a name, shape or dtype).",
-    "runner_closed": "The runner was closed.",
+    "runner_closed": "The embedder (or its runner) was closed: every later call fails so.",
+    "cancelled": "The caller cancelled (a coroutine's Job, a Swift Task) before the next model call.",
     "runtime_missing": "No model runtime: the library is missing, not a library, or lacks the API.",
     "runtime_failed": "The runtime refused: it could not read, compile or run the model.",
     # a writable index (issue 35): nothing was written when one of these is raised
@@ -98,6 +101,14 @@ KIT_ERROR_KINDS = {
     "unknown_id": "update or remove: the id is not in the index.",
     "index_busy": "Another writer holds the index longer than INDEX_DB_BUSY_MS.",
     "write_failed": "The index could not be written: a read-only file or folder, a full disk.",
+}
+# Kotlin's exception class per kind where it is not "EdgeM3<Kind>Exception" (the names apps
+# already catch); `invalid_input` is the base class every other kind extends, except
+# `cancelled`, which is a CancellationException so that coroutines see a cancellation.
+KIT_EXCEPTION_CLASSES = {
+    "invalid_input": "EdgeM3Exception",
+    "signature_mismatch": "EdgeM3ModelMismatchException",
+    "runner_closed": "EdgeM3ClosedException",
 }
 
 

@@ -6,6 +6,7 @@
 //
 //   java -cp kit.jar:jna.jar dev.edgem3.AndroidCheckKt missing BUNDLE WORK
 //   java -cp kit.jar:jna.jar dev.edgem3.AndroidCheckKt live BUNDLE WORK LIBLITERT [--mismatch NAME DIR]... [--garbage DIR]
+//   java -cp kit.jar:jna.jar dev.edgem3.AndroidCheckKt api BUNDLE WORK LIBLITERT
 //
 // missing: no backend, so the stand-ins' class initializers fail to load their JNI library as the
 // real ones do on a device without it: every open must be one EdgeM3RuntimeMissingException.
@@ -13,7 +14,8 @@
 // copying to a file, to memory, or mapping the asset) embeds texts exactly as the desktop runner;
 // each --mismatch bundle (manifest.json edited) must be refused with EdgeM3ModelMismatchException
 // by both runners, a --garbage bundle with an EdgeM3Exception; a closed embedder refuses with
-// EdgeM3ClosedException. One line per case, "case NAME: ok" or "case NAME: FAIL ...", then
+// EdgeM3ClosedException. api (jvm/ApiCheck.kt): the options builder, the batch, cancellation
+// (coroutine and thread), close() during a running embed, and the typed error kinds. One line per case, "case NAME: ok" or "case NAME: FAIL ...", then
 // "android: N passed, M failed". Exit 0 all passed, 1 some failed, 2 bad usage.
 package dev.edgem3
 
@@ -34,7 +36,7 @@ import kotlin.system.exitProcess
 private val TEXTS = listOf("BGE-M3 on a phone.", "Le modèle tourne sur le téléphone.", "x ".repeat(300))
 
 /** The bundle's own model on LiteRT's C API: what the stand-ins' JNI calls reach. */
-private class LiteRtBackend(private val lib: String, private val truth: LocalBundle) : StandInBackend {
+internal class LiteRtBackend(private val lib: String, private val truth: LocalBundle) : StandInBackend {
     override fun open(bytes: ByteBuffer): StandInModel {
         val digest = MessageDigest.getInstance("SHA-256")
         digest.update(bytes.duplicate().also { it.rewind() })
@@ -67,14 +69,14 @@ private class LiteRtBackend(private val lib: String, private val truth: LocalBun
 }
 
 /** A Context over folders: assets packed into a stand-in APK, app folders under `root`. */
-private class FolderContext(root: File, assetRoot: File, compressed: Set<String> = setOf()) : Context() {
+internal class FolderContext(root: File, assetRoot: File, compressed: Set<String> = setOf()) : Context() {
     override val assets = AssetManager(assetRoot, compressed)
     override val noBackupFilesDir = File(root, "no_backup").also { it.mkdirs() }
     override val cacheDir = File(root, "cache").also { it.mkdirs() }
     override val packageCodePath: String = assets.apkFile.path
 }
 
-private class Cases {
+internal class Cases {
     var passed = 0
     var failed = 0
 
@@ -93,8 +95,12 @@ private class Cases {
         }
     }
 
-    /** `block` must throw an exception whose class is named `expected` (or a subclass, for EdgeM3Exception). */
-    fun throws(name: String, expected: String, contains: String = "", block: () -> Unit) = case(name) {
+    /**
+     * `block` must throw an exception whose class is named `expected` (or a subclass, for
+     * EdgeM3Exception) and, given `kind`, whose EdgeM3Failure.kind is it.
+     */
+    fun throws(name: String, expected: String, contains: String = "", kind: EdgeM3ErrorKind? = null,
+               block: () -> Unit) = case(name) {
         try {
             block()
             "no exception, expected $expected"
@@ -103,13 +109,14 @@ private class Cases {
             when {
                 expected !in names -> "threw ${exc.javaClass.name}: ${exc.message}; expected $expected"
                 contains !in (exc.message ?: "") -> "message \"${exc.message}\" lacks \"$contains\""
+                kind != null && (exc as? EdgeM3Failure)?.kind != kind -> "kind ${(exc as? EdgeM3Failure)?.kind}, expected $kind"
                 else -> null
             }
         }
     }
 }
 
-private fun same(a: Embedding, b: Embedding): String? = when {
+internal fun same(a: Embedding, b: Embedding): String? = when {
     !a.inputIds.contentEquals(b.inputIds) -> "input_ids differ"
     a.signature != b.signature -> "signature ${a.signature} vs ${b.signature}"
     !java.util.Arrays.equals(a.denseVecs, b.denseVecs) -> "dense_vecs differ"
@@ -131,7 +138,7 @@ private fun embedsAsDesktop(open: () -> EdgeM3Embedder, want: List<Embedding>): 
 private fun missing(bundle: File, work: File, cases: Cases) {
     // Twice each: the first use fails to load the library, later ones find the class unusable.
     for (round in 1..2) {
-        cases.throws("missing-runtime-compiled-$round", "EdgeM3RuntimeMissingException") {
+        cases.throws("missing-runtime-compiled-$round", "EdgeM3RuntimeMissingException", kind = EdgeM3ErrorKind.RUNTIME_MISSING) {
             EdgeM3Embedder.fromDirectory(bundle, checksumMemo = null).close()
         }
         cases.throws("missing-runtime-interpreter-$round", "EdgeM3RuntimeMissingException") {
@@ -145,7 +152,7 @@ private fun missing(bundle: File, work: File, cases: Cases) {
 }
 
 /** The bundle as an app's assets/edge_m3/ (golden.json stays out, as `make build` does). */
-private fun assetFolder(bundle: File, work: File): File {
+internal fun assetFolder(bundle: File, work: File): File {
     val root = File(work, "assets")
     val dir = File(root, EdgeM3Contract.ASSET_DIR)
     if (!dir.isDirectory) {
@@ -195,27 +202,31 @@ private fun live(bundle: File, work: File, lib: String, mismatches: List<Pair<St
     val closing = EdgeM3Embedder.fromDirectory(bundle, checksumMemo = null)
     closing.close()
     closing.close()
-    cases.throws("closed-embed", "EdgeM3ClosedException") { closing.embedBlocking("hello") }
-    cases.throws("closed-embed-ids", "EdgeM3ClosedException") { closing.embedIdsBlocking(intArrayOf(0, 2)) }
+    cases.throws("closed-embed", "EdgeM3ClosedException", kind = EdgeM3ErrorKind.RUNNER_CLOSED) { closing.embedBlocking("hello") }
+    cases.throws("closed-embed-ids", "EdgeM3ClosedException", kind = EdgeM3ErrorKind.RUNNER_CLOSED) {
+        closing.embedIdsBlocking(intArrayOf(0, 2))
+    }
     for ((name, dir) in mismatches) {
-        cases.throws("mismatch-$name-compiled", "EdgeM3ModelMismatchException") {
+        cases.throws("mismatch-$name-compiled", "EdgeM3ModelMismatchException", kind = EdgeM3ErrorKind.SIGNATURE_MISMATCH) {
             EdgeM3Embedder.fromDirectory(dir, checksumMemo = null).close()
         }
-        cases.throws("mismatch-$name-interpreter", "EdgeM3ModelMismatchException") {
+        cases.throws("mismatch-$name-interpreter", "EdgeM3ModelMismatchException", kind = EdgeM3ErrorKind.SIGNATURE_MISMATCH) {
             EdgeM3Embedder.fromDirectory(dir, weightCache = WeightCache.Off, checksumMemo = null).close()
         }
     }
     if (garbage != null) {
-        cases.throws("garbage-compiled", "EdgeM3Exception", model) { EdgeM3Embedder.fromDirectory(garbage, checksumMemo = null).close() }
-        cases.throws("garbage-interpreter", "EdgeM3Exception", "not a model LiteRT can read") {
+        cases.throws("garbage-compiled", "EdgeM3RuntimeFailedException", model, EdgeM3ErrorKind.RUNTIME_FAILED) { EdgeM3Embedder.fromDirectory(garbage, checksumMemo = null).close() }
+        cases.throws("garbage-interpreter", "EdgeM3RuntimeFailedException", "not a model LiteRT can read",
+            EdgeM3ErrorKind.RUNTIME_FAILED) {
             EdgeM3Embedder.fromDirectory(garbage, weightCache = WeightCache.Off, checksumMemo = null).close()
         }
     }
 }
 
 fun main(args: Array<String>) {
-    val usage = "usage: AndroidCheck missing BUNDLE WORK | live BUNDLE WORK LIBLITERT [--mismatch NAME DIR]... [--garbage DIR]"
-    if (args.size < 3 || args[0] !in listOf("missing", "live") || (args[0] == "live" && args.size < 4)) {
+    val usage = "usage: AndroidCheck missing BUNDLE WORK | live BUNDLE WORK LIBLITERT [--mismatch NAME DIR]... " +
+        "[--garbage DIR] | api BUNDLE WORK LIBLITERT"
+    if (args.size < 3 || args[0] !in listOf("missing", "live", "api") || (args[0] != "missing" && args.size < 4)) {
         System.err.println(usage)
         exitProcess(2)
     }
@@ -224,6 +235,8 @@ fun main(args: Array<String>) {
     val cases = Cases()
     if (args[0] == "missing") {
         missing(bundle, work, cases)
+    } else if (args[0] == "api") {
+        apiChecks(bundle, work, args[3], cases)
     } else {
         val mismatches = ArrayList<Pair<String, File>>()
         var garbage: File? = null

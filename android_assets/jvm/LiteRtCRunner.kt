@@ -27,7 +27,7 @@ private class LiteRtC(val path: String) {
         val lines = (exc.message ?: "cannot be loaded").lines().map { it.trim() }.filter { it.isNotEmpty() }
         val why = lines.firstOrNull { it.contains(": ") && !it.startsWith("Unable to load library") }
             ?.substringAfterLast(": ") ?: lines.first()
-        throw EdgeM3Exception("$path: cannot load the LiteRT library ($why); give the ai-edge-litert wheel's " +
+        throw EdgeM3RuntimeMissingException("$path: cannot load the LiteRT library ($why); give the ai-edge-litert wheel's " +
             "ai_edge_litert/libLiteRt.so")
     }
     private val functions = HashMap<String, Function>()
@@ -37,7 +37,7 @@ private class LiteRtC(val path: String) {
             functions[name] = try {
                 lib.getFunction(name)
             } catch (exc: UnsatisfiedLinkError) {
-                throw EdgeM3Exception("$path: not LiteRT's C API (no $name); give the ai-edge-litert wheel's " +
+                throw EdgeM3RuntimeMissingException("$path: not LiteRT's C API (no $name); give the ai-edge-litert wheel's " +
                     "ai_edge_litert/libLiteRt.so (LiteRT >= 2.0)")
             }
         }
@@ -46,7 +46,7 @@ private class LiteRtC(val path: String) {
     /** Calls a `LiteRtStatus f(...)`; a status other than kLiteRtStatusOk throws, naming `what`. */
     fun call(name: String, what: String, vararg args: Any?) {
         val status = functions.getValue(name).invokeInt(args)
-        if (status != 0) throw EdgeM3Exception("$what: LiteRT $name failed: ${statusName(status)}")
+        if (status != 0) throw EdgeM3RuntimeFailedException("$what: LiteRT $name failed: ${statusName(status)}")
     }
 
     /** Calls a `void f(handle)` destructor; a null handle is skipped. */
@@ -278,7 +278,7 @@ class LiteRtCRunner private constructor(private val c: LiteRtC, private val wher
         fun open(library: String, modelFile: File, signatures: List<Signature>,
                  threads: Int = DEFAULT_THREADS): LiteRtCRunner {
             if (threads < 1) throw EdgeM3Exception("threads $threads: must be at least 1")
-            if (!modelFile.isFile) throw EdgeM3Exception("$modelFile: not found")
+            if (!modelFile.isFile) throw EdgeM3CorruptBundleException("$modelFile: not found")
             val runner = LiteRtCRunner(LiteRtC(library), modelFile.name)
             try {
                 runner.open(modelFile, signatures, threads)

@@ -100,12 +100,16 @@ nonisolated public struct Tolerance: Hashable, Sendable {
 
 /// What went wrong, for a caller to branch on (`EdgeM3Error.kind`; contract.KIT_ERROR_KINDS).
 nonisolated public enum EdgeM3ErrorKind: String, CaseIterable, Hashable, Sendable {
-    /// Bad input or a bad bundle: a manifest, a file, a text, an option.
+    /// Bad input: a manifest, a text, an option, a call the kit cannot make.
     case invalidInput = "invalid_input"
+    /// A bundle file is missing, or its size or SHA-256 is not manifest.json's: copy it again.
+    case corruptBundle = "corrupt_bundle"
     /// The model file's signatures differ from manifest.json (a name, shape or dtype).
     case signatureMismatch = "signature_mismatch"
-    /// The runner was closed.
+    /// The embedder (or its runner) was closed: every later call fails so.
     case runnerClosed = "runner_closed"
+    /// The caller cancelled (a coroutine's Job, a Swift Task) before the next model call.
+    case cancelled = "cancelled"
     /// No model runtime: the library is missing, not a library, or lacks the API.
     case runtimeMissing = "runtime_missing"
     /// The runtime refused: it could not read, compile or run the model.
@@ -118,4 +122,13 @@ nonisolated public enum EdgeM3ErrorKind: String, CaseIterable, Hashable, Sendabl
     case indexBusy = "index_busy"
     /// The index could not be written: a read-only file or folder, a full disk.
     case writeFailed = "write_failed"
+}
+
+/// A score mode (contract.SCORE_MODES): what `Retrieval.score` and `EdgeM3Index.search` take, as an enum.
+nonisolated public enum ScoreMode: String, CaseIterable, Hashable, Sendable {
+    case dense = "dense"
+    case sparse = "sparse"
+    case colbert = "colbert"
+    case sparseDense = "sparse+dense"
+    case colbertSparseDense = "colbert+sparse+dense"
 }

@@ -22,17 +22,23 @@ nonisolated public enum FileCheck {
     /// size only. Returns whether the file was hashed.
     @discardableResult
     public static func verify(_ url: URL, against entry: FileEntry, memo: URL? = nil) throws -> Bool {
+        guard FileManager.default.fileExists(atPath: url.path) else {
+            throw EdgeM3Error("\(url.lastPathComponent): not found (listed in manifest.json); copy the bundle again",
+                              kind: .corruptBundle)
+        }
         let attributes = try FileManager.default.attributesOfItem(atPath: url.path)
         let size = (attributes[.size] as? NSNumber)?.int64Value ?? -1
         if size != entry.size {
-            throw EdgeM3Error("\(url.lastPathComponent): \(size) bytes, manifest.json says \(entry.size); copy the bundle again")
+            throw EdgeM3Error("\(url.lastPathComponent): \(size) bytes, manifest.json says \(entry.size); copy the bundle again",
+                              kind: .corruptBundle)
         }
         let modified = Int64(((attributes[.modificationDate] as? Date) ?? .distantPast).timeIntervalSince1970)
         let marker = memo?.appendingPathComponent("edge_m3-verified-\(entry.sha256)-\(size)-\(modified)")
         if let marker, FileManager.default.fileExists(atPath: marker.path) { return false }
         let actual = try sha256(of: url)
         if actual != entry.sha256.lowercased() {
-            throw EdgeM3Error("\(url.lastPathComponent): sha256 \(actual), manifest.json says \(entry.sha256); copy the bundle again")
+            throw EdgeM3Error("\(url.lastPathComponent): sha256 \(actual), manifest.json says \(entry.sha256); copy the bundle again",
+                              kind: .corruptBundle)
         }
         if let marker, let memo {
             try? FileManager.default.createDirectory(at: memo, withIntermediateDirectories: true)

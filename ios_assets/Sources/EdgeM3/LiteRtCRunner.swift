@@ -178,7 +178,7 @@ nonisolated public final class LiteRtCRunner: ModelRunner {
         let lib = library
         do {
             try lib.check(lib.createEnvironment(0, nil, &environment), "LiteRtCreateEnvironment")
-            guard FileManager.default.fileExists(atPath: modelPath) else { throw EdgeM3Error("\(modelPath): not found") }
+            guard FileManager.default.fileExists(atPath: modelPath) else { throw EdgeM3Error("\(modelPath): not found", kind: .corruptBundle) }
             if let file { try FileCheck.verify(URL(fileURLWithPath: modelPath), against: file) }
             try lib.check(lib.createModelFromFile(environment, modelPath, &model),
                           "could not read \(modelPath) as a model")
@@ -309,6 +309,14 @@ nonisolated extension EdgeM3Embedder {
         let runner = try LiteRtCRunner(library: library, modelPath: opened.modelFile.path, model: opened.pipeline.model,
                                        threads: threads)
         self.init(pipeline: opened.pipeline, tokenizer: opened.tokenizer, runner: runner)
+    }
+
+    /// `init(options:)` on LiteRT's C API: the source, threads and checksum memo as `options` say;
+    /// the weights always packed once in memory (the weight cache option is the phone's).
+    public convenience init(options: EdgeM3Options, liteRt library: LiteRtLibrary) throws {
+        try options.validate()
+        try self.init(directory: options.source.resolve(), liteRt: library, threads: options.threads,
+                      checksumMemo: options.checksumMemo)
     }
 }
 #endif  // os(macOS) || os(Linux)

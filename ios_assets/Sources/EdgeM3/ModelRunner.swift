@@ -10,6 +10,13 @@ import Foundation
 /// Runs one signature on `[1, L]` int32 ids and mask (a model runtime, or a replay in tests).
 nonisolated public protocol ModelRunner {
     func run(_ signature: Signature, inputIds: [Int32], attentionMask: [Int32]) throws -> RawOutputs
+    /// Releases the model now; a later `run` throws `.runnerClosed`. `EdgeM3Embedder.close()` calls
+    /// it once, never during a `run`. Default: nothing (a replay holds no model).
+    func close()
+}
+
+nonisolated extension ModelRunner {
+    public func close() {}
 }
 
 /// A signature's outputs without the batch axis: `[H]`, `[L]`, `[L-1][H]`; nil for a head not exported.

@@ -16,23 +16,8 @@ import EdgeM3  // this file added to an app target beside the EdgeM3 package (RE
 /// (`embed_128_input_ids:0`, `StatefulPartitionedCall:0`; SignatureRunner.swift,
 /// `tensor(named:withType:)` reads `TfLiteTensorName`).
 nonisolated public final class TFLiteRunner: ModelRunner {
-    /// Where XNNPACK keeps the weights it packs for its kernels. The model's signatures
-    /// (embed_16 ... embed_512) share one set of weights; without a cache each packs its own copy.
-    public enum WeightCache: Hashable, Sendable {
-        /// A file named by the model's SHA-256 and the app build: the first start packs into it,
-        /// later starts map it instead of packing again.
-        case file(directory: URL)
-        /// Packed once, kept for this runner only (on Apple platforms in a temporary file:
-        /// XNNPACK's in-memory cache needs Linux's memfd_create).
-        case memory
-        /// The pod's own XNNPACK (`isXNNPackEnabled`): one packed copy per signature.
-        case off
-
-        /// `.file` in Caches/edge_m3 (the OS may purge it: the next start packs again).
-        public static var caches: WeightCache {
-            EdgeM3Embedder.cachesDirectory.map { .file(directory: $0) } ?? .memory
-        }
-    }
+    /// Where XNNPACK keeps the packed weights (EdgeM3Options.swift): `.file(directory:)`, `.memory`, `.off`, `.caches`.
+    public typealias WeightCache = EdgeM3WeightCache
 
     /// nil once closed.
     private var interpreter: Interpreter?
@@ -268,13 +253,19 @@ nonisolated extension EdgeM3Embedder {
         }.value
     }
 
-    /// Caches/edge_m3: the weight cache files and the checksum memo (the OS may purge it).
-    public static var cachesDirectory: URL? {
-        FileManager.default.urls(for: .cachesDirectory, in: .userDomainMask).first?.appendingPathComponent(EdgeM3Contract.assetDir)
+    /// MediaPipe's `TextEmbedder(options:)`: the bundle, threads, weight cache and checksum memo
+    /// as `options` say (`options.validate()` first). Blocking: off the main thread, or `load(options:)`.
+    public convenience init(options: EdgeM3Options) throws {
+        try options.validate()
+        try self.init(directory: options.source.resolve(), threads: options.threads, weightCache: options.weightCache,
+                      checksumMemo: options.checksumMemo)
     }
 
-    /// Where the first load's checksum success is remembered: Caches/edge_m3 (purged: the next
-    /// load hashes again).
-    public static var defaultChecksumMemo: URL? { cachesDirectory }
+    /// `init(options:)` off the caller's thread.
+    public static func load(options: EdgeM3Options) async throws -> EdgeM3Embedder {
+        try await Task.detached(priority: .userInitiated) {
+            try EdgeM3Embedder(options: options)
+        }.value
+    }
 }
 #endif

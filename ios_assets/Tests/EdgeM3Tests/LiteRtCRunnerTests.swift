@@ -82,7 +82,7 @@ final class LiteRtCRunnerTests: XCTestCase {
         try model.prefix(model.count / 2).write(to: cut)
         // LiteRT does not verify the flatbuffer (a cut file crashes it): the manifest's entry is checked first.
         let entry = try XCTUnwrap(pipeline.manifest.files[pipeline.model.file])
-        assertError("manifest.json says \(entry.size)") {
+        assertError("manifest.json says \(entry.size)", kind: .corruptBundle) {
             try LiteRtCRunner(library: lib, modelPath: cut.path, model: pipeline.model, file: entry)
         }
         // The whole bundle, as the embedder opens it: the same refusal, never LiteRT's crash.
@@ -92,8 +92,8 @@ final class LiteRtCRunnerTests: XCTestCase {
         }
         try FileManager.default.removeItem(at: copy.appendingPathComponent(pipeline.model.file))
         try FileManager.default.copyItem(at: cut, to: copy.appendingPathComponent(pipeline.model.file))
-        assertError("manifest.json says \(entry.size)") { try EdgeM3Embedder(directory: copy, liteRt: lib) }
-        assertError("not found") { try LiteRtCRunner(library: lib, modelPath: "/nonexistent.tflite", model: pipeline.model) }
+        assertError("manifest.json says \(entry.size)", kind: .corruptBundle) { try EdgeM3Embedder(directory: copy, liteRt: lib) }
+        assertError("not found", kind: .corruptBundle) { try LiteRtCRunner(library: lib, modelPath: "/nonexistent.tflite", model: pipeline.model) }
         assertError("threads: 0") { try LiteRtCRunner(library: lib, modelPath: garbage.path, model: pipeline.model, threads: 0) }
     }
 

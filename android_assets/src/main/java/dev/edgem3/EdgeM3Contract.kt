@@ -89,3 +89,12 @@ object EdgeM3Contract {
         return modelSha256.take(WEIGHT_CACHE_KEY_CHARS) + "-" + key + WEIGHT_CACHE_SUFFIX
     }
 }
+
+/** A score mode (contract.SCORE_MODES): what `Retrieval.score` and `EdgeM3Index.search` take, as an enum. */
+enum class ScoreMode(val wire: String) {
+    DENSE("dense"),
+    SPARSE("sparse"),
+    COLBERT("colbert"),
+    SPARSE_DENSE("sparse+dense"),
+    COLBERT_SPARSE_DENSE("colbert+sparse+dense")
+}

@@ -4,6 +4,8 @@ import android.content.Context
 import android.content.res.AssetFileDescriptor
 import android.content.res.AssetManager
 import kotlinx.coroutines.Dispatchers
+import kotlinx.coroutines.ensureActive
+import kotlinx.coroutines.CancellationException
 import kotlinx.coroutines.sync.Mutex
 import kotlinx.coroutines.sync.withLock
 import kotlinx.coroutines.withContext
@@ -16,6 +18,8 @@ import java.nio.MappedByteBuffer
 import java.nio.channels.FileChannel
 import java.security.DigestInputStream
 import java.security.MessageDigest
+import java.util.concurrent.locks.ReentrantLock
+import kotlin.coroutines.CoroutineContext
 
 // Android side of the kit: the bundle from assets/edge_m3/ or a folder, the .tflite on LiteRT
 // (ModelRunners.kt: CompiledModel with an XNNPACK weight cache), the kit's own tokenizer of the
@@ -33,13 +37,20 @@ enum class ModelCopy {
 
 /**
  * Text embeddings on Android (BGE-M3, or a BERT such as all-MiniLM-L6-v2): `embed(text)` gives
- * FlagEmbedding's dense_vecs, lexical_weights and colbert_vecs (whichever heads the bundle exports).
+ * FlagEmbedding's dense_vecs, lexical_weights and colbert_vecs (whichever heads the bundle exports);
+ * `embed(texts)` a batch, equal bit for bit to the texts embedded one by one.
  *
  * One instance holds one opened model (the mapped file, its packed weights once with a weight
  * cache, per-signature arenas). Runtimes are not thread-safe: the suspending `embed` takes turns
  * on a [Mutex] (waiting callers suspend) and runs on [Dispatchers.Default]; the blocking
- * `embedBlocking` is `@Synchronized` (waiting callers block). For parallel throughput create one
+ * `embedBlocking` takes turns on a lock (waiting callers block). For parallel throughput create one
  * embedder per worker; with a weight cache file they share the mapped packed weights.
+ *
+ * Cancellation is checked before each model call: a cancelled coroutine (or an interrupted thread,
+ * for the blocking calls) stops a batch before its next text with [EdgeM3CancelledException], a
+ * `CancellationException`. [close] returns at once, also while an embed runs: the model is
+ * released when the running model call returns, and every later call fails with
+ * [EdgeM3ClosedException].
  */
 class EdgeM3Embedder(
     val manifest: Manifest,
@@ -48,35 +59,123 @@ class EdgeM3Embedder(
     val tokenizer: EdgeM3Tokenizer
 ) : Closeable {
     private val turns = Mutex()
+    private val runLock = ReentrantLock()  // one caller's texts at a time on the model
+    private val state = Any()  // guards the three flags below; held only to read or flip them
     private var closed = false
+    private var running = false  // a model call is under way
+    private var released = false
+
+    /** True once [close] was called (the model may still be finishing the call under way). */
+    val isClosed: Boolean get() = synchronized(state) { closed }
 
     /** Steps 1-5 of docs/bundle-format.md for one text; main-safe (the model runs on Dispatchers.Default). */
-    suspend fun embed(text: String): Embedding =
-        turns.withLock { withContext(Dispatchers.Default) { embedBlocking(text) } }
+    suspend fun embed(text: String): Embedding = embed(listOf(text))[0]
+
+    /**
+     * Steps 1-5 for each text, in order, in one turn on the model; main-safe. The coroutine's
+     * cancellation is checked before each model call: cancelled, the batch stops there with
+     * [EdgeM3CancelledException] (a `CancellationException`, so the coroutine ends as cancelled).
+     */
+    suspend fun embed(texts: List<String>): List<Embedding> =
+        turns.withLock {
+            withContext(Dispatchers.Default) {
+                batch(texts, whenCancelled(coroutineContext, texts.size))
+            }
+        }
 
     /** Steps 3-5 for ids that are already tokenized and truncated; main-safe. */
     suspend fun embedIds(inputIds: IntArray): Embedding =
-        turns.withLock { withContext(Dispatchers.Default) { embedIdsBlocking(inputIds) } }
+        turns.withLock {
+            withContext(Dispatchers.Default) {
+                val check = whenCancelled(coroutineContext, 1)
+                ids(inputIds) { check(0) }
+            }
+        }
 
     /** `embed` on the calling thread (never the main one): for Java callers and worker threads. */
-    @Synchronized
-    fun embedBlocking(text: String): Embedding {
-        if (closed) throw EdgeM3ClosedException("EdgeM3Embedder is closed")
-        return EdgeM3Core.embed(text, manifest, model, tokenizer, runner)
-    }
+    fun embedBlocking(text: String): Embedding = embedBlocking(listOf(text))[0]
+
+    /**
+     * `embed(texts)` on the calling thread (never the main one). The thread's interrupt flag is
+     * checked before each model call (`Future.cancel(true)` sets it): set, the batch stops with
+     * [EdgeM3CancelledException] (the flag stays set).
+     */
+    fun embedBlocking(texts: List<String>): List<Embedding> = batch(texts, ::interrupted)
 
     /** `embedIds` on the calling thread (the golden test's entry point). */
-    @Synchronized
-    fun embedIdsBlocking(inputIds: IntArray): Embedding {
-        if (closed) throw EdgeM3ClosedException("EdgeM3Embedder is closed")
-        return EdgeM3Core.run(Encoded(inputIds, EdgeM3Core.chooseSignature(inputIds.size, model.signatures)),
-            manifest, runner, tokenizer.vocab)
+    fun embedIdsBlocking(inputIds: IntArray): Embedding = ids(inputIds) { interrupted(0) }
+
+    /**
+     * Returns at once, even while an embed runs on another thread: the model is released now if
+     * idle, else when the running model call returns (that call's text completes; the rest of its
+     * batch, queued callers and every later call fail with [EdgeM3ClosedException]). Idempotent.
+     */
+    override fun close() {
+        val now = synchronized(state) {
+            if (closed) return
+            closed = true
+            (!running).also { if (it) released = true }
+        }
+        if (now) runner.close()
     }
 
-    @Synchronized
-    override fun close() {
-        if (!closed) runner.close()
-        closed = true
+    private fun interrupted(i: Int) {
+        if (Thread.currentThread().isInterrupted) {
+            throw EdgeM3CancelledException("embed cancelled (the thread was interrupted) before text ${i + 1}")
+        }
+    }
+
+    /** The coroutine's cancellation as the kit's typed one (the job's CancellationException its cause). */
+    private fun whenCancelled(context: CoroutineContext, n: Int): (Int) -> Unit = { i ->
+        try {
+            context.ensureActive()
+        } catch (exc: CancellationException) {
+            throw EdgeM3CancelledException("embed cancelled before text ${i + 1} of $n", exc)
+        }
+    }
+
+    /** The texts one by one on the model (one turn): `check(i)` before text i's model call. */
+    private fun batch(texts: List<String>, check: (Int) -> Unit): List<Embedding> {
+        runLock.lock()
+        try {
+            val result = ArrayList<Embedding>(texts.size)
+            for ((i, text) in texts.withIndex()) {
+                result.add(EdgeM3Core.embed(text, manifest, model, tokenizer, Guarded { check(i) }))
+            }
+            return result
+        } finally {
+            runLock.unlock()
+        }
+    }
+
+    private fun ids(inputIds: IntArray, check: () -> Unit): Embedding {
+        runLock.lock()
+        try {
+            return EdgeM3Core.run(Encoded(inputIds, EdgeM3Core.chooseSignature(inputIds.size, model.signatures)),
+                manifest, Guarded(check), tokenizer.vocab)
+        } finally {
+            runLock.unlock()
+        }
+    }
+
+    /** The model behind the checks every model call makes: cancelled, closed, then the call. */
+    private inner class Guarded(private val check: () -> Unit) : ModelRunner {
+        override fun run(signature: Signature, inputIds: IntArray, attentionMask: IntArray): RawOutputs {
+            check()
+            synchronized(state) {
+                if (closed) throw EdgeM3ClosedException("EdgeM3Embedder is closed")
+                running = true
+            }
+            try {
+                return runner.run(signature, inputIds, attentionMask)
+            } finally {
+                val release = synchronized(state) {
+                    running = false
+                    (closed && !released).also { if (it) released = true }
+                }
+                if (release) runner.close()  // close() was called during this call
+            }
+        }
     }
 
     companion object {
@@ -101,8 +200,10 @@ class EdgeM3Embedder(
             threads: Int = EdgeM3Contract.DEVICE_THREADS,
             weightCache: WeightCache = WeightCache.inCacheDir(context),
             dir: String = ASSET_DIR,
-            modelCopy: ModelCopy = ModelCopy.FILE
+            modelCopy: ModelCopy = ModelCopy.FILE,
+            accelerator: EdgeM3Accelerator = EdgeM3Accelerator.CPU
         ): EdgeM3Embedder {
+            checkOptions(threads, weightCache, accelerator)
             val assets = context.assets
             val manifest = Manifest.fromJson(readJsonAsset(assets, "$dir/${EdgeM3Contract.MANIFEST}"))
             val model = manifest.model("tflite")
@@ -122,11 +223,11 @@ class EdgeM3Embedder(
                 }
                 modelCopy == ModelCopy.MEMORY -> {
                     verifyAsset(openAssetFd(assets, path).use { it.length })
-                    ModelRunners.openAsset(assets, path, model.signatures, expected.sha256, threads, weightCache)
+                    ModelRunners.openAsset(assets, path, model.signatures, expected.sha256, threads, weightCache, accelerator)
                 }
                 else -> {
                     val file = extractAsset(assets, path, expected, File(memo, "models"))
-                    ModelRunners.open(file, model.signatures, expected.sha256, threads, weightCache)
+                    ModelRunners.open(file, model.signatures, expected.sha256, threads, weightCache, accelerator)
                 }
             }
             return EdgeM3Embedder(manifest, model, runner, tokenizer)
@@ -152,11 +253,20 @@ class EdgeM3Embedder(
             dir: File,
             threads: Int = EdgeM3Contract.DEVICE_THREADS,
             weightCache: WeightCache = WeightCache.InMemory,
-            checksumMemo: File? = dir
+            checksumMemo: File? = dir,
+            accelerator: EdgeM3Accelerator = EdgeM3Accelerator.CPU
         ): EdgeM3Embedder {
+            checkOptions(threads, weightCache, accelerator)
             val b = LocalBundle.open(dir, checksumMemo)
-            val runner = ModelRunners.open(b.modelFile, b.model.signatures, b.modelEntry.sha256, threads, weightCache)
+            val runner = ModelRunners.open(b.modelFile, b.model.signatures, b.modelEntry.sha256, threads, weightCache, accelerator)
             return EdgeM3Embedder(b.manifest, b.model, runner, b.tokenizer)
+        }
+
+        private fun checkOptions(threads: Int, weightCache: WeightCache, accelerator: EdgeM3Accelerator) {
+            if (threads < 1) throw EdgeM3Exception("threads $threads: must be at least 1")
+            if (accelerator == EdgeM3Accelerator.GPU && weightCache is WeightCache.Off) {
+                throw EdgeM3Exception("accelerator GPU: needs LiteRT's CompiledModel, not WeightCache.Off's Interpreter")
+            }
         }
 
         /** [fromDirectory] on Dispatchers.IO: main-safe. */
@@ -186,7 +296,7 @@ class EdgeM3Embedder(
             val actual = ModelCheck.hex(digest)
             if (tmp.length() != expected.size || actual != expected.sha256) {
                 tmp.delete()
-                throw EdgeM3Exception("assets/$path: ${tmp.length()} bytes, sha256 $actual; manifest.json says " +
+                throw EdgeM3CorruptBundleException("assets/$path: ${tmp.length()} bytes, sha256 $actual; manifest.json says " +
                     "${expected.size} bytes, ${expected.sha256}; copy the bundle again (make build)")
             }
             if (!tmp.renameTo(target)) throw EdgeM3Exception("$target: cannot write (disk full?)")

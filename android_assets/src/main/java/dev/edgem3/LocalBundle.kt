@@ -23,7 +23,7 @@ class LocalBundle(val dir: File, val manifest: Manifest, val model: ModelEntry, 
             if (manifest.files[model.file] == null) throw EdgeM3Exception("$manifestFile: no files entry for ${model.file}")
             for ((name, entry) in manifest.files) {
                 val f = File(dir, name)
-                if (!f.isFile) throw EdgeM3Exception("$f: not found (listed in ${EdgeM3Contract.MANIFEST})")
+                if (!f.isFile) throw EdgeM3CorruptBundleException("$f: not found (listed in ${EdgeM3Contract.MANIFEST})")
                 ModelCheck.verify(f.path, entry, f.length(), f.lastModified(), checksumMemo) { FileInputStream(f) }
             }
             return LocalBundle(dir, manifest, model, tokenizer(dir, manifest.tokenizer))
@@ -32,7 +32,7 @@ class LocalBundle(val dir: File, val manifest: Manifest, val model: ModelEntry, 
         /** The tokenizer of the manifest's kind over the bundle folder's files (EdgeM3Tokenizer.open). */
         fun tokenizer(dir: File, spec: TokenizerSpec): EdgeM3Tokenizer = EdgeM3Tokenizer.open(spec) { name ->
             val f = File(dir, name)
-            if (!f.isFile) throw EdgeM3Exception("$f: not found (named by ${EdgeM3Contract.MANIFEST})")
+            if (!f.isFile) throw EdgeM3CorruptBundleException("$f: not found (named by ${EdgeM3Contract.MANIFEST})")
             f.readBytes()
         }
 

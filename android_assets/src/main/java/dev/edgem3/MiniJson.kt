@@ -136,10 +136,6 @@ object MiniJson {
     }
 }
 
-/** A bundle or input that breaks the contract; the message names the file or field. */
-/** The kit's one error type; the subclasses in ModelRunner.kt say which kind a caller may handle. */
-open class EdgeM3Exception(message: String) : RuntimeException(message)
-
 /** Typed access to parsed JSON trees (MiniJson's, or org.json converted to maps and lists). */
 object JsonTree {
     @Suppress("UNCHECKED_CAST")

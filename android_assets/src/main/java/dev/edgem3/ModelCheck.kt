@@ -35,13 +35,13 @@ object ModelCheck {
      */
     fun verify(where: String, expected: FileEntry, size: Long, stamp: Long, memo: File?, open: () -> InputStream): Boolean {
         if (size != expected.size) {
-            throw EdgeM3Exception("$where: $size bytes, manifest.json says ${expected.size}; copy the bundle again (make build)")
+            throw EdgeM3CorruptBundleException("$where: $size bytes, manifest.json says ${expected.size}; copy the bundle again (make build)")
         }
         val marker = if (memo == null) null else File(memo, "edge_m3-verified-${expected.sha256}-$size-$stamp")
         if (marker != null && marker.isFile) return false
         val actual = open().use { sha256Hex(it) }
         if (actual != expected.sha256) {  // hashlib writes lowercase hex
-            throw EdgeM3Exception("$where: sha256 $actual, manifest.json says ${expected.sha256}; copy the bundle again (make build)")
+            throw EdgeM3CorruptBundleException("$where: sha256 $actual, manifest.json says ${expected.sha256}; copy the bundle again (make build)")
         }
         if (marker != null) {
             try {

@@ -8,18 +8,7 @@ import java.io.Closeable
 // desktop JVM) only moves bytes in and out; CI runs this code live through LiteRtCRunner.
 // Stdlib only; Kotlin 1.3.
 
-/** The model file's signatures, tensor names, shapes or dtypes are not the ones manifest.json lists. */
-class EdgeM3ModelMismatchException(message: String) : EdgeM3Exception(message)
-
-/** The runtime's classes or native library are not in the app (or not for this ABI). */
-class EdgeM3RuntimeMissingException(message: String, cause: Throwable) : EdgeM3Exception(message) {
-    init {
-        initCause(cause)
-    }
-}
-
-/** A call on an embedder (or model) after close(). */
-class EdgeM3ClosedException(message: String) : EdgeM3Exception(message)
+// The typed errors (EdgeM3ModelMismatchException, EdgeM3ClosedException, ...) are generated: EdgeM3Errors.kt.
 
 /** A signature's outputs as the runtime fills them: batch of one, `null` for a head not exported. */
 class RawOutputs(

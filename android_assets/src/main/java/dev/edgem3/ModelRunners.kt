@@ -49,14 +49,15 @@ object ModelRunners {
      * names, shapes and dtypes. `sha256`: the manifest's, for the cache file's name. A cache file
      * that fails to open (a crash mid-write) is deleted and packed again.
      */
-    fun open(modelFile: File, signatures: List<Signature>, sha256: String, threads: Int, cache: WeightCache): LoadedModel {
+    fun open(modelFile: File, signatures: List<Signature>, sha256: String, threads: Int, cache: WeightCache,
+             accelerator: EdgeM3Accelerator = EdgeM3Accelerator.CPU): LoadedModel {
         if (cache is WeightCache.Off) {
             val buffer = java.io.FileInputStream(modelFile).use { s ->
                 s.channel.map(java.nio.channels.FileChannel.MapMode.READ_ONLY, 0, s.channel.size())
             }
             return TfliteRunner.open(buffer, signatures, modelFile.name, threads)
         }
-        return compiled(modelFile.name, signatures, sha256, threads, cache) { CompiledModel.create(modelFile.path, it) }
+        return compiled(modelFile.name, signatures, sha256, threads, cache, accelerator) { CompiledModel.create(modelFile.path, it) }
     }
 
     /**
@@ -67,26 +68,26 @@ object ModelRunners {
      * the OS cannot page out (a mapped file's clean pages it can). Not for [WeightCache.Off].
      */
     fun openAsset(assets: AssetManager, path: String, signatures: List<Signature>, sha256: String, threads: Int,
-                  cache: WeightCache): LoadedModel {
+                  cache: WeightCache, accelerator: EdgeM3Accelerator = EdgeM3Accelerator.CPU): LoadedModel {
         if (cache is WeightCache.Off) throw EdgeM3Exception("assets/$path: WeightCache.Off maps the asset (EdgeM3Embedder.fromAssets)")
-        return compiled(File(path).name, signatures, sha256, threads, cache) { CompiledModel.create(assets, path, it) }
+        return compiled(File(path).name, signatures, sha256, threads, cache, accelerator) { CompiledModel.create(assets, path, it) }
     }
 
     // One open at a time in the process: XNNPACK truncates a cache file it cannot load, so a
     // second embedder must not start on the file while the first is still writing it.
     private fun compiled(where: String, signatures: List<Signature>, sha256: String, threads: Int, cache: WeightCache,
-                         create: (CompiledModel.Options) -> CompiledModel): LoadedModel = synchronized(this) {
+                         accelerator: EdgeM3Accelerator, create: (CompiledModel.Options) -> CompiledModel): LoadedModel = synchronized(this) {
         val path = if (cache is WeightCache.InFile) cacheFile(cache, sha256) else null
         val cachePath = path?.path ?: EdgeM3Contract.IN_MEMORY_WEIGHT_CACHE
         try {
-            CompiledModelRunner.open(where, signatures, threads, cachePath, create)
+            CompiledModelRunner.open(where, signatures, threads, cachePath, create, accelerator)
         } catch (exc: LiteRtException) {
-            if (path == null || !path.isFile) throw EdgeM3Exception("$where: ${exc.message}")
+            if (path == null || !path.isFile) throw EdgeM3RuntimeFailedException("$where: ${exc.message}", exc)
             path.delete()
             try {
-                CompiledModelRunner.open(where, signatures, threads, cachePath, create)
+                CompiledModelRunner.open(where, signatures, threads, cachePath, create, accelerator)
             } catch (again: LiteRtException) {
-                throw EdgeM3Exception("$where: ${again.message}")
+                throw EdgeM3RuntimeFailedException("$where: ${again.message}", again)
             }
         }
     }
@@ -137,7 +138,7 @@ class CompiledModelRunner private constructor(private val where: String, private
             model.run(buffers.inputs, buffers.outputs, signature.name)
             ModelIo.outputs(signature) { buffers.outputs.getValue(it).readFloat() }
         } catch (exc: LiteRtException) {
-            throw EdgeM3Exception("$where: ${signature.name}: ${exc.message}")
+            throw EdgeM3RuntimeFailedException("$where: ${signature.name}: ${exc.message}", exc)
         }
     }
 
@@ -193,9 +194,13 @@ class CompiledModelRunner private constructor(private val where: String, private
         }
 
         fun open(where: String, signatures: List<Signature>, threads: Int, cachePath: String,
-                 create: (CompiledModel.Options) -> CompiledModel): CompiledModelRunner = ModelRunners.withRuntime(where) {
-            val options = CompiledModel.Options(Accelerator.CPU)
-            options.cpuOptions = CompiledModel.CpuOptions(numThreads = threads, xnnPackWeightCachePath = cachePath)
+                 create: (CompiledModel.Options) -> CompiledModel,
+                 accelerator: EdgeM3Accelerator = EdgeM3Accelerator.CPU): CompiledModelRunner = ModelRunners.withRuntime(where) {
+            // The GPU: LiteRT's GPU accelerator with no CPU options (no XNNPACK, no weight cache).
+            val options = if (accelerator == EdgeM3Accelerator.GPU) CompiledModel.Options(Accelerator.GPU)
+                else CompiledModel.Options(Accelerator.CPU).also {
+                    it.cpuOptions = CompiledModel.CpuOptions(numThreads = threads, xnnPackWeightCachePath = cachePath)
+                }
             val runner = CompiledModelRunner(where, create(options))
             try {
                 val views = LinkedHashMap<String, Signature>()
@@ -237,7 +242,7 @@ class TfliteRunner(private val interpreter: Interpreter, private val where: Stri
         try {
             interpreter.runSignature(inputs, outputs, signature.name)
         } catch (exc: IllegalArgumentException) {
-            throw EdgeM3Exception("$where: ${signature.name}: ${exc.message}")
+            throw EdgeM3RuntimeFailedException("$where: ${signature.name}: ${exc.message}", exc)
         }
         return ModelIo.outputs(signature) { name ->
             val b = outputs.getValue(name)
@@ -270,7 +275,7 @@ class TfliteRunner(private val interpreter: Interpreter, private val where: Stri
                 try {
                     Interpreter(buffer, Interpreter.Options().setNumThreads(threads).setUseXNNPACK(true))
                 } catch (exc: IllegalArgumentException) {
-                    throw EdgeM3Exception("$where: not a model LiteRT can read (${exc.message})")
+                    throw EdgeM3RuntimeFailedException("$where: not a model LiteRT can read (${exc.message})", exc)
                 }
             }
             try {

@@ -1,0 +1,304 @@
+// JVM-only CI check (not part of the app): the API a mobile developer calls (issue 34), run on this
+// JVM, the model on LiteRT's C API (LiteRtCRunner, through the stand-ins for the Android paths):
+// the options builder (a folder, the assets, bad options), embed(texts) against one by one (bit for
+// bit, blocking and suspending), cancellation before each model call (a cancelled coroutine Job, an
+// interrupted thread) with a runner that counts calls and holds one until released, close() while
+// an embed runs (it returns at once; the runner goes when the running call returns), the typed error
+// kinds (generated from contract.KIT_ERROR_KINDS) each raised by its cause, and the ScoreMode enum.
+// Driven by `AndroidCheck api BUNDLE WORK LIBLITERT` (tests/test_kit_api.py).
+package dev.edgem3
+
+import edgem3.standin.StandInRuntime
+import kotlinx.coroutines.CancellationException
+import kotlinx.coroutines.Job
+import java.io.File
+import java.util.concurrent.CountDownLatch
+import java.util.concurrent.Semaphore
+import java.util.concurrent.TimeUnit
+import java.util.concurrent.atomic.AtomicInteger
+import java.util.concurrent.atomic.AtomicReference
+import kotlin.coroutines.Continuation
+import kotlin.coroutines.startCoroutine
+
+private val BATCH = listOf("BGE-M3 on a phone.", "Le modèle tourne sur le téléphone.", "x ".repeat(300), "", "Ünïcödé 文字")
+
+/**
+ * A runner stand-in: the real one behind it, every call counted; call number `holdAt` (1-based)
+ * signals `entered` and waits until `release` (uninterruptibly, as a native model call does).
+ */
+private class GateRunner(private val real: LoadedModel, private val holdAt: Int = 0) : LoadedModel {
+    val calls = AtomicInteger()
+    val closes = AtomicInteger()
+    val entered = CountDownLatch(1)
+    val release = Semaphore(0)
+
+    override fun run(signature: Signature, inputIds: IntArray, attentionMask: IntArray): RawOutputs {
+        if (closes.get() > 0) throw IllegalStateException("run after close")
+        val n = calls.incrementAndGet()
+        if (n == holdAt) {
+            entered.countDown()
+            release.acquireUninterruptibly()
+        }
+        return real.run(signature, inputIds, attentionMask)
+    }
+
+    override fun close() {
+        closes.incrementAndGet()
+        real.close()
+    }
+}
+
+/** `block` as a coroutine in `job`'s context, on this thread until it first suspends; waits for its end. */
+private fun <T> runIn(job: Job, block: suspend () -> T): T {
+    val done = CountDownLatch(1)
+    val value = AtomicReference<Any?>()
+    val error = AtomicReference<Throwable?>()
+    block.startCoroutine(Continuation(job) { r ->
+        value.set(r.getOrNull())
+        error.set(r.exceptionOrNull())
+        done.countDown()
+    })
+    if (!done.await(120, TimeUnit.SECONDS)) throw IllegalStateException("the coroutine did not end")
+    error.get()?.let { throw it }
+    @Suppress("UNCHECKED_CAST")
+    return value.get() as T
+}
+
+/** Runs `block` on a new thread; the returned getter joins it and gives its result or exception. */
+private fun <T> onThread(block: () -> T): Pair<Thread, () -> Pair<T?, Throwable?>> {
+    val value = AtomicReference<T?>()
+    val error = AtomicReference<Throwable?>()
+    val t = Thread {
+        try {
+            value.set(block())
+        } catch (exc: Throwable) {
+            error.set(exc)
+        }
+    }
+    t.start()
+    return t to { t.join(120_000); value.get() to error.get() }
+}
+
+private fun sameAll(a: List<Embedding>, b: List<Embedding>): String? {
+    if (a.size != b.size) return "${a.size} embeddings, expected ${b.size}"
+    for (i in a.indices) same(a[i], b[i])?.let { return "text $i: $it" }
+    return null
+}
+
+private fun kindOf(exc: Throwable?): EdgeM3ErrorKind? = (exc as? EdgeM3Failure)?.kind
+
+internal fun apiChecks(bundle: File, work: File, lib: String, cases: Cases) {
+    val truth = LocalBundle.open(bundle)
+    fun real(): LoadedModel = LiteRtCRunner.open(lib, truth.modelFile, truth.model.signatures)
+    val want = real().use { r -> BATCH.map { EdgeM3Core.embed(it, truth.manifest, truth.model, truth.tokenizer, r) } }
+    fun gated(holdAt: Int = 0): Pair<EdgeM3Embedder, GateRunner> {
+        val gate = GateRunner(real(), holdAt)
+        return EdgeM3Embedder(truth.manifest, truth.model, gate, truth.tokenizer) to gate
+    }
+    StandInRuntime.backend = LiteRtBackend(lib, truth)
+
+    // The options builder.
+    cases.case("options-directory") {
+        val o = EdgeM3Options.builder().setDirectory(bundle).setThreads(1).setChecksumMemo(null).build()
+        EdgeM3Embedder.createFromOptions(o).use { e -> sameAll(e.embedBlocking(BATCH), want) }
+    }
+    cases.case("options-directory-weight-cache-file") {
+        val o = EdgeM3Options.builder().setDirectory(bundle).setWeightCache(WeightCache.InFile(File(work, "wc"), "k"))
+            .setChecksumMemo(null).build()
+        EdgeM3Embedder.createFromOptions(o).use { e -> sameAll(e.embedBlocking(BATCH), want) }
+    }
+    val ctx = FolderContext(File(work, "app-options"), assetFolder(bundle, work))
+    cases.case("options-assets") {
+        val o = EdgeM3Options.builder().setAssetDir(EdgeM3Contract.ASSET_DIR).setModelCopy(ModelCopy.MEMORY).build()
+        EdgeM3Embedder.createFromOptions(ctx, o).use { e -> sameAll(e.embedBlocking(BATCH), want) }
+    }
+    cases.case("options-assets-interpreter") {
+        val o = EdgeM3Options.builder().setWeightCache(WeightCache.Off).build()
+        EdgeM3Embedder.createFromOptions(ctx, o).use { e -> sameAll(e.embedBlocking(BATCH), want) }
+    }
+    cases.throws("options-bad-threads", "EdgeM3Exception", "threads 0", EdgeM3ErrorKind.INVALID_INPUT) {
+        EdgeM3Options.builder().setThreads(0).build()
+    }
+    cases.throws("options-gpu-interpreter", "EdgeM3Exception", "accelerator GPU", EdgeM3ErrorKind.INVALID_INPUT) {
+        EdgeM3Options.builder().setAccelerator(EdgeM3Accelerator.GPU).setWeightCache(WeightCache.Off).build()
+    }
+    cases.throws("options-assets-need-context", "EdgeM3Exception", "needs a Context", EdgeM3ErrorKind.INVALID_INPUT) {
+        EdgeM3Embedder.createFromOptions(EdgeM3Options.builder().build())
+    }
+
+    // The batch: bit for bit the texts one by one, blocking and suspending.
+    cases.case("batch-equals-one-by-one") {
+        val (e, gate) = gated()
+        e.use {
+            val one = BATCH.map { e.embedBlocking(it) }
+            sameAll(one, want) ?: sameAll(e.embedBlocking(BATCH), one)
+                ?: if (gate.calls.get() != 2 * BATCH.size) "${gate.calls.get()} model calls, expected ${2 * BATCH.size}" else null
+        }
+    }
+    cases.case("batch-suspending") {
+        val (e, _) = gated()
+        e.use {
+            val job = Job()
+            sameAll(runIn(job) { e.embed(BATCH) }, want) ?: same(runIn(job) { e.embed(BATCH[1]) }, want[1])
+                ?: same(runIn(job) { e.embedIds(want[2].inputIds) }, want[2])
+        }
+    }
+    cases.case("batch-empty") {
+        val (e, gate) = gated()
+        e.use { if (e.embedBlocking(listOf()).isNotEmpty() || gate.calls.get() != 0) "an empty batch ran the model" else null }
+    }
+
+    // Cancellation before each model call.
+    cases.case("cancel-coroutine-mid-batch") {
+        val (e, gate) = gated(holdAt = 2)
+        e.use {
+            val job = Job()
+            val (_, result) = onThread { runIn(job) { e.embed(BATCH) } }
+            if (!gate.entered.await(60, TimeUnit.SECONDS)) return@case "the second model call never started"
+            job.cancel()
+            gate.release.release()
+            val (value, error) = result()
+            when {
+                value != null -> "the cancelled batch returned ${value.size} embeddings"
+                error !is CancellationException -> "threw $error, expected a CancellationException"
+                gate.calls.get() != 2 -> "${gate.calls.get()} model calls after cancelling during the second, expected 2"
+                else -> sameAll(e.embedBlocking(BATCH.take(2)), want.take(2))  // the embedder still works
+            }
+        }
+    }
+    cases.case("cancel-thread-mid-batch") {
+        val (e, gate) = gated(holdAt = 2)
+        e.use {
+            val interruptedAfter = AtomicReference<Boolean>()
+            val (thread, result) = onThread {
+                try {
+                    e.embedBlocking(BATCH)
+                } finally {
+                    interruptedAfter.set(Thread.currentThread().isInterrupted)
+                }
+            }
+            if (!gate.entered.await(60, TimeUnit.SECONDS)) return@case "the second model call never started"
+            thread.interrupt()
+            gate.release.release()
+            val (value, error) = result()
+            when {
+                value != null -> "the interrupted batch returned ${value.size} embeddings"
+                error !is EdgeM3CancelledException || kindOf(error) != EdgeM3ErrorKind.CANCELLED ->
+                    "threw $error, expected EdgeM3CancelledException (kind CANCELLED)"
+                gate.calls.get() != 2 -> "${gate.calls.get()} model calls, expected 2"
+                interruptedAfter.get() != true -> "the thread's interrupt flag was cleared"
+                else -> null
+            }
+        }
+    }
+
+    // close() while an embed runs: returns at once; the runner goes when the running call returns.
+    cases.case("close-during-batch") {
+        val (e, gate) = gated(holdAt = 1)
+        val (_, result) = onThread { e.embedBlocking(BATCH) }
+        if (!gate.entered.await(60, TimeUnit.SECONDS)) return@case "the model call never started"
+        val t0 = System.nanoTime()
+        e.close()
+        val ms = (System.nanoTime() - t0) / 1e6
+        val closedEarly = gate.closes.get()
+        gate.release.release()
+        val (value, error) = result()
+        val (_, afterError) = onThread { e.embedBlocking("later") }.second()
+        when {
+            ms > 50 -> "close() took %.1f ms while an embed ran".format(ms)
+            closedEarly != 0 -> "the runner was closed under the running call"
+            value != null -> "the closed batch returned ${value.size} embeddings"
+            error !is EdgeM3ClosedException || kindOf(error) != EdgeM3ErrorKind.RUNNER_CLOSED -> "threw $error, expected EdgeM3ClosedException"
+            gate.calls.get() != 1 -> "${gate.calls.get()} model calls, expected 1"
+            gate.closes.get() != 1 -> "the runner was closed ${gate.closes.get()} times, expected once"
+            afterError !is EdgeM3ClosedException -> "a later embed threw $afterError"
+            !e.isClosed -> "isClosed is false"
+            else -> { println("close() during a running embed returned in %.3f ms".format(ms)); null }
+        }
+    }
+    cases.case("close-during-single-embed") {
+        val (e, gate) = gated(holdAt = 1)
+        val (_, result) = onThread { runIn(Job()) { e.embed(BATCH[0]) } }
+        if (!gate.entered.await(60, TimeUnit.SECONDS)) return@case "the model call never started"
+        val t0 = System.nanoTime()
+        e.close()
+        e.close()
+        val ms = (System.nanoTime() - t0) / 1e6
+        gate.release.release()
+        val (value, error) = result()
+        when {
+            ms > 50 -> "close() took %.1f ms while an embed ran".format(ms)
+            error != null -> "the running call threw $error"
+            value == null -> "no result"
+            gate.closes.get() != 1 -> "the runner was closed ${gate.closes.get()} times, expected once"
+            else -> same(value, want[0])
+        }
+    }
+    cases.case("close-idle-releases-now") {
+        val (e, gate) = gated()
+        e.close()
+        if (gate.closes.get() != 1) "an idle close() did not release the runner" else null
+    }
+    val closed = gated().first.also { it.close() }
+    cases.throws("closed-batch", "EdgeM3ClosedException", "closed", EdgeM3ErrorKind.RUNNER_CLOSED) { closed.embedBlocking(BATCH) }
+    cases.throws("closed-suspending", "EdgeM3ClosedException", "closed", EdgeM3ErrorKind.RUNNER_CLOSED) {
+        runIn(Job()) { closed.embed(BATCH) }
+    }
+
+    // Each kind by its cause (the mismatch, missing-runtime and closed kinds: test_android_runners_*).
+    cases.case("kinds-generated") {
+        EdgeM3ErrorKind.values().mapNotNull { k ->
+            val exc = EdgeM3Exception.of(k, "m")
+            when {
+                kindOf(exc) != k -> "$k: the class says ${kindOf(exc)}"
+                k == EdgeM3ErrorKind.CANCELLED && exc !is CancellationException -> "cancelled is no CancellationException"
+                k != EdgeM3ErrorKind.CANCELLED && exc !is EdgeM3Exception -> "$k is no EdgeM3Exception"
+                else -> null
+            }
+        }.firstOrNull()
+    }
+    val model = truth.model.file
+    val changed = File(work, "changed").also { d ->
+        d.mkdirs()
+        bundle.listFiles()!!.filter { it.isFile }.forEach { it.copyTo(File(d, it.name), overwrite = true) }
+        val bytes = File(d, model).readBytes()
+        bytes[bytes.size / 2] = (bytes[bytes.size / 2].toInt() xor 1).toByte()
+        File(d, model).writeBytes(bytes)
+    }
+    cases.throws("corrupt-bundle-sha256", "EdgeM3CorruptBundleException", "sha256", EdgeM3ErrorKind.CORRUPT_BUNDLE) {
+        EdgeM3Embedder.createFromOptions(EdgeM3Options.builder().setDirectory(changed).setChecksumMemo(null).build()).close()
+    }
+    val cut = File(work, "cut").also { d ->
+        d.mkdirs()
+        bundle.listFiles()!!.filter { it.isFile }.forEach { it.copyTo(File(d, it.name), overwrite = true) }
+        File(d, model).let { f -> f.writeBytes(f.readBytes().copyOf(100)) }
+    }
+    cases.throws("corrupt-bundle-size", "EdgeM3CorruptBundleException", "manifest.json says", EdgeM3ErrorKind.CORRUPT_BUNDLE) {
+        EdgeM3Embedder.fromDirectory(cut, checksumMemo = null).close()
+    }
+    val missing = File(work, "missing-file").also { d ->
+        d.mkdirs()
+        bundle.listFiles()!!.filter { it.isFile && it.name != model }.forEach { it.copyTo(File(d, it.name), overwrite = true) }
+    }
+    cases.throws("corrupt-bundle-missing-file", "EdgeM3CorruptBundleException", "not found", EdgeM3ErrorKind.CORRUPT_BUNDLE) {
+        EdgeM3Embedder.fromDirectory(missing, checksumMemo = null).close()
+    }
+    cases.throws("runtime-missing-library", "EdgeM3RuntimeMissingException", "cannot load the LiteRT library",
+        EdgeM3ErrorKind.RUNTIME_MISSING) {
+        LiteRtCRunner.open(File(work, "nope.so").path, truth.modelFile, truth.model.signatures).close()
+    }
+
+    // Modes as an enum: the same scores as the strings.
+    cases.case("score-mode-enum") {
+        val q = Retrieval.Vectors.of(want[0])
+        val p = Retrieval.Vectors.of(want[1])
+        val w = doubleArrayOf(0.4, 0.2, 0.4)
+        ScoreMode.values().filter { m ->
+            !(m.wire.contains("colbert") && want[0].colbertVecs == null) && !(m.wire.contains("sparse") && want[0].lexicalWeights == null)
+        }.mapNotNull { m ->
+            val a = Retrieval.score(q, p, m, w)
+            val b = Retrieval.score(q, p, m.wire, w)
+            if (a.toRawBits() != b.toRawBits()) "${m.wire}: $a vs $b" else null
+        }.firstOrNull() ?: if (ScoreMode.values().map { it.wire } != EdgeM3Contract.SCORE_MODES) "ScoreMode is not SCORE_MODES" else null
+    }
+}

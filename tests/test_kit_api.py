@@ -1,0 +1,85 @@
+"""The API both kits give a mobile developer (issue 34, item 4), run on the desktop, the model live
+on LiteRT's C API: the options builder, `embed(texts)` equal bit for bit to the texts one by one,
+cancellation before each model call (Kotlin: a cancelled coroutine Job and an interrupted thread;
+Swift: a cancelled Task) with a runner stand-in that counts calls and holds one, `close()` during a
+running embed returning at once (the runner released when the running call returns, later calls
+refused as closed), each error kind raised by its cause (corrupt bundle, model mismatch, closed,
+cancelled, missing runtime, runtime failure), modes as an enum (ScoreMode, from
+contract.SCORE_MODES), and the error kinds generated from contract.KIT_ERROR_KINDS into both kits.
+
+Kotlin: android_assets/jvm/ApiCheck.kt through `AndroidCheck api`; Swift: the XCTest class
+EdgeM3ApiTests (ios_assets/Tests/EdgeM3Tests/EdgeM3ApiTests.swift).
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from edge_m3 import contract
+
+pytestmark = pytest.mark.models  # builds a bundle and compiles the kits
+
+ROOT = Path(__file__).resolve().parents[1]
+KT = ROOT / "android_assets/src/main/java/dev/edgem3"
+SWIFT = ROOT / "ios_assets/Sources/EdgeM3"
+
+
+def test_error_kinds_are_generated_into_both_kits() -> None:
+    """One definition (contract.KIT_ERROR_KINDS): Swift's EdgeM3ErrorKind cases, Kotlin's
+    EdgeM3ErrorKind and one exception class per kind, `cancelled` a CancellationException."""
+    kt = (KT / "EdgeM3Errors.kt").read_text(encoding="utf-8")
+    sw = (SWIFT / "EdgeM3Contract.swift").read_text(encoding="utf-8")
+    for kind in contract.KIT_ERROR_KINDS:
+        assert f'{kind.upper()}("{kind}")' in kt
+        assert f'= "{kind}"' in sw
+    assert "class EdgeM3CancelledException(message: String, cause: Throwable? = null) : " \
+           "java.util.concurrent.CancellationException(message), EdgeM3Failure" in kt
+    for kind, name in contract.KIT_EXCEPTION_CLASSES.items():
+        assert f"EdgeM3ErrorKind.{kind.upper()} -> {name}(" in kt
+    for mode in contract.SCORE_MODES:
+        assert f'("{mode}")' in (KT / "EdgeM3Contract.kt").read_text(encoding="utf-8")
+        assert f'= "{mode}"' in sw
+    # No hand-written exception class besides the generated ones.
+    hand = [p for p in KT.glob("*.kt") if p.name != "EdgeM3Errors.kt"
+            and re.search(r"^(open )?class EdgeM3\w*Exception\b", p.read_text(encoding="utf-8"), re.M)]
+    assert not hand, hand
+
+
+def test_kotlin_api(kit_jar: Path, tiny_bundle: Path, litert_c_library: Path, tmp_path: Path) -> None:
+    from tests.conftest import jna_jar_path
+
+    proc = subprocess.run(["java", "-cp", f"{kit_jar}:{jna_jar_path()}", "dev.edgem3.AndroidCheckKt", "api",
+                           str(tiny_bundle), str(tmp_path / "work"), str(litert_c_library)],
+                          capture_output=True, text=True, timeout=600)
+    cases = dict(re.findall(r"^case (\S+): (.*)$", proc.stdout, re.M))
+    failed = {k: v for k, v in cases.items() if v != "ok"}
+    summary = rf"^android: {len(cases) - len(failed)} passed, {len(failed)} failed$"
+    assert re.search(summary, proc.stdout, re.M), proc.stdout + proc.stderr[-3000:]
+    assert not failed and proc.returncode == 0, (failed, proc.stderr[-3000:])
+    assert set(cases) == {
+        "options-directory", "options-directory-weight-cache-file", "options-assets",
+        "options-assets-interpreter",
+        "options-bad-threads", "options-gpu-interpreter", "options-assets-need-context",
+        "batch-equals-one-by-one", "batch-suspending", "batch-empty",
+        "cancel-coroutine-mid-batch", "cancel-thread-mid-batch",
+        "close-during-batch", "close-during-single-embed", "close-idle-releases-now", "closed-batch",
+        "closed-suspending", "kinds-generated", "corrupt-bundle-sha256", "corrupt-bundle-size",
+        "corrupt-bundle-missing-file", "runtime-missing-library", "score-mode-enum"}
+
+
+def test_swift_api(swift_test, tiny_bundle: Path) -> None:  # noqa: ANN001 (conftest's SwiftTest)
+    import importlib.util
+
+    from tests.test_swift_kit import _swift_test, _test_count
+
+    spec = importlib.util.find_spec("ai_edge_litert")
+    lib = Path(spec.origin).with_name("libLiteRt.so") if spec and spec.origin else None
+    assert lib is not None and lib.is_file()
+    proc, summary = _swift_test(swift_test, "EdgeM3ApiTests", EDGE_M3_BUNDLE=str(tiny_bundle),
+                                EDGE_M3_LITERT_LIB=str(lib))
+    assert summary == (_test_count("EdgeM3ApiTests"), 0, 0), (proc.stdout + proc.stderr)[-6000:]
+    assert "close() during a running embed returned in" in proc.stdout + proc.stderr
