@@ -12,18 +12,6 @@ import java.util.Date
 import java.util.Locale
 import java.util.TimeZone
 
-/** add: the id is already in the index (update it, or remove it first); nothing was written. */
-class EdgeM3DuplicateIdException(message: String) : EdgeM3Exception(message)
-
-/** update or remove: the id is not in the index; nothing was written. */
-class EdgeM3UnknownIdException(message: String) : EdgeM3Exception(message)
-
-/** Another writer held the index longer than INDEX_DB_BUSY_MS; nothing was written. */
-class EdgeM3IndexBusyException(message: String) : EdgeM3Exception(message)
-
-/** The index could not be written (a read-only file or folder, a full disk); nothing was written. */
-class EdgeM3WriteFailedException(message: String) : EdgeM3Exception(message)
-
 /**
  * An index the app writes (docs/index-format.md, "The writable index"): a format-1 base folder,
  * memory-mapped by EdgeM3Index and never written in place, plus `index.sqlite`, which holds the
