@@ -112,3 +112,16 @@ nonisolated extension EdgeM3Index {
         try search(query, k: k, mode: mode.rawValue, weights: weights)
     }
 }
+
+nonisolated extension EdgeM3WritableIndex {
+    /// `search(_:k:mode:weights:)` with the mode as an enum.
+    public func search(_ query: Embedding, k: Int, mode: ScoreMode, weights: [Double] = Retrieval.defaultWeights) throws -> [Hit] {
+        try search(query, k: k, mode: mode.rawValue, weights: weights)
+    }
+
+    /// `search(_:k:mode:weights:)` with the mode as an enum.
+    public func search(_ query: Retrieval.Vectors, k: Int, mode: ScoreMode,
+                       weights: [Double] = Retrieval.defaultWeights) throws -> [Hit] {
+        try search(query, k: k, mode: mode.rawValue, weights: weights)
+    }
+}

@@ -134,3 +134,13 @@ fun EdgeM3Index.search(query: Embedding, k: Int, mode: ScoreMode,
 fun EdgeM3Index.search(query: Retrieval.Vectors, k: Int, mode: ScoreMode,
                        weights: DoubleArray = Retrieval.DEFAULT_WEIGHTS): List<EdgeM3Index.Hit> =
     search(query, k, mode.wire, weights)
+
+/** `EdgeM3WritableIndex.search` with the mode as an enum. */
+fun EdgeM3WritableIndex.search(query: Embedding, k: Int, mode: ScoreMode,
+                               weights: DoubleArray = Retrieval.DEFAULT_WEIGHTS): List<EdgeM3Index.Hit> =
+    search(query, k, mode.wire, weights)
+
+/** `EdgeM3WritableIndex.search` with the mode as an enum. */
+fun EdgeM3WritableIndex.search(query: Retrieval.Vectors, k: Int, mode: ScoreMode,
+                               weights: DoubleArray = Retrieval.DEFAULT_WEIGHTS): List<EdgeM3Index.Hit> =
+    search(query, k, mode.wire, weights)
