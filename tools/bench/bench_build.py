@@ -66,6 +66,7 @@ def main() -> None:
     p.add_argument("checkpoint", type=Path)
     p.add_argument("--quant", default="int8,fp16")
     p.add_argument("--formats", default="tflite")
+    p.add_argument("--seq-lens", default=None, help="signature lengths (default: the checkpoint's)")
     p.add_argument("--out", type=Path, default=None, help="keep bundles here (default: temp)")
     p.add_argument("--vocab-corpus", action="append", default=[], type=Path,
                    help="also build trimmed to this corpus (repeatable)")
@@ -80,7 +81,8 @@ def main() -> None:
         for quant in a.quant.split(","):
             for suffix, trim_args in trims:
                 out = root / f"bge-m3-{quant}{suffix}"
-                res = run_build(a.checkpoint, quant, out, ["--formats", a.formats, *trim_args])
+                lens = ["--seq-lens", a.seq_lens] if a.seq_lens else []
+                res = run_build(a.checkpoint, quant, out, ["--formats", a.formats, *lens, *trim_args])
                 rows += manifest_rows(out, quant + suffix, res, vocab_rows)
     print(f"{'variant':<22}{'size':>12}{'vocab rows':>12}{'build wall':>12}{'peak RSS':>11}"
           "  oldest runtime")
