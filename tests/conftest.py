@@ -124,6 +124,74 @@ def minilm_input_cases(minilm_bundles: dict[str, Path], tmp_path_factory: pytest
                               tmp_path_factory.mktemp("minilm_inputs") / "input_cases.json")
 
 
+MODERNBERT_QUANTS = ("fp32", "int8")
+MODERNBERT_SEQ_LENS = (16, 128, 200)  # 200: past the 128-token window, not a whole number of 64-token blocks
+
+
+@pytest.fixture(scope="session")
+def modernbert_ckpt(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A small random ModernBERT (tests/support/modernbert.py: 4 layers, global attention in the
+    first and fourth) with ModernBERT-base's 128-token window, mean pooling + Normalize, its
+    byte-level BPE tokenizer and max_position_embeddings 1024. Read-only."""
+    from tests.support.modernbert import make_modernbert_checkpoint
+
+    return make_modernbert_checkpoint(tmp_path_factory.mktemp("modernbert_ckpt") / "ckpt", pooling="mean",
+                                      local_attention=128, max_position_embeddings=1024)
+
+
+@pytest.fixture(scope="session")
+def modernbert_bundles(modernbert_ckpt: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """fp32 and int8 bundles of `modernbert_ckpt` (dense head, TFLite and ONNX, self-checked) at
+    MODERNBERT_SEQ_LENS; golden.json also holds two longer texts (see _golden_past_the_window), so
+    that every signature, the one past the window included, is replayed live by the kits, not
+    only checked for shape. Read-only."""
+    from edge_m3.cli import main
+
+    out = tmp_path_factory.mktemp("modernbert_bundles")
+    assert main(["build", "--checkpoint", str(modernbert_ckpt), "--quant", ",".join(MODERNBERT_QUANTS),
+                 "--seq-lens", ",".join(map(str, MODERNBERT_SEQ_LENS)), "--formats", "tflite,onnx",
+                 "--out", str(out / "mb-{quant}"), "--kits", "none", "-q"]) == 0
+    bundles = {q: out / f"mb-{q}" for q in MODERNBERT_QUANTS}
+    for quant, bundle in bundles.items():
+        _golden_past_the_window(bundle, quant)
+    return bundles
+
+
+def _golden_past_the_window(bundle: Path, quant: str) -> None:
+    """golden.json made again by the builder's make_golden with two more texts after the golden
+    ones: the longest golden text then the second (142 ids, past the window: the longest signature
+    with padding), and all of them (truncated to fill it); manifest.json lists the new file. The golden
+    texts alone end at 103 ids, so a longer signature would get the kits' shape check only."""
+    import hashlib
+    import json
+
+    from edge_m3.builder.golden import golden_texts, make_golden
+    from edge_m3.bundle import load_bundle
+    from edge_m3.common.files import write_json
+
+    texts = golden_texts()
+    golden = make_golden(load_bundle(bundle, verify=False), quant,
+                         texts=[*texts, " ".join([texts[-1], texts[1]]), " ".join(texts)])
+    longest = max(MODERNBERT_SEQ_LENS)
+    assert {c["seq_len"] for c in golden["cases"]} == set(MODERNBERT_SEQ_LENS)
+    assert [len(c["input_ids"]) for c in golden["cases"][-2:]] == [142, longest]  # past the window, and full
+    write_json(bundle / "golden.json", golden)
+    data = (bundle / "golden.json").read_bytes()
+    manifest = json.loads((bundle / "manifest.json").read_text(encoding="utf-8"))
+    manifest["files"]["golden.json"] = {"sha256": hashlib.sha256(data).hexdigest(), "size": len(data)}
+    write_json(bundle / "manifest.json", manifest)
+
+
+@pytest.fixture(scope="session")
+def modernbert_input_cases(modernbert_bundles: dict[str, Path],
+                           tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """input_cases.json (see _write_input_cases) of the ModernBERT int8 bundle, with its own
+    special-token strings as the tails, for both kits' golden checks."""
+    return _write_input_cases(modernbert_bundles["int8"],
+                              tmp_path_factory.mktemp("modernbert_inputs") / "input_cases.json",
+                              tails=(" [MASK]", "[SEP]", " <|endoftext|>"))
+
+
 def _tool_missing(reason: str, require_env: str) -> None:
     """Skip on a developer machine; fail where CI says the tool must be there."""
     if os.environ.get(require_env):
@@ -255,10 +323,10 @@ class _NoModel:
         raise AssertionError("input cases only tokenize")
 
 
-def _write_input_cases(bundle: Path, out: Path) -> Path:
+def _write_input_cases(bundle: Path, out: Path, tails: tuple[str, ...] = (" <mask>", "</s>")) -> Path:
     """Bad input for the kits, with the Python pipeline's answer to each (`input_cases.json`):
     lone surrogates (its error text), and texts of a few tokens under to one over the longest
-    signature, alone and followed by a special-token string (its ids, truncated keeping `</s>`, and
+    signature, alone and followed by a special-token string (`tails`; its ids, truncated keeping `</s>`, and
     signature; `length`: the ids before the cut). Texts travel as UTF-16 code units, which both
     kits take as they are (a Kotlin String, Swift's `embed(utf16:)`)."""
     import json
@@ -280,7 +348,7 @@ def _write_input_cases(bundle: Path, out: Path) -> Path:
         around.setdefault(n, long[:end])
     near = [around[n] for n in range(longest - 3, longest + 2) if n in around]  # one piece may add 2 ids
     texts = ["a\ud800b", "\udc00", "\U0001f600 x\ud83d", "ok \U0010ffff \udfff\ud800", long + " \ud800", "",
-             long, *(text + tail for text in near for tail in ("", " <mask>", "</s>"))]
+             long, *(text + tail for text in near for tail in ("", *tails))]
     cases = []
     for text in texts:
         units = text.encode("utf-16-be", "surrogatepass")

@@ -8,10 +8,11 @@ kotlinc run per session also type-checks the Android embedder (suspending API in
 instrumented test against compile-only stubs.
 Live: GoldenCheck --live runs every golden case with the model on jvm/LiteRtCRunner.kt (LiteRT's
 C API from the ai-edge-litert wheel, through JNA) on the tiny and the real-weights e5-small int8
-and int4 bundles and all-MiniLM-L6-v2 int8 (WordPiece, dense head only), within the device
-tolerance; KitEmbed (tools/kit/kit_embed.sh kotlin) is held against `edge-m3 embed`; the
-runner's bad input gives one line each. CI fails without JNA or the
-library (EDGE_M3_REQUIRE_KOTLIN).
+and int4 bundles, all-MiniLM-L6-v2 int8 (WordPiece, dense head only) and a random ModernBERT
+fp32 and int8 (byte-level BPE, dense head only, every signature up to one past its 128-token
+window), within the device tolerance; KitEmbed (tools/kit/kit_embed.sh kotlin) is held against
+`edge-m3 embed`; the runner's bad input gives one line each. CI fails without JNA or the library
+(EDGE_M3_REQUIRE_KOTLIN).
 Gradle cannot run here (no Android SDK), so the library module's build file is checked as text.
 The Swift kit has its own tests (tests/test_swift_kit.py).
 """
@@ -30,6 +31,7 @@ import pytest
 
 from edge_m3.bundle import load_bundle
 from edge_m3.contract import weight_cache_name
+from tests.conftest import MODERNBERT_QUANTS
 from tests.support import MINILM_TEXTS, assert_kit_embeddings, python_embed
 
 pytestmark = pytest.mark.models  # builds Keras models, bundles or references
@@ -299,6 +301,28 @@ def test_kotlin_golden_minilm(kit_jar: Path, minilm_bundles: dict[str, Path], mi
     assert _summary(proc) == (n_cases, 0)
     assert f"inputs: {n_inputs} passed, 0 failed" in proc.stdout
     _assert_live_golden(_live_check(kit_jar, bundle, litert_c_library), bundle)
+
+
+@pytest.mark.parametrize("quant", MODERNBERT_QUANTS)
+def test_kotlin_golden_modernbert(kit_jar: Path, modernbert_bundles: dict[str, Path],
+                                  modernbert_input_cases: Path, litert_c_library: Path, quant: str) -> None:
+    """A ModernBERT bundle (kind `byte-level-bpe`, heads ["dense"], a 128-token sliding window), fp32
+    and int8, in one GoldenCheck run each: ids from the kit's BpeTokenizer, signature choice,
+    post-processing and the replayed embed() exact, the Python pipeline's answers to bad input and
+    text past the longest signature; then every golden case live within the device tolerance, at
+    every signature (conftest `modernbert_bundles`: golden.json reaches 200, past the window)."""
+    bundle = modernbert_bundles[quant]
+    manifest = json.loads((bundle / "manifest.json").read_text(encoding="utf-8"))
+    assert (manifest["tokenizer"]["kind"], manifest["heads"]) == ("byte-level-bpe", ["dense"])
+    n_cases = len(json.loads((bundle / "golden.json").read_text(encoding="utf-8"))["cases"])
+    n_inputs = len(json.loads(modernbert_input_cases.read_text(encoding="utf-8")))
+    proc = subprocess.run(["java", "-cp", _classpath(kit_jar), "dev.edgem3.GoldenCheckKt", str(bundle),
+                           str(modernbert_input_cases), "--live", str(litert_c_library)],
+                          capture_output=True, text=True, timeout=300)
+    assert _summary(proc) == (n_cases, 0), proc.stdout
+    assert f"inputs: {n_inputs} passed, 0 failed" in proc.stdout
+    assert "not reached by golden.json" not in proc.stdout  # every signature replayed, none shape-checked only
+    _assert_live_golden(proc, bundle)
 
 
 def test_kit_embed_minilm_matches_edge_m3_embed(kit_jar: Path, minilm_bundles: dict[str, Path],

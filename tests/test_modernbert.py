@@ -1,7 +1,9 @@
 """The ModernBERT family's Keras encoder against transformers' ModernBertModel (fp32, random
 weights, several configs): last hidden state and pooled output, at lengths below and past the
 128-token window, with a batch-1 signature padded after the text; and proof that the tests
-would see a dropped sliding window or a dropped padding mask."""
+would see a dropped sliding window or a dropped padding mask. Then a bundle end to end (conftest
+`modernbert_bundles`, which the kits' live golden checks share): `verify`, bulk `embed --out`,
+`index`/`search`."""
 
 from __future__ import annotations
 
@@ -138,40 +140,70 @@ def test_modernbert_config_errors(tmp_path: Path, change: dict, needle: str) -> 
     assert needle in str(info.value)
 
 
-def test_modernbert_bundle_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """`build` (fp32 and int8, TFLite and ONNX, signatures past its 16-token window) on a
-    random ModernBERT in sentence-transformers' layout with its byte-level BPE tokenizer;
-    `verify` of fp32 against sentence-transformers on the fidelity sample (ids equal, dense
-    cosine >= 0.99999 in both formats); int8 built, self-checked and verified (random weights
-    are no fair test of a gate: bounded loosely here); `index`/`search --mode dense`; a length
-    past max_position_embeddings is one line."""
+def test_modernbert_bundle_end_to_end(modernbert_ckpt: Path, modernbert_bundles: dict[str, Path],
+                                      tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`build` (conftest `modernbert_bundles`: fp32 and int8, TFLite and ONNX, signatures 16, 128
+    and 200, past its 128-token window) on a random ModernBERT in sentence-transformers' layout
+    with its byte-level BPE tokenizer; `verify` of fp32 against sentence-transformers on the
+    fidelity sample (ids equal, dense cosine >= 0.99999 in both formats); int8 built,
+    self-checked and verified (random weights are no fair test of a gate: bounded loosely here);
+    a length past max_position_embeddings is one line."""
     from edge_m3.bundle import load_bundle
     from edge_m3.cli import main
     from edge_m3.contract import BYTE_LEVEL_BPE
 
-    ckpt = make_modernbert_checkpoint(tmp_path / "ckpt", pooling="mean", max_position_embeddings=1024)
     sample = Path(__file__).resolve().parents[1] / "edge_m3" / "data" / "fidelity_sample.jsonl"
-    assert main(["build", "--checkpoint", str(ckpt), "--seq-lens", "2000", "--out", str(tmp_path / "x"),
-                 "--kits", "none", "-q"]) == 2
+    assert main(["build", "--checkpoint", str(modernbert_ckpt), "--seq-lens", "2000", "--out",
+                 str(tmp_path / "x"), "--kits", "none", "-q"]) == 2
     assert "--seq-lens 2000: above this model's maximum of 1024" in capsys.readouterr().err
-    out = tmp_path / "b-{quant}"
-    assert main(["build", "--checkpoint", str(ckpt), "--quant", "fp32,int8", "--seq-lens", "16,256",
-                 "--formats", "tflite,onnx", "--out", str(out), "--kits", "none", "-q"]) == 0
-    manifest = load_bundle(tmp_path / "b-fp32").manifest
+    manifest = load_bundle(modernbert_bundles["fp32"]).manifest
     assert manifest.tokenizer.kind == BYTE_LEVEL_BPE and manifest.heads == ["dense"]
+    assert [m.format for m in manifest.models] == ["tflite", "onnx"] and manifest.seq_lens == [16, 128, 200]
     for quant, bound in (("fp32", 0.99999), ("int8", 0.99)):
         report = tmp_path / f"r-{quant}"
-        main(["verify", str(tmp_path / f"b-{quant}"), "--reference", str(ckpt), "--texts", str(sample),
-              "--runtime", "litert,onnxruntime", "--report", str(report), "--cache", str(tmp_path / "cache")])
+        main(["verify", str(modernbert_bundles[quant]), "--reference", str(modernbert_ckpt), "--texts",
+              str(sample), "--runtime", "litert,onnxruntime", "--report", str(report), "--cache",
+              str(tmp_path / "cache")])
         r = json.loads((report / "report.json").read_text())
         assert r["primary_reference"] == "sentence-transformers"
         for rt, f in r["runtimes"].items():
             assert f["input_ids_match"] == 1.0 and f["dense_cosine"]["all"]["min"] >= bound, (quant, rt)
         assert quant != "fp32" or r["passed"]
+
+
+def test_modernbert_bulk_embed_index_search(modernbert_bundles: dict[str, Path], tmp_path: Path,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    """The device-side commands on a dense-only byte-level BPE bundle (int8): bulk `embed --out`
+    (.npy and .jsonl, a text truncated at the longest signature among them) equals the one-text
+    pipeline, `index` keeps no ColBERT vectors or postings and `search --mode dense` gives
+    Index.search's hits."""
+    from edge_m3.bundle import load_bundle
+    from edge_m3.cli import main
+    from edge_m3.contract import DENSE_VECS
+    from edge_m3.retrieval import Index
+    from edge_m3.runtime.pipeline import DevicePipeline
+    from edge_m3.runtime.registry import RUNTIMES
+    from tests.test_bulk import assert_like_single, read_output
+
+    bundle = modernbert_bundles["int8"]
+    passages = ["a cat on a mat", "dogs bark at night", "Le chat dort sur le tapis [MASK] au soleil.",
+                "東京タワーは何メートルですか？ " * 20]  # the last one past the 200-token signature
     corpus = tmp_path / "corpus.txt"
-    corpus.write_text("a cat on a mat\ndogs bark at night\n", encoding="utf-8")
-    assert main(["index", str(tmp_path / "b-int8"), str(corpus), "--out", str(tmp_path / "ix"), "-q"]) == 0
+    corpus.write_text("\n".join(passages) + "\n", encoding="utf-8")
+    for suffix in (".npy", ".jsonl"):
+        out = tmp_path / f"e{suffix}"
+        assert main(["embed", str(bundle), "--texts", str(corpus), "--out", str(out)]) == 0
+        got = read_output(out)
+        assert_like_single(bundle, dict(enumerate(passages)), got, (DENSE_VECS,))
+    assert [len(r["input_ids"]) for r in got][-1] == 200
+    ix = tmp_path / "ix"
+    assert main(["index", str(bundle), str(corpus), "--out", str(ix), "-q"]) == 0
+    index = Index.load(ix)
+    assert not index.has_colbert and len(index.arrays["sparse_tokens"]) == 0
     capsys.readouterr()
-    assert main(["search", str(tmp_path / "ix"), "--queries", str(corpus), "--mode", "dense", "--k", "1"]) == 0
-    hits = [json.loads(line)["hits"][0][0] for line in capsys.readouterr().out.splitlines()]
-    assert hits == [0, 1]
+    assert main(["search", str(ix), "--queries", str(corpus), "--mode", "dense", "--k", "2"]) == 0
+    lines = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
+    pipe = DevicePipeline(load_bundle(bundle), RUNTIMES["litert"], threads=1)
+    for line, q in zip(lines, passages, strict=True):
+        assert line["hits"] == [[h.id, h.score] for h in index.search(pipe.embed(q), 2, "dense")]
+    assert [line["hits"][0][0] for line in lines] == [0, 1, 2, 3]

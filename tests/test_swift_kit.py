@@ -8,8 +8,9 @@ and the embedder's async path, all bit for bit, every bundle file's SHA-256, and
 surrogates, text past the longest signature) answered as the Python pipeline answers it
 (conftest `_write_input_cases`). The model runs live on LiteRT's C API (LiteRtCRunner.swift,
 the ai-edge-litert wheel's libLiteRt named by EDGE_M3_LITERT_LIB) on the tiny bundles, the
-real-weights e5-small int8/int4 bundles and all-MiniLM-L6-v2 int8 (WordPiece, dense head only),
-within the variant's device tolerance; `kit_embed.sh
+real-weights e5-small int8/int4 bundles, all-MiniLM-L6-v2 int8 (WordPiece, dense head only) and
+a random ModernBERT fp32 and int8 (byte-level BPE, dense head only, every signature up to one
+past its 128-token window), within the variant's device tolerance; `kit_embed.sh
 swift` is held against `edge-m3 embed`. The TensorFlow Lite runner (phone only) is type-checked
 with swiftc against a compile-only stand-in (ios_assets/ci/stubs/).
 """
@@ -24,6 +25,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import MODERNBERT_QUANTS
 from tests.support import MINILM_TEXTS, assert_kit_embeddings, python_embed
 
 pytestmark = pytest.mark.models  # builds bundles and the Swift package
@@ -171,6 +173,18 @@ def test_swift_golden_minilm(swift_test: SwiftTest, minilm_bundles: dict[str, Pa
     """all-MiniLM-L6-v2 int8 (BERT: kind `wordpiece`, heads ["dense"]): every golden test, the
     Python pipeline's answers to bad input, and live within the device tolerance."""
     env = _kit_env(minilm_bundles["int8"], minilm_input_cases, lib=litert_lib)
+    proc, summary = _swift_test(swift_test, "EdgeM3GoldenTests", **env)
+    assert summary == (_test_count("EdgeM3GoldenTests"), 0, 0), proc.stdout[-6000:]
+
+
+@pytest.mark.parametrize("quant", MODERNBERT_QUANTS)
+def test_swift_golden_modernbert(swift_test: SwiftTest, modernbert_bundles: dict[str, Path],
+                                 modernbert_input_cases: Path, litert_lib: Path, quant: str) -> None:
+    """A ModernBERT bundle (kind `byte-level-bpe`, heads ["dense"], a 128-token sliding window), fp32
+    and int8: every golden test (ids from the kit's BpeTokenizer), the Python pipeline's answers to
+    bad input, and live within the device tolerance at every signature, 200 (past the window)
+    included: golden.json reaches each one (conftest `modernbert_bundles`)."""
+    env = _kit_env(modernbert_bundles[quant], modernbert_input_cases, lib=litert_lib)
     proc, summary = _swift_test(swift_test, "EdgeM3GoldenTests", **env)
     assert summary == (_test_count("EdgeM3GoldenTests"), 0, 0), proc.stdout[-6000:]
 

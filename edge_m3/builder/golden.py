@@ -20,15 +20,15 @@ def golden_texts() -> list[str]:
     return [line for line in text.split("\n") if line]
 
 
-def make_golden(bundle: Bundle, quant: str) -> dict[str, Any]:
-    """Every golden text through the bundle's first model, with its format's preferred
-    runtime where installed (LiteRT for TFLite)."""
+def make_golden(bundle: Bundle, quant: str, texts: list[str] | None = None) -> dict[str, Any]:
+    """Every golden text (`texts`, default golden_texts()) through the bundle's first model, with
+    its format's preferred runtime where installed (LiteRT for TFLite)."""
     fmt = bundle.manifest.models[0].format
     runtimes = of_format(fmt)
     runtime = next((r for r in runtimes if r.version() is not None), runtimes[-1])
     pipe = DevicePipeline(bundle, runtime, threads=1, fmt=fmt)
     cases = []
-    for text in golden_texts():
+    for text in golden_texts() if texts is None else texts:
         res = pipe.embed(text)
         case = {"text": text, "seq_len": res["seq_len"], **to_jsonable(res, raw=True)}
         cases.append(case)
