@@ -570,7 +570,7 @@ class EdgeM3WritableIndex private constructor(
         listed.addAll(EdgeM3Contract.INDEX_ARRAYS.values)
         if (manifest.isFile) {
             try {
-                val files = JsonTree.obj(MiniJson.parse(manifest.readText(Charsets.UTF_8)), "index.json")["files"]
+                val files = JsonTree.obj(MiniJson.parse(manifest.readText(Charsets.UTF_8)), EdgeM3Contract.INDEX_MANIFEST)["files"]
                 if (files is Map<*, *>) {
                     for (k in files.keys) {
                         if (k is String && !k.contains('/') && k != ".." && !k.startsWith(EdgeM3Contract.INDEX_DB) &&
