@@ -268,6 +268,11 @@ def swift() -> Path:
 # tests/test_kit_tokenizer.py): release, because the tokenizer runs over every code point; testable
 # (@testable import in the XCTests); warnings are errors. `swift test` takes the same flags.
 SWIFT_FLAGS = ("-c", "release", "-Xswiftc", "-enable-testing", "-Xswiftc", "-warnings-as-errors")
+# tools/kit/never_run.py sets this: the same build, instrumented for line coverage, in its own
+# scratch directory (the everyday build stays uninstrumented). Only the build takes the flag:
+# `swift test --enable-code-coverage` would empty its profile folder on every run, so each
+# instrumented process writes where LLVM_PROFILE_FILE says.
+SWIFT_COVERAGE = ("--enable-code-coverage",) if os.environ.get("EDGE_M3_SWIFT_COVERAGE") else ()
 
 
 @pytest.fixture(scope="session")
@@ -275,9 +280,9 @@ def swift_build(swift: Path) -> Path:
     """The iOS kit's Swift package built once (tests included): its scratch directory. Holds
     release/edge-m3-tokenize, the command-line tokenizer; `swift_test` runs the XCTests
     (~60-150 s cold, a few seconds warm)."""
-    scratch = ROOT / "build/swift-tests"  # gitignored; kept between runs, so rebuilds are incremental
-    proc = subprocess.run([str(swift), "build", *SWIFT_FLAGS, "--build-tests", "--package-path",
-                           str(ROOT / "ios_assets"), "--scratch-path", str(scratch)],
+    scratch = ROOT / ("build/swift-coverage" if SWIFT_COVERAGE else "build/swift-tests")  # gitignored; kept
+    proc = subprocess.run([str(swift), "build", *SWIFT_FLAGS, *SWIFT_COVERAGE, "--build-tests",
+                           "--package-path", str(ROOT / "ios_assets"), "--scratch-path", str(scratch)],
                           capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, f"swift build failed:\n{proc.stdout[-5000:]}\n{proc.stderr[-5000:]}"
     return scratch

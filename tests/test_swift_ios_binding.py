@@ -67,7 +67,10 @@ def runner_check(swift: Path, standin: Path) -> Path:
     """ci/TFLiteRunnerCheck.swift with every kit source in one app-target module, Swift 6 mode and
     the Xcode 26 app defaults, warnings as errors; linked with the stand-ins."""
     exe = standin / "tflite-runner-check"
-    _run([str(swift.with_name("swiftc")), "-Onone", *SWIFT6, *APP_TARGET, "-parse-as-library",
+    # tools/kit/never_run.py: instrumented for line coverage (LLVM_PROFILE_FILE names the output)
+    instrument = bool(os.environ.get("EDGE_M3_SWIFT_COVERAGE"))
+    coverage = ["-profile-generate", "-profile-coverage-mapping"] * instrument
+    _run([str(swift.with_name("swiftc")), "-Onone", *SWIFT6, *APP_TARGET, *coverage, "-parse-as-library",
           "-module-name", "YourApp", "-I", str(standin), "-I", str(STUBS / "TensorFlowLiteC"),
           "-I", str(IOS / "Sources/CSQLite"), "-o", str(exe),
           *_kit_sources(), str(IOS / "ci/TFLiteRunnerCheck.swift"), str(standin / "TensorFlowLite.o"),
