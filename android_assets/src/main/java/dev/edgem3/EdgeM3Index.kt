@@ -305,8 +305,11 @@ class EdgeM3Index private constructor(
             val files = JsonTree.obj(JsonTree.field(tree, "files", w), "$w: files")
             val mapped = HashMap<String, ByteBuffer>()
             for ((name, entry) in files) {
-                if (name.contains('/') || name.contains('\\') || name == ".." || name == EdgeM3Contract.INDEX_MANIFEST) {
-                    throw EdgeM3Exception("$w: bad file name \"$name\"")
+                // A control character refused too: every message below names the file (issue 38:
+                // "colbert_sca\ne.bin" made a two-line refusal).
+                if (name.contains('/') || name.contains('\\') || name == ".." || name == EdgeM3Contract.INDEX_MANIFEST ||
+                    quoted(name) != "\"$name\"") {
+                    throw EdgeM3Exception("$w: bad file name ${quoted(name)}")
                 }
                 val e = JsonTree.obj(entry, "$w: files.$name")
                 val size = JsonTree.field(e, "size", "$w: files.$name").let { (it as? Long) ?: -1L }
