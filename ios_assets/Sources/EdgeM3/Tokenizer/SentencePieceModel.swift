@@ -153,6 +153,8 @@ nonisolated private struct ProtoParser {
             }
             return -1
         }
+        // An empty or missing piece string (issue 38: Python refused it, the kits took it).
+        if pool.count == pieceStart { throw ProtoError(message: "a piece has no string at byte \(start)") }
         starts.append(pieceStart)
         scores.append(score)
         types.append(type)

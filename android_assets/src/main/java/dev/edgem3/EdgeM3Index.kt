@@ -271,7 +271,7 @@ class EdgeM3Index private constructor(
             val w = manifestFile.path
             if (!manifestFile.isFile) throw EdgeM3Exception("$dir: not an index (no ${EdgeM3Contract.INDEX_MANIFEST})")
             val tree = try {
-                JsonTree.obj(MiniJson.parse(manifestFile.readText(Charsets.UTF_8)), w)
+                JsonTree.obj(MiniJson.parse(strictUtf8(manifestFile.readBytes(), w)), w)
             } catch (e: EdgeM3Exception) {
                 throw EdgeM3Exception("$w: corrupt (${e.message})")
             }
@@ -322,7 +322,7 @@ class EdgeM3Index private constructor(
                     val digest = MessageDigest.getInstance("SHA-256")
                     digest.update(buf.duplicate())
                     val actual = ModelCheck.hex(digest)
-                    if (actual != sha) throw EdgeM3Exception("$f: sha256 $actual, ${EdgeM3Contract.INDEX_MANIFEST} says $sha; the index is corrupt")
+                    if (actual != sha) throw EdgeM3Exception("$f: sha256 $actual, ${EdgeM3Contract.INDEX_MANIFEST} says ${quoted(sha)}; the index is corrupt")
                 }
                 mapped[name] = buf
             }
@@ -410,4 +410,12 @@ class EdgeM3Index private constructor(
             }
         }
     }
+}
+
+/** `bytes` as UTF-8, refused when they are not (issue 38: index.json's bad bytes were read as U+FFFD
+ *  here while Python and Swift refused the file). */
+internal fun strictUtf8(bytes: ByteArray, where: String): String = try {
+    Charsets.UTF_8.newDecoder().decode(java.nio.ByteBuffer.wrap(bytes)).toString()
+} catch (e: java.nio.charset.CharacterCodingException) {
+    throw EdgeM3Exception("$where: not valid UTF-8")
 }

@@ -154,6 +154,8 @@ class SentencePieceModel internal constructor(
                     else -> -1
                 }
             }
+            // An empty or missing piece string (issue 38: Python refused it, the kits took it).
+            if (poolEnd == pieceStart) throw ProtoException("a piece has no string at byte $start")
             starts[n] = pieceStart
             scores[n] = score
             types[n] = type
