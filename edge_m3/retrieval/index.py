@@ -465,8 +465,9 @@ class Index:
         except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:
             raise EdgeM3Error(f"{path / INDEX_IDS}: unreadable ({one_line(exc)})") from None
         if not isinstance(idx.ids, list) or len(idx.ids) != m["count"] or not all(
-                isinstance(i, int | str) and not isinstance(i, bool) for i in idx.ids):
-            raise EdgeM3Error(f"{path / INDEX_IDS}: must be a list of {m['count']} ids (integers or strings)")
+                isinstance(i, str) or (isinstance(i, int) and not isinstance(i, bool) and -2**63 <= i < 2**63)
+                for i in idx.ids):  # int64, as the kits store them (issue 38: 2^63 was an id here only)
+            raise EdgeM3Error(f"{path / INDEX_IDS}: must be a list of {m['count']} ids (int64s or strings)")
         idx.arrays = {}
         for name, spec in m["arrays"].items():
             shape = tuple(spec["shape"])

@@ -73,6 +73,8 @@ def _next_field(buf: bytes, pos: int, end: int) -> tuple[int, int, Any, int]:
         raise ModelFileError("field number 0")
     if wire == _VARINT:
         value, pos = _varint(buf, pos)
+        if pos > end:  # issue 38: a varint crossing its message's end was read from the next one
+            raise ModelFileError(f"field {field} runs past the end of its message")
         return field, wire, value, pos
     if wire == _LEN:
         size, pos = _varint(buf, pos)

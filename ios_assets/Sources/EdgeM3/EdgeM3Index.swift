@@ -105,8 +105,10 @@ nonisolated public final class EdgeM3Index: @unchecked Sendable {
         let fileTree: [String: Any] = try field(tree, "files", "")
         var mapped: [String: MappedFile] = [:]
         for (name, entry) in fileTree.sorted(by: { $0.key < $1.key }) {
-            guard !name.contains("/"), !name.contains("\\"), name != "..", name != manifestName else {
-                throw EdgeM3Error("\(w): bad file name \"\(name)\"")
+            // A control character refused too: every message below names the file (issue 38).
+            guard !name.contains("/"), !name.contains("\\"), name != "..", name != manifestName,
+                  !name.unicodeScalars.contains(where: { $0.properties.generalCategory == .control || $0.properties.isWhitespace && $0 != " " }) else {
+                throw EdgeM3Error("\(w): bad file name \(name.debugDescription)")
             }
             guard let e = entry as? [String: Any] else { throw EdgeM3Error("\(w): files.\(name) must be an object") }
             let size = try int(e, "size", "files.\(name).")
@@ -195,7 +197,9 @@ nonisolated public final class EdgeM3Index: @unchecked Sendable {
         }
         ids = try list.map { x -> PassageID in
             if let s = x as? String { return .string(s) }
-            if let n = x as? NSNumber, let v = Int64(exactly: n.doubleValue) { return .int(v) }
+            // An integer only (issue 38: -0.0, 1.0 and true were ids 0, 1 and 1 here alone, and an
+            // integer past 2^53 was rounded through Double): Foundation's integer encodings.
+            if let n = x as? NSNumber, ["q", "l", "i", "s"].contains(String(cString: n.objCType)) { return .int(n.int64Value) }
             throw EdgeM3Error("\(idsFile.url.path): corrupt (ids must be strings or integers)")
         }
         guard ids.count == count else { throw EdgeM3Error("\(idsFile.url.path): \(ids.count) ids, \(manifestName) says \(count)") }

@@ -72,7 +72,10 @@ nonisolated public final class EdgeM3WritableIndex: @unchecked Sendable {  // mu
             if verifySHA256 {  // the database's pages, as the base's files are checked by their sha256
                 let check = try db.prepare("PRAGMA quick_check")
                 let verdict = try check.step() ? check.text(0) : "no answer"
-                guard verdict == "ok" else { throw EdgeM3Error("\(dbPath): damaged (\(verdict.prefix(200))); refusing a corrupt index database") }
+                guard verdict == "ok" else {  // SQLite's verdict spans lines: one line (issue 38)
+                    let line = verdict.split(whereSeparator: \.isNewline).joined(separator: "; ")
+                    throw EdgeM3Error("\(dbPath): damaged (\(line.prefix(200))); refusing a corrupt index database")
+                }
             }
             let loaded = try EdgeM3WritableIndex.read(db, folder: folder, verifySHA256: verifySHA256, reuse: nil)
             (dim, denseStore, colbertStore, bundleJSON) = (loaded.meta.dim, loaded.meta.dense, loaded.meta.colbert, loaded.meta.bundle)

@@ -96,9 +96,23 @@ nonisolated func checkedTokenizerKind(_ kind: String) throws -> String {
     return kind
 }
 
+/// `s` with its control and line-separator characters as `\u{..}` escapes: a message naming a
+/// string from a file stays one line (issue 38); other strings are unchanged.
+nonisolated func escapedControls(_ s: String) -> String {
+    var out = ""
+    for u in s.unicodeScalars {
+        if u.properties.generalCategory == .control || u == "\u{2028}" || u == "\u{2029}" {
+            out += "\\u{\(String(u.value, radix: 16))}"
+        } else {
+            out.unicodeScalars.append(u)
+        }
+    }
+    return out
+}
+
 /// A kind this kit has no tokenizer for (a newer bundle, or a typo), named with the ones it has.
 nonisolated func unknownTokenizerKind(_ kind: String) -> EdgeM3Error {
-    EdgeM3Error("\(EdgeM3Contract.manifest): tokenizer.kind '\(kind)' unknown (known: \(EdgeM3Contract.tokenizerKinds.joined(separator: ", ")))")
+    EdgeM3Error("\(EdgeM3Contract.manifest): tokenizer.kind '\(escapedControls(kind))' unknown (known: \(EdgeM3Contract.tokenizerKinds.joined(separator: ", ")))")
 }
 
 /// `schema_version` must be the one this kit was generated for.
@@ -112,7 +126,7 @@ nonisolated func checkedSchemaVersion(_ version: Int) throws -> Int {
 nonisolated extension Manifest {
     /// Reads and checks manifest.json; errors name the field.
     public init(contentsOf url: URL) throws {
-        self = try decodeJSON(Manifest.self, from: Data(contentsOf: url), file: EdgeM3Contract.manifest)
+        self = try decodeJSON(Manifest.self, from: readBundleFile(url), file: EdgeM3Contract.manifest)
     }
 
     /// The model entry of `format` ("tflite" for the mobile kits).
@@ -145,7 +159,7 @@ nonisolated public struct VocabMap: Codable, Hashable, Sendable {
     /// Reads vocab_map.json and checks it against the manifest's tokenizer.
     public init(contentsOf url: URL, tokenizer: TokenizerSpec) throws {
         let file = tokenizer.vocabMapFile ?? url.lastPathComponent
-        let decoded = try decodeJSON(VocabMap.self, from: Data(contentsOf: url), file: file)
+        let decoded = try decodeJSON(VocabMap.self, from: readBundleFile(url), file: file)
         try self.init(keptIds: decoded.keptIds, tokenizer: tokenizer)
     }
 
@@ -162,6 +176,15 @@ nonisolated public struct VocabMap: Codable, Hashable, Sendable {
 }
 
 /// JSONDecoder with errors that name the file and the field path instead of Foundation's dumps.
+/// A bundle file's bytes; a missing or unreadable file is an EdgeM3Error (corrupt_bundle) naming
+/// it, never Foundation's error (issue 38: a bundle folder without its vocab_map.json).
+nonisolated func readBundleFile(_ url: URL) throws -> Data {
+    guard let data = FileManager.default.contents(atPath: url.path) else {
+        throw EdgeM3Error("\(url.path): not found or unreadable", kind: .corruptBundle)
+    }
+    return data
+}
+
 nonisolated func decodeJSON<T: Decodable>(_ type: T.Type, from data: Data, file: String) throws -> T {
     do {
         return try JSONDecoder().decode(type, from: data)

@@ -82,6 +82,8 @@ nonisolated private struct ProtoParser {
         var pos = start
         while pos < end {
             let key = try varint(pos)
+            // Field number 0 is not protobuf (issue 38: Python refused it, the kits skipped it).
+            if key >> 3 == 0 { throw ProtoError(message: "field number 0 at byte \(pos)") }
             let wire = Int(key & 7), at = next
             let after = try field(&self, key >> 3, wire, at)
             pos = after >= 0 ? after : try skip(next, wire, end)
@@ -151,6 +153,8 @@ nonisolated private struct ProtoParser {
             }
             return -1
         }
+        // An empty or missing piece string (issue 38: Python refused it, the kits took it).
+        if pool.count == pieceStart { throw ProtoError(message: "a piece has no string at byte \(start)") }
         starts.append(pieceStart)
         scores.append(score)
         types.append(type)

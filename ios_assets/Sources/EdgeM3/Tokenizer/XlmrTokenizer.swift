@@ -63,7 +63,7 @@ nonisolated public final class XlmrTokenizer: EdgeM3Tokenizer {
         // the special strings the model lacks, also at score 0 (edge_m3.unigram.UnigramModel).
         var t = PieceTable(pool: m.codePoints, starts: m.starts, capacity: n + pairs.count)
         for i in 0..<n where !t.add(i) {
-            throw EdgeM3Error("\(notModel) (piece '\(m.piece(i))' occurs twice in the model)")
+            throw EdgeM3Error("\(notModel) (piece \(m.piece(i).debugDescription) occurs twice in the model)")  // escaped: one line
         }
         var added: [[UInt32]] = []
         for (string, _) in pairs {
@@ -303,14 +303,16 @@ nonisolated private struct PieceTable: Sendable {
 nonisolated private struct CharsMap: Sendable {
     let units: [UInt32]
     let normalized: [UInt8]
+    let file: String
 
     init(_ blob: [UInt8], file: String) throws {
+        self.file = file
         if blob.count < 4 { throw EdgeM3Error("\(file): not a SentencePiece model (charsmap too short)") }
         let le32 = { (at: Int) -> UInt32 in
             UInt32(blob[at]) | UInt32(blob[at + 1]) << 8 | UInt32(blob[at + 2]) << 16 | UInt32(blob[at + 3]) << 24
         }
         let trieSize = Int(le32(0))
-        if trieSize % 4 != 0 || 4 + trieSize > blob.count {
+        if trieSize == 0 || trieSize % 4 != 0 || 4 + trieSize > blob.count {  // an empty trie: no units[0]
             throw EdgeM3Error("\(file): not a SentencePiece model (charsmap trie size is corrupt)")
         }
         units = (0..<(trieSize / 4)).map { le32(4 + 4 * $0) }
@@ -320,8 +322,9 @@ nonisolated private struct CharsMap: Sendable {
     @inline(__always)
     private func offset(_ unit: UInt32) -> Int { return Int((unit >> 10) << ((unit & (1 << 9)) >> 6)) }
 
-    /// Value of the shortest trie key that is a prefix of `key`, or -1.
-    private func firstPrefixValue(_ key: [UInt8]) -> Int {
+    /// Value of the shortest trie key that is a prefix of `key`, or -1. A value past the trie's
+    /// end is a corrupt model (issue 38: it trapped).
+    private func firstPrefixValue(_ key: [UInt8]) throws -> Int {
         var pos = offset(units[0])
         for byte in key {
             let c = UInt32(byte)
@@ -331,14 +334,17 @@ nonisolated private struct CharsMap: Sendable {
             let unit = units[pos]
             if unit & 0x8000_00FF != c { return -1 }
             pos ^= offset(unit)
-            if (unit >> 8) & 1 != 0 { return Int(units[pos] & 0x7FFF_FFFF) }
+            if (unit >> 8) & 1 != 0 {
+                guard pos < units.count else { throw EdgeM3Error("\(file): corrupt charsmap (a value past the trie's end)") }
+                return Int(units[pos] & 0x7FFF_FFFF)
+            }
         }
         return -1
     }
 
     /// Appends the replacement of `key` when its shortest charsmap key matches; false otherwise.
     private func transform(_ key: [UInt8], into out: inout [UInt32]) throws -> Bool {
-        let start = firstPrefixValue(key)
+        let start = try firstPrefixValue(key)
         if start < 0 || start >= normalized.count { return false }
         var end = start
         while end < normalized.count && normalized[end] != 0 { end += 1 }

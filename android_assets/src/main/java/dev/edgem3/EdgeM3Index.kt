@@ -271,7 +271,7 @@ class EdgeM3Index private constructor(
             val w = manifestFile.path
             if (!manifestFile.isFile) throw EdgeM3Exception("$dir: not an index (no ${EdgeM3Contract.INDEX_MANIFEST})")
             val tree = try {
-                JsonTree.obj(MiniJson.parse(manifestFile.readText(Charsets.UTF_8)), w)
+                JsonTree.obj(MiniJson.parse(strictUtf8(manifestFile.readBytes(), w)), w)
             } catch (e: EdgeM3Exception) {
                 throw EdgeM3Exception("$w: corrupt (${e.message})")
             }
@@ -305,8 +305,11 @@ class EdgeM3Index private constructor(
             val files = JsonTree.obj(JsonTree.field(tree, "files", w), "$w: files")
             val mapped = HashMap<String, ByteBuffer>()
             for ((name, entry) in files) {
-                if (name.contains('/') || name.contains('\\') || name == ".." || name == EdgeM3Contract.INDEX_MANIFEST) {
-                    throw EdgeM3Exception("$w: bad file name \"$name\"")
+                // A control character refused too: every message below names the file (issue 38:
+                // "colbert_sca\ne.bin" made a two-line refusal).
+                if (name.contains('/') || name.contains('\\') || name == ".." || name == EdgeM3Contract.INDEX_MANIFEST ||
+                    quoted(name) != "\"$name\"") {
+                    throw EdgeM3Exception("$w: bad file name ${quoted(name)}")
                 }
                 val e = JsonTree.obj(entry, "$w: files.$name")
                 val size = JsonTree.field(e, "size", "$w: files.$name").let { (it as? Long) ?: -1L }
@@ -319,7 +322,7 @@ class EdgeM3Index private constructor(
                     val digest = MessageDigest.getInstance("SHA-256")
                     digest.update(buf.duplicate())
                     val actual = ModelCheck.hex(digest)
-                    if (actual != sha) throw EdgeM3Exception("$f: sha256 $actual, ${EdgeM3Contract.INDEX_MANIFEST} says $sha; the index is corrupt")
+                    if (actual != sha) throw EdgeM3Exception("$f: sha256 $actual, ${EdgeM3Contract.INDEX_MANIFEST} says ${quoted(sha)}; the index is corrupt")
                 }
                 mapped[name] = buf
             }
@@ -407,4 +410,12 @@ class EdgeM3Index private constructor(
             }
         }
     }
+}
+
+/** `bytes` as UTF-8, refused when they are not (issue 38: index.json's bad bytes were read as U+FFFD
+ *  here while Python and Swift refused the file). */
+internal fun strictUtf8(bytes: ByteArray, where: String): String = try {
+    Charsets.UTF_8.newDecoder().decode(java.nio.ByteBuffer.wrap(bytes)).toString()
+} catch (e: java.nio.charset.CharacterCodingException) {
+    throw EdgeM3Exception("$where: not valid UTF-8")
 }

@@ -404,7 +404,9 @@ class EdgeM3WritableIndex private constructor(
             }
             d.execute("PRAGMA synchronous = NORMAL", emptyList())
             val check = d.query("PRAGMA quick_check").firstOrNull()?.get(0)
-            if (check != "ok") throw EdgeM3Exception("$dbFile: damaged ($check); refusing a corrupt index database")
+            if (check != "ok") {  // SQLite's verdict spans lines: one line (issue 38)
+                throw EdgeM3Exception("$dbFile: damaged (${check.toString().lines().joinToString("; ").take(200)}); refusing a corrupt index database")
+            }
             return d
         } catch (e: Exception) {
             d.close()

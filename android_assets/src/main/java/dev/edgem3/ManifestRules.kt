@@ -62,4 +62,4 @@ internal fun checkedTokenizerKind(kind: String, where: String): String {
 
 /** A kind this kit has no tokenizer for (a newer bundle, or a typo), named with the ones it has. */
 internal fun unknownTokenizerKind(kind: String, where: String): EdgeM3Exception =
-    EdgeM3Exception("$where '$kind' unknown (known: ${EdgeM3Contract.TOKENIZER_KINDS.joinToString(", ")})")
+    EdgeM3Exception("$where '${quoted(kind).removeSurrounding("\"")}' unknown (known: ${EdgeM3Contract.TOKENIZER_KINDS.joinToString(", ")})")

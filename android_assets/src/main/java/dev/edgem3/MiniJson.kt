@@ -20,8 +20,13 @@ object MiniJson {
         return value
     }
 
+    /** Deepest nesting read: deeper input is refused before it overflows the stack (issue 38:
+     *  `[` x 5000 was a StackOverflowError; Python's reader refuses it too). */
+    const val MAX_DEPTH = 512
+
     private class Parser(val s: String) {
         var pos = 0
+        var depth = 0
 
         fun error(what: String): EdgeM3Exception = EdgeM3Exception("JSON: $what at offset $pos")
 
@@ -32,15 +37,16 @@ object MiniJson {
         fun value(): Any? {
             if (pos >= s.length) throw error("unexpected end")
             val c = s[pos]
+            if ((c == '{' || c == '[') && depth >= MAX_DEPTH) throw error("nested deeper than $MAX_DEPTH")
             return when {
-                c == '{' -> obj()
-                c == '[' -> array()
+                c == '{' -> { depth++; obj().also { depth-- } }
+                c == '[' -> { depth++; array().also { depth-- } }
                 c == '"' -> string()
                 c == '-' || (c in '0'..'9') -> number()
                 s.startsWith("true", pos) -> { pos += 4; true }
                 s.startsWith("false", pos) -> { pos += 5; false }
                 s.startsWith("null", pos) -> { pos += 4; null }
-                else -> throw error("unexpected '$c'")
+                else -> throw error("unexpected ${quoted(c.toString())}")
             }
         }
 
@@ -103,11 +109,13 @@ object MiniJson {
                     't' -> sb.append('\t')
                     'u' -> {
                         if (pos + 4 > s.length) throw error("short \\u escape")
+                        val hex = s.substring(pos, pos + 4)  // four hex digits: toInt(16) alone takes "+12f" (issue 38)
+                        if (!hex.all { it in '0'..'9' || it in 'a'..'f' || it in 'A'..'F' }) throw error("bad \\u escape")
                         // Surrogate pairs arrive as two escapes; UTF-16 joins them by itself.
-                        sb.append(s.substring(pos, pos + 4).toInt(16).toChar())
+                        sb.append(hex.toInt(16).toChar())
                         pos += 4
                     }
-                    else -> throw error("bad escape '\\$e'")
+                    else -> throw error("bad escape ${quoted("\\" + e)}")  // quoted: a line break stays one line
                 }
             }
         }

@@ -78,6 +78,8 @@ class SentencePieceModel internal constructor(
             var pos = start
             while (pos < end) {
                 val key = varint(pos)
+                // Field number 0 is not protobuf (issue 38: Python refused it, the kits skipped it).
+                if (key ushr 3 == 0L) throw ProtoException("field number 0 at byte $pos")
                 val wire = (key and 7L).toInt()
                 val after = field((key ushr 3).toInt(), wire, next)
                 pos = if (after >= 0) after else skip(next, wire, end)
@@ -152,6 +154,8 @@ class SentencePieceModel internal constructor(
                     else -> -1
                 }
             }
+            // An empty or missing piece string (issue 38: Python refused it, the kits took it).
+            if (poolEnd == pieceStart) throw ProtoException("a piece has no string at byte $start")
             starts[n] = pieceStart
             scores[n] = score
             types[n] = type

@@ -64,7 +64,7 @@ class XlmrTokenizer(modelBytes: ByteArray, override val spec: TokenizerSpec, ove
         val added = ArrayList<IntArray>()
         val t = PieceTable(model.codePoints, model.starts, n + pairs.size)
         for (i in 0 until n) {
-            if (!t.add(i)) throw EdgeM3Exception("$where (piece '${model.piece(i)}' occurs twice in the model)")
+            if (!t.add(i)) throw EdgeM3Exception("$where (piece ${quoted(model.piece(i))} occurs twice in the model)")
         }
         for ((string, _) in pairs) {
             val cps = codePointsOf(string)
@@ -270,14 +270,14 @@ private class PieceTable(val pool: IntArray, val starts: IntArray, capacity: Int
 
 /** SentencePiece's precompiled charsmap (a darts-clone trie plus replacement strings), applied
  *  one grapheme cluster at a time as the reference does (edge_m3.normalizer.CharsMap). */
-private class CharsMap(blob: ByteArray, where: String) {
+private class CharsMap(blob: ByteArray, private val where: String) {
     private val units: IntArray
     private val normalized: ByteArray
 
     init {
         if (blob.size < 4) throw EdgeM3Exception("$where: not a SentencePiece model (charsmap too short)")
         val trieSize = le32(blob, 0).toLong() and 0xFFFFFFFFL
-        if (trieSize % 4 != 0L || 4 + trieSize > blob.size) {
+        if (trieSize == 0L || trieSize % 4 != 0L || 4 + trieSize > blob.size) {  // an empty trie: no units[0]
             throw EdgeM3Exception("$where: not a SentencePiece model (charsmap trie size is corrupt)")
         }
         units = IntArray((trieSize / 4).toInt()) { le32(blob, 4 + 4 * it) }
@@ -297,7 +297,10 @@ private class CharsMap(blob: ByteArray, where: String) {
             val unit = units[pos]
             if ((unit and 0x800000FF.toInt()) != c) return -1
             pos = pos xor offset(unit)
-            if ((unit ushr 8) and 1 != 0) return units[pos] and 0x7FFFFFFF
+            if ((unit ushr 8) and 1 != 0) {  // a value past the trie's end: a corrupt model (issue 38)
+                if (pos >= units.size) throw EdgeM3Exception("$where: corrupt charsmap (a value past the trie's end)")
+                return units[pos] and 0x7FFFFFFF
+            }
         }
         return -1
     }
@@ -487,3 +490,8 @@ internal class IntList(capacity: Int) {
 
     fun toArray(): IntArray = data.copyOf(size)
 }
+
+/** `s` quoted with its control and line-separator characters escaped: a message stays one line. */
+internal fun quoted(s: String): String = "\"" + s.map { c ->
+    if (c < ' ' || c == '\u007f' || c == '\u0085' || c == '\u2028' || c == '\u2029') String.format("\\u%04x", c.toInt()) else c.toString()
+}.joinToString("") + "\""

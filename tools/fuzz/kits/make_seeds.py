@@ -1,0 +1,68 @@
+"""Writes the kits' extra seeds (tools/fuzz/kits/seeds/): `python -m tools.fuzz.kits.make_seeds`.
+
+The kits read what tools/fuzz/seeds/ already holds (SentencePiece model, bundles, vocab_map,
+golden, WordPiece vocabulary, index folders); only two inputs are theirs alone: a byte-level BPE
+folder (bpe.json and the manifest's tokenizer entry, a 400-token BPE trained as
+tests/support/bpe.py trains ModernBERT's) and the writable index's index.sqlite (issue 35), one
+per store pair, each holding four passages, one removed.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from tools.fuzz.harness import pack
+
+KIT_SEEDS = Path(__file__).resolve().parent / "seeds"
+
+
+def bpe_folder() -> bytes:
+    from edge_m3.tokenizer.bpe import bpe_spec, write_bpe
+    from tests.support import bpe as support
+
+    support.VOCAB_SIZE = 400
+    support.trained.cache_clear()
+    with tempfile.TemporaryDirectory() as d:
+        ckpt = support.write_checkpoint(Path(d) / "ckpt")
+        spec, data = bpe_spec(ckpt)
+        write_bpe(data, Path(d) / spec.file)
+        manifest = json.dumps({"schema_version": 1, "tokenizer": spec.to_manifest()}).encode()
+        return pack({"manifest.json": manifest, spec.file: (Path(d) / spec.file).read_bytes()})
+
+
+def writable_db(dense: str, colbert: str) -> bytes:
+    from edge_m3.retrieval.writable import WritableIndex
+
+    rng = np.random.default_rng(38)
+    dim = 8
+    with tempfile.TemporaryDirectory() as d:
+        idx = WritableIndex.create(Path(d) / "ix", dim, dense=dense, colbert=colbert)
+        for i, pid in enumerate(["a", "b", 7, "d"]):
+            v = rng.standard_normal(dim).astype(np.float32)
+            c = rng.standard_normal((3, dim)).astype(np.float32)
+            out = {"dense_vecs": v / np.linalg.norm(v), "lexical_weights": {str(5 + i): 0.5, "9": 0.25},
+                   "colbert_vecs": c / np.linalg.norm(c, axis=1, keepdims=True)}
+            idx.add(pid, out)
+        idx.remove("b")
+        idx.close()
+        db = Path(d) / "ix" / "index.sqlite"
+        return db.read_bytes()
+
+
+def main() -> None:
+    (KIT_SEEDS / "bpe").mkdir(parents=True, exist_ok=True)
+    (KIT_SEEDS / "bpe" / "modernbert-400").write_bytes(bpe_folder())
+    (KIT_SEEDS / "writable").mkdir(parents=True, exist_ok=True)
+    for dense, colbert in (("float32", "fp16"), ("int8", "int8"), ("float32", "none")):
+        (KIT_SEEDS / "writable" / f"{dense}-{colbert}.sqlite").write_bytes(writable_db(dense, colbert))
+    for p in sorted(KIT_SEEDS.rglob("*")):
+        if p.is_file():
+            print(p.relative_to(KIT_SEEDS), p.stat().st_size)
+
+
+if __name__ == "__main__":
+    main()

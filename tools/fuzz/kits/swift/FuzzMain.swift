@@ -1,0 +1,39 @@
+// libFuzzer's entry for the kit's targets (FuzzTargets.swift); build.sh compiles it with
+// -sanitize=fuzzer,address. The target is EDGE_M3_FUZZ_TARGET. The contract: the reader accepts
+// the input, or refuses it with one EdgeM3Error (a typed kind, a one-line non-empty message);
+// anything else traps here, and a trap, an ASan report, a hang past -timeout or memory past
+// -rss_limit_mb / -malloc_limit_mb is libFuzzer's finding.
+import Foundation
+
+nonisolated(unsafe) var fuzzName = ""
+nonisolated(unsafe) var fuzzTarget: (([UInt8]) throws -> Void)? = nil
+
+@_cdecl("LLVMFuzzerInitialize")
+public func fuzzInitialize(_ argc: UnsafeMutablePointer<Int32>, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?>) -> Int32 {
+    if ProcessInfo.processInfo.environment["EDGE_M3_FUZZ_DIFF"] == "1" {  // tools/fuzz/kits/loop.py's reader
+        DiffMain.main()
+        exit(0)
+    }
+    fuzzName = ProcessInfo.processInfo.environment["EDGE_M3_FUZZ_TARGET"] ?? ""
+    guard let t = fuzzTargets[fuzzName] else {
+        FileHandle.standardError.write(Data("EDGE_M3_FUZZ_TARGET must be one of \(fuzzTargets.keys.sorted().joined(separator: ", "))\n".utf8))
+        exit(2)
+    }
+    fuzzTarget = t
+    return 0
+}
+
+@_cdecl("LLVMFuzzerTestOneInput")
+public func fuzzTestOneInput(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int32 {
+    let bytes = size == 0 || data == nil ? [] : Array(UnsafeBufferPointer(start: data, count: size))
+    do {
+        try fuzzTarget!(bytes)
+    } catch let e as EdgeM3Error {
+        if e.message.isEmpty || e.message.contains(where: { $0.isNewline }) || EdgeM3ErrorKind(rawValue: e.kind.rawValue) == nil {
+            fatalError("\(fuzzName): the refusal is not one line: \(e.message.prefix(300).debugDescription)")
+        }
+    } catch {
+        fatalError("\(fuzzName): not an EdgeM3Error: \(type(of: error)): \(String(describing: error).prefix(300))")
+    }
+    return 0
+}

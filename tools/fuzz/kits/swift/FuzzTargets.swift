@@ -1,0 +1,261 @@
+// Issue 38: the iOS kit's readers of untrusted files as fuzz targets. Compiled by build.sh together
+// with the kit's sources (ios_assets/Sources/EdgeM3) into one module, never into the package's
+// products. Each target takes one input's bytes and either returns (accepted, and what the reader
+// returned works: the asserts below) or throws; FuzzMain.swift / DiffMain.swift judge the throw.
+// The same targets, inputs and folder blobs as the Python ones (tools/fuzz/targets, harness.py).
+import Foundation
+
+/// What targets tokenize once a tokenizer is accepted (tools/fuzz/harness.py TEXTS).
+let fuzzTexts = ["Hello wörld, ＡＢＣ ﬁ 123 <mask> [MASK] </s>", "日本語のテキスト 👍🏽 e\u{0301}",
+                 String(repeating: "x", count: 120), ""]
+
+/// A broken promise of an accepted reader: a contract violation (the harness traps on it).
+struct FuzzAssert: Error, CustomStringConvertible {
+    let description: String
+}
+
+func require(_ ok: Bool, _ what: @autoclosure () -> String) throws {
+    if !ok { throw FuzzAssert(description: what()) }
+}
+
+/// The repository's tools/fuzz (seeds of the base files some targets swap one file into).
+let fuzzRoot: URL = {
+    if let r = ProcessInfo.processInfo.environment["EDGE_M3_FUZZ_DIR"] { return URL(fileURLWithPath: r) }
+    return URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+}()
+
+// ------------------------------------------------------------------ folder blobs (harness.pack)
+
+/// harness.unpack: `\n==> NAME <==\n` then the bytes, per file; unsafe names dropped.
+func unpack(_ data: [UInt8]) -> [(String, [UInt8])] {
+    let mark = Array("\n==> ".utf8), end = Array(" <==\n".utf8)
+    let b: [UInt8] = [0x0A] + data
+    func find(_ pat: [UInt8], from: Int) -> Int? {
+        guard pat.count <= b.count else { return nil }
+        var i = from
+        while i + pat.count <= b.count {
+            if b[i] == pat[0] && Array(b[i..<(i + pat.count)]) == pat { return i }
+            i += 1
+        }
+        return nil
+    }
+    var starts: [Int] = []
+    var at = 0
+    while let i = find(mark, from: at) { starts.append(i); at = i + mark.count }
+    var files: [(String, [UInt8])] = []
+    for (k, s) in starts.enumerated() {
+        let chunk = Array(b[(s + mark.count)..<(k + 1 < starts.count ? starts[k + 1] : b.count)])
+        guard let e = findIn(chunk, end), let name = String(bytes: chunk[..<e], encoding: .utf8) else { continue }
+        let parts = name.split(separator: "/", omittingEmptySubsequences: false)
+        let ok = parts.count <= 2 && parts.allSatisfy { p in
+            !p.isEmpty && p.count <= 100 && p != "." && p != ".." &&
+                p.unicodeScalars.allSatisfy { $0.isASCII && (CharacterSet.alphanumerics.contains($0) || "_.-".unicodeScalars.contains($0)) }
+        }
+        if ok {
+            files.removeAll { $0.0 == name }
+            files.append((name, Array(chunk[(e + end.count)...])))
+        }
+    }
+    return files
+}
+
+private func findIn(_ b: [UInt8], _ pat: [UInt8]) -> Int? {
+    guard pat.count <= b.count else { return nil }
+    for i in 0...(b.count - pat.count) where b[i] == pat[0] && Array(b[i..<(i + pat.count)]) == pat { return i }
+    return nil
+}
+
+func baseFiles(_ kind: String, _ seed: String) -> [(String, [UInt8])] {
+    let url = fuzzRoot.appendingPathComponent("seeds/\(kind)/\(seed)")
+    guard let d = FileManager.default.contents(atPath: url.path) else { fatalError("\(url.path): missing seed") }
+    return unpack([UInt8](d))
+}
+
+func replacing(_ files: [(String, [UInt8])], _ name: String, _ data: [UInt8]) -> [(String, [UInt8])] {
+    files.filter { $0.0 != name } + [(name, data)]
+}
+
+/// A fresh scratch folder (RAM-backed under /dev/shm when there) holding `files`, and `manifest`'s
+/// `files` entries rewritten to their sha256 and size (harness.rehash: issue 38's attacker edits a
+/// folder's files and its manifest together).
+func writeFolder(_ files: [(String, [UInt8])], rehash manifest: String?) throws -> URL {
+    let fm = FileManager.default
+    let root = scratchRoot.appendingPathComponent("in", isDirectory: true)
+    try? fm.removeItem(at: root)
+    try fm.createDirectory(at: root, withIntermediateDirectories: true)
+    var byName: [String: [UInt8]] = [:]
+    for (name, data) in files { byName[name] = data }
+    if let manifest, let raw = byName[manifest],
+       var m = (try? JSONSerialization.jsonObject(with: Data(raw), options: [.fragmentsAllowed])) as? [String: Any],
+       var entries = m["files"] as? [String: Any] {
+        for (name, entry) in entries {
+            guard var e = entry as? [String: Any], let data = byName[name] else { continue }
+            e["sha256"] = sha256Hex(data)
+            e["size"] = data.count
+            entries[name] = e
+        }
+        m["files"] = entries
+        if let out = try? JSONSerialization.data(withJSONObject: m) { byName[manifest] = [UInt8](out) }
+    }
+    for name in byName.keys.sorted(by: { $0.filter { $0 == "/" }.count > $1.filter { $0 == "/" }.count }) {
+        let url = root.appendingPathComponent(name)
+        if fm.fileExists(atPath: url.path) { continue }
+        try? fm.createDirectory(at: url.deletingLastPathComponent(), withIntermediateDirectories: true)
+        try Data(byName[name]!).write(to: url)
+    }
+    return root
+}
+
+let scratchRoot: URL = {
+    let shm = "/dev/shm"
+    let base = FileManager.default.fileExists(atPath: shm) ? shm : NSTemporaryDirectory()
+    let url = URL(fileURLWithPath: base).appendingPathComponent("edge-m3-kit-fuzz-\(getpid())", isDirectory: true)
+    try? FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
+    atexit { try? FileManager.default.removeItem(atPath: "/dev/shm/edge-m3-kit-fuzz-\(getpid())") }
+    return url
+}()
+
+func sha256Hex(_ data: [UInt8]) -> String {
+    var h = StreamingSHA256()
+    data.withUnsafeBytes { h.update($0) }
+    return h.hexDigest()
+}
+
+// ------------------------------------------------------------------ the targets
+
+struct TokenizerEntry: Decodable { let tokenizer: TokenizerSpec }
+
+/// Every accepted tokenizer must give ids inside its vocabulary, bos first and eos last.
+func exercise(_ tok: any EdgeM3Tokenizer, _ spec: TokenizerSpec, pipeline: Pipeline? = nil) throws {
+    for text in fuzzTexts {
+        let ids = try tok.encode(text, maxLength: nil)
+        try require(ids.first == spec.special.bos && ids.last == spec.special.eos, "bos/eos: \(ids.prefix(8))")
+        try require(ids.allSatisfy { $0 >= 0 && $0 < spec.vocabSize }, "ids past vocab_size \(spec.vocabSize)")
+        let cut = try tok.encode(text, maxLength: 5)
+        try require(cut.count <= 5, "maxLength 5 gave \(cut.count) ids")
+        if let pipeline {
+            let enc = try pipeline.encode(text, tokenizer: tok)
+            let inputs = try pipeline.modelInputs(for: enc)
+            let rows = pipeline.vocab?.keptIds.count ?? spec.vocabSize
+            try require(inputs.inputIds.allSatisfy { $0 >= 0 && Int($0) < rows }, "rows past the table (\(rows))")
+        }
+    }
+}
+
+/// `spmodel`: sentencepiece.bpe.model (SentencePieceModel's protobuf reader, then XlmrTokenizer).
+func fuzzSpmodel(_ data: [UInt8]) throws {
+    let m = try SentencePieceModel.parse(data, file: "sentencepiece.bpe.model")
+    try require(m.starts.count == m.count + 1 && m.types.count == m.count && m.starts.last == m.codePoints.count, "model arrays")
+    let spec = spmodelSpec
+    let tok = try openTokenizer(spec: spec) { _ in data }
+    try exercise(tok, spec)
+}
+
+let spmodelSpec: TokenizerSpec = {
+    let files = baseFiles("bundle", "tiny")
+    let raw = files.first { $0.0 == EdgeM3Contract.manifest }!.1
+    return try! JSONDecoder().decode(TokenizerEntry.self, from: Data(raw)).tokenizer
+}()
+
+/// `manifest`: manifest.json alone (decodeJSON + the checks of Manifest's init), a round trip.
+func fuzzManifest(_ data: [UInt8]) throws {
+    let m = try decodeJSON(Manifest.self, from: Data(data), file: EdgeM3Contract.manifest)
+    let again = try JSONDecoder().decode(Manifest.self, from: JSONEncoder().encode(m))
+    try require(again == m, "round trip")
+    if m.tokenizer.vocabMapFile == nil { _ = try Pipeline(manifest: m) }
+}
+
+/// `bundle`: a whole bundle folder opened as the embedder opens it (manifest, vocab_map.json,
+/// tokenizer of its kind, the model file checked), golden.json read, every text encoded.
+func fuzzBundle(_ data: [UInt8]) throws {
+    try openBundle(unpack(data))
+}
+
+func openBundle(_ files: [(String, [UInt8])]) throws {
+    let dir = try writeFolder(files, rehash: EdgeM3Contract.manifest)
+    let b = try EdgeM3Embedder.openBundle(directory: dir, checksumMemo: nil)
+    try exercise(b.tokenizer, b.pipeline.manifest.tokenizer, pipeline: b.pipeline)
+    let golden = dir.appendingPathComponent(EdgeM3Contract.golden)
+    if FileManager.default.fileExists(atPath: golden.path) {
+        let g = try Golden(contentsOf: golden)
+        for c in g.cases { _ = try b.pipeline.encode(ids: c.expected.inputIds) }
+    }
+}
+
+/// `golden`: golden.json in the committed tiny trimmed bundle.
+func fuzzGolden(_ data: [UInt8]) throws {
+    try openBundle(replacing(trimmedBundle, EdgeM3Contract.golden, data))
+}
+
+/// `vocab_map`: vocab_map.json in the committed tiny trimmed bundle.
+func fuzzVocabMap(_ data: [UInt8]) throws {
+    try openBundle(replacing(trimmedBundle, EdgeM3Contract.vocabMap, data))
+}
+
+let trimmedBundle = baseFiles("bundle", "tiny-trimmed")
+let wordpieceBundle = baseFiles("bundle", "tiny-wordpiece")
+
+/// `wordpiece`: vocab.txt in the committed tiny WordPiece bundle.
+func fuzzWordpiece(_ data: [UInt8]) throws {
+    try openBundle(replacing(wordpieceBundle, "vocab.txt", data))
+}
+
+/// `bpe`: a byte-level BPE folder (manifest.json's tokenizer entry and bpe.json).
+func fuzzBpe(_ data: [UInt8]) throws {
+    let files = unpack(data)
+    guard let raw = files.first(where: { $0.0 == EdgeM3Contract.manifest })?.1 else {
+        throw EdgeM3Error("manifest.json: missing")
+    }
+    let spec = try decodeJSON(TokenizerEntry.self, from: Data(raw), file: EdgeM3Contract.manifest).tokenizer
+    let tok = try openTokenizer(spec: spec) { name in
+        guard let f = files.first(where: { $0.0 == name }) else { throw EdgeM3Error("\(name): not found") }
+        return f.1
+    }
+    try exercise(tok, spec)
+}
+
+/// A query of width `dim` touching the index's first tokens (as tools/fuzz/targets/index.py).
+func fuzzQuery(dim: Int, tokens: [Int32]) throws -> Retrieval.Vectors {
+    let x = Float(1.0 / Double(dim).squareRoot())
+    var lex = [String: Float]()
+    for t in tokens { lex[String(t)] = 0.5 }
+    lex["7"] = 0.25
+    return Retrieval.Vectors(dense: Array(repeating: x, count: dim), lexical: try Retrieval.Lexical(lex),
+                             colbert: Array(repeating: Array(repeating: x, count: dim), count: 2))
+}
+
+/// `index`: an index folder (EdgeM3Index: index.json, ids.json, the memory-mapped arrays), its
+/// manifest's hashes rewritten to match, then every search mode it supports.
+func fuzzIndex(_ data: [UInt8]) throws {
+    let dir = try writeFolder(unpack(data), rehash: EdgeM3Contract.indexManifest)
+    let idx = try EdgeM3Index(folder: dir)
+    try require(idx.ids.count == idx.count, "ids")
+    var tokens: [Int32] = []
+    if let t = idx.sparseTokens { for i in 0..<min(3, idx.tokenCount) { tokens.append(t[i]) } }
+    let q = try fuzzQuery(dim: idx.dim, tokens: tokens)
+    for mode in EdgeM3Contract.scoreModes where idx.colbertStore != "none" || !mode.contains("colbert") {
+        let hits = try idx.search(q, k: 3, mode: mode)
+        try require(hits.count <= min(3, idx.count), "\(mode): \(hits.count) hits")
+        try require(hits.allSatisfy { $0.row >= 0 && $0.row < idx.count }, "\(mode): row out of range")
+    }
+}
+
+/// `writable`: a writable index's index.sqlite (EdgeM3WritableIndex: quick_check, the meta, the
+/// passages' blobs), then every search mode its stores support.
+func fuzzWritable(_ data: [UInt8]) throws {
+    let dir = try writeFolder([(EdgeM3Contract.indexDb, data)], rehash: nil)
+    let idx = try EdgeM3WritableIndex(folder: dir)
+    let n = try idx.count
+    let q = try fuzzQuery(dim: idx.dim, tokens: [5, 6, 9])
+    for mode in EdgeM3Contract.scoreModes where idx.colbertStore != "none" || !mode.contains("colbert") {
+        let hits = try idx.search(q, k: 3, mode: mode)
+        try require(hits.count <= min(3, n), "\(mode): \(hits.count) hits")
+        try require(hits.allSatisfy { $0.row >= 0 && $0.row < n }, "\(mode): row out of range")
+    }
+}
+
+let fuzzTargets: [String: @Sendable ([UInt8]) throws -> Void] = [
+    "spmodel": fuzzSpmodel, "manifest": fuzzManifest, "bundle": fuzzBundle, "golden": fuzzGolden,
+    "vocab_map": fuzzVocabMap, "wordpiece": fuzzWordpiece, "bpe": fuzzBpe, "index": fuzzIndex,
+    "writable": fuzzWritable,
+]
