@@ -221,13 +221,7 @@ class Index:
             w = np.concatenate([np.asarray(a[_PW]), w_new])
         else:
             tok, row, w = tok_new, row_new, w_new
-        order = np.lexsort((row, tok))
-        tok, row, w = tok[order], row[order], w[order]
-        tokens, counts = np.unique(tok, return_counts=True)
-        out["sparse_tokens"] = tokens.astype(np.int32)
-        out["sparse_offsets"] = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
-        out["sparse_rows"] = row.astype(np.int32)
-        out[_PW] = w.astype(np.float32)
+        postings(out, tok, row, w)
         if self.has_colbert:
             cols = [p[2] for p in new]
             counts = np.array([len(c) for c in cols], np.int64)
@@ -566,6 +560,17 @@ def _as_f32(x: np.ndarray) -> np.ndarray:
     if x.dtype == np.float16:
         return _F16_TO_F32[x.view(np.uint16)]
     return x.astype(np.float32, copy=False)  # a float32 store is read in place (no copy per search)
+
+
+def postings(a: dict[str, np.ndarray], tok: np.ndarray, row: np.ndarray, w: np.ndarray) -> None:
+    """The CSR-by-token postings of (token, row, weight) triples into `a`, sorted by token then row."""
+    order = np.lexsort((row, tok))
+    tok, row, w = tok[order], row[order], w[order]
+    tokens, counts = np.unique(tok, return_counts=True)
+    a["sparse_tokens"] = tokens.astype(np.int32)
+    a["sparse_offsets"] = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+    a["sparse_rows"] = row.astype(np.int32)
+    a[_PW] = np.asarray(w, np.float32)
 
 
 def _cat(old: np.ndarray | None, new: np.ndarray) -> np.ndarray:

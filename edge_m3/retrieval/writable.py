@@ -42,7 +42,7 @@ from edge_m3.contract import (
     mode_signals,
 )
 from edge_m3.errors import EdgeM3Error, OptionError, one_line
-from edge_m3.retrieval.index import BundleIdentity, Hit, Index, PassageId, _hybrid_top, search_args
+from edge_m3.retrieval.index import BundleIdentity, Hit, Index, PassageId, _hybrid_top, postings, search_args
 
 _PW = INDEX_POSTING_WEIGHTS
 _INT64 = (-(1 << 63), (1 << 63) - 1)
@@ -112,7 +112,7 @@ def arrays_of(rows: Sequence[Stored], dim: int, dense: str, colbert: str) -> dic
     tok = np.concatenate([r.lex_tokens for r in rows]).astype(np.int64) if rows else np.zeros(0, np.int64)
     row = np.repeat(np.arange(len(rows), dtype=np.int64), [len(r.lex_tokens) for r in rows])
     w = np.concatenate([r.lex_weights for r in rows]) if rows else np.zeros(0, np.float32)
-    _postings(a, tok, row, w)
+    postings(a, tok, row, w)
     if colbert != "none":
         counts = np.array([len(r.colbert) for r in rows], np.int64)  # type: ignore[arg-type]
         a["colbert_offsets"] = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
@@ -123,17 +123,6 @@ def arrays_of(rows: Sequence[Stored], dim: int, dense: str, colbert: str) -> dic
             a["colbert_scale"] = (np.concatenate([r.colbert_scale for r in rows]) if rows  # type: ignore[misc]
                                   else np.zeros(0, np.float32))
     return a
-
-
-def _postings(a: dict[str, np.ndarray], tok: np.ndarray, row: np.ndarray, w: np.ndarray) -> None:
-    """The CSR-by-token postings of (token, row, weight) triples, sorted by token then row."""
-    order = np.lexsort((row, tok))
-    tok, row, w = tok[order], row[order], w[order]
-    tokens, counts = np.unique(tok, return_counts=True)
-    a["sparse_tokens"] = tokens.astype(np.int32)
-    a["sparse_offsets"] = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
-    a["sparse_rows"] = row.astype(np.int32)
-    a[_PW] = np.asarray(w, np.float32)
 
 
 def _survivors(base: Index, alive: np.ndarray, delta: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -150,7 +139,7 @@ def _survivors(base: Index, alive: np.ndarray, delta: Mapping[str, np.ndarray]) 
     rows = np.asarray(a["sparse_rows"], np.int64)
     live = alive[rows] if len(rows) else np.zeros(0, bool)
     d_len = np.diff(d["sparse_offsets"])
-    _postings(out, np.concatenate([tok[live], np.repeat(d["sparse_tokens"].astype(np.int64), d_len)]),
+    postings(out, np.concatenate([tok[live], np.repeat(d["sparse_tokens"].astype(np.int64), d_len)]),
               np.concatenate([new_row[rows[live]], d["sparse_rows"].astype(np.int64) + n_keep]),
               np.concatenate([np.asarray(a[_PW])[live], d[_PW]]))
     if "colbert_offsets" in a:
