@@ -193,7 +193,7 @@ class WritableIndex:
         self.path = Path()
         self.db: sqlite3.Connection | None = None
         self.embed: Embedder | None = None
-        self.bundle_check: Any = None
+        self._closed = False
         self.verify, self.durable = True, False
         self.dim, self.dense_store, self.colbert_store = 0, "float32", "none"
         self.bundle: BundleIdentity | None = None
@@ -214,8 +214,7 @@ class WritableIndex:
         """An index folder: a format-1 base (no database yet: the first write makes one) or a
         writable index. With `bundle` (a loaded Bundle), one built by another model is refused."""
         self = cls()
-        self.path, self.bundle_check, self.embed, self.verify, self.durable = (
-            Path(path), bundle, embed, verify, durable)
+        self.path, self.embed, self.verify, self.durable = Path(path), embed, verify, durable
         if not self.path.is_dir():
             raise EdgeM3Error(f"{self.path}: not a folder (an index folder holds {INDEX_MANIFEST} "
                               f"and/or {INDEX_DB})")
@@ -470,7 +469,7 @@ class WritableIndex:
 
     def _sync(self) -> None:
         """Reload when another connection committed since (PRAGMA data_version)."""
-        if getattr(self, "_closed", False):
+        if self._closed:
             raise EdgeM3Error(f"{self.path}: the index was closed")
         if self.db is None:
             return
