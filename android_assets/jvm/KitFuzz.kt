@@ -44,7 +44,7 @@ class KitFuzz(private val fuzzDir: File) {
         "bundle" -> { bundle(unpack(data)); "" }
         "golden" -> { bundle(trimmed + (EdgeM3Contract.GOLDEN to data)); "" }
         "vocab_map" -> { bundle(trimmed + (EdgeM3Contract.VOCAB_MAP to data)); "" }
-        "wordpiece" -> { bundle(wordpiece + ("vocab.txt" to data)); "" }
+        EdgeM3Contract.WORDPIECE -> { bundle(wordpiece + (EdgeM3Contract.WORDPIECE_VOCAB to data)); "" }  // target "wordpiece"
         "bpe" -> { bpe(unpack(data)); "" }
         "index" -> index(unpack(data), rehash = true)
         "index-diff" -> index(unpack(data), rehash = false)  // loop.py rehashed it once for all three
@@ -63,7 +63,7 @@ class KitFuzz(private val fuzzDir: File) {
 
     /** The model's pieces, scores (float32 bits), types and charsmap: the differential's canonical form. */
     private fun spmodel(data: ByteArray): String {
-        val m = SentencePieceModel.parse(data, "sentencepiece.bpe.model")
+        val m = SentencePieceModel.parse(data, EdgeM3Contract.SENTENCEPIECE)
         val sb = StringBuilder()
         for (i in 0 until m.size) {
             val cps = m.piece(i).codePoints().toArray().joinToString(",") { Integer.toHexString(it) }
