@@ -208,3 +208,14 @@ def rehash(files: dict[str, bytes], manifest: str) -> None:
             entry["sha256"] = hashlib.sha256(files[name]).hexdigest()
             entry["size"] = len(files[name])
     files[manifest] = json.dumps(m).encode()
+
+
+RSS_LIMIT_MB = 2048  # libFuzzer's bound past the process's peak when it starts (rss_limit_mb)
+
+
+def rss_limit_mb() -> int:
+    """libFuzzer's RSS bound: RSS_LIMIT_MB past the peak this process starts with. libFuzzer
+    reads the peak (ru_maxrss), which Linux carries over from the parent across fork and
+    execve: started by a test run that had built bundles (2.5 GB), a fixed 2,048 MB bound
+    reported every first input as out of memory."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024 + RSS_LIMIT_MB

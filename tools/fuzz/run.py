@@ -44,7 +44,6 @@ with atheris.instrument_imports(include=["edge_m3"]):
     )
 
 ADDRESS_SPACE_EXTRA = 3 << 29  # beyond what the imports reserved
-RSS_LIMIT_MB = 2048  # above the process's peak when it starts (see rss_limit_mb)
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -69,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
     seeds = harness.inputs(t.name)
     max_len = args.max_len or max([4096, *(2 * p.stat().st_size for p in seeds)])
     dirs = [str(d) for d in (harness.SEEDS / t.name, harness.REGRESSIONS / t.name) if d.is_dir()]
-    flags = [f"-timeout={int(harness.HANG_SECONDS)}", f"-rss_limit_mb={rss_limit_mb()}",
+    flags = [f"-timeout={int(harness.HANG_SECONDS)}", f"-rss_limit_mb={harness.rss_limit_mb()}",
              f"-max_len={max_len}", f"-artifact_prefix={crashes}/", "-print_final_stats=1",
              f"-runs={args.runs}", f"-max_total_time={args.seconds}"]
 
@@ -86,14 +85,6 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def rss_limit_mb() -> int:
-    """libFuzzer's RSS bound: RSS_LIMIT_MB past the peak this process starts with. libFuzzer
-    reads the peak (ru_maxrss), which Linux carries over from the parent across fork and
-    execve: started by a test run that had built bundles (2.5 GB), a fixed 2,048 MB bound
-    reported every first input as out of memory."""
-    import resource
-
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024 + RSS_LIMIT_MB
 
 
 def replay(t: harness.Target, paths: list[Path]) -> int:

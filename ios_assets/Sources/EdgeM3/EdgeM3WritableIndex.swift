@@ -859,6 +859,7 @@ nonisolated public final class EdgeM3WritableIndex: @unchecked Sendable {  // mu
                 for r in survivors {
                     let o = base!.colbertOffsets!
                     let from = Int(o[r]), to = Int(o[r + 1])
+                    if to == from { continue }  // no vectors (an empty colbert.bin maps no pointer)
                     try w.write(UnsafeRawBufferPointer(start: base!.colbert! + from * d * item, count: (to - from) * d * item))
                 }
                 for p in passages { try w.write(p.colbertBlob ?? []) }
@@ -868,6 +869,7 @@ nonisolated public final class EdgeM3WritableIndex: @unchecked Sendable {  // mu
                 try file(EdgeM3Contract.indexArrays["colbert_scale"]!) { w in
                     for r in survivors {
                         let o = base!.colbertOffsets!
+                        if o[r + 1] == o[r] { continue }
                         try w.write(UnsafeRawBufferPointer(start: base!.colbertScale! + Int(o[r]), count: Int(o[r + 1] - o[r]) * 4))
                     }
                     for p in passages { try w.write(p.colbertScaleBlob ?? []) }

@@ -20,14 +20,13 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tools.fuzz.harness import SEEDS, unpack
+from tools.fuzz.harness import SEEDS, rss_limit_mb, unpack
 
 ROOT = Path(__file__).resolve().parents[3]
 KITS = Path(__file__).resolve().parent
 KIT_SEEDS = KITS / "seeds"
 REGRESSIONS = KITS / "regressions"
 HANG_SECONDS = 20
-RSS_LIMIT_MB = 2048
 MALLOC_LIMIT_MB = 1024
 # Target -> the committed seed folders it starts from.
 SEED_DIRS = {
@@ -62,8 +61,12 @@ def seed_dirs(target: str) -> list[Path]:
 
 
 def flags(target: str, crashes: Path, max_len: int) -> list[str]:
-    return [f"-timeout={HANG_SECONDS}", f"-rss_limit_mb={RSS_LIMIT_MB}", f"-malloc_limit_mb={MALLOC_LIMIT_MB}",
-            f"-max_len={max_len}", f"-artifact_prefix={crashes}/", "-print_final_stats=1"]
+    # RSS_LIMIT_MB past the peak the fuzzer inherits: Linux carries ru_maxrss over fork and execve,
+    # so started by a test run that built bundles, a fixed bound reports every first input as
+    # out of memory (tools/fuzz/harness.py's rss_limit_mb)
+    return [f"-timeout={HANG_SECONDS}", f"-rss_limit_mb={rss_limit_mb()}",
+            f"-malloc_limit_mb={MALLOC_LIMIT_MB}", f"-max_len={max_len}", f"-artifact_prefix={crashes}/",
+            "-print_final_stats=1"]
 
 
 def main(argv: list[str] | None = None) -> int:
