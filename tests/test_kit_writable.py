@@ -819,3 +819,20 @@ def test_kotlin_and_python_take_turns(kotlin_ops, tmp_path: Path) -> None:
         got = wire.python_answers(folder, log) if who == "python" else kotlin_ops(folder, log)
         assert got == want[at:at + len(log)], who
         at += len(log)
+
+
+def test_extreme_ids_and_empty_colbert_survive_compactions(kotlin_ops, swift_ops, tmp_path: Path) -> None:
+    """Found by the drawn logs: Swift trapped compacting a base passage with no ColBERT vectors
+    (an empty colbert.bin maps no pointer), and refused its own ids.json holding -2^63
+    (swift-corelibs-foundation reads it as an NSDecimalNumber). Every side answers as Python."""
+    empty = {**_one_passage(2), "colbert_vecs": np.zeros((0, DIM), np.float32)}
+    log: list[Op] = [("create", DIM, "float32", "fp16"), ("add", -(2**63), empty), ("compact",),
+                     ("add", 2**63 - 1, _one_passage(3)), ("compact",), ("reopen",), ("count",),
+                     ("search", 5, "colbert+sparse+dense", (1.0, 1.0, 1.0), _one_passage(4))]
+    folders = {name: tmp_path / name for name in ("python", "kotlin", "swift")}
+    for f in folders.values():
+        f.mkdir()
+    want = wire.python_answers(folders["python"], log)
+    assert want[:7] == ["ok"] * 6 + ["count 2"] and want[7].startswith("hits 2 ")
+    assert kotlin_ops(folders["kotlin"], log) == want
+    assert swift_ops(folders["swift"], log) == want

@@ -200,6 +200,11 @@ nonisolated public final class EdgeM3Index: @unchecked Sendable {
             // An integer only (issue 38: -0.0, 1.0 and true were ids 0, 1 and 1 here alone, and an
             // integer past 2^53 was rounded through Double): Foundation's integer encodings.
             if let n = x as? NSNumber, ["q", "l", "i", "s"].contains(String(cString: n.objCType)) { return .int(n.int64Value) }
+            // swift-corelibs-foundation reads an integer below about -10^17 as an NSDecimalNumber
+            // (objCType "d"), exactly: taken when it is a whole number in Int64's range.
+            if let d = x as? NSDecimalNumber, d.compare(NSDecimalNumber(value: d.int64Value)) == .orderedSame {
+                return .int(d.int64Value)
+            }
             throw EdgeM3Error("\(idsFile.url.path): corrupt (ids must be strings or integers)")
         }
         guard ids.count == count else { throw EdgeM3Error("\(idsFile.url.path): \(ids.count) ids, \(manifestName) says \(count)") }
