@@ -18,7 +18,9 @@ LOCK_OPTS := --find-links $(WHEELS) --quiet --custom-compile-command "make lock"
 LOCK_TARGET := --python-version 3.11 --python-platform x86_64-manylinux_2_28 $(LOCK_OPTS)
 
 # The Debian packages some tests need beyond the venv, the one list of them: the Kotlin kit's
-# tests (tests/test_kits.py, test_kit_tokenizer.py, test_kit_retrieval.py: kotlinc, JNA) and the
+# tests (tests/test_kits.py, test_kit_tokenizer.py, test_kit_retrieval.py: kotlinc, JNA), the
+# kits' writable index (tests/test_kit_writable.py: the xerial SQLite JDBC driver for the desktop
+# JVM, libsqlite3-dev for the Swift package's CSQLite module on Linux) and the
 # emulated Raspberry Pi (tests/test_arm64.py: debootstrap, qemu-aarch64-static). `make test`
 # installs the missing ones as root (apt-get) and otherwise stops with one line naming them;
 # `make test ALLOW_SKIPS=1` runs without them, their tests skipped. .ci/run runs `make test`.
