@@ -780,6 +780,10 @@ INDEX_ARRAYS = {
 }
 # dtype names in the manifest -> numpy's little-endian spelling (the kits read the same bytes).
 INDEX_DTYPES = {"float32": "<f4", "float16": "<f2", "int8": "i1", "int32": "<i4", "int64": "<i8"}
+# A passage longer than the largest signature is split into windows of W = L - 2 tokens that
+# overlap by W * CHUNK_OVERLAP_PERCENT // 100 tokens (docs/index-format.md, "Passages and
+# chunks"); rows sharing an id are one passage's chunks, and search ranks passages by their best.
+CHUNK_OVERLAP_PERCENT = 25
 
 # --------------------------------------------------------------------------- writable index
 # A writable index (issue 35; docs/index-format.md, "The writable index"): INDEX_DB in the index
@@ -788,7 +792,9 @@ INDEX_DTYPES = {"float32": "<f4", "float16": "<f2", "int8": "i1", "int32": "<i4"
 # edge_m3/retrieval/writable.py and the kits' EdgeM3WritableIndex, with this schema only.
 INDEX_DB = "index.sqlite"
 INDEX_DB_FORMAT = "edge-m3-index-db"
-INDEX_DB_VERSION = 1
+# 2: passages have a `chunk` column (issue 35, "Passages and chunks"); 1 (a pre-release of
+# 2026-11-25, never in a release) is refused as older.
+INDEX_DB_VERSION = 2
 # PRAGMA application_id of every INDEX_DB ("EM3I"): another program's SQLite file is refused.
 INDEX_DB_APPLICATION_ID = 0x454D3349
 # A compaction writes the new base into INDEX_BASE_PREFIX + generation (a format-1 folder).
@@ -800,15 +806,16 @@ INDEX_DB_BUSY_MS = 5000
 # the base's INDEX_MANIFEST, "" without a base), generation (decimal, +1 per compaction).
 INDEX_DB_META_KEYS = ("format", "format_version", "dim", "dense", "colbert", "bundle", "base",
                       "base_sha256", "generation")
-# The tables, created in this order in one transaction. `id` has no declared type (SQLite's BLOB
+# The tables, created in this order in one transaction. One passages row per chunk: a passage's
+# chunks are 0, 1, ... in seq order (docs/index-format.md, "Passages and chunks"). `id` has no declared type (SQLite's BLOB
 # affinity): an integer id and a text id stay what they are, 1 and "1" are two ids. A passage's
 # vectors are stored as the index stores them (little-endian): dense float32 [D] or int8 [D]
 # codes with dense_scale float32 [1]; lex_tokens int32 [n] ascending and lex_weights float32 [n];
 # colbert float16 [m, D] or int8 [m, D] codes with colbert_scale float32 [m]; NULL without ColBERT.
 INDEX_DB_SCHEMA = (
     "CREATE TABLE meta (key TEXT PRIMARY KEY NOT NULL, value TEXT NOT NULL)",
-    "CREATE TABLE passages (seq INTEGER PRIMARY KEY AUTOINCREMENT, id NOT NULL UNIQUE, "
-    "dense BLOB NOT NULL, dense_scale BLOB, lex_tokens BLOB NOT NULL, lex_weights BLOB NOT NULL, "
-    "colbert BLOB, colbert_scale BLOB)",
+    "CREATE TABLE passages (seq INTEGER PRIMARY KEY AUTOINCREMENT, id NOT NULL, "
+    "chunk INTEGER NOT NULL, dense BLOB NOT NULL, dense_scale BLOB, lex_tokens BLOB NOT NULL, "
+    "lex_weights BLOB NOT NULL, colbert BLOB, colbert_scale BLOB, UNIQUE (id, chunk))",
     "CREATE TABLE removed (row INTEGER PRIMARY KEY NOT NULL)",
 )

@@ -88,13 +88,15 @@ def parse_scores(stdout: str) -> dict[tuple[int, int, str], str]:
 #   OPS  = "ops" N OP*N
 #   OP   = "create" DIM DENSE COLBERT          a new index with no base and no bundle (DIR empty)
 #        | "open"                               DIR's index (a format-1 base and/or index.sqlite)
-#        | "add" ID VECTORS | "update" ID VECTORS | "remove" ID | "compact" | "reopen"
-#        | "count" | "contains" ID
-#        | "search" K MODE HEX64 HEX64 HEX64 VECTORS   (k, mode, weights dense sparse colbert)
+#        | "add" ID N VECTORS*N | "update" ID N VECTORS*N   (a passage of N chunks; N = 0 refused)
+#        | "remove" ID | "compact" | "reopen" | "count" | "contains" ID
+#        | "search" K MODE HEX64 HEX64 HEX64 SCOPE VECTORS   (k, mode, weights dense sparse
+#          colbert; SCOPE "passages" (best chunk per passage, the default search) or "chunks")
 #   ID   = "i" DECIMAL (an integer id) | "s" HEX (a string id: its UTF-8 bytes in hex, "s" alone
 #          for the empty string)
 # Answers: "ok", "error KIND" (KIND one of contract.KIT_ERROR_KINDS; nothing was changed),
-# "count N", "contains true|false", "hits N" (ROW ID HEX64)*N (logical rows, best first).
+# "count N" (passages), "contains true|false", "hits N" (ROW ID CHUNK HEX64)*N (logical rows,
+# best first; CHUNK the row's chunk number in its passage).
 
 
 def id_token(pid: int | str) -> str:
@@ -109,19 +111,21 @@ def parse_id(token: str) -> int | str:
 
 def ops(log: Sequence[tuple[Any, ...]]) -> str:
     """An op log as `ops` reads it: tuples ("create", dim, dense, colbert), ("open",),
-    ("add"|"update", id, outputs), ("remove"|"contains", id), ("compact",), ("reopen",),
-    ("count",), ("search", k, mode, weights, query)."""
+    ("add"|"update", id, outputs or a list of chunks' outputs), ("remove"|"contains", id),
+    ("compact",), ("reopen",), ("count",), ("search", k, mode, weights, query[, chunks])."""
     out = [f"ops {len(log)}"]
     for op in log:
         name = op[0]
         if name == "create":
             out.append(f"create {op[1]} {op[2]} {op[3]}")
         elif name in ("add", "update"):
-            out += [f"{name} {id_token(op[1])}", vectors(op[2])]
+            chunks = chunk_list(op[2])
+            out += [f"{name} {id_token(op[1])} {len(chunks)}", *map(vectors, chunks)]
         elif name in ("remove", "contains"):
             out.append(f"{name} {id_token(op[1])}")
         elif name == "search":
-            out += [f"search {op[1]} {op[2]} {' '.join(map(h64, op[3]))}", vectors(op[4])]
+            scope = "chunks" if len(op) > 5 and op[5] else "passages"
+            out += [f"search {op[1]} {op[2]} {' '.join(map(h64, op[3]))} {scope}", vectors(op[4])]
         else:
             out.append(name)
     return "\n".join(out) + "\n"
@@ -133,8 +137,14 @@ def answers(stdout: str) -> list[str]:
 
 
 def hits_line(hits: Sequence[Any]) -> str:
-    """A search's answer: "hits N" then ROW ID HEX64 per hit."""
-    return " ".join([f"hits {len(hits)}", *(f"{h.row} {id_token(h.id)} {h64(h.score)}" for h in hits)])
+    """A search's answer: "hits N" then ROW ID CHUNK HEX64 per hit."""
+    return " ".join([f"hits {len(hits)}",
+                     *(f"{h.row} {id_token(h.id)} {h.chunk} {h64(h.score)}" for h in hits)])
+
+
+def chunk_list(passage: Any) -> list[Mapping[str, Any]]:
+    """An add's passage as its list of chunks' outputs (one mapping is one chunk)."""
+    return [passage] if isinstance(passage, Mapping) else list(passage)
 
 
 def python_answers(folder: Any, log: Sequence[tuple[Any, ...]]) -> list[str]:
@@ -167,7 +177,8 @@ def python_answers(folder: Any, log: Sequence[tuple[Any, ...]]) -> list[str]:
                 out.append(f"contains {'true' if idx.contains(op[1]) else 'false'}")
                 continue
             elif name == "search":
-                out.append(hits_line(idx.search(op[4], op[1], op[2], op[3])))
+                out.append(hits_line(idx.search(op[4], op[1], op[2], op[3],
+                                                chunks=bool(op[5]) if len(op) > 5 else False)))
                 continue
             out.append("ok")
         except WriteRefused as exc:

@@ -34,9 +34,10 @@ nonisolated public enum EdgeM3Contract {
     public static let weightCacheKeyChars = 16
     public static let indexFormatVersion = 1
     public static let hybridCandidates = 100
-    public static let indexDbVersion = 1
+    public static let indexDbVersion = 2
     public static let indexDbApplicationId = 1162687305
     public static let indexDbBusyMs = 5000
+    public static let chunkOverlapPercent = 25
     public static let specialKeys: [String] = ["bos", "pad", "eos", "unk", "mask"]
     public static let lexicalSkipKeys: [String] = ["bos", "eos", "pad", "unk"]
     public static let quants: [String] = ["fp32", "fp16", "int8", "int8-tflite214", "int4"]
@@ -45,7 +46,7 @@ nonisolated public enum EdgeM3Contract {
     public static let denseStores: [String] = ["float32", "int8"]
     public static let colbertStores: [String] = ["fp16", "int8", "none"]
     public static let tokenizerKinds: [String] = ["xlmr-sentencepiece", "wordpiece", "byte-level-bpe"]
-    public static let indexDbSchema: [String] = ["CREATE TABLE meta (key TEXT PRIMARY KEY NOT NULL, value TEXT NOT NULL)", "CREATE TABLE passages (seq INTEGER PRIMARY KEY AUTOINCREMENT, id NOT NULL UNIQUE, dense BLOB NOT NULL, dense_scale BLOB, lex_tokens BLOB NOT NULL, lex_weights BLOB NOT NULL, colbert BLOB, colbert_scale BLOB)", "CREATE TABLE removed (row INTEGER PRIMARY KEY NOT NULL)"]
+    public static let indexDbSchema: [String] = ["CREATE TABLE meta (key TEXT PRIMARY KEY NOT NULL, value TEXT NOT NULL)", "CREATE TABLE passages (seq INTEGER PRIMARY KEY AUTOINCREMENT, id NOT NULL, chunk INTEGER NOT NULL, dense BLOB NOT NULL, dense_scale BLOB, lex_tokens BLOB NOT NULL, lex_weights BLOB NOT NULL, colbert BLOB, colbert_scale BLOB, UNIQUE (id, chunk))", "CREATE TABLE removed (row INTEGER PRIMARY KEY NOT NULL)"]
     public static let indexDbMetaKeys: [String] = ["format", "format_version", "dim", "dense", "colbert", "bundle", "base", "base_sha256", "generation"]
     public static let bpeNormalizers: [String] = ["", "NFC"]
     public static let defaultModeWeights: [Double] = [1.0, 1.0, 1.0]

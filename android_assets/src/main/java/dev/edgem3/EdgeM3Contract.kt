@@ -35,9 +35,10 @@ object EdgeM3Contract {
     const val WEIGHT_CACHE_KEY_CHARS = 16
     const val INDEX_FORMAT_VERSION = 1
     const val HYBRID_CANDIDATES = 100
-    const val INDEX_DB_VERSION = 1
+    const val INDEX_DB_VERSION = 2
     const val INDEX_DB_APPLICATION_ID = 1162687305
     const val INDEX_DB_BUSY_MS = 5000
+    const val CHUNK_OVERLAP_PERCENT = 25
     val SPECIAL_KEYS: List<String> = listOf("bos", "pad", "eos", "unk", "mask")
     val LEXICAL_SKIP_KEYS: List<String> = listOf("bos", "eos", "pad", "unk")
     val QUANTS: List<String> = listOf("fp32", "fp16", "int8", "int8-tflite214", "int4")
@@ -46,7 +47,7 @@ object EdgeM3Contract {
     val DENSE_STORES: List<String> = listOf("float32", "int8")
     val COLBERT_STORES: List<String> = listOf("fp16", "int8", "none")
     val TOKENIZER_KINDS: List<String> = listOf("xlmr-sentencepiece", "wordpiece", "byte-level-bpe")
-    val INDEX_DB_SCHEMA: List<String> = listOf("CREATE TABLE meta (key TEXT PRIMARY KEY NOT NULL, value TEXT NOT NULL)", "CREATE TABLE passages (seq INTEGER PRIMARY KEY AUTOINCREMENT, id NOT NULL UNIQUE, dense BLOB NOT NULL, dense_scale BLOB, lex_tokens BLOB NOT NULL, lex_weights BLOB NOT NULL, colbert BLOB, colbert_scale BLOB)", "CREATE TABLE removed (row INTEGER PRIMARY KEY NOT NULL)")
+    val INDEX_DB_SCHEMA: List<String> = listOf("CREATE TABLE meta (key TEXT PRIMARY KEY NOT NULL, value TEXT NOT NULL)", "CREATE TABLE passages (seq INTEGER PRIMARY KEY AUTOINCREMENT, id NOT NULL, chunk INTEGER NOT NULL, dense BLOB NOT NULL, dense_scale BLOB, lex_tokens BLOB NOT NULL, lex_weights BLOB NOT NULL, colbert BLOB, colbert_scale BLOB, UNIQUE (id, chunk))", "CREATE TABLE removed (row INTEGER PRIMARY KEY NOT NULL)")
     val INDEX_DB_META_KEYS: List<String> = listOf("format", "format_version", "dim", "dense", "colbert", "bundle", "base", "base_sha256", "generation")
     val BPE_NORMALIZERS: List<String> = listOf("", "NFC")
     val DEFAULT_MODE_WEIGHTS: List<Double> = listOf(1.0, 1.0, 1.0)
