@@ -180,6 +180,16 @@ nonisolated public final class EdgeM3WritableIndex: @unchecked Sendable {  // mu
         }
     }
 
+    /// Logical rows: every surviving passage's chunks (what a search's `Hit.row` indexes).
+    public var rows: Int {
+        get throws {
+            try locked {
+                try refresh()
+                return survivors.count + passages.count
+            }
+        }
+    }
+
     public func contains(_ id: PassageID) throws -> Bool {
         try locked {
             try refresh()
