@@ -251,7 +251,9 @@ func ops(_ dir: String, _ path: String) throws {
             case "open", "reopen": _ = try open()
             case "add", "update":
                 let id = try passageID(try t.next())
-                let chunks = try (0..<t.int()).map { _ in try t.vectors() }
+                let n = try t.int()
+                guard n >= 0 else { throw OpLogError.bad("\(op): \(n) chunks") }
+                let chunks = try (0..<n).map { _ in try t.vectors() }  // none: refused by the index
                 if op == "add" { try current().add(id, chunks: chunks) } else { try current().update(id, chunks: chunks) }
             case "remove":
                 let id = try passageID(try t.next())
