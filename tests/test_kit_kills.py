@@ -28,8 +28,8 @@ from tests.test_kit_writable import SQLITE_JDBC_JAR
 from tools.bench.writable_kills import DIM, fresh, passage
 from tools.kit import retrieval_wire as wire
 
-PASSAGES = 240
-COMPACT_EVERY = 40
+PASSAGES = 600
+COMPACT_EVERY = 100
 KILLS = 5
 
 
@@ -68,19 +68,30 @@ def check_prefix(folder: Path) -> int:
     return m
 
 
-def _inserted(folder: Path) -> int | None:
-    """Rows ever inserted into the passages table, or None before the database is readable."""
-    if not (folder / INDEX_DB).exists():
-        return None
-    try:
-        con = sqlite3.connect(f"{(folder / INDEX_DB).as_uri()}?mode=ro", uri=True, timeout=0.05)
+class _Watch:
+    """Rows ever inserted into the passages table (None before the database is readable), read
+    through one read-only connection."""
+
+    def __init__(self, folder: Path) -> None:
+        self.db, self.con = folder / INDEX_DB, None
+
+    def inserted(self) -> int | None:
+        if self.con is None:
+            if not self.db.exists():
+                return None
+            try:
+                self.con = sqlite3.connect(f"{self.db.as_uri()}?mode=ro", uri=True, timeout=0.05)
+            except sqlite3.Error:
+                return None
         try:
-            row = con.execute("SELECT seq FROM sqlite_sequence WHERE name = 'passages'").fetchone()
-        finally:
-            con.close()
-    except sqlite3.Error:
-        return None
-    return int(row[0]) if row else 0
+            row = self.con.execute("SELECT seq FROM sqlite_sequence WHERE name = 'passages'").fetchone()
+        except sqlite3.Error:
+            return None
+        return int(row[0]) if row else 0
+
+    def close(self) -> None:
+        if self.con is not None:
+            self.con.close()
 
 
 def kill_loop(cmd: list[str], folder: Path, tmp: Path, seed: int) -> tuple[int, int]:
@@ -100,12 +111,14 @@ def kill_loop(cmd: list[str], folder: Path, tmp: Path, seed: int) -> tuple[int, 
             target = rng.randint(1, rows_left)
             deadline = time.monotonic() + 120
             start = None
+            watch = _Watch(folder)
             while proc.poll() is None and time.monotonic() < deadline:
-                seq = _inserted(folder)
+                seq = watch.inserted()
                 start = seq if start is None and seq is not None else start
                 if start is not None and seq is not None and seq - start >= target:
                     break
-                time.sleep(0.001)
+                time.sleep(0.0005)
+            watch.close()
             if proc.poll() is None:
                 proc.send_signal(signal.SIGKILL)
                 landed += 1
