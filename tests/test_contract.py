@@ -161,6 +161,17 @@ def test_kits_spell_no_contract_value() -> None:
     assert len(kit_sources) > 10 and not offenders, offenders
 
 
+def test_line_breaks_are_what_splitlines_splits_on() -> None:
+    """contract.LINE_BREAKS (escaped by both kits' exception constructors, issue 38) is exactly the
+    set of characters str.splitlines splits on, and every escape is one line of printable ASCII."""
+    splits = {chr(i) for i in range(0x110000) if len(f"a{chr(i)}b".splitlines()) == 2}
+    assert set(c.LINE_BREAKS) == splits and len(c.LINE_BREAKS) == len(splits)
+    for ch in c.LINE_BREAKS:
+        escaped = c.escape_line_breaks(f"x{ch}y")
+        assert escaped.splitlines() == [escaped] and escaped.isascii() and escaped.isprintable()
+    assert c.escape_line_breaks("a\r\nb\u2028") == "a\\r\\nb\\u2028"
+
+
 def _imports(path: Path, module: str) -> set[str]:
     """Every edge_m3 module `module` imports, at top level or inside functions."""
     out = set()

@@ -37,7 +37,12 @@ def test_error_kinds_are_generated_into_both_kits() -> None:
         assert f'{kind.upper()}("{kind}")' in kt
         assert f'= "{kind}"' in sw
     assert "class EdgeM3CancelledException(message: String, cause: Throwable? = null) : " \
-           "java.util.concurrent.CancellationException(message), EdgeM3Failure" in kt
+           "java.util.concurrent.CancellationException(EdgeM3Contract.escapeLineBreaks(message)), " \
+           "EdgeM3Failure" in kt
+    # Every message one line by construction (issue 38): the base class and Swift's init escape it.
+    assert "RuntimeException(EdgeM3Contract.escapeLineBreaks(message), cause)" in kt
+    assert "self.message = EdgeM3Contract.escapeLineBreaks(message)" in \
+        (SWIFT / "ManifestRules.swift").read_text(encoding="utf-8")
     for kind, name in contract.KIT_EXCEPTION_CLASSES.items():
         assert f"EdgeM3ErrorKind.{kind.upper()} -> {name}(" in kt
     for mode in contract.SCORE_MODES:

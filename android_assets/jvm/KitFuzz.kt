@@ -67,7 +67,9 @@ class KitFuzz(private val fuzzDir: File) {
         val sb = StringBuilder()
         for (i in 0 until m.size) {
             val cps = m.piece(i).codePoints().toArray().joinToString(",") { Integer.toHexString(it) }
-            sb.append(cps).append(' ').append(String.format("%08x", java.lang.Float.floatToRawIntBits(m.scores[i])))
+            // NaN as "nan", as Python and Swift write it (Python's float64 round trip need not keep its payload)
+            val bits = if (m.scores[i].isNaN()) "nan" else String.format("%08x", java.lang.Float.floatToRawIntBits(m.scores[i]))
+            sb.append(cps).append(' ').append(bits)
               .append(' ').append(m.types[i]).append('\n')
         }
         sb.append("charsmap ").append(hex(m.charsmap)).append('\n')
@@ -245,7 +247,7 @@ fun main(args: Array<String>) {
             "accepted " + fuzz.run(target, data)
         } catch (e: EdgeM3Exception) {
             val msg = e.message ?: ""
-            if (msg.isBlank() || msg.any { it in "\n\u000b\u000c\r\u0085\u2028\u2029" }) "violation the refusal is not one line: ${msg.take(300).replace("\n", "\\n")}"
+            if (msg.isBlank() || msg.any { it in EdgeM3Contract.LINE_BREAK_ESCAPES }) "violation the refusal is not one line: ${msg.take(300).replace("\n", "\\n")}"
             else "refused ${e.kind.wire} ${msg.take(200)}"
         } catch (e: Throwable) {  // the contract: nothing but an EdgeM3Exception may escape a reader
             "violation ${e.javaClass.name}: ${(e.message ?: "").take(300).replace("\n", "\\n")} at ${e.stackTrace.take(4).joinToString(" < ")}"

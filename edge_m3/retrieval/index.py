@@ -601,6 +601,11 @@ def _check_layout(idx: Index, where: str) -> None:
                 or a[_PW].shape != p or (len(rows) and (rows.min() < 0 or rows.max() >= n)) \
                 or (np.diff(tokens) <= 0).any():  # searched by bisection
             bad = ["sparse"]
+        elif len(rows) > 1:  # a posting's rows strictly ascending, as `postings` writes them (issue 38:
+            within = np.ones(len(rows) - 1, bool)  # a row twice in one was summed once here, twice by the kits)
+            within[off[1:-1][(off[1:-1] > 0) & (off[1:-1] < len(rows))] - 1] = False
+            if (within & (np.diff(rows) <= 0)).any():
+                bad = ["sparse_rows"]
     if bad:
         raise EdgeM3Error(f"{where}: inconsistent arrays ({', '.join(bad)}); refusing a corrupt index")
 

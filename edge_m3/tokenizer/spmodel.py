@@ -104,6 +104,7 @@ def _expect(field: int, wire: int, want: int, what: str) -> None:
 
 
 _F32 = struct.Struct("<f")
+_INT32_MAX = 2**31 - 1
 
 
 def _piece(buf: bytes, start: int, end: int) -> tuple[str, float, int]:
@@ -134,6 +135,8 @@ def _piece(buf: bytes, start: int, end: int) -> tuple[str, float, int]:
             (score,) = _F32.unpack(value)
         elif field == _TYPE:
             _expect(field, wire, _VARINT, "type")
+            if value > _INT32_MAX:  # an enum is an int32 (issue 38: the kits' Int; -1 is 2^64 - 1 here)
+                raise ModelFileError(f"a piece type {value} is past int32")
             kind = value
     if not piece:
         raise ModelFileError("a piece has no string")

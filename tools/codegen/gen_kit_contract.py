@@ -77,6 +77,32 @@ KOTLIN_CACHE_NAME = """\
         val key = runtimeKey.map { if (it in 'a'..'z' || it in 'A'..'Z' || it in '0'..'9' || it == '.' ||
             it == '_') it else '_' }.joinToString("")
         return modelSha256.take(WEIGHT_CACHE_KEY_CHARS) + "-" + key + WEIGHT_CACHE_SUFFIX"""
+# contract.escape_line_breaks in each kit's language: every message of an EdgeM3Exception (Kotlin) or
+# an EdgeM3Error (Swift) goes through it, so a refusal is one line whatever the file held.
+KOTLIN_ESCAPE = """\
+    fun escapeLineBreaks(message: String): String {
+        if (message.none { it in LINE_BREAK_ESCAPES }) return message
+        val out = StringBuilder(message.length + 16)
+        for (ch in message) out.append(LINE_BREAK_ESCAPES[ch] ?: ch.toString())
+        return out.toString()"""
+SWIFT_ESCAPE = """\
+    public static func escapeLineBreaks(_ message: String) -> String {
+        guard message.unicodeScalars.contains(where: { lineBreakEscapes[$0] != nil }) else { return message }
+        var out = String.UnicodeScalarView()
+        for u in message.unicodeScalars {
+            if let e = lineBreakEscapes[u] { out.append(contentsOf: e.unicodeScalars) } else { out.append(u) }
+        }
+        return String(out)"""
+
+
+KOTLIN_CHAR, SWIFT_SCALAR = "'\\u%04x'", '"\\u{%x}"'  # a character literal, by code point
+
+
+def _line_break_escapes(char: str, sep: str) -> str:
+    """contract.LINE_BREAKS -> their escapes, as a Kotlin or Swift map's entries (`char`: KOTLIN_CHAR...)."""
+    return ", ".join(f"{char % ord(ch)}{sep}{_q(c.escape_line_breaks(ch))}" for ch in c.LINE_BREAKS)
+
+
 SWIFT_CACHE_NAME = """\
     public static func weightCacheName(modelSha256: String, runtimeKey: String) -> String {
         let key = String(runtimeKey.map { ($0.isASCII && ($0.isLetter || $0.isNumber)) || $0 == "." ||
@@ -115,8 +141,9 @@ def kotlin_errors() -> str:
               "interface EdgeM3Failure {", "    val kind: EdgeM3ErrorKind", "}", "",
               f"/** {c.KIT_ERROR_KINDS['invalid_input']} "
               "Every other kind but `cancelled` is a subclass. */",
+              "// The message's line breaks escaped (EdgeM3Contract.escapeLineBreaks): a refusal is one line.",
               f"open class {base}(message: String, cause: Throwable? = null) : "
-              "RuntimeException(message, cause), "
+              "RuntimeException(EdgeM3Contract.escapeLineBreaks(message), cause), "
               "EdgeM3Failure {",
               "    override val kind: EdgeM3ErrorKind get() = EdgeM3ErrorKind.INVALID_INPUT", "",
               "    companion object {",
@@ -133,7 +160,8 @@ def kotlin_errors() -> str:
         lines += ["", f"/** {doc} */"]
         if k == "cancelled":
             lines += [f"class {name}(message: String, cause: Throwable? = null) : "
-                      "java.util.concurrent.CancellationException(message), EdgeM3Failure {",
+                      "java.util.concurrent.CancellationException(EdgeM3Contract.escapeLineBreaks(message)), "
+                      "EdgeM3Failure {",
                       "    init {", "        if (cause != null) initCause(cause)", "    }", "",
                       f"    override val kind: EdgeM3ErrorKind get() = EdgeM3ErrorKind.{k.upper()}", "}"]
         else:
@@ -169,6 +197,12 @@ def kotlin() -> str:
     lines[-1] = lines[-1].rstrip(",")
     lines += ["    )", "", f"    /** {_doc(c.weight_cache_name)} */",
               *KOTLIN_CACHE_NAME.splitlines(),
+              "    }", "",
+              "    /** What Python's str.splitlines splits on (contract.LINE_BREAKS), each with its escape. */",
+              "    val LINE_BREAK_ESCAPES: Map<Char, String> = mapOf("
+              f"{_line_break_escapes(KOTLIN_CHAR, ' to ')})", "",
+              f"    /** {_doc(c.escape_line_breaks)} */",
+              *KOTLIN_ESCAPE.splitlines(),
               "    }", "}", "",
               "/** A score mode (contract.SCORE_MODES): what `Retrieval.score` and `EdgeM3Index.search` "
               "take, as an enum. */",
@@ -203,6 +237,12 @@ def swift() -> str:
     lines += [f"        {_q(r.name)}: {_q(r.oldest_litert)}," for r in c.RECIPES.values()]
     lines += ["    ]", "", f"    /// {_doc(c.weight_cache_name)}",
               *SWIFT_CACHE_NAME.splitlines(),
+              "    }", "",
+              "    /// What Python's str.splitlines splits on (contract.LINE_BREAKS), each with its escape.",
+              "    public static let lineBreakEscapes: [Unicode.Scalar: String] = ["
+              f"{_line_break_escapes(SWIFT_SCALAR, ': ')}]", "",
+              f"    /// {_doc(c.escape_line_breaks)}",
+              *SWIFT_ESCAPE.splitlines(),
               "    }", "}", "",
               "/// Live outputs vs golden.json on a device: the same file on another CPU differs by kernel",
               "/// rounding only (ids, signature and post-processing always compare exactly).",

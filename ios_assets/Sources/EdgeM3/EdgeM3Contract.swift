@@ -85,6 +85,19 @@ nonisolated public enum EdgeM3Contract {
             $0 == "_" ? $0 : "_" })
         return String(modelSha256.prefix(weightCacheKeyChars)) + "-" + key + weightCacheSuffix
     }
+
+    /// What Python's str.splitlines splits on (contract.LINE_BREAKS), each with its escape.
+    public static let lineBreakEscapes: [Unicode.Scalar: String] = ["\u{a}": "\\n", "\u{d}": "\\r", "\u{b}": "\\x0b", "\u{c}": "\\x0c", "\u{1c}": "\\x1c", "\u{1d}": "\\x1d", "\u{1e}": "\\x1e", "\u{85}": "\\x85", "\u{2028}": "\\u2028", "\u{2029}": "\\u2029"]
+
+    /// `message` with every line break escaped as Python's repr escapes it: one line.
+    public static func escapeLineBreaks(_ message: String) -> String {
+        guard message.unicodeScalars.contains(where: { lineBreakEscapes[$0] != nil }) else { return message }
+        var out = String.UnicodeScalarView()
+        for u in message.unicodeScalars {
+            if let e = lineBreakEscapes[u] { out.append(contentsOf: e.unicodeScalars) } else { out.append(u) }
+        }
+        return String(out)
+    }
 }
 
 /// Live outputs vs golden.json on a device: the same file on another CPU differs by kernel

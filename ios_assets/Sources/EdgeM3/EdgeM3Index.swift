@@ -93,12 +93,19 @@ nonisolated public final class EdgeM3Index: @unchecked Sendable {
         colbertStore = try field(tree, "colbert", "")
         guard EdgeM3Contract.denseStores.contains(denseStore) else { throw EdgeM3Error("\(w): dense store \(denseStore) unknown") }
         guard EdgeM3Contract.colbertStores.contains(colbertStore) else { throw EdgeM3Error("\(w): colbert store \(colbertStore) unknown") }
-        // null: built without a bundle (Python's Index), so queries cannot be checked against one.
-        let bundleTree = tree["bundle"] as? [String: Any] ?? [:]
-        guard tree["bundle"] is NSNull || tree["bundle"] is [String: Any] else { throw EdgeM3Error("\(w): bundle must be an object or null") }
+        // Absent or null: built without a bundle (Python's Index), so queries cannot be checked against
+        // one; present, it names the model and tokenizer by strings (as Python's BundleIdentity).
+        let rawBundle = tree["bundle"].flatMap { $0 is NSNull ? nil : $0 }
+        let bundleKeys = ["model_file", "model_sha256", "tokenizer_file", "tokenizer_sha256"]
+        if let raw = rawBundle {
+            guard let b = raw as? [String: Any], bundleKeys.allSatisfy({ b[$0] is String }) else {
+                throw EdgeM3Error("\(folder.path): bundle: needs \(bundleKeys.joined(separator: ", ")) (strings)")
+            }
+        }
+        let bundleTree = rawBundle as? [String: Any] ?? [:]
         bundle = bundleTree.compactMapValues { $0 as? String }
         if let bundleFiles {
-            guard !(tree["bundle"] is NSNull) else { throw EdgeM3Error("\(w): records no bundle, so queries cannot be checked against it") }
+            guard rawBundle != nil else { throw EdgeM3Error("\(w): records no bundle, so queries cannot be checked against it") }
             for key in ["model", "tokenizer"] {
                 let file: String = try field(bundleTree, "\(key)_file", "bundle.")
                 let sha: String = try field(bundleTree, "\(key)_sha256", "bundle.")
@@ -149,8 +156,15 @@ nonisolated public final class EdgeM3Index: @unchecked Sendable {
                 throw EdgeM3Error("\(w): arrays.\(name): \(got) \(gotShape), expected \(dtype) \(shape)")
             }
             guard let m = mapped[file] else { throw EdgeM3Error("\(w): arrays.\(name): \(file) is not among the files with a sha256") }
-            let bytes = shape.reduce(1, *) * itemSize[dtype]!
-            guard m.size == bytes else { throw EdgeM3Error("\(m.url.path): \(m.size) bytes, shape \(gotShape) needs \(bytes)") }
+            // Checked: a shape of 2^63 (NSNumber's intValue: Int.min) trapped on overflow here (issue 38).
+            var bytes = itemSize[dtype]!, overflow = false
+            for d in shape {
+                let (r, o) = bytes.multipliedReportingOverflow(by: d)
+                (bytes, overflow) = (r, overflow || o || d < 0)
+            }
+            guard !overflow, m.size == bytes else {
+                throw EdgeM3Error("\(m.url.path): \(m.size) bytes, shape \(gotShape) needs \(overflow ? "more than \(Int.max)" : String(bytes))")
+            }
             return m.base
         }
         func required(_ name: String, _ dtype: String, _ shape: [Int]) throws -> UnsafeRawPointer? {
@@ -161,6 +175,8 @@ nonisolated public final class EdgeM3Index: @unchecked Sendable {
             guard let o = arrays[name] as? [String: Any], let n = (o["shape"] as? [NSNumber])?.first?.intValue else {
                 throw EdgeM3Error("\(w): arrays.\(name) missing")
             }
+            // Past Int32 no file here holds it (and n + 1 must not overflow): refused, as by Python and Kotlin.
+            guard n >= 0, n <= Int(Int32.max) else { throw EdgeM3Error("\(w): arrays.\(name).shape \(n) out of range") }
             return n
         }
 
@@ -181,6 +197,11 @@ nonisolated public final class EdgeM3Index: @unchecked Sendable {
         }
         for i in 0..<p where postRows![i] < 0 || Int(postRows![i]) >= count {
             throw EdgeM3Error("\(folder.path): sparse_rows out of range; the index is corrupt")
+        }
+        for k in 0..<t {  // a posting's rows strictly ascending, as Python's `postings` writes them
+            for i in (Int(offsets[k]) + 1)..<max(Int(offsets[k]) + 1, Int(offsets[k + 1])) where postRows![i - 1] >= postRows![i] {
+                throw EdgeM3Error("\(folder.path): sparse_rows not ascending within a token; the index is corrupt")
+            }
         }
         (sparseTokens, sparseOffsets, sparseRows) = (tokens, offsets, postRows)
         if colbertStore != "none" {

@@ -11,9 +11,12 @@ import Foundation
 nonisolated public struct EdgeM3Error: Error, CustomStringConvertible, Equatable, Sendable {
     public let kind: EdgeM3ErrorKind
     public let message: String
+    /// `message`'s line breaks are escaped (EdgeM3Contract.escapeLineBreaks, generated from
+    /// contract.LINE_BREAKS: what Python's str.splitlines splits on), so a refusal is one line
+    /// whatever string from a file it holds.
     public init(_ message: String, kind: EdgeM3ErrorKind = .invalidInput) {
         self.kind = kind
-        self.message = message
+        self.message = EdgeM3Contract.escapeLineBreaks(message)
     }
     public var description: String { message }
 }

@@ -1,8 +1,12 @@
 import Foundation
 
 // The fields of sentencepiece.bpe.model that tokenization needs, read straight from the protobuf
-// wire format (no protobuf library): ModelProto.pieces (piece, score, type) and
-// normalizer_spec.precompiled_charsmap. Everything else in the file is skipped.
+// wire format (no protobuf library): ModelProto.pieces (piece, score, type),
+// trainer_spec.model_type and normalizer_spec.precompiled_charsmap. Everything else in the file is
+// skipped. What it refuses is what edge_m3/tokenizer/spmodel.py refuses (issue 38's differential):
+// field number 0 or a wire type 3, 4, 6, 7 in any message it reads (the model, a piece, trainer_spec,
+// normalizer_spec), a known field of the wrong wire type, a field past its message, no pieces, a
+// model type other than unigram.
 // The same reader as android_assets/src/main/java/dev/edgem3/SentencePieceModel.kt.
 
 /// Pieces as code points (one pool), their float32 scores and types, and the charsmap bytes.
@@ -12,6 +16,9 @@ nonisolated struct SentencePieceModel {
     static let unknown = 2
     static let control = 3
     static let userDefined = 4
+    // sentencepiece_model.proto: TrainerSpec.ModelType
+    static let unigram: UInt64 = 1
+    static let modelTypes: [UInt64: String] = [1: "unigram", 2: "bpe", 3: "word", 4: "char"]
 
     /// Code points of piece `i`: `codePoints[starts[i] ..< starts[i + 1]]`.
     let codePoints: [UInt32]
@@ -42,6 +49,11 @@ nonisolated struct SentencePieceModel {
 
 nonisolated private struct ProtoError: Error { let message: String }
 
+/// A known field of the wrong wire type (Python's spmodel._expect).
+nonisolated private func expect(_ field: UInt64, _ wire: Int, _ want: Int, _ what: String) throws {
+    if wire != want { throw ProtoError(message: "\(what) (field \(field)) has wire type \(wire), expected \(want)") }
+}
+
 nonisolated private struct ProtoParser {
     let b: [UInt8]
     var pool: [UInt32] = []
@@ -49,8 +61,12 @@ nonisolated private struct ProtoParser {
     var scores: [Float] = []
     var types: [Int] = []
     var charsmap: [UInt8] = []
+    var modelType = SentencePieceModel.unigram
+    var modelTypeWide = false  // a varint past 64 bits: not unigram (Python reads it whole)
     /// The position after the last varint or length read.
     var next = 0
+    /// Whether the last varint read held bits past 64 (Python's reader keeps them).
+    var wide = false
 
     init(b: [UInt8]) {
         self.b = b
@@ -59,17 +75,30 @@ nonisolated private struct ProtoParser {
 
     mutating func model() throws -> SentencePieceModel {
         try fields(0, b.count, "model") { p, field, wire, pos in
-            if field == 1 && wire == 2 {  // pieces
+            if field == 1 {  // pieces
+                try expect(field, wire, 2, "pieces")
                 let end = try p.lengthEnd(pos)
                 try p.piece(p.next, end)
                 return end
             }
-            if field == 3 && wire == 2 {  // normalizer_spec
+            if field == 2 {  // trainer_spec
+                try expect(field, wire, 2, "trainer_spec")
+                let end = try p.lengthEnd(pos)
+                try p.trainer(p.next, end)
+                return end
+            }
+            if field == 3 {  // normalizer_spec
+                try expect(field, wire, 2, "normalizer_spec")
                 let end = try p.lengthEnd(pos)
                 try p.normalizer(p.next, end)
                 return end
             }
             return -1
+        }
+        if scores.isEmpty { throw ProtoError(message: "no pieces") }
+        if modelType != SentencePieceModel.unigram || modelTypeWide {
+            let name = modelTypeWide ? "past 2^64" : SentencePieceModel.modelTypes[modelType] ?? String(modelType)
+            throw ProtoError(message: "model type \(name), expected unigram (XLM-R's)")
         }
         starts.append(pool.count)
         return SentencePieceModel(codePoints: pool, starts: starts, scores: scores, types: types, charsmap: charsmap)
@@ -83,9 +112,10 @@ nonisolated private struct ProtoParser {
         while pos < end {
             let key = try varint(pos)
             // Field number 0 is not protobuf (issue 38: Python refused it, the kits skipped it).
-            if key >> 3 == 0 { throw ProtoError(message: "field number 0 at byte \(pos)") }
+            if key >> 3 == 0 && !wide { throw ProtoError(message: "field number 0 at byte \(pos)") }
             let wire = Int(key & 7), at = next
-            let after = try field(&self, key >> 3, wire, at)
+            // A number past 64 bits is no known field: never truncated into one.
+            let after = try field(&self, wide ? UInt64.max : key >> 3, wire, at)
             pos = after >= 0 ? after : try skip(next, wire, end)
             if pos > end { throw ProtoError(message: "\(what) field past its message at byte \(pos)") }
         }
@@ -93,11 +123,13 @@ nonisolated private struct ProtoParser {
 
     mutating func varint(_ start: Int) throws -> UInt64 {
         var pos = start, shift: UInt64 = 0, out: UInt64 = 0
+        wide = false
         while true {
             if pos >= b.count || shift > 63 { throw ProtoError(message: "truncated varint at byte \(start)") }
             let c = b[pos]
             pos += 1
             out |= UInt64(c & 0x7F) << shift
+            if shift == 63 && c & 0x7E != 0 { wide = true }
             if c < 0x80 { break }
             shift += 7
         }
@@ -135,7 +167,8 @@ nonisolated private struct ProtoParser {
         var score: Float = 0
         var type = SentencePieceModel.normal
         try fields(start, end, "piece") { p, field, wire, pos in
-            if field == 1 && wire == 2 {
+            if field == 1 {
+                try expect(field, wire, 2, "piece")
                 let stop = try p.lengthEnd(pos)
                 p.pool.removeSubrange(pieceStart...)  // proto2: the last value wins
                 if stop <= end && !Utf8.decode(p.b, p.next, stop, into: &p.pool) {
@@ -143,12 +176,19 @@ nonisolated private struct ProtoParser {
                 }
                 return stop
             }
-            if field == 2 && wire == 5 {
+            if field == 2 {
+                try expect(field, wire, 5, "score")
                 if pos + 4 <= end { score = Float(bitPattern: p.fixed32(pos)) }
                 return pos + 4
             }
-            if field == 3 && wire == 0 {
-                type = Int(truncatingIfNeeded: try p.varint(pos))
+            if field == 3 {
+                try expect(field, wire, 0, "type")
+                let v = try p.varint(pos)
+                // An enum is an int32: a larger varint (-1 is 2^64 - 1) is refused, as by Python.
+                if p.wide || v > UInt64(Int32.max) {
+                    throw ProtoError(message: "a piece type \(v)\(p.wide ? "+" : "") is past int32")
+                }
+                type = Int(v)
                 return p.next
             }
             return -1
@@ -160,10 +200,24 @@ nonisolated private struct ProtoParser {
         types.append(type)
     }
 
+    /// TrainerSpec: model_type = 3 (enum, UNIGRAM default); the rest is not used by the reference.
+    mutating func trainer(_ start: Int, _ end: Int) throws {
+        try fields(start, end, "trainer_spec") { p, field, wire, pos in
+            if field == 3 {
+                try expect(field, wire, 0, "trainer_spec.model_type")
+                p.modelType = try p.varint(pos)
+                p.modelTypeWide = p.wide
+                return p.next
+            }
+            return -1
+        }
+    }
+
     /// NormalizerSpec: precompiled_charsmap = 2 (bytes); the rest is not used by the reference.
     mutating func normalizer(_ start: Int, _ end: Int) throws {
         try fields(start, end, "normalizer") { p, field, wire, pos in
-            if field == 2 && wire == 2 {
+            if field == 2 {
+                try expect(field, wire, 2, "normalizer_spec.precompiled_charsmap")
                 let stop = try p.lengthEnd(pos)
                 if stop <= end { p.charsmap = Array(p.b[p.next..<stop]) }
                 return stop

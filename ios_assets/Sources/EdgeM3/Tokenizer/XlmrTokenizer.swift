@@ -87,6 +87,14 @@ nonisolated public final class XlmrTokenizer: EdgeM3Tokenizer {
             throw EdgeM3Error("\(file): \(n) pieces map past the manifest's vocab_size \(vocabSize) " +
                                  "(wrong SentencePiece model?)")
         }
+        // The model's embedding table has vocab_size rows: a special id past it reads past it (issue 38;
+        // edge_m3.tokenizer.Tokenizer refuses the same).
+        let outside = EdgeM3Contract.specialKeys.filter { specialIds[$0]! < 0 || specialIds[$0]! >= vocabSize }
+        if !outside.isEmpty {
+            throw EdgeM3Error("\(EdgeM3Contract.manifest): tokenizer special_ids {"
+                              + outside.map { "'\($0)': \(specialIds[$0]!)" }.joined(separator: ", ")
+                              + "} lie outside vocab_size \(vocabSize)")
+        }
         let odd = (3..<n).filter { m.types[$0] == SentencePieceModel.control || m.types[$0] == SentencePieceModel.userDefined }
         if !odd.isEmpty || spUnkId != 0 {
             throw EdgeM3Error("\(file): not an XLM-R SentencePiece model (control or user-defined pieces " +

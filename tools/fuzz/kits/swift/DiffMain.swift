@@ -98,7 +98,7 @@ enum DiffMain {
                     line = "accepted "
                 }
             } catch let e as EdgeM3Error {
-                line = e.message.isEmpty || e.message.contains(where: { $0.isNewline })
+                line = e.message.isEmpty || e.message.unicodeScalars.contains(where: { EdgeM3Contract.lineBreakEscapes[$0] != nil })
                     ? "violation the refusal is not one line: \(e.message.prefix(300))"
                     : "refused \(e.kind.rawValue) \(e.message.prefix(200))"
             } catch {

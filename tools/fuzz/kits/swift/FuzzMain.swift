@@ -29,7 +29,7 @@ public func fuzzTestOneInput(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int3
     do {
         try fuzzTarget!(bytes)
     } catch let e as EdgeM3Error {
-        if e.message.isEmpty || e.message.contains(where: { $0.isNewline }) || EdgeM3ErrorKind(rawValue: e.kind.rawValue) == nil {
+        if e.message.isEmpty || e.message.unicodeScalars.contains(where: { EdgeM3Contract.lineBreakEscapes[$0] != nil }) || EdgeM3ErrorKind(rawValue: e.kind.rawValue) == nil {
             fatalError("\(fuzzName): the refusal is not one line: \(e.message.prefix(300).debugDescription)")
         }
     } catch {

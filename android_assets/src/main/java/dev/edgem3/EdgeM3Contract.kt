@@ -89,6 +89,17 @@ object EdgeM3Contract {
             it == '_') it else '_' }.joinToString("")
         return modelSha256.take(WEIGHT_CACHE_KEY_CHARS) + "-" + key + WEIGHT_CACHE_SUFFIX
     }
+
+    /** What Python's str.splitlines splits on (contract.LINE_BREAKS), each with its escape. */
+    val LINE_BREAK_ESCAPES: Map<Char, String> = mapOf('\u000a' to "\\n", '\u000d' to "\\r", '\u000b' to "\\x0b", '\u000c' to "\\x0c", '\u001c' to "\\x1c", '\u001d' to "\\x1d", '\u001e' to "\\x1e", '\u0085' to "\\x85", '\u2028' to "\\u2028", '\u2029' to "\\u2029")
+
+    /** `message` with every line break escaped as Python's repr escapes it: one line. */
+    fun escapeLineBreaks(message: String): String {
+        if (message.none { it in LINE_BREAK_ESCAPES }) return message
+        val out = StringBuilder(message.length + 16)
+        for (ch in message) out.append(LINE_BREAK_ESCAPES[ch] ?: ch.toString())
+        return out.toString()
+    }
 }
 
 /** A score mode (contract.SCORE_MODES): what `Retrieval.score` and `EdgeM3Index.search` take, as an enum. */

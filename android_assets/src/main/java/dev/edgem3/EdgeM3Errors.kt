@@ -33,7 +33,8 @@ interface EdgeM3Failure {
 }
 
 /** Bad input: a manifest, a text, an option, a call the kit cannot make. Every other kind but `cancelled` is a subclass. */
-open class EdgeM3Exception(message: String, cause: Throwable? = null) : RuntimeException(message, cause), EdgeM3Failure {
+// The message's line breaks escaped (EdgeM3Contract.escapeLineBreaks): a refusal is one line.
+open class EdgeM3Exception(message: String, cause: Throwable? = null) : RuntimeException(EdgeM3Contract.escapeLineBreaks(message), cause), EdgeM3Failure {
     override val kind: EdgeM3ErrorKind get() = EdgeM3ErrorKind.INVALID_INPUT
 
     companion object {
@@ -70,7 +71,7 @@ class EdgeM3ClosedException(message: String, cause: Throwable? = null) : EdgeM3E
 }
 
 /** The caller cancelled (a coroutine's Job, a Swift Task) before the next model call. */
-class EdgeM3CancelledException(message: String, cause: Throwable? = null) : java.util.concurrent.CancellationException(message), EdgeM3Failure {
+class EdgeM3CancelledException(message: String, cause: Throwable? = null) : java.util.concurrent.CancellationException(EdgeM3Contract.escapeLineBreaks(message)), EdgeM3Failure {
     init {
         if (cause != null) initCause(cause)
     }

@@ -220,6 +220,9 @@ class EdgeM3Index private constructor(
     }
 
     companion object {
+        /** What index.json's `bundle` entry must hold as strings when present (as Python's BundleIdentity). */
+        private val BUNDLE_KEYS = listOf("model_file", "model_sha256", "tokenizer_file", "tokenizer_sha256")
+
         /** The best `k` of items 0..n-1 by `score`: score descending, then item ascending. */
         internal inline fun top(k: Int, n: Int, score: (Int) -> Double): List<Hit> {
             val m = minOf(k, n)
@@ -289,7 +292,13 @@ class EdgeM3Index private constructor(
             if (denseStore !in EdgeM3Contract.DENSE_STORES) throw EdgeM3Exception("$w: dense store $denseStore unknown")
             if (colbertStore !in EdgeM3Contract.COLBERT_STORES) throw EdgeM3Exception("$w: colbert store $colbertStore unknown")
             // null: built without a bundle (Python's Index), so queries cannot be checked against one.
-            val bundle = tree["bundle"]?.let { JsonTree.obj(it, "$w: bundle") } ?: emptyMap()
+            // Present, it names the model and tokenizer by strings (edge_m3.retrieval.index.BundleIdentity).
+            val bundle = tree["bundle"]?.let { b ->
+                if (b !is Map<*, *> || BUNDLE_KEYS.any { b[it] !is String }) {
+                    throw EdgeM3Exception("$dir: bundle: needs ${BUNDLE_KEYS.joinToString(", ")} (strings)")
+                }
+                JsonTree.obj(b, "$w: bundle")
+            } ?: emptyMap()
             if (bundleFiles != null) {
                 if (tree["bundle"] == null) throw EdgeM3Exception("$w: records no bundle, so queries cannot be checked against it")
                 for (key in listOf("model", "tokenizer")) {
@@ -366,6 +375,11 @@ class EdgeM3Index private constructor(
             checkOffsets(offsets, p, "$dir/sparse_offsets")
             for (i in 1 until t.toInt()) if (tokens.get(i - 1) >= tokens.get(i)) throw EdgeM3Exception("$dir: sparse_tokens not ascending; the index is corrupt")
             for (i in 0 until p.toInt()) if (rows.get(i) !in 0 until count) throw EdgeM3Exception("$dir: sparse_rows out of range; the index is corrupt")
+            for (k in 0 until t.toInt()) {  // a posting's rows strictly ascending, as Python's `postings` writes them
+                for (i in offsets.get(k).toInt() + 1 until offsets.get(k + 1).toInt()) {
+                    if (rows.get(i - 1) >= rows.get(i)) throw EdgeM3Exception("$dir: sparse_rows not ascending within a token; the index is corrupt")
+                }
+            }
             var colbertOffsets: LongBuffer? = null
             var colbert: ByteBuffer? = null
             var colbertScale: FloatBuffer? = null

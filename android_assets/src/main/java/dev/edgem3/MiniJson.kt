@@ -95,6 +95,8 @@ object MiniJson {
                 if (pos >= s.length) throw error("unterminated string")
                 val c = s[pos++]
                 if (c == '"') return sb.toString()
+                // JSON has no raw control characters in strings; Python's json and Swift's refuse them (issue 38)
+                if (c < ' ') throw error("control character ${quoted(c.toString())} in a string")
                 if (c != '\\') { sb.append(c); continue }
                 if (pos >= s.length) throw error("unterminated escape")
                 val e = s[pos++]

@@ -1,8 +1,12 @@
 package dev.edgem3
 
 // The fields of sentencepiece.bpe.model that tokenization needs, read straight from the protobuf
-// wire format (no protobuf library): ModelProto.pieces (piece, score, type) and
-// normalizer_spec.precompiled_charsmap. Everything else in the file is skipped.
+// wire format (no protobuf library): ModelProto.pieces (piece, score, type),
+// trainer_spec.model_type and normalizer_spec.precompiled_charsmap. Everything else in the file is
+// skipped. What it refuses is what edge_m3/tokenizer/spmodel.py refuses (issue 38's differential):
+// field number 0 or a wire type 3, 4, 6, 7 in any message it reads (the model, a piece, trainer_spec,
+// normalizer_spec), a known field of the wrong wire type, a field past its message, no pieces, a
+// model type other than unigram.
 // Written for Kotlin 1.3+ (what CI compiles with): no newer stdlib calls.
 
 /** Pieces as code points (one pool), their float32 scores and types, and the charsmap bytes. */
@@ -26,6 +30,10 @@ class SentencePieceModel internal constructor(
         const val CONTROL = 3
         const val USER_DEFINED = 4
 
+        // sentencepiece_model.proto: TrainerSpec.ModelType
+        private const val UNIGRAM = 1L
+        private val MODEL_TYPES = mapOf(1L to "unigram", 2L to "bpe", 3L to "word", 4L to "char")
+
         /** Parses the model file; any malformed byte is an EdgeM3Exception naming `where`. */
         fun parse(bytes: ByteArray, where: String): SentencePieceModel {
             try {
@@ -46,22 +54,37 @@ class SentencePieceModel internal constructor(
         var types = IntArray(1024)
         var n = 0
         var charsmap = ByteArray(0)
+        var modelType = UNIGRAM
+        var modelTypeWide = false  // a varint past 64 bits: not unigram (Python reads it whole)
 
         fun model(): SentencePieceModel {
             fields(0, b.size, "model") { field, wire, pos ->
-                when {
-                    field == 1 && wire == 2 -> {  // pieces
+                when (field) {
+                    1 -> {  // pieces
+                        expect(field, wire, 2, "pieces")
                         val end = lengthEnd(pos)
                         piece(next, end)
                         end
                     }
-                    field == 3 && wire == 2 -> {  // normalizer_spec
+                    2 -> {  // trainer_spec
+                        expect(field, wire, 2, "trainer_spec")
+                        val end = lengthEnd(pos)
+                        trainer(next, end)
+                        end
+                    }
+                    3 -> {  // normalizer_spec
+                        expect(field, wire, 2, "normalizer_spec")
                         val end = lengthEnd(pos)
                         normalizer(next, end)
                         end
                     }
                     else -> -1
                 }
+            }
+            if (n == 0) throw ProtoException("no pieces")
+            if (modelType != UNIGRAM || modelTypeWide) {
+                val name = if (modelTypeWide) "past 2^64" else MODEL_TYPES[modelType] ?: java.lang.Long.toUnsignedString(modelType)
+                throw ProtoException("model type $name, expected unigram (XLM-R's)")
             }
             if (n + 1 > starts.size) starts = starts.copyOf(n + 1)
             starts[n] = poolEnd
@@ -71,6 +94,13 @@ class SentencePieceModel internal constructor(
 
         // ---- wire format: `next` is the position after the last varint read
         var next = 0
+        /** Whether the last varint read held bits past 64 (Python's reader keeps them). */
+        var wide = false
+
+        /** A known field of the wrong wire type (Python's spmodel._expect). */
+        fun expect(field: Int, wire: Int, want: Int, what: String) {
+            if (wire != want) throw ProtoException("$what (field $field) has wire type $wire, expected $want")
+        }
 
         /** Calls `field(number, wireType, pos)` for each field of the message in `b[start until end]`: it
          *  returns the position after the field, or -1 to skip it. */
@@ -79,9 +109,11 @@ class SentencePieceModel internal constructor(
             while (pos < end) {
                 val key = varint(pos)
                 // Field number 0 is not protobuf (issue 38: Python refused it, the kits skipped it).
-                if (key ushr 3 == 0L) throw ProtoException("field number 0 at byte $pos")
+                if (key ushr 3 == 0L && !wide) throw ProtoException("field number 0 at byte $pos")
                 val wire = (key and 7L).toInt()
-                val after = field((key ushr 3).toInt(), wire, next)
+                // A number past Int (or past 64 bits) is no known field: never truncated into one.
+                val number = if (wide || key ushr 3 > Int.MAX_VALUE.toLong()) -1 else (key ushr 3).toInt()
+                val after = field(number, wire, next)
                 pos = if (after >= 0) after else skip(next, wire, end)
                 if (pos > end) throw ProtoException("$what field past its message at byte $pos")
             }
@@ -91,10 +123,12 @@ class SentencePieceModel internal constructor(
             var pos = start
             var shift = 0
             var out = 0L
+            wide = false
             while (true) {
                 if (pos >= b.size || shift > 63) throw ProtoException("truncated varint at byte $start")
                 val c = b[pos++].toInt() and 0xFF
                 out = out or ((c and 0x7F).toLong() shl shift)
+                if (shift == 63 && c and 0x7E != 0) wide = true
                 if (c < 0x80) break
                 shift += 7
             }
@@ -136,19 +170,27 @@ class SentencePieceModel internal constructor(
             var score = 0f
             var type = NORMAL
             fields(start, end, "piece") { field, wire, pos ->
-                when {
-                    field == 1 && wire == 2 -> {
+                when (field) {
+                    1 -> {
+                        expect(field, wire, 2, "piece")
                         val stop = lengthEnd(pos)
                         poolEnd = pieceStart  // proto2: the last value wins
                         if (stop <= end) utf8(next, stop)
                         stop
                     }
-                    field == 2 && wire == 5 -> {
+                    2 -> {
+                        expect(field, wire, 5, "score")
                         if (pos + 4 <= end) score = java.lang.Float.intBitsToFloat(fixed32(pos))
                         pos + 4
                     }
-                    field == 3 && wire == 0 -> {
-                        type = varint(pos).toInt()
+                    3 -> {
+                        expect(field, wire, 0, "type")
+                        val v = varint(pos)
+                        // An enum is an int32: a larger varint (-1 is 2^64 - 1) is refused, as by Python.
+                        if (wide || v < 0 || v > Int.MAX_VALUE.toLong()) {
+                            throw ProtoException("a piece type ${java.lang.Long.toUnsignedString(v)}${if (wide) "+" else ""} is past int32")
+                        }
+                        type = v.toInt()
                         next
                     }
                     else -> -1
@@ -162,10 +204,25 @@ class SentencePieceModel internal constructor(
             n++
         }
 
+        /** TrainerSpec: model_type = 3 (enum, UNIGRAM default); the rest is not used by the reference. */
+        fun trainer(start: Int, end: Int) {
+            fields(start, end, "trainer_spec") { field, wire, pos ->
+                if (field == 3) {
+                    expect(field, wire, 0, "trainer_spec.model_type")
+                    modelType = varint(pos)
+                    modelTypeWide = wide
+                    next
+                } else {
+                    -1
+                }
+            }
+        }
+
         /** NormalizerSpec: precompiled_charsmap = 2 (bytes); the rest is not used by the reference. */
         fun normalizer(start: Int, end: Int) {
             fields(start, end, "normalizer") { field, wire, pos ->
-                if (field == 2 && wire == 2) {
+                if (field == 2) {
+                    expect(field, wire, 2, "normalizer_spec.precompiled_charsmap")
                     val stop = lengthEnd(pos)
                     if (stop <= end) charsmap = b.copyOfRange(next, stop)
                     stop

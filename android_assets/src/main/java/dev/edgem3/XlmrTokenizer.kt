@@ -88,6 +88,14 @@ class XlmrTokenizer(modelBytes: ByteArray, override val spec: TokenizerSpec, ove
             throw EdgeM3Exception("${spec.file}: $n pieces map past the manifest's vocab_size ${spec.vocabSize} " +
                 "(wrong SentencePiece model?)")
         }
+        // The model's embedding table has vocab_size rows: a special id past it reads past it (issue 38;
+        // edge_m3.tokenizer.Tokenizer refuses the same).
+        val outside = EdgeM3Contract.SPECIAL_KEYS.filter { spec.special[it] !in 0 until spec.vocabSize }
+        if (outside.isNotEmpty()) {
+            throw EdgeM3Exception("${EdgeM3Contract.MANIFEST}: tokenizer special_ids " +
+                outside.joinToString(", ", "{", "}") { "'$it': ${spec.special[it]}" } +
+                " lie outside vocab_size ${spec.vocabSize}")
+        }
         val odd = ArrayList<Int>()
         for (i in 3 until n) {
             val type = model.types[i]
