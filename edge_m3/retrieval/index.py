@@ -528,6 +528,11 @@ class Index:
             idx.arrays[name] = (np.memmap(f, dtype=dtype, mode="r", shape=shape) if need
                                 else np.zeros(shape, dtype))
         _check_layout(idx, where)
+        # float32 dense and fp16 ColBERT values finite: checked with the sha256 (which reads every
+        # byte anyway); an index opened unverified is trusted to hold what Index.add writes
+        floats = [x for x in ("dense", "colbert") if x in idx.arrays and idx.arrays[x].dtype != np.int8]
+        if verify and not all(_finite(idx.arrays[x]) for x in floats):
+            raise EdgeM3Error(f"{where}: a stored vector is not finite; refusing a corrupt index")
         return idx
 
 
@@ -606,8 +611,26 @@ def _check_layout(idx: Index, where: str) -> None:
             within[off[1:-1][(off[1:-1] > 0) & (off[1:-1] < len(rows))] - 1] = False
             if (within & (np.diff(rows) <= 0)).any():
                 bad = ["sparse_rows"]
+    if not bad:  # scales are max|x| / 127 (> 0) and weights > 0: anything else is not ours (issue 38:
+        # a negative scale made an error bound negative and a row vanish from Python's hits only)
+        bad = [x for x in ("dense_scale", "colbert_scale", _PW) if x in a and len(a[x]) and not _positive(a[x])]
     if bad:
         raise EdgeM3Error(f"{where}: inconsistent arrays ({', '.join(bad)}); refusing a corrupt index")
+
+
+def _positive(x: np.ndarray) -> bool:
+    """Every value finite and > 0 (read in blocks: the array may be memory-mapped)."""
+    for start in range(0, len(x), 1 << 20):
+        b = np.asarray(x[start:start + (1 << 20)], np.float32)
+        if not (np.isfinite(b) & (b > 0)).all():
+            return False
+    return True
+
+
+def _finite(x: np.ndarray) -> bool:
+    """Every value finite (read in blocks: the array may be memory-mapped)."""
+    step = max(1, (1 << 22) // max(1, int(np.prod(x.shape[1:]))))
+    return all(np.isfinite(np.asarray(x[start:start + step])).all() for start in range(0, len(x), step))
 
 
 # float16 bits -> float32, exact: numpy's own float16 conversion is about 10x slower than a lookup.
