@@ -174,8 +174,8 @@ private fun ops(dir: File, file: File) {
             "open", "reopen" -> { { open(); "ok" } }
             "add", "update" -> {
                 val id = parseId(t.next())
-                val v = t.vectors()
-                val f = { if (op == "add") need().add(id, v) else need().update(id, v); "ok" }
+                val chunks = List(t.int()) { t.vectors() }  // N = 0: refused by the index
+                val f = { if (op == "add") need().add(id, chunks) else need().update(id, chunks); "ok" }
                 f
             }
             "remove" -> {
@@ -194,11 +194,16 @@ private fun ops(dir: File, file: File) {
                 val k = t.int()
                 val mode = t.next()
                 val weights = DoubleArray(3) { t.f64() }
+                val chunks = when (val scope = t.next()) {
+                    "passages" -> false
+                    "chunks" -> true
+                    else -> throw EdgeM3Exception("bad search scope \"$scope\"")
+                }
                 val q = t.vectors()
                 val f = {
                     val x = need()
-                    val hits = x.search(q, k, mode, weights)
-                    "hits ${hits.size}" + hits.joinToString("") { " ${it.row} ${idToken(x.id(it.row))} ${hex(it.score)}" }
+                    val hits = x.search(q, k, mode, weights, chunks)
+                    "hits ${hits.size}" + hits.joinToString("") { " ${it.row} ${idToken(x.id(it.row))} ${it.chunk} ${hex(it.score)}" }
                 }
                 f
             }
