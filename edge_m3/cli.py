@@ -169,6 +169,9 @@ def _retrieval_parsers(sub: argparse._SubParsersAction, runtimes: dict) -> None:
     ix.add_argument("--colbert", default=None, choices=COLBERT_STORES,
                     help="ColBERT vectors: fp16 (the default when the bundle has a ColBERT head), int8 "
                          "(scale per vector) or none (the default without one)")
+    ix.add_argument("--no-chunk", dest="chunk", action="store_false",
+                    help="truncate a passage longer than the largest signature (default: split it into "
+                         "overlapping chunks, each a row; search ranks a passage by its best chunk)")
     ix.add_argument("--id-column", default="id", help="JSON lines / Parquet: the id column")
     ix.add_argument("--text-column", default="text", help="JSON lines / Parquet: the text column")
     ix.add_argument("--runtime", default="litert", choices=list(runtimes))
@@ -185,6 +188,9 @@ def _retrieval_parsers(sub: argparse._SubParsersAction, runtimes: dict) -> None:
     se.add_argument("--bundle", type=Path, default=None,
                     help="the bundle that embeds the queries (default: the one the index records); "
                          "it must hold the index's model")
+    se.add_argument("--chunks", action="store_true",
+                    help="the best chunks, as [id, chunk, score], not the best passages ([id, score], "
+                         "each passage by its best chunk)")
     se.add_argument("--out", type=Path, default=None, help="write JSON lines here instead of stdout")
     se.add_argument("--runtime", default="litert", choices=list(runtimes))
     se.add_argument("--threads", type=int, default=None)
@@ -195,6 +201,8 @@ def _retrieval_parsers(sub: argparse._SubParsersAction, runtimes: dict) -> None:
     ad.add_argument("corpus", type=Path, help="as `index` reads it: text lines, .jsonl or Parquet")
     ad.add_argument("--bundle", type=Path, default=None,
                     help="the bundle that embeds (default: the one the index records)")
+    ad.add_argument("--no-chunk", dest="chunk", action="store_false",
+                    help="truncate a passage longer than the largest signature (default: its chunks)")
     ad.add_argument("--id-column", default="id", help="JSON lines / Parquet: the id column")
     ad.add_argument("--text-column", default="text", help="JSON lines / Parquet: the text column")
     ad.add_argument("--runtime", default="litert", choices=list(runtimes))
@@ -213,7 +221,8 @@ def _write_opts(a: argparse.Namespace) -> WriteOptions:
 
     if a.command == "add":
         return WriteOptions(index=a.index, source=a.corpus, runtime=RUNTIMES[a.runtime], bundle=a.bundle,
-                            threads=_threads(a.threads), id_column=a.id_column, text_column=a.text_column)
+                            threads=_threads(a.threads), id_column=a.id_column, text_column=a.text_column,
+                            chunk=a.chunk)
     return WriteOptions(index=a.index, source=getattr(a, "ids", None))
 
 
@@ -223,7 +232,7 @@ def _index(a: argparse.Namespace) -> IndexOptions:
 
     return IndexOptions(bundle=a.bundle, corpus=a.corpus, out=a.out, runtime=RUNTIMES[a.runtime],
                         dense=a.dense, colbert=a.colbert, threads=_threads(a.threads),
-                        id_column=a.id_column, text_column=a.text_column)
+                        id_column=a.id_column, text_column=a.text_column, chunk=a.chunk)
 
 
 def _search(a: argparse.Namespace) -> SearchOptions:
@@ -241,7 +250,8 @@ def _search(a: argparse.Namespace) -> SearchOptions:
         except ValueError:
             raise OptionError("weights", a.weights, "must be three numbers: dense,sparse,colbert") from None
     return SearchOptions(index=a.index, queries=a.queries, runtime=RUNTIMES[a.runtime], mode=a.mode, k=a.k,
-                         out=a.out, bundle=a.bundle, weights=weights, threads=_threads(a.threads))
+                         out=a.out, bundle=a.bundle, weights=weights, threads=_threads(a.threads),
+                         chunks=a.chunks)
 
 
 # --------------------------------------------------------------------------- the other commands

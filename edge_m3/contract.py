@@ -807,8 +807,9 @@ INDEX_DB_BUSY_MS = 5000
 INDEX_DB_META_KEYS = ("format", "format_version", "dim", "dense", "colbert", "bundle", "base",
                       "base_sha256", "generation")
 # The tables, created in this order in one transaction. One passages row per chunk: a passage's
-# chunks are 0, 1, ... in seq order (docs/index-format.md, "Passages and chunks"). `id` has no declared type (SQLite's BLOB
-# affinity): an integer id and a text id stay what they are, 1 and "1" are two ids. A passage's
+# chunks are 0, 1, ... in consecutive seqs (docs/index-format.md, "Passages and chunks"). `id`
+# has no declared type (SQLite's BLOB affinity): an integer id and a text id stay what they
+# are, 1 and "1" are two ids. A passage's
 # vectors are stored as the index stores them (little-endian): dense float32 [D] or int8 [D]
 # codes with dense_scale float32 [1]; lex_tokens int32 [n] ascending and lex_weights float32 [n];
 # colbert float16 [m, D] or int8 [m, D] codes with colbert_scale float32 [m]; NULL without ColBERT.

@@ -305,9 +305,12 @@ def test_index_and_search_commands(tiny_bundles: dict[str, Path], tmp_path: Path
     queries.write_text("cat on a mat\nbarking dogs\n", encoding="utf-8")
     ix = tmp_path / "ix"
     assert main(["index", str(bundle), str(corpus), "--out", str(ix), "--colbert", "int8", "-q"]) == 0
-    assert "1 row(s)" in capsys.readouterr().err  # the blank line
+    err = capsys.readouterr().err
+    assert "1 row(s)" in err  # the blank line
     index = Index.load(ix)
-    assert index.ids == [0, 2, 3, 4]
+    # the tiny bundle's largest signature is 8 tokens: longer passages are split into chunks
+    assert list(dict.fromkeys(index.ids)) == [0, 2, 3, 4] and index.passages == 4
+    assert len(index) > 4 and "were split into chunks" in err
     pipe = DevicePipeline(load_bundle(bundle), RUNTIMES["litert"], threads=1)
     qs = [pipe.embed(t) for t in ("cat on a mat", "barking dogs")]
     for mode in SCORE_MODES:
@@ -318,6 +321,10 @@ def test_index_and_search_commands(tiny_bundles: dict[str, Path], tmp_path: Path
         assert [ln["query"] for ln in lines] == [0, 1]
         for line, q in zip(lines, qs, strict=True):
             assert line["hits"] == [[h.id, h.score] for h in index.search(q, 3, mode)], mode
+        assert main(["search", str(ix), "--queries", str(queries), "--mode", mode, "--k", "3",
+                     "--chunks", "--out", str(tmp_path / f"{mode}-chunks.jsonl")]) == 0
+        for line, q in zip(_jsonl(tmp_path / f"{mode}-chunks.jsonl"), qs, strict=True):
+            assert line["hits"] == [[h.id, h.chunk, h.score] for h in index.search(q, 3, mode, chunks=True)]
     # k past the end: every passage, and a note
     assert main(["search", str(ix), "--queries", str(queries), "--k", "50"]) == 0
     got = capsys.readouterr()

@@ -8,6 +8,7 @@ import json
 import os
 import sqlite3
 import subprocess
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from edge_m3.contract import INDEX_BASE_PREFIX, INDEX_DB, INDEX_MANIFEST, SCORE_MODES
+from edge_m3.contract import INDEX_BASE_PREFIX, INDEX_DB, INDEX_DB_VERSION, INDEX_MANIFEST, SCORE_MODES
 from edge_m3.errors import EdgeM3Error
 from edge_m3.retrieval.index import BundleIdentity, Index
 from edge_m3.retrieval.writable import WritableIndex, WriteRefused, open_index
@@ -58,32 +59,50 @@ def expected(log: list[tuple[Any, ...]], dense: str, colbert: str) -> list[str]:
             if "colbert" in op[2] and colbert == "none":
                 out.append("error invalid_input")
                 continue
-            out.append(hits_line(fresh(live, dense, colbert).search(op[4], op[1], op[2], op[3])))
+            out.append(hits_line(by_definition(fresh(live, dense, colbert), op)))
             continue
         out.append("ok")
     return out
 
 
+def by_definition(idx: Index, op: tuple[Any, ...]) -> list[Any]:
+    """A search's hits by docs/index-format.md's words, on a fresh build: the row search with
+    k * P (P the most chunks of a passage), then each id's first hit, the first k of them."""
+    rows = idx.search(op[4], op[1], op[2], op[3], chunks=True)
+    if len(op) > 5 and op[5]:
+        return rows
+    most = max(Counter(idx.ids).values(), default=1)
+    seen: set[Any] = set()
+    out = []
+    for h in idx.search(op[4], op[1] * most, op[2], op[3], chunks=True):
+        if h.id not in seen:
+            seen.add(h.id)
+            out.append(h)
+    return out[:op[1]]
+
+
 ids = st.one_of(st.integers(-3, 12), st.sampled_from(["a", "b", "1", "", "é", "文"]))
+seeds = st.one_of(st.integers(0, 10**6), st.lists(st.integers(0, 10**6), min_size=1, max_size=3))
 weights = st.sampled_from([(1.0, 1.0, 1.0), (0.4, 0.2, 0.4), (1.0, 0.0, 0.5)])
 op = st.one_of(
-    st.tuples(st.just("add"), ids, st.integers(0, 10**6)),
-    st.tuples(st.just("update"), ids, st.integers(0, 10**6)),
+    st.tuples(st.just("add"), ids, seeds),
+    st.tuples(st.just("update"), ids, seeds),
     st.tuples(st.just("remove"), ids),
     st.tuples(st.just("search"), st.integers(1, 12), st.sampled_from(SCORE_MODES), weights,
-              st.integers(0, 10**6)),
+              st.integers(0, 10**6), st.booleans()),
     st.just(("compact",)), st.just(("reopen",)), st.just(("count",)), st.tuples(st.just("contains"), ids),
 )
 
 
 def materialize(raw: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
-    """Seeds made into outputs (Hypothesis shrinks the seeds, not the arrays)."""
+    """Seeds made into outputs (Hypothesis shrinks the seeds, not the arrays); a list of seeds is
+    a passage of that many chunks."""
     out = []
     for o in raw:
         if o[0] in ("add", "update"):
-            out.append((o[0], o[1], passage(o[2])))
+            out.append((o[0], o[1], passage(o[2]) if isinstance(o[2], int) else [passage(x) for x in o[2]]))
         elif o[0] == "search":
-            out.append(("search", o[1], o[2], o[3], passage(o[4] + 7)))
+            out.append(("search", o[1], o[2], o[3], passage(o[4] + 7), o[5]))
         else:
             out.append(o)
     return out
@@ -192,17 +211,27 @@ def _db(folder: Path) -> sqlite3.Connection:
     return sqlite3.connect(folder / INDEX_DB, isolation_level=None)
 
 
-@pytest.mark.parametrize("case", ["newer", "foreign", "other_base", "garbage", "blob", "meta", "removed_row"])
+@pytest.mark.parametrize("case", ["newer", "older", "foreign", "other_base", "garbage", "blob", "meta",
+                                  "removed_row", "chunk_order", "chunk_twice"])
 def test_bad_databases_are_refused(case: str, tmp_path: Path) -> None:
-    """A database from a newer edge-m3, another program, another base, a corrupt file or a
-    malformed row: one line, never a crash."""
+    """A database from a newer or older edge-m3, another program, another base, a corrupt file,
+    a malformed row or chunks out of order: one line, never a crash."""
     folder = base_folder(tmp_path / "ix", 6, "float32", "fp16")
     w = WritableIndex.open(folder)
     w.add("x", passage(1))
     w.close()
     db = _db(folder)
     if case == "newer":
-        db.execute("UPDATE meta SET value = '2' WHERE key = 'format_version'")
+        db.execute("UPDATE meta SET value = ? WHERE key = 'format_version'", (str(INDEX_DB_VERSION + 1),))
+    elif case == "older":
+        db.execute("UPDATE meta SET value = '1' WHERE key = 'format_version'")
+    elif case == "chunk_order":
+        db.execute("UPDATE passages SET chunk = 1")
+    elif case == "chunk_twice":  # a second passage row "x" 0 after another id's row
+        cols = "dense, dense_scale, lex_tokens, lex_weights, colbert, colbert_scale"
+        db.execute(f"INSERT INTO passages (id, chunk, {cols}) SELECT 'y', 0, {cols} FROM passages")
+        db.execute(f"INSERT INTO passages (id, chunk, {cols}) SELECT 'x', 1, {cols} FROM passages "
+                   "WHERE id = 'x'")
     elif case == "foreign":
         db.execute("PRAGMA application_id = 7")
     elif case == "other_base":
@@ -221,8 +250,8 @@ def test_bad_databases_are_refused(case: str, tmp_path: Path) -> None:
     with pytest.raises(EdgeM3Error) as err:
         WritableIndex.open(folder)
     assert "\n" not in str(err.value) and str(folder) in str(err.value)
-    if case == "newer":
-        assert "newer" in str(err.value)
+    if case in ("newer", "older"):
+        assert case in str(err.value)
 
 
 def test_another_bundles_database_is_refused(tmp_path: Path) -> None:

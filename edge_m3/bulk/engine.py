@@ -188,6 +188,19 @@ class BulkEmbedder:
             kept.append(r)
         return kept, encs, bad
 
+    def encode_chunks(self, rows: Sequence[Row]) -> tuple[list[Row], list[list[Encoded]], list[Rejected]]:
+        """Each text's chunks (DevicePipeline.encode_chunks: a long passage split, not truncated);
+        a text the tokenizer refuses is rejected with its row."""
+        kept, encs, bad = [], [], []
+        for r in rows:
+            try:
+                encs.append(self.pipe.encode_chunks(r.text))
+            except EdgeM3Error as exc:
+                bad.append(Rejected(r.row, r.id, str(exc)))
+                continue
+            kept.append(r)
+        return kept, encs, bad
+
     def embed(self, rows: Sequence[Row], encs: Sequence[Encoded],
               progress: Callable[[int], None] | None = None) -> Embedded:
         """The chunk's outputs, in the rows' order."""

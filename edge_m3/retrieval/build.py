@@ -13,7 +13,7 @@ import itertools
 import json
 import sys
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -49,6 +49,7 @@ class IndexOptions:
     threads: int | None = None
     id_column: str = "id"  # JSON lines / Parquet
     text_column: str = "text"
+    chunk: bool = True  # a passage past the largest signature: its chunks (False: truncated)
 
 
 @dataclass(frozen=True)
@@ -64,20 +65,28 @@ class SearchOptions:
     bundle: Path | None = None  # None: the bundle path the index records
     weights: tuple[float, float, float] | None = None  # dense, sparse, colbert; None: compute_score's
     threads: int | None = None
+    chunks: bool = False  # the best chunks (rows), not the best passages
 
 
-def embed_passages(embedder: Any, rows: Iterable[Any], rejected: list[Any],
-                   chunk: int = 256) -> Iterator[tuple[Any, dict[str, Any]]]:
-    """(id, outputs an index stores) per passage, through the bulk engine (edge_m3.bulk.engine:
-    the same DevicePipeline steps, one single-threaded model per thread over length-sorted
-    chunks), so an index is built as fast as `embed --out`. A text the tokenizer refuses joins
-    `rejected` with its row."""
+def embed_passages(embedder: Any, rows: Iterable[Any], rejected: list[Any], batch: int = 256,
+                   split: bool = True, truncated: list[Any] | None = None,
+                   ) -> Iterator[tuple[Any, list[dict[str, Any]]]]:
+    """(id, the outputs an index stores for each of its chunks) per passage, through the bulk
+    engine (edge_m3.bulk.engine: the same DevicePipeline steps, one single-threaded model per
+    thread over length-sorted batches), so an index is built as fast as `embed --out`. A text
+    the tokenizer refuses joins `rejected` with its row. `split=False`: the first chunk only (the
+    text truncated), its row added to `truncated` when it had more."""
     it = iter(rows)
-    while part := list(itertools.islice(it, chunk)):
-        kept, encs, bad = embedder.encode(part)
+    while part := list(itertools.islice(it, batch)):
+        kept, chunked, bad = embedder.encode_chunks(part)
         rejected.extend(bad)
-        for row, out in zip(kept, embedder.run(encs), strict=True):
-            yield row.id, {k: out[k] for k in _KEEP if k in out}
+        if not split:
+            if truncated is not None:
+                truncated.extend(r for r, c in zip(kept, chunked, strict=True) if len(c) > 1)
+            chunked = [c[:1] for c in chunked]
+        outs = iter(embedder.run([e for c in chunked for e in c]))
+        for row, c in zip(kept, chunked, strict=True):
+            yield row.id, [{k: out[k] for k in _KEEP if k in out} for out in itertools.islice(outs, len(c))]
 
 
 def _unique_rows(corpus: Any, rejected: list[Any]) -> Iterator[Any]:
@@ -171,14 +180,15 @@ def cmd_index(opts: IndexOptions, quiet: bool = False) -> int:
     index = Index(bundle.manifest.hidden_size, opts.dense, colbert,
                   BundleIdentity.of(bundle, embedder.pipe.entry.format))
     t0 = time.perf_counter()
-    done, batch, ids = 0, [], []
+    done, batch, ids, truncated = 0, [], [], []
     with embedder, _progress("index", total, quiet or total < 2) as progress:
         task = progress.add_task("index", total=total, rate="")
-        for pid, out in embed_passages(embedder, itertools.chain([first], stream), rejected):
-            batch.append(out)
-            ids.append(pid)
+        for pid, chunks in embed_passages(embedder, itertools.chain([first], stream), rejected,
+                                          split=opts.chunk, truncated=truncated):
+            batch.extend(chunks)
+            ids.extend([pid] * len(chunks))
             done += 1
-            if len(batch) == 256:
+            if len(batch) >= 256:
                 index.add(batch, ids)
                 batch, ids = [], []
             elapsed = time.perf_counter() - t0
@@ -192,15 +202,26 @@ def cmd_index(opts: IndexOptions, quiet: bool = False) -> int:
         first = rejected[0]
         sys.stderr.write(f"{len(rejected)} row(s) of {opts.corpus} skipped (first: row {first.row}: "
                          f"{first.reason})\n")
-    sys.stderr.write(f"{len(index)} passage(s) in {seconds:.2f} s: {len(index) / max(seconds, 1e-9):.1f} "
+    _say_chunks(index.passages, len(index), truncated, embedder.pipe.lengths[-1])
+    sys.stderr.write(f"{done} passage(s) in {seconds:.2f} s: {done / max(seconds, 1e-9):.1f} "
                      f"texts/s ({opts.runtime.name}); index written to {opts.out}\n")
     return 0
+
+
+def _say_chunks(passages: int, rows: int, truncated: Sequence[Any], longest: int) -> None:
+    """One line on how long passages were taken: split into chunks, or truncated (--no-chunk)."""
+    if rows > passages:
+        sys.stderr.write(f"{rows - passages} more row(s) than passages: passages longer than {longest} "
+                         "tokens were split into chunks (search ranks each passage by its best)\n")
+    if truncated:
+        sys.stderr.write(f"{len(truncated)} passage(s) longer than {longest} tokens were truncated "
+                         f"(--no-chunk; first: row {truncated[0].row})\n")
 
 
 def cmd_search(opts: SearchOptions) -> int:
     """One JSON line per query: {"query": i, "hits": [[passage_id, score], ...]}, best first."""
     from edge_m3.harness.inputs import read_texts
-    from edge_m3.retrieval.writable import open_index
+    from edge_m3.retrieval.writable import WritableIndex, open_index
 
     if opts.mode not in SCORE_MODES:
         raise OptionError("mode", opts.mode, f"unknown (choose from {', '.join(SCORE_MODES)})")
@@ -227,10 +248,11 @@ def cmd_search(opts: SearchOptions) -> int:
     def lines() -> Iterator[str]:
         for i, text in enumerate(queries):
             q = pipe.embed(text)
-            hits = index.search(q, opts.k, opts.mode, opts.weights)
+            hits = index.search(q, opts.k, opts.mode, opts.weights, chunks=opts.chunks)
             if opts.mode == "sparse" and not hits:
                 no_token.append(i)
-            yield json.dumps({"query": i, "hits": [[h.id, h.score] for h in hits]}, ensure_ascii=False)
+            got = [[h.id, h.chunk, h.score] if opts.chunks else [h.id, h.score] for h in hits]
+            yield json.dumps({"query": i, "hits": got}, ensure_ascii=False)
 
     emit: Callable[[Iterator[str]], None]
     if opts.out is not None:
@@ -244,8 +266,11 @@ def cmd_search(opts: SearchOptions) -> int:
     if no_token:
         sys.stderr.write(f"{len(no_token)} query(ies) share no token with the index (no sparse hits), "
                          f"first: query {no_token[0]}\n")
-    if opts.k > len(index) and len(index):
-        sys.stderr.write(f"k {opts.k} > {len(index)} passages in the index: at most {len(index)} hits\n")
+    n = (len(index) if isinstance(index, WritableIndex) else index.passages) if not opts.chunks else (
+        index.rows if isinstance(index, WritableIndex) else len(index))
+    if opts.k > n and n:
+        sys.stderr.write(f"k {opts.k} > {n} {'rows' if opts.chunks else 'passages'} in the index: at most "
+                         f"{n} hits\n")
     return 0
 
 
@@ -282,6 +307,7 @@ class WriteOptions:
     threads: int | None = None
     id_column: str = "id"
     text_column: str = "text"
+    chunk: bool = True  # add: a passage past the largest signature as its chunks (False: truncated)
 
 
 def _writable(path: Path) -> Any:
@@ -311,14 +337,15 @@ def cmd_add(opts: WriteOptions, quiet: bool = False) -> int:
     rejected: list[Rejected] = []
     passages = functools.partial(_unique_rows, corpus, rejected)
 
-    before = len(index)
+    before, rows_before = len(index), index.rows
     t0 = time.perf_counter()
-    done, batch = 0, []
+    done, batch, truncated = 0, [], []
     embedder = BulkEmbedder(bundle, opts.runtime, opts.threads or DEVICE_THREADS, outputs)
     with embedder, _progress("add", total, quiet or total < 2) as progress:
         task = progress.add_task("add", total=total, rate="")
-        for pid, out in embed_passages(embedder, passages(), rejected):
-            batch.append((pid, out))
+        for pid, chunks in embed_passages(embedder, passages(), rejected, split=opts.chunk,
+                                          truncated=truncated):
+            batch.append((pid, chunks))
             done += 1
             if len(batch) == 256:
                 index.add_many(batch, replace=True)
@@ -333,6 +360,8 @@ def cmd_add(opts: WriteOptions, quiet: bool = False) -> int:
         sys.stderr.write(f"{len(rejected)} row(s) of {opts.source} skipped (first: row {first.row}: "
                          f"{first.reason})\n")
     after = len(index)
+    if index.rows - rows_before > after - before or truncated:
+        _say_chunks(after, index.rows, truncated, embedder.pipe.lengths[-1])
     sys.stderr.write(f"{done} passage(s) added or updated in {time.perf_counter() - t0:.2f} s "
                      f"({after - before} new); {after} in {opts.index}\n")
     index.close()

@@ -48,11 +48,36 @@ _PW = INDEX_POSTING_WEIGHTS  # the postings' weights array
 
 @dataclass(frozen=True)
 class Hit:
-    """One search result: the passage's row in the index, its id, its exact score."""
+    """One search result: the row in the index, its passage's id, its exact score, and which
+    chunk of the passage the row is (0 for a passage of one chunk)."""
 
     row: int
     id: PassageId
     score: float
+    chunk: int = 0
+
+
+def chunk_numbers(ids: Sequence[PassageId]) -> tuple[np.ndarray, int]:
+    """Each row's chunk number (rows sharing an id are one passage's chunks, in row order) and
+    the most chunks of one passage (docs/index-format.md, "Passages and chunks")."""
+    seen: dict[PassageId, int] = {}
+    out = np.zeros(len(ids), np.int64)
+    for r, pid in enumerate(ids):
+        out[r] = seen[pid] = seen.get(pid, -1) + 1
+    return out, (max(seen.values()) + 1 if seen else 0)
+
+
+def best_per_passage(hits: Iterable[Hit], k: int) -> list[Hit]:
+    """The first (best) hit of each id, the first k of them: a passage ranked by its best chunk."""
+    out: list[Hit] = []
+    seen: set[PassageId] = set()
+    for h in hits:
+        if h.id not in seen:
+            seen.add(h.id)
+            out.append(h)
+            if len(out) == k:
+                break
+    return out
 
 
 @dataclass(frozen=True)
@@ -150,11 +175,24 @@ class Index:
         self.arrays: dict[str, np.ndarray] = {}
         self._pending: list[tuple[np.ndarray, dict[int, float], np.ndarray | None]] = []
         self._norms: dict[str, np.ndarray] = {}
+        self._chunks: tuple[np.ndarray, int] | None = None
         self.path: Path | None = None
         self._freeze()
 
     def __len__(self) -> int:
+        """Rows (a chunked passage has several; `passages` counts ids)."""
         return len(self.ids)
+
+    @property
+    def passages(self) -> int:
+        """The number of passages (distinct ids)."""
+        return len(set(self.ids)) if self.chunk_counts()[1] > 1 else len(self.ids)
+
+    def chunk_counts(self) -> tuple[np.ndarray, int]:
+        """Each row's chunk number and the most chunks of one passage (chunk_numbers), cached."""
+        if self._chunks is None:
+            self._chunks = chunk_numbers(self.ids)
+        return self._chunks
 
     @property
     def has_colbert(self) -> bool:
@@ -167,6 +205,7 @@ class Index:
         they are checked against each other as a loaded index's are."""
         idx = cls(dim, dense, colbert, bundle)
         idx.ids, idx.arrays = list(ids), {k: v for k, v in arrays.items() if k in INDEX_ARRAYS}
+        idx._chunks = None
         _check_layout(idx, "arrays")
         return idx
 
@@ -194,6 +233,7 @@ class Index:
                     raise EdgeM3Error("ColBERT vectors must be finite")
             self._pending.append((dense, lex, col))
         self.ids.extend(ids)
+        self._chunks = None
 
     def _freeze(self) -> None:
         """Fold pending passages into the arrays (docs/index-format.md's layout); stored rows keep
@@ -353,10 +393,23 @@ class Index:
     # ------------------------------------------------------------------ search
 
     def search(self, query: Mapping[str, Any], k: int = 10, mode: str = "dense",
-               weights: Sequence[float] | None = None, exclude: np.ndarray | None = None) -> list[Hit]:
-        """The best `k` passages for `query` (pipeline outputs) by `mode`: docs/index-format.md.
-        `exclude`: a boolean mask of rows to leave out (a writable index's removed rows), as if
-        they were not there."""
+               weights: Sequence[float] | None = None, exclude: np.ndarray | None = None,
+               chunks: bool = False) -> list[Hit]:
+        """The best `k` passages for `query` (pipeline outputs) by `mode`, each by its best chunk;
+        `chunks`: the best `k` rows instead (docs/index-format.md, "Search" and "Passages and
+        chunks"). `exclude`: a boolean mask of rows to leave out (a writable index's removed
+        rows), as if they were not there."""
+        search_args(k, mode, weights, self.has_colbert)
+        numbers, most = self.chunk_counts()
+        if chunks or most <= 1:
+            return self._row_search(query, k, mode, weights, exclude)
+        if exclude is not None and np.shape(exclude) == (len(self.ids),) and np.any(exclude):
+            most = chunk_numbers([p for p, x in zip(self.ids, exclude, strict=True) if not x])[1]
+        return best_per_passage(self._row_search(query, k * max(most, 1), mode, weights, exclude), k)
+
+    def _row_search(self, query: Mapping[str, Any], k: int, mode: str,
+                    weights: Sequence[float] | None, exclude: np.ndarray | None) -> list[Hit]:
+        """The best `k` rows (docs/index-format.md, "Search")."""
         signals, w = search_args(k, mode, weights, self.has_colbert)
         query = _as_query(query, signals)
         self._freeze()
@@ -384,7 +437,9 @@ class Index:
             rows = alive[sel]
         else:
             rows, scores = self._hybrid(mode, query, qd, qc, k, w, dead)
-        return [Hit(int(r), self.ids[int(r)], float(s)) for r, s in zip(rows, scores, strict=True)]
+        numbers = self.chunk_counts()[0]
+        return [Hit(int(r), self.ids[int(r)], float(s), int(numbers[int(r)]))
+                for r, s in zip(rows, scores, strict=True)]
 
     def _dense_top(self, q: np.ndarray, k: int,
                    dead: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
@@ -453,7 +508,7 @@ class Index:
                                   "corrupt index")
         idx = cls.__new__(cls)
         idx.dim, idx.dense_store, idx.colbert_store, idx.bundle = m["dim"], m["dense"], m["colbert"], ident
-        idx._pending, idx._norms, idx.path = [], {}, path
+        idx._pending, idx._norms, idx.path, idx._chunks = [], {}, path, None
         try:
             idx.ids = json.loads((path / INDEX_IDS).read_text(encoding="utf-8"))
         except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:

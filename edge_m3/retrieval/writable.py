@@ -42,11 +42,27 @@ from edge_m3.contract import (
     mode_signals,
 )
 from edge_m3.errors import EdgeM3Error, OptionError, one_line
-from edge_m3.retrieval.index import BundleIdentity, Hit, Index, PassageId, _hybrid_top, postings, search_args
+from edge_m3.retrieval.index import (
+    BundleIdentity,
+    Hit,
+    Index,
+    PassageId,
+    _hybrid_top,
+    best_per_passage,
+    postings,
+    search_args,
+)
 
 _PW = INDEX_POSTING_WEIGHTS
 _INT64 = (-(1 << 63), (1 << 63) - 1)
-Embedder = Callable[[list[str]], list[Mapping[str, Any]]]  # texts -> pipeline outputs
+# texts -> each text's pipeline outputs: one mapping (one chunk) or a list of its chunks' outputs
+Embedder = Callable[[list[str]], list[Any]]
+
+
+def chunk_embedder(pipe: Any, overlap: int | None = None) -> Embedder:
+    """An embedder that splits each text into its chunks (DevicePipeline.embed_chunks), so a
+    long passage is stored whole (docs/index-format.md, "Passages and chunks")."""
+    return lambda texts: [pipe.embed_chunks(t, overlap) for t in texts]
 
 
 class WriteRefused(EdgeM3Error):
@@ -199,9 +215,9 @@ class WritableIndex:
         self.bundle: BundleIdentity | None = None
         self.base: Index | None = None
         self.base_name, self.base_sha, self.generation = "", "", 0
-        self._base_rows: dict[PassageId, int] = {}
+        self._base_rows: dict[PassageId, list[int]] = {}  # a passage's base rows: its chunks
         self._removed: list[int] = []  # sorted base rows
-        self._delta: dict[PassageId, Stored] = {}  # insertion (seq) order
+        self._delta: dict[PassageId, list[Stored]] = {}  # insertion (seq) order, chunks in order
         self._delta_index: Index | None = None
         self._segs = None
         self._version: int | None = None
@@ -365,7 +381,7 @@ class WritableIndex:
             self._version = self.db.execute("PRAGMA data_version").fetchone()[0]
             meta = dict(self.db.execute("SELECT key, value FROM meta").fetchall())
             removed = [r for (r,) in self.db.execute("SELECT row FROM removed ORDER BY row")]
-            rows = self.db.execute("SELECT id, dense, dense_scale, lex_tokens, lex_weights, colbert, "
+            rows = self.db.execute("SELECT id, chunk, dense, dense_scale, lex_tokens, lex_weights, colbert, "
                                    "colbert_scale FROM passages ORDER BY seq").fetchall()
         except sqlite3.Error as exc:
             raise _corrupt(where, exc) from None
@@ -375,8 +391,10 @@ class WritableIndex:
         if meta["format"] != INDEX_DB_FORMAT:
             raise EdgeM3Error(f"{where}: format {meta['format']!r} is not {INDEX_DB_FORMAT}")
         if not meta["format_version"].isdigit() or int(meta["format_version"]) != INDEX_DB_VERSION:
-            raise EdgeM3Error(f"{where}: format_version {meta['format_version']!r}: written by a newer edge-m3 "
-                              f"(this one reads {INDEX_DB_VERSION})")
+            older = meta["format_version"].isdigit() and int(meta["format_version"]) < INDEX_DB_VERSION
+            raise EdgeM3Error(f"{where}: format_version {meta['format_version']!r}: written by "
+                              f"{'an older' if older else 'a newer'} edge-m3 (this one reads "
+                              f"{INDEX_DB_VERSION})")
         try:
             dim, gen = int(meta["dim"]), int(meta["generation"])
             bundle_json = json.loads(meta["bundle"])
@@ -401,11 +419,20 @@ class WritableIndex:
             raise EdgeM3Error(f"{where}: a removed row is outside the base; refusing a corrupt index database")
         self._removed = removed
         self._delta = {}
-        for pid, *cols in rows:
+        last: PassageId | None = None
+        for pid, chunk, *cols in rows:
             if not isinstance(pid, int | str):
                 raise EdgeM3Error(f"{where}: a passage id is neither an integer nor text")
-            self._delta[pid] = self._stored_of(cols, where)
-        clash = [p for p in self._delta if p in self._base_rows and self._alive_base(self._base_rows[p])]
+            # a passage's chunks are 0, 1, ... in consecutive seqs (one transaction wrote them)
+            if chunk == 0 and type(chunk) is int and pid not in self._delta:
+                self._delta[pid] = []
+            elif not (type(chunk) is int and pid == last and type(pid) is type(last)
+                      and chunk == len(self._delta[pid])):
+                raise EdgeM3Error(f"{where}: id {pid!r} has chunk {chunk!r} out of order; refusing a corrupt "
+                                  "index database")
+            self._delta[pid].append(self._stored_of(cols, where))
+            last = pid
+        clash = [p for p in self._delta if p in self._base_rows and self._alive_base(self._base_rows[p][0])]
         if clash:
             raise EdgeM3Error(f"{where}: id {clash[0]!r} is both in the base and added; refusing a corrupt "
                               "index database")
@@ -458,8 +485,7 @@ class WritableIndex:
         self.base_sha = sha256_file(manifest) if sha is None else sha
         self._base_rows = {}
         for r, pid in enumerate(base.ids):
-            self._base_rows.setdefault(pid, r)
-        self._base_unique = len(self._base_rows) == len(base.ids)
+            self._base_rows.setdefault(pid, []).append(r)
 
     # ------------------------------------------------------------------ state
 
@@ -481,9 +507,19 @@ class WritableIndex:
             self._load()
 
     def __len__(self) -> int:
+        """The number of passages (a chunked passage is one)."""
+        self._sync()
+        if self.base is None:
+            return len(self._delta)
+        first = self.base.chunk_counts()[0] == 0  # a passage's first row
+        return int(first.sum()) - int(first[self._removed].sum()) + len(self._delta)
+
+    @property
+    def rows(self) -> int:
+        """The number of rows (a passage has one per chunk)."""
         self._sync()
         n_base = len(self.base) - len(self._removed) if self.base is not None else 0
-        return n_base + len(self._delta)
+        return n_base + sum(len(c) for c in self._delta.values())
 
     @property
     def has_colbert(self) -> bool:
@@ -493,26 +529,30 @@ class WritableIndex:
         """Whether a passage with this id is in the index."""
         self._sync()
         pid = _id_value(pid)
-        return pid in self._delta or (pid in self._base_rows and self._alive_base(self._base_rows[pid]))
+        return pid in self._delta or (pid in self._base_rows and self._alive_base(self._base_rows[pid][0]))
 
     def ids(self) -> list[PassageId]:
-        """Every id, in logical row order."""
+        """Every passage's id once, in logical row order."""
         self._sync()
         self._segments()
-        base = [] if self.base is None else [self.base.ids[int(r)] for r in self._alive_rows]
+        base = [] if self.base is None else [self.base.ids[int(r)] for r in self._alive_rows
+                                             if self._base_chunk[int(r)] == 0]
         return base + list(self._delta)
 
-    def _id_at(self, logical: int) -> PassageId:
-        """The id of a logical row (after _segments)."""
+    def _hit(self, logical: int, score: float) -> Hit:
+        """A logical row's hit: its passage's id and its chunk number (after _segments)."""
         n_base = len(self._alive_rows)
         if logical < n_base:
-            return self.base.ids[int(self._alive_rows[logical])]  # type: ignore[union-attr]
-        return self._delta_ids[logical - n_base]
+            r = int(self._alive_rows[logical])
+            return Hit(logical, self.base.ids[r], score, int(self._base_chunk[r]))  # type: ignore[union-attr]
+        pid, chunk = self._delta_rows[logical - n_base]
+        return Hit(logical, pid, score, chunk)
 
     # ------------------------------------------------------------------ writes
 
-    def _outputs(self, items: Sequence[tuple[PassageId, Any]]) -> list[tuple[PassageId, Stored]]:
-        """Each (id, text or outputs) checked and in stored form, before anything is written."""
+    def _outputs(self, items: Sequence[tuple[PassageId, Any]]) -> list[tuple[PassageId, list[Stored]]]:
+        """Each (id, text, outputs or chunks' outputs) checked and in stored form (a list of
+        chunks), before anything is written."""
         ids = [_id_value(pid) for pid, _ in items]
         if len(set(ids)) != len(ids):
             dup = next(p for p in ids if ids.count(p) > 1)
@@ -525,23 +565,29 @@ class WritableIndex:
                                   "DevicePipeline.embed)")
             for i, o in zip(texts, self.embed([items[i][1] for i in texts]), strict=True):
                 outs[i] = o
-        return [(pid, stored_form(o, self.dim, self.dense_store, self.colbert_store))
-                for pid, o in zip(ids, outs, strict=True)]
+        out = []
+        for pid, o in zip(ids, outs, strict=True):
+            chunks = [o] if isinstance(o, Mapping) else list(o) if isinstance(o, list | tuple) else None
+            if not chunks or not all(isinstance(c, Mapping) for c in chunks):
+                raise OptionError("passage", repr(pid), "must be a text, pipeline outputs or a non-empty "
+                                  "list of its chunks' outputs")
+            out.append((pid, [stored_form(c, self.dim, self.dense_store, self.colbert_store) for c in chunks]))
+        return out
 
-    def add(self, pid: PassageId, passage: str | Mapping[str, Any]) -> None:
-        """Append one passage (a text, embedded, or pipeline outputs); an id already there is refused."""
+    def add(self, pid: PassageId, passage: str | Mapping[str, Any] | Sequence[Mapping[str, Any]]) -> None:
+        """Append one passage: a text (chunked and embedded by `embed`), pipeline outputs (one
+        chunk) or a list of its chunks' outputs; an id already there is refused."""
         self.add_many([(pid, passage)])
 
-    def add_many(self, items: Iterable[tuple[PassageId, str | Mapping[str, Any]]],
-                 replace: bool = False) -> None:
+    def add_many(self, items: Iterable[tuple[PassageId, Any]], replace: bool = False) -> None:
         """Append passages in one transaction (all or none). `replace`: an id already there is
         updated (removed and appended) instead of refused."""
         self._sync()
         rows = self._outputs(list(items))
         self._write(rows, [], replace=replace)
 
-    def update(self, pid: PassageId, passage: str | Mapping[str, Any]) -> None:
-        """Replace a passage: it is removed and appended (the last row) in one transaction."""
+    def update(self, pid: PassageId, passage: str | Mapping[str, Any] | Sequence[Mapping[str, Any]]) -> None:
+        """Replace a passage (every chunk): it is removed and appended (the last rows) in one transaction."""
         self._sync()
         rows = self._outputs([(pid, passage)])
         if not self.contains(rows[0][0]):
@@ -563,11 +609,10 @@ class WritableIndex:
             raise WriteRefused("unknown_id", "an id is removed twice in one batch")
         self._write([], ids, replace=False)
 
-    def _write(self, adds: list[tuple[PassageId, Stored]], removes: list[PassageId], replace: bool) -> None:
+    def _write(self, adds: list[tuple[PassageId, list[Stored]]], removes: list[PassageId],
+               replace: bool) -> None:
         """One transaction: tombstones and deletions for `removes` (and replaced ids), then inserts.
         Memory is changed only after the commit, so a refused write changes nothing."""
-        if self.base is not None and not self._base_unique:
-            raise EdgeM3Error(f"{self.path}: its base repeats an id, so it can be searched but not written")
         if not replace:
             for pid, _ in adds:
                 if self.contains(pid):
@@ -580,7 +625,7 @@ class WritableIndex:
             self._version = self.db.execute("PRAGMA data_version").fetchone()[0]  # type: ignore[union-attr]
         db = self.db
         assert db is not None
-        tomb = sorted(self._base_rows[p] for p in gone if p not in self._delta)
+        tomb = sorted(r for p in gone if p not in self._delta for r in self._base_rows[p])
         try:
             db.execute("BEGIN IMMEDIATE")
             try:
@@ -589,10 +634,11 @@ class WritableIndex:
                 db.executemany("INSERT INTO removed (row) VALUES (?)", [(r,) for r in tomb])
                 db.executemany("DELETE FROM passages WHERE id = ?", [(p,) for p in gone if p in self._delta])
                 db.executemany(
-                    "INSERT INTO passages (id, dense, dense_scale, lex_tokens, lex_weights, colbert, "
-                    "colbert_scale) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                    [(pid, _blob(s.dense), _blob(s.dense_scale), _blob(s.lex_tokens), _blob(s.lex_weights),
-                      _blob(s.colbert), _blob(s.colbert_scale)) for pid, s in adds])
+                    "INSERT INTO passages (id, chunk, dense, dense_scale, lex_tokens, lex_weights, colbert, "
+                    "colbert_scale) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    [(pid, c, _blob(s.dense), _blob(s.dense_scale), _blob(s.lex_tokens), _blob(s.lex_weights),
+                      _blob(s.colbert), _blob(s.colbert_scale)) for pid, chunks in adds
+                     for c, s in enumerate(chunks)])
                 db.execute("COMMIT")
             except BaseException:
                 if db.in_transaction:
@@ -663,12 +709,12 @@ class WritableIndex:
         """The surviving passages as one in-memory format-1 index, in logical row order."""
         delta = self._delta_arrays()
         if self.base is None:
-            arrays, ids = delta, list(self._delta)
+            arrays, ids = delta, self._delta_ids()
         else:
             alive = np.ones(len(self.base), bool)
             alive[self._removed] = False
             arrays = _survivors(self.base, alive, delta)
-            ids = [p for r, p in enumerate(self.base.ids) if alive[r]] + list(self._delta)
+            ids = [p for r, p in enumerate(self.base.ids) if alive[r]] + self._delta_ids()
         return Index.from_arrays(self.dim, self.dense_store, self.colbert_store, arrays, ids, self.bundle)
 
     def _collect(self, old: str = "") -> None:
@@ -688,28 +734,37 @@ class WritableIndex:
 
     # ------------------------------------------------------------------ search
 
+    def _delta_ids(self) -> list[PassageId]:
+        """The database's rows' ids, a passage's once per chunk, in seq order."""
+        return [pid for pid, chunks in self._delta.items() for _ in chunks]
+
     def _delta_arrays(self) -> dict[str, np.ndarray]:
-        return arrays_of(list(self._delta.values()), self.dim, self.dense_store, self.colbert_store)
+        rows = [s for chunks in self._delta.values() for s in chunks]
+        return arrays_of(rows, self.dim, self.dense_store, self.colbert_store)
 
     def _delta_idx(self) -> Index:
         if self._delta_index is None:
             self._delta_index = Index.from_arrays(self.dim, self.dense_store, self.colbert_store,
-                                                  self._delta_arrays(), list(self._delta), self.bundle)
+                                                  self._delta_arrays(), self._delta_ids(), self.bundle)
         return self._delta_index
 
     def search(self, query: Mapping[str, Any], k: int = 10, mode: str = "dense",
-               weights: Sequence[float] | None = None) -> list[Hit]:
-        """The best `k` passages: exactly what a fresh index of the surviving passages returns."""
+               weights: Sequence[float] | None = None, chunks: bool = False) -> list[Hit]:
+        """The best `k` passages, each by its best chunk (`chunks`: the best `k` rows): exactly
+        what a fresh index of the surviving passages returns."""
         self._sync()
         signals, w = search_args(k, mode, weights, self.has_colbert)
         segs = self._segments()
+        grouped = not chunks and self._most > 1
+        kr = k * self._most if grouped else k
         if len(signals) == 1:
-            rows, scores = self._top(segs, query, mode, k)
+            rows, scores = self._top(segs, query, mode, kr)
         else:
-            c = max(k, HYBRID_CANDIDATES)
+            c = max(kr, HYBRID_CANDIDATES)
             cand = np.union1d(self._top(segs, query, "dense", c)[0], self._top(segs, query, "sparse", c)[0])
-            rows, scores = self._hybrid(segs, query, mode, cand.astype(np.int64), k, w)
-        return [Hit(int(r), self._id_at(int(r)), float(s)) for r, s in zip(rows, scores, strict=True)]
+            rows, scores = self._hybrid(segs, query, mode, cand.astype(np.int64), kr, w)
+        hits = [self._hit(int(r), float(s)) for r, s in zip(rows, scores, strict=True)]
+        return best_per_passage(hits, k) if grouped else hits
 
     def _segments(self) -> list[tuple[Index, np.ndarray]]:
         """(index, its physical rows' logical rows or -1 when removed), kept until a write."""
@@ -718,6 +773,8 @@ class WritableIndex:
         segs = []
         start = 0
         self._alive_rows = np.zeros(0, np.int64)
+        self._base_chunk = np.zeros(0, np.int64)
+        self._most = 0
         if self.base is not None and len(self.base):
             logical = np.full(len(self.base), -1, np.int64)
             alive = np.ones(len(self.base), bool)
@@ -726,9 +783,15 @@ class WritableIndex:
             logical[alive] = np.arange(len(self._alive_rows))
             segs.append((self.base, logical))
             start = len(self._alive_rows)
+            # a passage is removed whole, so its surviving rows are chunks 0..n-1: the largest
+            # surviving chunk number + 1 is the most chunks of a surviving passage
+            self._base_chunk = self.base.chunk_counts()[0]
+            live_chunks = self._base_chunk[self._alive_rows]
+            self._most = int(live_chunks.max()) + 1 if len(live_chunks) else 0
+        self._delta_rows = [(pid, c) for pid, chunks in self._delta.items() for c in range(len(chunks))]
         if self._delta:
-            segs.append((self._delta_idx(), start + np.arange(len(self._delta))))
-        self._delta_ids = list(self._delta)
+            segs.append((self._delta_idx(), start + np.arange(len(self._delta_rows))))
+            self._most = max(self._most, max(len(c) for c in self._delta.values()))
         self._segs = segs
         return segs
 
@@ -738,7 +801,7 @@ class WritableIndex:
         merged by score then logical row (logical order keeps each segment's row order)."""
         rows, scores = [], []
         for idx, logical in segs:
-            for h in idx.search(query, k, mode, exclude=logical < 0):
+            for h in idx.search(query, k, mode, exclude=logical < 0, chunks=True):
                 rows.append(int(logical[h.row]))
                 scores.append(h.score)
         r, s = np.array(rows, np.int64), np.array(scores, np.float64)

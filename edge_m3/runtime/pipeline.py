@@ -59,6 +59,19 @@ class DevicePipeline:
         seq_len = choose_length(len(ids), self.lengths)
         return Encoded(ids, seq_len, self.signatures[seq_len])
 
+    def encode_chunks(self, text: str, overlap: int | None = None) -> list[Encoded]:
+        """The text's chunks (docs/index-format.md, "Passages and chunks"), each with the
+        smallest signature that holds it: a long passage indexed whole, not truncated."""
+        out = []
+        for ids in self.tokenizer.encode_chunks(text, self.lengths[-1], overlap):
+            seq_len = choose_length(len(ids), self.lengths)
+            out.append(Encoded(ids, seq_len, self.signatures[seq_len]))
+        return out
+
+    def embed_chunks(self, text: str, overlap: int | None = None) -> list[dict[str, Any]]:
+        """FlagEmbedding-named outputs of each chunk of the text (what an index stores per row)."""
+        return [self.postprocess(e.input_ids, self.run(e)) for e in self.encode_chunks(text, overlap)]
+
     def model_inputs(self, enc: Encoded) -> tuple[np.ndarray, np.ndarray]:
         """Padded int32 `[1, L]` ids (model-row ids, trimmed vocabularies remapped) and mask."""
         ids, mask = self.tokenizer.pad(self.tokenizer.to_model_ids(enc.input_ids), enc.seq_len)

@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from edge_m3.contract import VOCAB_MAP, XLMR_SPECIAL_TOKENS, TokenizerSpec
+from edge_m3.contract import CHUNK_OVERLAP_PERCENT, VOCAB_MAP, XLMR_SPECIAL_TOKENS, TokenizerSpec
 from edge_m3.errors import EdgeM3Error
 from edge_m3.tokenizer.spmodel import (
     CONTROL,
@@ -111,6 +111,22 @@ def _check_texts(texts: Any) -> Sequence[Any]:
     if isinstance(texts, str | bytes) or not isinstance(texts, Sequence):
         raise InvalidTextError(f"texts must be a sequence of str, got {type(texts).__name__}")
     return texts
+
+
+def chunk_spans(n: int, max_length: int, overlap: int | None = None) -> list[tuple[int, int]]:
+    """[start, end) of each window over `n` content tokens for signatures of `max_length`
+    (docs/index-format.md, "Passages and chunks"): W = max_length - 2 tokens each, the next one
+    W - overlap tokens on, until one reaches the end."""
+    width = max_length - 2
+    if overlap is None:
+        overlap = width * CHUNK_OVERLAP_PERCENT // 100
+    if isinstance(overlap, bool) or not isinstance(overlap, int | np.integer) or not 0 <= overlap < width:
+        raise EdgeM3Error(f"chunk overlap {overlap!r}: must be an integer from 0 to {width - 1} "
+                          f"(windows of {width} tokens)")
+    starts = [0]
+    while starts[-1] + width < n:
+        starts.append(starts[-1] + width - int(overlap))
+    return [(s, min(s + width, n)) for s in starts]
 
 
 class Tokenizer:
@@ -217,6 +233,17 @@ class Tokenizer:
             if len(ids) > max_length:
                 ids = [*ids[: max_length - 1], self.eos]
         return ids
+
+    def encode_chunks(self, text: str, max_length: int, overlap: int | None = None) -> list[list[int]]:
+        """The text split into windows of `max_length - 2` tokens overlapping by `overlap`, each
+        with `<s>`/`</s>`, so a long passage is indexed whole rather than truncated
+        (docs/index-format.md, "Passages and chunks"). The first chunk is `encode(text, max_length)`."""
+        text = check_text(text)
+        if isinstance(max_length, bool) or not isinstance(max_length, int | np.integer) or max_length < 3:
+            raise EdgeM3Error(f"max_length {max_length!r}: chunks need an integer of at least 3")
+        content = self._segments(text)
+        spans = chunk_spans(len(content), int(max_length), overlap)
+        return [[self.bos, *content[s:e], self.eos] for s, e in spans]
 
     def encode_batch(self, texts: Sequence[str], max_length: int | None = None) -> list[list[int]]:
         """`encode` of each text."""

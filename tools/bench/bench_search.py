@@ -49,7 +49,8 @@ def _embed(bundle_path: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]
 
     def run(items: list[str]) -> list[dict[str, Any]]:
         rejected: list[Any] = []
-        out = [o for _, o in embed_passages(embedder, [Row(i, i, t) for i, t in enumerate(items)], rejected)]
+        out = [o[0] for _, o in embed_passages(embedder, [Row(i, i, t) for i, t in enumerate(items)],
+                                               rejected, split=False)]
         assert not rejected, rejected[:1]
         return out
 

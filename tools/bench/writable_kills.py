@@ -40,10 +40,12 @@ def passage(seed: int, dim: int = DIM, vocab: int = 30) -> dict[str, Any]:
 
 
 def fresh(survivors: dict[Any, dict[str, Any]], dense: str, colbert: str) -> Index:
-    """A format-1 index built from these passages, in this order (what a writable index must equal)."""
+    """A format-1 index built from these passages, in this order (what a writable index must equal);
+    a passage given as a list of outputs is its chunks, one row each."""
     idx = Index(DIM, dense, colbert)
-    if survivors:
-        idx.add(list(survivors.values()), list(survivors))
+    rows = [(pid, c) for pid, v in survivors.items() for c in ([v] if isinstance(v, dict) else v)]
+    if rows:
+        idx.add([c for _, c in rows], [pid for pid, _ in rows])
     idx._freeze()
     return idx
 
