@@ -925,3 +925,42 @@ def test_kotlin_refuses_chunks_out_of_order(kotlin_ops, tmp_path: Path) -> None:
         con.close()
         assert kotlin_ops(folder, [("open",), ("count",)]) == ["error invalid_input"] * 2, name
     assert kotlin_ops(good, [("open",), ("count",)]) == ["ok", "count 3"]
+
+
+@pytest.mark.parametrize("stores", [("float32", "fp16"), ("int8", "int8"), ("int8", "none")], ids="-".join)
+def test_kotlin_read_only_index_chunks(kit_jar: Path, stores: tuple[str, str], tmp_path: Path) -> None:
+    """EdgeM3Index (read-only, memory-mapped) over a format-1 folder whose ids.json repeats ids
+    (passages of 1-5 chunks, more rows than HYBRID_CANDIDATES, copies for ties): by passage and by
+    chunk, in every mode and k, its hits (rows, chunk numbers, score bits) are Python Index's."""
+    rng = np.random.default_rng(35)
+    pool = [_kt_outputs(rng, DIM, 1.0) for _ in range(60)]
+    rows: list[tuple[Any, dict]] = []
+    for n in range(70):
+        pid: Any = n if n % 3 else f"p{n}"
+        rows += [(pid, pool[int(rng.integers(0, len(pool)))]) for _ in range(int(rng.integers(1, 6)))]
+    folder = tmp_path / "index"
+    idx = _fresh_index(DIM, *stores, [(i, [p]) for i, p in rows])
+    idx.save(folder)
+    index = Index.load(folder)
+    assert len(index) > 150 and index.chunk_counts()[1] == 5
+    queries = [_kt_outputs(rng, DIM, 1.0) for _ in range(4)] + [pool[3]]
+    plan = [(k, mode, WEIGHT_SETS[n % 3]) for n, mode in enumerate(SCORE_MODES) for k in (1, 3, 40, 200)]
+    (tmp_path / "q.txt").write_text(wire.queries(queries), encoding="ascii")
+    (tmp_path / "plan.txt").write_text(wire.plan(plan), encoding="ascii")
+    for scope in ("passages", "chunks"):
+        proc = subprocess.run(["java", "-cp", str(kit_jar), wire.KOTLIN_MAIN, "search", str(folder),
+                               str(tmp_path / "q.txt"), str(tmp_path / "plan.txt"), "--scope", scope],
+                              capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 0, proc.stderr
+        want = []
+        for j, (k, mode, w) in enumerate(plan):
+            for i, q in enumerate(queries):
+                try:
+                    hits = index.search(q, k, mode, w, chunks=scope == "chunks")
+                    want.append(f"{j} {i} " + " ".join(f"{h.row}:{h.chunk}:{wire.h64(h.score)}" for h in hits))
+                except EdgeM3Error:
+                    want.append(f"{j} {i} error")
+        assert proc.stdout.splitlines() == [x.rstrip() for x in want], scope
+        # passages: one hit per id, some of them a later chunk; chunks: ids repeat
+        hit_ids = [[h.id for h in index.search(q, 40, "dense", chunks=scope == "chunks")] for q in queries]
+        assert all(len(set(h)) == len(h) for h in hit_ids) == (scope == "passages")

@@ -3,8 +3,9 @@
 //
 //   java -cp edge_m3_kit.jar dev.edgem3.RetrievalCheckKt score CASES
 //       per pair, weights set and mode: "PAIR SET MODE HEX" (HEX: the float64 score's bits, or "error")
-//   java -cp ... dev.edgem3.RetrievalCheckKt search INDEX QUERIES PLAN [--bundle DIR]
-//       per plan line and query: "LINE QUERY ROW:HEX ROW:HEX ..." (best first), or "LINE QUERY error"
+//   java -cp ... dev.edgem3.RetrievalCheckKt search INDEX QUERIES PLAN [--bundle DIR] [--scope passages|chunks]
+//       per plan line and query: "LINE QUERY ROW:HEX ROW:HEX ..." (best first; passages), or "LINE
+//       QUERY error"; with --scope, that search ("Passages and chunks") and "ROW:CHUNK:HEX" per hit
 //   java -cp edge_m3_kit.jar:sqlite-jdbc.jar dev.edgem3.RetrievalCheckKt ops DIR OPS
 //       EdgeM3WritableIndex (SQLite through jvm/JdbcIndexDb.kt) runs the op log OPS on the index in
 //       folder DIR: one answer line per operation (tools/kit/retrieval_wire.py, "op log")
@@ -87,7 +88,12 @@ private fun queries(file: File): List<Retrieval.Vectors> {
     return List(t.int()) { t.vectors() }
 }
 
-private fun search(all: List<String>) {
+private fun search(given: List<String>) {
+    val all = given.toMutableList()
+    val scopeAt = all.indexOf("--scope")
+    val scope = if (scopeAt < 0) null else all.getOrNull(scopeAt + 1) ?: usage()
+    if (scope != null && scope != "passages" && scope != "chunks") usage()
+    if (scopeAt >= 0) all.subList(scopeAt, scopeAt + 2).clear()
     val at = all.indexOf("--bundle")
     val args = if (at >= 0) all.subList(0, at) else all
     if (args.size != 3 || (at >= 0 && at != all.size - 2)) usage()
@@ -108,7 +114,9 @@ private fun search(all: List<String>) {
         for ((i, q) in qs.withIndex()) {
             out.append("$j $i")
             try {
-                for (h in index.search(q, k, mode, weights)) out.append(" ${h.row}:${hex(h.score)}")
+                for (h in index.search(q, k, mode, weights, scope == "chunks")) {
+                    out.append(if (scope == null) " ${h.row}:${hex(h.score)}" else " ${h.row}:${h.chunk}:${hex(h.score)}")
+                }
             } catch (e: EdgeM3Exception) {
                 out.append(" error")
             }
@@ -255,6 +263,6 @@ fun main(args: Array<String>) {
 }
 
 private fun usage(): Nothing {
-    System.err.println("usage: RetrievalCheckKt score CASES | search INDEX QUERIES PLAN [--bundle DIR] | ops DIR OPS | bench INDEX QUERIES K MODE[,MODE...] REPEATS")
+    System.err.println("usage: RetrievalCheckKt score CASES | search INDEX QUERIES PLAN [--bundle DIR] [--scope passages|chunks] | ops DIR OPS | bench INDEX QUERIES K MODE[,MODE...] REPEATS")
     exitProcess(2)
 }
