@@ -367,3 +367,41 @@ def test_corrupt_index_refused(kit: str, damage: str, kit_run: Callable[..., Any
     proc = _kit_search(kit_run, kit, bad, [], [], tmp_path)
     assert proc.returncode == 2 and len(proc.stderr.splitlines()) == 1, proc.stderr
     assert name in proc.stderr, proc.stderr
+
+
+# ---- passages of several chunks (docs/index-format.md, "Passages and chunks"): the Swift kit ----
+
+@pytest.mark.parametrize("store", STORES, ids=lambda s: "-".join(s))
+def test_swift_chunked_index_same_hits_as_python(store: tuple[str, str], kit_run: Callable[..., Any],
+                                                 drawn_indexes: dict, tmp_path: Path) -> None:
+    """An index whose rows share ids (a passage's chunks, some scattered over the rows, some ids
+    one row, one id of many): EdgeM3Index's passage search (each passage by its best chunk, the
+    default) and chunk search give Python's hits, rows, chunk numbers and score bits."""
+    passages = drawn_indexes["passages"]
+    rng = np.random.default_rng(35)
+    ids: list[int | str] = [int(x) for x in rng.integers(0, 70, len(passages))]
+    ids[100:130] = ["long"] * 30  # one passage of 30+ chunks: k * P rows run past the index
+    ids[5::41] = ["1"] * len(ids[5::41])  # a string id next to the integer 1
+    idx = Index(DIM, *store)
+    idx.add(passages, ids)
+    index = Index.load(idx.save(tmp_path / "chunked"))
+    queries = _queries(np.random.default_rng(8), passages, DIM)
+    plan = _plan((1, 3, 10, 130), (DEFAULT_MODE_WEIGHTS, (0.4, 0.2, 0.4)))
+    plan.append((0, "dense", DEFAULT_MODE_WEIGHTS))
+    lines = {}
+    for scope in ("passages", "chunks"):
+        proc = _kit_search(kit_run, "swift", tmp_path / "chunked", queries, plan, tmp_path, "--scope", scope)
+        assert proc.returncode == 0, proc.stderr
+        want = []
+        for j, (k, mode, w) in enumerate(plan):
+            for i, q in enumerate(queries):
+                try:
+                    hits = index.search(q, k, mode, w, chunks=scope == "chunks")
+                    want.append(f"{j} {i} " + " ".join(f"{h.row}:{h.chunk}:{wire.h64(h.score)}" for h in hits))
+                except EdgeM3Error:
+                    want.append(f"{j} {i} error")
+        assert proc.stdout.splitlines() == [x.rstrip() for x in want], scope
+        lines[scope] = want
+    # passage hits are each id's best row once; chunk hits repeat ids and carry chunk numbers > 0
+    assert lines["passages"] != lines["chunks"]
+    assert any(":0:" not in h for x in lines["chunks"] for h in x.split()[2:] if x.count(":") > 1)

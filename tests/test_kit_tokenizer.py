@@ -652,7 +652,6 @@ def test_kit_tokenize_bpe_bad_bundles(port: str, request, tmp_path: Path) -> Non
 
 
 # ------------------------------------------------------------------ chunks (Kotlin)
-FIDELITY = ROOT / "edge_m3" / "data" / "fidelity_sample.jsonl"
 # (L, overlap): the default overlap (CHUNK_OVERLAP_PERCENT of W = L - 2), none, the largest, W = 1;
 # then what encode_chunks refuses: L below 3, an overlap of W or more, a negative one.
 CHUNK_SETTINGS = [(8, None), (8, 0), (8, 5), (3, None), (32, None), (32, 29), (512, None), (64, 10)]
@@ -706,3 +705,59 @@ def test_kotlin_wordpiece_chunk_ids_equal_python(kit_jar: Path, wp_vocab) -> Non
 def test_kotlin_bpe_chunk_ids_equal_python(kit_jar: Path, bpe_vocab) -> None:
     """Byte-level BPE folders: the kit's chunks are Python's."""
     _kt_check_chunks(kit_jar, bpe_vocab[2], bpe_vocab[1])
+
+
+# --- chunks of long texts (encodeChunks; docs/index-format.md, "Passages and chunks") -------------
+
+FIDELITY = ROOT / "edge_m3" / "data" / "fidelity_sample.jsonl"
+# (L, overlap): the default overlap (None) and given ones, the smallest L, an overlap of W - 1, and
+# refusals (L below 3, an overlap of W, a negative one).
+CHUNK_PLAN = ((3, None), (8, None), (8, 0), (8, 5), (16, None), (32, 7), (64, None), (512, None),
+              (2, None), (8, 6), (8, -1))
+
+
+def _chunk_cases() -> list[tuple[str, int, int | None]]:
+    """The fidelity corpus's texts (queries and passages: short ones and long ones) under every
+    (L, overlap) of CHUNK_PLAN, and a lone surrogate (refused as encode refuses it)."""
+    texts = [json.loads(line)["text"] for line in FIDELITY.read_text(encoding="utf-8").splitlines()]
+    cases = [(t, length, o) for length, o in CHUNK_PLAN for t in texts]
+    return [*cases, ("a \ud800 b", 8, None), ("", 8, None)]
+
+
+def _check_swift_chunks(swift_tokenize: Path, folder: Path, tok: Tokenizer, work: Path) -> None:
+    """The Swift kit's encodeChunks (edge-m3-tokenize --chunks) equals Python's Tokenizer.encode_chunks,
+    ids and refusals, on every case of _chunk_cases."""
+    cases = _chunk_cases()
+    batch = work / "chunk_cases.txt"
+    batch.write_text("".join(f"{n} {'-' if o is None else o} {as_units(t)}\n" for t, n, o in cases),
+                     encoding="ascii")
+    proc = subprocess.run([str(swift_tokenize), "--chunks", str(folder), str(batch)], capture_output=True,
+                          text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    got = proc.stdout.split("\n")[:-1]
+    want = []
+    for t, n, o in cases:
+        try:
+            want.append(json.dumps(tok.encode_chunks(from_units(t), n, o)))
+        except Exception as exc:  # InvalidTextError, EdgeM3Error: compared as text
+            want.append(f"error: {exc}")
+    assert len(got) == len(want)
+    bad = [(i, cases[i][0][:30], cases[i][1:], got[i][:80], want[i][:80])
+           for i in range(len(want)) if got[i] != want[i]]
+    assert not bad, (len(bad), bad[:5])
+    # the plan reaches what it means to: several chunks, one chunk, refusals
+    assert sum(w.count("], [") >= 3 for w in want) > 20
+    assert sum(w.startswith("[[") and "], [" not in w for w in want) > 20
+    assert sum(w.startswith("error: ") for w in want) >= 3 * len(cases) // len(CHUNK_PLAN)
+
+
+def test_swift_chunks_equal_python(swift_tokenize: Path, vocab, tmp_path: Path) -> None:
+    _check_swift_chunks(swift_tokenize, vocab[1], vocab[2], tmp_path)
+
+
+def test_swift_wordpiece_chunks_equal_python(swift_tokenize: Path, wp_vocab, tmp_path: Path) -> None:
+    _check_swift_chunks(swift_tokenize, wp_vocab[1], wp_vocab[2], tmp_path)
+
+
+def test_swift_bpe_chunks_equal_python(swift_tokenize: Path, bpe_vocab, tmp_path: Path) -> None:
+    _check_swift_chunks(swift_tokenize, bpe_vocab[1], bpe_vocab[2], tmp_path)

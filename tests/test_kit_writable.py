@@ -53,8 +53,9 @@ def fresh_answers(
     log: Sequence[Op], start: Sequence[tuple[Any, dict]] = (), stores: tuple[int, str, str] | None = None
 ) -> list[str]:
     """The answers the op log must give, from the spec alone: the surviving passages in logical
-    order, and every search answered by a format-1 Index built fresh from them (`start`: the
-    passages of a format-1 base the log opens, `stores` its dim, dense and colbert)."""
+    order, and every search answered by a format-1 Index built fresh from them, a passage's
+    chunks its consecutive rows (`start`: the passages of a format-1 base the log opens, `stores`
+    its dim, dense and colbert)."""
     live: list[tuple[Any, dict]] = list(start)
     out = []
 
@@ -69,6 +70,8 @@ def fresh_answers(
             out.append("ok")
         elif name in ("open", "reopen", "compact"):
             out.append("ok")
+        elif name in ("add", "update") and not wire.chunk_list(op[2]):
+            out.append("error invalid_input")  # a passage of no chunks
         elif name == "add":
             if find(op[1]) is not None:
                 out.append("error duplicate_id")
@@ -91,16 +94,14 @@ def fresh_answers(
         elif name == "search":
             assert stores is not None
             idx = Index(*stores)
-            idx.add([p for _, p in live], [q for q, _ in live])
+            rows = [(q, c) for q, p in live for c in wire.chunk_list(p)]
+            idx.add([c for _, c in rows], [q for q, _ in rows])
             try:
-                hits = idx.search(op[4], op[1], op[2], op[3])
+                hits = idx.search(op[4], op[1], op[2], op[3], chunks=len(op) > 5 and bool(op[5]))
             except EdgeM3Error:
                 out.append("error invalid_input")
                 continue
-            out.append(
-                f"hits {len(hits)}"
-                + "".join(f" {h.row} {wire.id_token(h.id)} {wire.h64(h.score)}" for h in hits)
-            )
+            out.append(wire.hits_line(hits))
         else:
             raise AssertionError(name)
     return out
@@ -187,6 +188,13 @@ def test_swift_refuses_bad_writes(swift_ops, tmp_path: Path) -> None:
     assert got[10] == "error invalid_input"
 
 
+def _sql(folder: Path, sql: str) -> None:
+    con = sqlite3.connect(folder / INDEX_DB)
+    with con:
+        con.execute(sql)
+    con.close()
+
+
 def _meta(db: Path, **values: str) -> None:
     con = sqlite3.connect(db)
     with con:
@@ -225,14 +233,39 @@ def test_swift_refuses_foreign_databases(swift_ops, tmp_path: Path) -> None:
     assert case("other-base", other_base) == refused
     other = json.dumps({**BUNDLE.to_json(), "model_sha256": "c" * 64})
     assert case("other-bundle", lambda f: _meta(f / INDEX_DB, bundle=other)) == refused
-    assert case("newer", lambda f: _meta(f / INDEX_DB, format_version="2")) == refused
+    assert case("newer", lambda f: _meta(f / INDEX_DB, format_version=str(INDEX_DB_VERSION + 1))) == refused
+    # format 1 (no chunk column, a pre-release): written by an older edge-m3
+    assert case("older", lambda f: _meta(f / INDEX_DB, format_version="1")) == refused
 
-    def user_version(f: Path) -> None:
-        con = sqlite3.connect(f / INDEX_DB)
-        con.execute("PRAGMA user_version = 2")
-        con.close()
+    def user_version(n: int):
+        def spoil(f: Path) -> None:
+            con = sqlite3.connect(f / INDEX_DB)
+            con.execute(f"PRAGMA user_version = {n}")
+            con.close()
+        return spoil
 
-    assert case("newer-user-version", user_version) == refused
+    assert case("newer-user-version", user_version(INDEX_DB_VERSION + 1)) == refused
+    assert case("older-user-version", user_version(1)) == refused
+
+    def chunk(n: int):  # passage 10's only row made chunk n: a passage without its chunk 0
+        return lambda f: _sql(f, f"UPDATE passages SET chunk = {n}")
+
+    assert case("chunk-gap", chunk(1)) == refused
+    assert case("chunk-text", lambda f: _sql(f, "UPDATE passages SET chunk = 'x'")) == refused
+    cols = "dense, dense_scale, lex_tokens, lex_weights, colbert, colbert_scale"
+
+    def copy_row(pid: int, n: int) -> str:
+        return f"INSERT INTO passages (id, chunk, {cols}) SELECT {pid}, {n}, {cols} FROM passages WHERE seq = 1"
+
+    def interleaved(f: Path) -> None:  # 10/0, 11/0, 10/1: a passage's chunks in consecutive seqs only
+        _sql(f, copy_row(11, 0))
+        _sql(f, copy_row(10, 1))
+
+    assert case("chunks-interleaved", interleaved) == refused
+    folder = tmp_path / "two-chunks"
+    shutil.copytree(good, folder)
+    _sql(folder, copy_row(10, 1))
+    assert swift_ops(folder, [("open",), ("count",), ("add", 11, v)]) == ["ok", "count 3", "ok"]
 
     def foreign(f: Path) -> None:
         (f / INDEX_DB).unlink()
@@ -351,6 +384,144 @@ def test_swift_and_python_write_one_index(swift_ops, tmp_path: Path) -> None:
         got = wire.python_answers(folder, log) if who == "python" else swift_ops(folder, log)
         assert got == want[at : at + len(log)], who
         at += len(log)
+
+
+def _chunks(seed: int, n: int) -> list[dict[str, Any]]:
+    """A passage of n chunks (n outputs)."""
+    return [_vec(4, seed * 10 + c) for c in range(n)]
+
+
+def _compacted_as_saved(folder: Path, stores: tuple[int, str, str], alive: Sequence[tuple[Any, Any]]) -> None:
+    """The folder's current base holds the bytes Index.save writes for the surviving passages
+    (each passage's chunks its consecutive rows, ids repeated in ids.json)."""
+    fresh = folder.parent / f"{folder.name}-fresh"
+    rows = [(q, c) for q, p in alive for c in wire.chunk_list(p)]
+    idx = Index(*stores)
+    idx.add([c for _, c in rows], [q for q, _ in rows])
+    idx.save(fresh)
+    assert _saved_files(_current_base(folder)) == _saved_files(fresh)
+
+
+def test_swift_chunked_passages(swift_ops, tmp_path: Path) -> None:
+    """Passages of several chunks (docs/index-format.md, "Passages and chunks") in the Swift
+    kit: multi-chunk adds and updates (an empty list refused), removal of every chunk, count of
+    passages, passage search (the best chunk of each) and chunk search in every mode, compaction
+    keeping the chunks: every answer Python's WritableIndex's and a fresh build's."""
+    stores = (4, "int8", "fp16")
+    q, q2 = _vec(4, 900), _vec(4, 901)
+
+    def searches(k: int) -> list[Op]:
+        return [("search", k, mode, w, query, scope) for mode in SCORE_MODES
+                for w, query in (((1.0, 1.0, 1.0), q), ((0.4, 0.2, 0.4), q2)) for scope in (False, True)]
+
+    log: list[Op] = [
+        ("create", *stores),
+        ("add", 1, _chunks(1, 3)),
+        ("add", "1", _vec(4, 2)),
+        ("add", 2, _chunks(3, 2)),
+        ("add", 3, []),
+        ("add", 1, _chunks(4, 1)),
+        ("count",),
+        *searches(2),
+        ("update", 1, _chunks(5, 2)),
+        ("update", 2, []),
+        ("update", 9, _chunks(6, 2)),
+        ("contains", 1),
+        *searches(3),
+        ("remove", 2),
+        ("count",),
+        *searches(1),
+        ("compact",),
+        ("count",),
+        *searches(10),
+        ("add", 2, _chunks(7, 4)),
+        ("reopen",),
+        ("remove", "1"),
+        *searches(2),
+        ("compact",),
+        ("reopen",),
+        ("count",),
+        *searches(4),
+    ]
+    folder = tmp_path / "swift"
+    got = swift_ops(folder, log)
+    want = fresh_answers(log)
+    assert got == want
+    (tmp_path / "python").mkdir()
+    assert wire.python_answers(tmp_path / "python", log) == want
+    assert want[4:7] == ["error invalid_input", "error duplicate_id", "count 3"]
+    # the log shows what it means to: passage hits with chunk numbers > 0, chunk hits repeating ids
+    hits = [a.split() for a in want if a.startswith("hits ")]
+    assert any(int(h[2 + 4 * i + 2]) > 0 for h in hits for i in range(int(h[1])))
+    assert any(len({h[2 + 4 * i + 1] for i in range(int(h[1]))}) < int(h[1]) for h in hits)
+    _compacted_as_saved(folder, stores, [(1, _chunks(5, 2)), (2, _chunks(7, 4))])
+
+
+def test_swift_writes_a_base_with_repeated_ids(swift_ops, tmp_path: Path) -> None:
+    """A format-1 base whose rows share ids (a passage's chunks, even scattered over the rows) is
+    writable: its chunk numbers are the ids' occurrences, a removal tombstones every row of the
+    passage, count is passages; Swift and Python take turns on the folder, each answering as a
+    fresh build, and the compacted base is Index.save's."""
+    stores = (4, "float32", "int8")
+    ids: list[Any] = [5, 6, 5, "a", 5, 7, 6]
+    outs = [_vec(4, 200 + r) for r in range(len(ids))]
+    folder = tmp_path / "index"
+    idx = Index(*stores)
+    idx.add(outs, ids)
+    idx.save(folder)
+    q = _vec(4, 300)
+    search: list[Op] = [("search", k, mode, (1.0, 1.0, 1.0), q, scope) for k in (1, 2, 5)
+                        for mode in SCORE_MODES for scope in (False, True)]
+    turns: list[tuple[str, list[Op]]] = [
+        ("swift", [("open",), ("count",), ("contains", 5), *search, ("remove", 5), ("count",), *search,
+                   ("add", 5, _chunks(8, 2)), ("update", 6, _chunks(9, 3)), *search]),
+        ("python", [("open",), ("count",), *search, ("remove", "a"), ("add", "b", _chunks(10, 2))]),
+        ("swift", [("open",), ("count",), *search, ("compact",), ("reopen",), ("count",), *search,
+                   ("remove", 6), ("add", 6, _vec(4, 11))]),
+        ("python", [("open",), ("count",), *search]),
+    ]
+    whole = [op for _, log in turns for op in log]
+    # a fresh build keeps the base's row order (5, 6, 5, "a", 5, 7, 6) while its passages live
+    want = _fresh_rows_answers(whole, list(zip(ids, outs, strict=True)), stores)
+    at = 0
+    for who, log in turns:
+        got = wire.python_answers(folder, log) if who == "python" else swift_ops(folder, log)
+        assert got == want[at:at + len(log)], who
+        at += len(log)
+    assert want[1] == "count 4"
+
+
+def _fresh_rows_answers(log: Sequence[Op], rows: list[tuple[Any, dict]],
+                        stores: tuple[int, str, str]) -> list[str]:
+    """fresh_answers over a start of rows (id, outputs) in base order, chunks possibly scattered:
+    a removed passage loses every row; an added one appends its chunks."""
+    out = []
+
+    def has(pid: Any) -> bool:
+        return any(type(p) is type(pid) and p == pid for p, _ in rows)
+
+    for op in log:
+        name = op[0]
+        if name in ("add", "update") and not wire.chunk_list(op[2]):
+            out.append("error invalid_input")
+        elif name == "add" and has(op[1]) or name in ("update", "remove") and not has(op[1]):
+            out.append("error duplicate_id" if name == "add" else "error unknown_id")
+        elif name in ("add", "update", "remove"):
+            rows = [(p, o) for p, o in rows if not (type(p) is type(op[1]) and p == op[1])]
+            if name != "remove":
+                rows += [(op[1], c) for c in wire.chunk_list(op[2])]
+            out.append("ok")
+        elif name == "count":
+            out.append(f"count {len({(type(p), p) for p, _ in rows})}")
+        elif name == "contains":
+            out.append(f"contains {'true' if has(op[1]) else 'false'}")
+        elif name == "search":
+            idx = Index(*stores)
+            idx.add([o for _, o in rows], [p for p, _ in rows])
+            out.append(wire.hits_line(idx.search(op[4], op[1], op[2], op[3], chunks=bool(op[5]))))
+        else:
+            out.append("ok")
+    return out
 
 
 # ------------------------------------------------------------------ Kotlin (RetrievalCheck ops)

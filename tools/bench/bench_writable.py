@@ -2,6 +2,7 @@
 base with removes and adds on top, compaction, and the database's bytes per passage.
 
     python -m tools.bench.bench_writable BUNDLE [--sizes 10000,100000] [--removes 1000] [--adds 300]
+                                         [--chunks 3]
 
 BUNDLE: a real-weights bundle (e.g. e5-small int8, as tools/bench/bench_search.py). Passages and
 queries are bench_search's (real outputs of the bundle, synthesized to N). Per size: a format-1
@@ -9,7 +10,9 @@ base of N passages is saved and opened as a WritableIndex; `--removes` random pa
 removed one transaction each, then `--adds` new passages added one transaction each (timed:
 p50 wall and thread CPU, no model call); the hybrid modes are searched over the result (every
 query, interleaved with the same search on a fresh format-1 build of the survivors, whose hits
-must be equal); then compact() is timed. BLAS and numpy run on one thread.
+must be equal); then compact() is timed. `--chunks P`: then, per size, N rows as N / P passages
+of P chunks each (docs/index-format.md, "Passages and chunks"), searched by passage (the default:
+k * P rows, the best chunk of each) and by chunk, side by side. BLAS and numpy run on one thread.
 """
 
 from __future__ import annotations
@@ -47,6 +50,7 @@ def main() -> None:
     p.add_argument("--removes", type=int, default=1000)
     p.add_argument("--adds", type=int, default=300)
     p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--chunks", type=int, default=0, help="also time passages of this many chunks")
     a = p.parse_args()
     base_out, queries, dim = _embed(a.bundle)
     print(f"cpu: {_flags()}")
@@ -117,9 +121,29 @@ def main() -> None:
                   f"{len(w)} passages in {w.base_name}")
             w.close()
             shutil.rmtree(folder)
+            if a.chunks > 1:
+                _chunked(base_out, queries, dim, n, a.chunks, a.repeats)
             print(f"load average: {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+def _chunked(base_out: list, queries: list, dim: int, n: int, chunks: int, repeats: int) -> None:
+    """N rows as N / chunks passages: search by passage (k * P rows) beside search by chunk."""
+    idx = synthesize(base_out, n, dim, "fp16")
+    idx.ids = [r // chunks for r in range(n)]
+    idx._chunks = None
+    print(f"\n## {n} rows as {n // chunks} passages of {chunks} chunks (format 1)")
+    for mode in ("dense", "sparse+dense", "colbert+sparse+dense"):
+        cpu: dict[bool, list[float]] = {False: [], True: []}
+        for _ in range(repeats):
+            for q in queries:
+                for by_chunk in (False, True):
+                    c = time.thread_time()
+                    idx.search(q, 10, mode, chunks=by_chunk)
+                    cpu[by_chunk].append(time.thread_time() - c)
+        print(f"search {mode} p50 cpu (ms): by passage {_p50(cpu[False])}, by chunk {_p50(cpu[True])} "
+              f"(ratio {np.median(cpu[False]) / np.median(cpu[True]):.2f})")
 
 
 if __name__ == "__main__":

@@ -81,6 +81,13 @@ nonisolated public struct Pipeline: Hashable, Sendable {
         try encode(ids: tokenizer.encode(utf16: units, maxLength: model.longest.seqLen))
     }
 
+    /// Steps 1-2 for each chunk of a long text (docs/index-format.md, "Passages and chunks";
+    /// Python's DevicePipeline.encode_chunks): the tokenizer's `encodeChunks` for the longest
+    /// signature, each chunk in the smallest signature that holds it. `overlap`: nil, the default.
+    public func encodeChunks(_ text: String, tokenizer: any EdgeM3Tokenizer, overlap: Int? = nil) throws -> [Encoded] {
+        try tokenizer.encodeChunks(text, maxLength: model.longest.seqLen, overlap: overlap).map { try encode(ids: $0) }
+    }
+
     /// Steps 1-2 for ids that are already tokenized and truncated.
     public func encode(ids: [Int]) throws -> Encoded {
         if ids.count > model.longest.seqLen {

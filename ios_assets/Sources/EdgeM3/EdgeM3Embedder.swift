@@ -53,6 +53,18 @@ nonisolated public final class EdgeM3Embedder: @unchecked Sendable {  // mutable
         try queue.sync { try pipeline.embed(text, tokenizer: tokenizer, runner: guarded(nil)) }
     }
 
+    /// Steps 1-5 for each chunk of `text` (`Pipeline.encodeChunks`: windows of the longest
+    /// signature that overlap by `overlap` tokens, nil the default), in chunk order, in one turn on
+    /// the queue; blocks the calling thread. A text that fits is one chunk, equal to `embed(text)`.
+    public func embedChunks(_ text: String, overlap: Int? = nil) throws -> [Embedding] {
+        try queue.sync { try chunks(text, overlap, nil) }
+    }
+
+    /// The same, suspending while the model runs; the calling `Task` is checked before each chunk.
+    public func embedChunks(_ text: String, overlap: Int? = nil) async throws -> [Embedding] {
+        try await onQueue { e, cancel in try e.chunks(text, overlap, cancel) }
+    }
+
     /// Steps 1-5 for each text, in order, in one turn on the queue; blocks the calling thread.
     public func embed(_ texts: [String]) throws -> [Embedding] {
         try queue.sync { try batch(texts, nil) }
@@ -133,6 +145,13 @@ nonisolated public final class EdgeM3Embedder: @unchecked Sendable {  // mutable
             out.append(try pipeline.embed(text, tokenizer: tokenizer, runner: guarded(cancel, text: i, of: texts.count)))
         }
         return out
+    }
+
+    private func chunks(_ text: String, _ overlap: Int?, _ cancel: CancelFlag?) throws -> [Embedding] {
+        let encoded = try pipeline.encodeChunks(text, tokenizer: tokenizer, overlap: overlap)
+        return try encoded.enumerated().map { i, e in
+            try pipeline.run(e, on: guarded(cancel, text: i, of: encoded.count))
+        }
     }
 
     private func guarded(_ cancel: CancelFlag?, text i: Int = 0, of n: Int = 1) -> Guarded {

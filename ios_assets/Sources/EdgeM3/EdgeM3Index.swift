@@ -8,9 +8,11 @@ import Foundation  // mmap, open, fstat: Foundation brings Darwin / Glibc along
 /// Immutable after `init`, so safe to share between threads. Blocking: open it off the main
 /// thread (the SHA-256 of every file is read once unless `verifySHA256` is false).
 nonisolated public final class EdgeM3Index: @unchecked Sendable {
-    /// One search result: the passage's row (see `ids`) and its score.
+    /// One search result: the row (see `ids`), its chunk number in its passage (see `chunks`)
+    /// and its score. A passage search's hit is the passage's best chunk.
     public struct Hit: Hashable, Sendable {
         public let row: Int
+        public let chunk: Int
         public let score: Double
     }
 
@@ -29,8 +31,13 @@ nonisolated public final class EdgeM3Index: @unchecked Sendable {
     public let denseStore: String
     /// `fp16`, `int8` or `none`.
     public let colbertStore: String
-    /// Passage id per row.
+    /// Passage id per row. Rows that share an id are the chunks of one passage.
     public let ids: [PassageID]
+    /// Chunk number per row: how many rows before it have its id (docs/index-format.md,
+    /// "Passages and chunks"); all 0 when no id repeats.
+    public let chunks: [Int]
+    /// The largest number of chunks of one passage (0 for an empty index).
+    public let maxChunks: Int
     /// index.json's `bundle` entry's strings (`model_file`, `model_sha256`, `tokenizer_file`, ...); empty when it records none.
     public let bundle: [String: String]
 
@@ -208,6 +215,7 @@ nonisolated public final class EdgeM3Index: @unchecked Sendable {
             throw EdgeM3Error("\(idsFile.url.path): corrupt (ids must be strings or integers)")
         }
         guard ids.count == count else { throw EdgeM3Error("\(idsFile.url.path): \(ids.count) ids, \(manifestName) says \(count)") }
+        (chunks, maxChunks) = chunkNumbers(ids)
     }
 
     private static func checkOffsets(_ o: UnsafePointer<Int64>, _ n: Int, total: Int, _ at: String) throws {
@@ -221,14 +229,25 @@ nonisolated public final class EdgeM3Index: @unchecked Sendable {
     }
 
     /// Search with a query embedded by the same bundle (`EdgeM3Embedder.embed`).
-    public func search(_ query: Embedding, k: Int, mode: String, weights: [Double] = Retrieval.defaultWeights) throws -> [Hit] {
-        try search(try Retrieval.Vectors(query), k: k, mode: mode, weights: weights)
+    public func search(_ query: Embedding, k: Int, mode: String, weights: [Double] = Retrieval.defaultWeights,
+                       chunks: Bool = false) throws -> [Hit] {
+        try search(try Retrieval.Vectors(query), k: k, mode: mode, weights: weights, chunks: chunks)
+    }
+
+    /// The best `k` passages for `mode`, best first, each hit its passage's best chunk: the row
+    /// search below for `k * maxChunks` rows, then the first row of each id (docs/index-format.md,
+    /// "Passages and chunks"). `chunks`: the best `k` rows themselves. With no repeated id both
+    /// are the same hits.
+    public func search(_ query: Retrieval.Vectors, k: Int, mode: String, weights: [Double] = Retrieval.defaultWeights,
+                       chunks: Bool = false) throws -> [Hit] {
+        let rows = try rowSearch(query, k: chunks ? k : rowsFor(k, passagesOf: maxChunks), mode: mode, weights: weights)
+        return (chunks ? rows : firstOfEachPassage(rows, k) { ids[$0] }).map { Hit(row: $0.0, chunk: self.chunks[$0.0], score: $0.1) }
     }
 
     /// The best `k` rows for `mode`, best first (score descending, then row ascending). `sparse`
     /// hits only rows sharing a token with the query (none: no hits); the hybrid modes re-score
     /// the union of the best `max(k, HYBRID_CANDIDATES)` rows by dense and by sparse.
-    public func search(_ query: Retrieval.Vectors, k: Int, mode: String, weights: [Double] = Retrieval.defaultWeights) throws -> [Hit] {
+    func rowSearch(_ query: Retrieval.Vectors, k: Int, mode: String, weights: [Double]) throws -> [(Int, Double)] {
         guard k >= 1 else { throw EdgeM3Error("k: must be at least 1, got \(k)") }
         let used = try Retrieval.signals(of: mode)
         try Retrieval.checkWeights(weights)
@@ -250,19 +269,19 @@ nonisolated public final class EdgeM3Index: @unchecked Sendable {
             switch used[0] {
             case nd:
                 let d = denseAll(q)
-                return top(k, count) { d[$0] }
-            case nc: return top(k, count) { colbertScore(cq, $0) }
+                return bestOf(k, count) { d[$0] }
+            case nc: return bestOf(k, count) { colbertScore(cq, $0) }
             default:
                 let s = sparseScores(query.lexical!)
-                return top(k, s.rows.count) { s.acc[s.rows[$0]] }.map { Hit(row: s.rows[$0.row], score: $0.score) }
+                return bestOf(k, s.rows.count) { s.acc[s.rows[$0]] }.map { (s.rows[$0.0], $0.1) }
             }
         }
         let c = max(k, EdgeM3Contract.hybridCandidates)
         let s = sparseScores(query.lexical!)
         var candidates = Set<Int>()
         let dAll = denseAll(q)
-        for h in top(c, count, { dAll[$0] }) { candidates.insert(h.row) }
-        for h in top(c, s.rows.count, { s.acc[s.rows[$0]] }) { candidates.insert(s.rows[h.row]) }
+        for h in bestOf(c, count, { dAll[$0] }) { candidates.insert(h.0) }
+        for h in bestOf(c, s.rows.count, { s.acc[s.rows[$0]] }) { candidates.insert(s.rows[h.0]) }
         let rows = candidates.sorted()
         let withColbert = used.contains(nc)
         var scores = [Double](repeating: 0, count: rows.count)
@@ -271,7 +290,7 @@ nonisolated public final class EdgeM3Index: @unchecked Sendable {
             let cb = withColbert ? colbertScore(cq, r) : 0
             scores[i] = try Retrieval.hybrid(mode, dense: dAll[r], sparse: sp, colbert: cb, weights: weights)
         }
-        return top(k, rows.count) { scores[$0] }.map { Hit(row: rows[$0.row], score: $0.score) }
+        return bestOf(k, rows.count) { scores[$0] }.map { (rows[$0.0], $0.1) }
     }
 
     /// Every row's dense score by Score arithmetic (float32 values, or int8 codes then * scale).
@@ -357,29 +376,38 @@ nonisolated public final class EdgeM3Index: @unchecked Sendable {
         rows.sort()
         return SparseScores(acc: acc, touched: touched, rows: rows)
     }
+}
 
-    /// The best `k` of items 0..<n by `score`: score descending, then item ascending.
-    func top(_ k: Int, _ n: Int, _ score: (Int) throws -> Double) rethrows -> [Hit] {
-        let m = min(k, n)
-        var rows = [Int](repeating: 0, count: m)
-        var scores = [Double](repeating: 0, count: m)
-        var size = 0
-        for i in 0..<n {
-            let s = try score(i)
-            // Items come in ascending order, so an equal score never displaces an earlier item.
-            if size == m && !(s > scores[m - 1]) { continue }
-            var at = size == m ? m - 1 : size
-            while at > 0 && s > scores[at - 1] {
-                scores[at] = scores[at - 1]
-                rows[at] = rows[at - 1]
-                at -= 1
-            }
-            scores[at] = s
-            rows[at] = i
-            if size < m { size += 1 }
-        }
-        return (0..<size).map { Hit(row: rows[$0], score: scores[$0]) }
+/// Chunk number per row (how many earlier rows share its id) and the largest number of chunks of one id.
+nonisolated func chunkNumbers(_ ids: [EdgeM3Index.PassageID]) -> ([Int], Int) {
+    var seen: [EdgeM3Index.PassageID: Int] = [:]
+    seen.reserveCapacity(ids.count)
+    var out = [Int](repeating: 0, count: ids.count)
+    var most = 0
+    for (r, id) in ids.enumerated() {
+        let c = seen[id, default: 0]
+        seen[id] = c + 1
+        out[r] = c
+        most = max(most, c + 1)
     }
+    return (out, most)
+}
+
+/// The rows a passage search needs: `k` passages of at most `most` chunks each, `k * most` rows
+/// (at least `k`; Int.max when the product overflows; a `k` below 1 as it is, for its error).
+nonisolated func rowsFor(_ k: Int, passagesOf most: Int) -> Int {
+    if k < 1 { return k }
+    let (p, overflow) = k.multipliedReportingOverflow(by: max(most, 1))
+    return overflow ? Int.max : p
+}
+
+/// The first hit of each passage among row hits `rows` (best first), at most `k` of them.
+nonisolated func firstOfEachPassage(_ rows: [(Int, Double)], _ k: Int,
+                                    _ id: (Int) -> EdgeM3Index.PassageID) -> [(Int, Double)] {
+    var seen = Set<EdgeM3Index.PassageID>()
+    var out: [(Int, Double)] = []
+    for h in rows where out.count < k && seen.insert(id(h.0)).inserted { out.append(h) }
+    return out
 }
 
 /// `emit(r, dot(q, row r))` for the stored rows `from..<to` (row r at `x + r * d`), in row order.

@@ -101,27 +101,29 @@ nonisolated extension Retrieval {
 }
 
 nonisolated extension EdgeM3Index {
-    /// `search(_:k:mode:weights:)` with the mode as an enum.
-    public func search(_ query: Embedding, k: Int, mode: ScoreMode, weights: [Double] = Retrieval.defaultWeights) throws -> [Hit] {
-        try search(query, k: k, mode: mode.rawValue, weights: weights)
+    /// `search(_:k:mode:weights:chunks:)` with the mode as an enum.
+    public func search(_ query: Embedding, k: Int, mode: ScoreMode, weights: [Double] = Retrieval.defaultWeights,
+                       chunks: Bool = false) throws -> [Hit] {
+        try search(query, k: k, mode: mode.rawValue, weights: weights, chunks: chunks)
     }
 
-    /// `search(_:k:mode:weights:)` with the mode as an enum.
+    /// `search(_:k:mode:weights:chunks:)` with the mode as an enum.
     public func search(_ query: Retrieval.Vectors, k: Int, mode: ScoreMode,
-                       weights: [Double] = Retrieval.defaultWeights) throws -> [Hit] {
-        try search(query, k: k, mode: mode.rawValue, weights: weights)
+                       weights: [Double] = Retrieval.defaultWeights, chunks: Bool = false) throws -> [Hit] {
+        try search(query, k: k, mode: mode.rawValue, weights: weights, chunks: chunks)
     }
 }
 
 nonisolated extension EdgeM3WritableIndex {
-    /// `search(_:k:mode:weights:)` with the mode as an enum.
-    public func search(_ query: Embedding, k: Int, mode: ScoreMode, weights: [Double] = Retrieval.defaultWeights) throws -> [Hit] {
-        try search(query, k: k, mode: mode.rawValue, weights: weights)
+    /// `search(_:k:mode:weights:chunks:)` with the mode as an enum.
+    public func search(_ query: Embedding, k: Int, mode: ScoreMode, weights: [Double] = Retrieval.defaultWeights,
+                       chunks: Bool = false) throws -> [Hit] {
+        try search(query, k: k, mode: mode.rawValue, weights: weights, chunks: chunks)
     }
 
-    /// `search(_:k:mode:weights:)` with the mode as an enum.
+    /// `search(_:k:mode:weights:chunks:)` with the mode as an enum.
     public func search(_ query: Retrieval.Vectors, k: Int, mode: ScoreMode,
-                       weights: [Double] = Retrieval.defaultWeights) throws -> [Hit] {
-        try search(query, k: k, mode: mode.rawValue, weights: weights)
+                       weights: [Double] = Retrieval.defaultWeights, chunks: Bool = false) throws -> [Hit] {
+        try search(query, k: k, mode: mode.rawValue, weights: weights, chunks: chunks)
     }
 }

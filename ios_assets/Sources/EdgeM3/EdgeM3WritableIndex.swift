@@ -5,7 +5,9 @@ import Foundation
 /// `index.sqlite` (the platform's SQLite) holding every write since: the passages added, in
 /// their stored form, and the base rows removed. `search` returns the same logical rows and
 /// float64 score bits as Python's `WritableIndex`, the Kotlin kit, and a format-1 index built
-/// fresh from the surviving passages in row order.
+/// fresh from the surviving passages in row order. A passage is one or more rows, its chunks
+/// (docs/index-format.md, "Passages and chunks"): `add(_:text:)` stores every chunk of a long
+/// text, `search` ranks passages by their best chunk (`chunks: true`: the rows themselves).
 ///
 /// Every write is one SQLite transaction (WAL): a killed app loses at most the write in flight.
 /// Writers in other processes are serialised by SQLite's lock (waiting up to INDEX_DB_BUSY_MS,
@@ -15,10 +17,12 @@ nonisolated public final class EdgeM3WritableIndex: @unchecked Sendable {  // mu
     public typealias PassageID = EdgeM3Index.PassageID
 
     /// One search result: the logical row (surviving base rows in base order, then the added
-    /// passages in the order they were added), the passage's id, its exact score.
+    /// passages' chunks in the order they were added), the passage's id, the row's chunk number
+    /// in its passage, its exact score. A passage search's hit is the passage's best chunk.
     public struct Hit: Hashable, Sendable {
         public let row: Int
         public let id: PassageID
+        public let chunk: Int
         public let score: Double
     }
 
@@ -45,12 +49,13 @@ nonisolated public final class EdgeM3WritableIndex: @unchecked Sendable {  // mu
     private var baseSha = ""
     private var generation = 0
     private var base: EdgeM3Index?
-    private var baseRowOf: [PassageID: Int] = [:]  // base id -> its (first) row
-    private var baseRepeats = false  // a base with a repeated id: searchable, not writable
+    private var baseRowOf: [PassageID: Int] = [:]  // base id -> its first row (chunk 0)
+    private var baseMore: [PassageID: [Int]] = [:]  // a base id of several chunks -> its other rows
+    private var baseAlive = 0  // base passages not removed
     private var removed = Set<Int>()
     private var survivors: [Int] = []  // base rows not removed, ascending
-    private var passages: [StoredPassage] = []  // the database's, by seq
-    private var seqOf: [PassageID: Int64] = [:]
+    private var passages: [StoredPassage] = []  // the database's chunks, by seq
+    private var seqsOf: [PassageID: [Int64]] = [:]  // an added passage's chunks' seqs, in chunk order
     private var collected = false  // garbage removed by this connection's first write
 
     private var dbURL: URL { folder.appendingPathComponent(EdgeM3Contract.indexDb) }
@@ -165,8 +170,18 @@ nonisolated public final class EdgeM3WritableIndex: @unchecked Sendable {  // mu
 
     // ------------------------------------------------------------------ reading
 
-    /// Passages (logical rows).
+    /// Passages (not rows: a passage of several chunks counts once).
     public var count: Int {
+        get throws {
+            try locked {
+                try refresh()
+                return baseAlive + seqsOf.count
+            }
+        }
+    }
+
+    /// Logical rows: every surviving passage's chunks (what a search's `Hit.row` indexes).
+    public var rows: Int {
         get throws {
             try locked {
                 try refresh()
@@ -183,25 +198,47 @@ nonisolated public final class EdgeM3WritableIndex: @unchecked Sendable {  // mu
     }
 
     /// Search with a query embedded by the same bundle (`EdgeM3Embedder.embed`).
-    public func search(_ query: Embedding, k: Int, mode: String, weights: [Double] = Retrieval.defaultWeights) throws -> [Hit] {
-        try search(try Retrieval.Vectors(query), k: k, mode: mode, weights: weights)
+    public func search(_ query: Embedding, k: Int, mode: String, weights: [Double] = Retrieval.defaultWeights,
+                       chunks: Bool = false) throws -> [Hit] {
+        try search(try Retrieval.Vectors(query), k: k, mode: mode, weights: weights, chunks: chunks)
     }
 
     /// A text embedded by the index's embedder, then searched.
-    public func search(text: String, k: Int, mode: String, weights: [Double] = Retrieval.defaultWeights) throws -> [Hit] {
-        try search(try Retrieval.Vectors(try needEmbedder().embed(text)), k: k, mode: mode, weights: weights)
+    public func search(text: String, k: Int, mode: String, weights: [Double] = Retrieval.defaultWeights,
+                       chunks: Bool = false) throws -> [Hit] {
+        try search(try Retrieval.Vectors(try needEmbedder().embed(text)), k: k, mode: mode, weights: weights, chunks: chunks)
     }
 
-    /// The best `k` logical rows for `mode`, best first: exactly EdgeM3Index.search's rules
-    /// (docs/index-format.md "Search") over the logical rows.
-    public func search(_ query: Retrieval.Vectors, k: Int, mode: String, weights: [Double] = Retrieval.defaultWeights) throws -> [Hit] {
+    /// The best `k` passages for `mode`, best first, each hit its passage's best chunk; `chunks`:
+    /// the best `k` logical rows themselves. Exactly EdgeM3Index.search's rules
+    /// (docs/index-format.md "Search", "Passages and chunks") over the logical rows, the largest
+    /// number of chunks taken over the surviving passages.
+    public func search(_ query: Retrieval.Vectors, k: Int, mode: String, weights: [Double] = Retrieval.defaultWeights,
+                       chunks: Bool = false) throws -> [Hit] {
         try locked {
             try refresh()
-            return try searchLocked(query, k: k, mode: mode, weights: weights)
+            let rows = try rowSearch(query, k: chunks ? k : rowsFor(k, passagesOf: maxChunks()), mode: mode, weights: weights)
+            return (chunks ? rows : firstOfEachPassage(rows, k) { idOf($0) }).map {
+                Hit(row: $0.0, id: idOf($0.0), chunk: chunkOf($0.0), score: $0.1)
+            }
         }
     }
 
-    private func searchLocked(_ query: Retrieval.Vectors, k: Int, mode: String, weights: [Double]) throws -> [Hit] {
+    /// The largest number of chunks of one surviving passage (0: none). A passage is removed
+    /// whole, so a surviving base passage's rows are its chunks 0..n-1: the largest surviving
+    /// chunk number + 1.
+    private func maxChunks() -> Int {
+        var most = 0
+        if let base, base.maxChunks > 1 {
+            for r in survivors { most = max(most, base.chunks[r] + 1) }
+        } else if !survivors.isEmpty {
+            most = 1
+        }
+        for seqs in seqsOf.values { most = max(most, seqs.count) }
+        return most
+    }
+
+    private func rowSearch(_ query: Retrieval.Vectors, k: Int, mode: String, weights: [Double]) throws -> [(Int, Double)] {
         guard k >= 1 else { throw EdgeM3Error("k: must be at least 1, got \(k)") }
         let used = try Retrieval.signals(of: mode)
         try Retrieval.checkWeights(weights)
@@ -220,7 +257,6 @@ nonisolated public final class EdgeM3WritableIndex: @unchecked Sendable {  // mu
         if n == 0 { return [] }
         let q = query.dense ?? []
         let cq = query.colbert ?? []
-        func hits(_ top: [(Int, Double)]) -> [Hit] { top.map { Hit(row: $0.0, id: idOf($0.0), score: $0.1) } }
         func denseAll() -> [Double] {
             var out = [Double](repeating: 0, count: n)
             if let base {
@@ -257,11 +293,11 @@ nonisolated public final class EdgeM3WritableIndex: @unchecked Sendable {  // mu
             switch used[0] {
             case nd:
                 let d = denseAll()
-                return hits(bestOf(k, n) { d[$0] })
-            case nc: return hits(bestOf(k, n) { colbert($0) })
+                return bestOf(k, n) { d[$0] }
+            case nc: return bestOf(k, n) { colbert($0) }
             default:
                 let s = sparseAll()
-                return hits(bestOf(k, s.rows.count) { s.acc[s.rows[$0]] }.map { (s.rows[$0.0], $0.1) })
+                return bestOf(k, s.rows.count) { s.acc[s.rows[$0]] }.map { (s.rows[$0.0], $0.1) }
             }
         }
         let c = max(k, EdgeM3Contract.hybridCandidates)
@@ -277,37 +313,55 @@ nonisolated public final class EdgeM3WritableIndex: @unchecked Sendable {  // mu
             scores[i] = try Retrieval.hybrid(mode, dense: dAll[r], sparse: s.acc[r], colbert: withColbert ? colbert(r) : 0,
                                              weights: weights)
         }
-        return hits(bestOf(k, rows.count) { scores[$0] }.map { (rows[$0.0], $0.1) })
+        return bestOf(k, rows.count) { scores[$0] }.map { (rows[$0.0], $0.1) }
     }
 
     private func idOf(_ row: Int) -> PassageID {
         row < survivors.count ? base!.ids[survivors[row]] : passages[row - survivors.count].id
     }
 
-    private enum Place { case base(Int), db(Int64) }
+    private func chunkOf(_ row: Int) -> Int {
+        row < survivors.count ? base!.chunks[survivors[row]] : passages[row - survivors.count].chunk
+    }
+
+    /// Where a passage's chunks are: its base rows (none removed: a removal tombstones them all)
+    /// or its database seqs.
+    private enum Place { case base([Int]), db([Int64]) }
 
     private func place(of id: PassageID) -> Place? {
-        if let seq = seqOf[id] { return .db(seq) }
-        if let r = baseRowOf[id], !removed.contains(r) { return .base(r) }
+        if let seqs = seqsOf[id] { return .db(seqs) }
+        if let r = baseRowOf[id], !removed.contains(r) { return .base([r] + (baseMore[id] ?? [])) }
         return nil
     }
 
     // ------------------------------------------------------------------ writing
 
-    /// Appends one passage (precomputed pipeline outputs) as the last logical row. An id already
-    /// in the index: `.duplicateId`, nothing written.
+    /// Appends one passage of one chunk (precomputed pipeline outputs) as the last logical row.
+    /// An id already in the index: `.duplicateId`, nothing written.
     public func add(_ id: PassageID, _ vectors: Retrieval.Vectors) throws {
-        try addAll([(id, vectors)])
+        try addAll(passages: [(id, [vectors])])
     }
 
-    /// Embeds `text` with the index's embedder (`init(folder:embedder:)`), then `add`.
+    /// Appends one passage of precomputed chunks (chunk 0 first) as the last logical rows. No
+    /// chunk: `.invalidInput`; an id already in the index: `.duplicateId`; nothing written.
+    public func add(_ id: PassageID, chunks: [Retrieval.Vectors]) throws {
+        try addAll(passages: [(id, chunks)])
+    }
+
+    /// Every chunk of `text` (`EdgeM3Embedder.embedChunks`, by the index's embedder: open it with
+    /// `init(folder:embedder:)`), added as one passage.
     public func add(_ id: PassageID, text: String) throws {
-        try add(id, try Retrieval.Vectors(try needEmbedder().embed(text)))
+        try add(id, chunks: try embedChunks(text))
     }
 
-    /// Appends passages in one transaction: all or nothing.
+    /// Appends passages of one chunk each in one transaction: all or nothing.
     public func addAll(_ items: [(PassageID, Retrieval.Vectors)]) throws {
-        let stored = try items.map { try StoredPassage(id: $0.0, $0.1, dim: dim, dense: denseStore, colbert: colbertStore) }
+        try addAll(passages: items.map { ($0.0, [$0.1]) })
+    }
+
+    /// Appends passages, each its chunks, in one transaction: all or nothing.
+    public func addAll(passages items: [(PassageID, [Retrieval.Vectors])]) throws {
+        let all = try items.map { try stored($0.0, $0.1) }
         var seen = Set<PassageID>()
         for (id, _) in items where !seen.insert(id).inserted {
             throw EdgeM3Error("\(describe(id)): given twice in one batch", kind: .duplicateId)
@@ -316,30 +370,50 @@ nonisolated public final class EdgeM3WritableIndex: @unchecked Sendable {  // mu
             for (id, _) in items where place(of: id) != nil {
                 throw EdgeM3Error("\(describe(id)): already in the index (update it, or remove it first)", kind: .duplicateId)
             }
-            let added = try stored.map { try insert(db, $0) }
+            let added = try all.joined().map { try insert(db, $0) }
             return { for p in added { self.append(p) } }
         }
     }
 
-    /// Replaces a passage: removed and appended again in one transaction (it becomes the last
-    /// logical row). A missing id: `.unknownId`, nothing written.
+    /// Replaces a passage by one chunk: removed (every chunk) and appended again in one
+    /// transaction (it becomes the last logical row). A missing id: `.unknownId`, nothing written.
     public func update(_ id: PassageID, _ vectors: Retrieval.Vectors) throws {
-        let p = try StoredPassage(id: id, vectors, dim: dim, dense: denseStore, colbert: colbertStore)
+        try update(id, chunks: [vectors])
+    }
+
+    /// Replaces a passage by these chunks (the last logical rows). No chunk: `.invalidInput`; a
+    /// missing id: `.unknownId`; nothing written.
+    public func update(_ id: PassageID, chunks: [Retrieval.Vectors]) throws {
+        let ps = try stored(id, chunks)
         try write { db in
             let drop = try delete(db, id)
-            let added = try insert(db, p)
+            let added = try ps.map { try insert(db, $0) }
             return {
                 drop()
-                self.append(added)
+                for p in added { self.append(p) }
             }
         }
     }
 
+    /// Replaces a passage by every chunk of `text`, embedded by the index's embedder.
     public func update(_ id: PassageID, text: String) throws {
-        try update(id, try Retrieval.Vectors(try needEmbedder().embed(text)))
+        try update(id, chunks: try embedChunks(text))
     }
 
-    /// Removes a passage (a base passage gets a tombstone). A missing id: `.unknownId`, nothing changed.
+    /// A passage's chunks in stored form (quantized here, once); no chunk is refused.
+    private func stored(_ id: PassageID, _ chunks: [Retrieval.Vectors]) throws -> [StoredPassage] {
+        guard !chunks.isEmpty else { throw EdgeM3Error("\(describe(id)): no chunks (a passage has at least one)") }
+        return try chunks.enumerated().map {
+            try StoredPassage(id: id, chunk: $0.offset, $0.element, dim: dim, dense: denseStore, colbert: colbertStore)
+        }
+    }
+
+    private func embedChunks(_ text: String) throws -> [Retrieval.Vectors] {
+        try needEmbedder().embedChunks(text).map { try Retrieval.Vectors($0) }
+    }
+
+    /// Removes a passage, every chunk (a base passage's rows get tombstones). A missing id:
+    /// `.unknownId`, nothing changed.
     public func remove(_ id: PassageID) throws {
         try write { db in try delete(db, id) }
     }
@@ -412,15 +486,16 @@ nonisolated public final class EdgeM3WritableIndex: @unchecked Sendable {  // mu
     }
 
     private func insert(_ db: SQLiteDB, _ p: StoredPassage) throws -> StoredPassage {
-        let s = try db.prepare("INSERT INTO passages (id, dense, dense_scale, lex_tokens, lex_weights, colbert, colbert_scale) "
-                               + "VALUES (?, ?, ?, ?, ?, ?, ?)", writing: true)
+        let s = try db.prepare("INSERT INTO passages (id, chunk, dense, dense_scale, lex_tokens, lex_weights, colbert, colbert_scale) "
+                               + "VALUES (?, ?, ?, ?, ?, ?, ?, ?)", writing: true)
         try s.bind(1, id: p.id)
-        try s.bind(2, blob: p.denseBlob)
-        try s.bind(3, blob: p.denseScaleBlob)
-        try s.bind(4, blob: bytes(p.tokens))
-        try s.bind(5, blob: bytes(p.weights))
-        try s.bind(6, blob: p.colbertBlob)
-        try s.bind(7, blob: p.colbertScaleBlob)
+        try s.bind(2, Int64(p.chunk))
+        try s.bind(3, blob: p.denseBlob)
+        try s.bind(4, blob: p.denseScaleBlob)
+        try s.bind(5, blob: bytes(p.tokens))
+        try s.bind(6, blob: bytes(p.weights))
+        try s.bind(7, blob: p.colbertBlob)
+        try s.bind(8, blob: p.colbertScaleBlob)
         try s.run()
         var out = p
         out.seq = db.lastInsertRowID
@@ -432,28 +507,35 @@ nonisolated public final class EdgeM3WritableIndex: @unchecked Sendable {  // mu
         switch place(of: id) {
         case nil:
             throw EdgeM3Error("\(describe(id)): not in the index", kind: .unknownId)
-        case .base(let r):
+        case .base(let rows):
             let s = try db.prepare("INSERT INTO removed (row) VALUES (?)", writing: true)
-            try s.bind(1, Int64(r))
-            try s.run()
-            return {
-                self.removed.insert(r)
-                self.survivors.remove(at: lowerBound(self.survivors, r))
+            for r in rows {
+                try s.bind(1, Int64(r))
+                try s.run()
             }
-        case .db(let seq):
-            let s = try db.prepare("DELETE FROM passages WHERE seq = ?", writing: true)
-            try s.bind(1, seq)
-            try s.run()
             return {
-                self.seqOf[id] = nil
-                self.passages.remove(at: lowerBound(self.passages.lazy.map { $0.seq }, seq))
+                for r in rows {
+                    self.removed.insert(r)
+                    self.survivors.remove(at: lowerBound(self.survivors, r))
+                }
+                self.baseAlive -= 1
+            }
+        case .db(let seqs):
+            let s = try db.prepare("DELETE FROM passages WHERE seq = ?", writing: true)
+            for seq in seqs {
+                try s.bind(1, seq)
+                try s.run()
+            }
+            return {
+                self.seqsOf[id] = nil
+                for seq in seqs { self.passages.remove(at: lowerBound(self.passages.lazy.map { $0.seq }, seq)) }
             }
         }
     }
 
     private func append(_ p: StoredPassage) {
         passages.append(p)
-        seqOf[p.id] = p.seq
+        seqsOf[p.id, default: []].append(p.seq)
     }
 
     /// One write transaction (BEGIN IMMEDIATE: SQLite's writer lock): `body` runs after a reload
@@ -469,9 +551,6 @@ nonisolated public final class EdgeM3WritableIndex: @unchecked Sendable {  // mu
             let apply: () -> Void
             do {
                 try refresh()
-                guard !baseRepeats else {
-                    throw EdgeM3Error("\(folder.path): the base repeats an id, so it can be searched but not written")
-                }
                 if !collected {
                     collectGarbage()
                     collected = true
@@ -529,19 +608,21 @@ nonisolated public final class EdgeM3WritableIndex: @unchecked Sendable {  // mu
         if base !== l.base {
             base = l.base
             baseRowOf = [:]
-            baseRepeats = false
+            baseMore = [:]
             if let b = l.base {
                 baseRowOf.reserveCapacity(b.count)
                 for (r, id) in b.ids.enumerated() {
-                    if baseRowOf[id] == nil { baseRowOf[id] = r } else { baseRepeats = true }
+                    if b.chunks[r] == 0 { baseRowOf[id] = r } else { baseMore[id, default: []].append(r) }
                 }
             }
         }
         (baseName, baseSha, generation) = (l.meta.base, l.meta.baseSha, l.meta.generation)
         removed = l.removed
         survivors = (0..<(base?.count ?? 0)).filter { !removed.contains($0) }
+        baseAlive = baseRowOf.values.reduce(0) { $0 + (removed.contains($1) ? 0 : 1) }
         passages = l.passages
-        seqOf = Dictionary(passages.map { ($0.id, $0.seq) }, uniquingKeysWith: { a, _ in a })
+        seqsOf = [:]
+        for p in passages { seqsOf[p.id, default: []].append(p.seq) }
         dataVersion = l.dataVersion
     }
 
@@ -604,6 +685,9 @@ nonisolated public final class EdgeM3WritableIndex: @unchecked Sendable {  // mu
         guard user <= Int64(EdgeM3Contract.indexDbVersion) else {
             throw bad("written by a newer edge-m3 (user_version \(user), this kit reads \(EdgeM3Contract.indexDbVersion))")
         }
+        guard user == Int64(EdgeM3Contract.indexDbVersion) else {
+            throw bad("written by an older edge-m3 (user_version \(user), this kit reads \(EdgeM3Contract.indexDbVersion))")
+        }
         var meta: [String: String] = [:]
         let m = try db.prepare("SELECT key, value FROM meta")
         while try m.step() { meta[m.text(0)] = m.text(1) }
@@ -612,7 +696,9 @@ nonisolated public final class EdgeM3WritableIndex: @unchecked Sendable {  // mu
         guard fv <= EdgeM3Contract.indexDbVersion else {
             throw bad("written by a newer edge-m3 (format_version \(fv), this kit reads \(EdgeM3Contract.indexDbVersion))")
         }
-        guard fv == EdgeM3Contract.indexDbVersion else { throw bad("format_version \(fv) unknown") }
+        guard fv == EdgeM3Contract.indexDbVersion else {
+            throw bad("written by an older edge-m3 (format_version \(fv), this kit reads \(EdgeM3Contract.indexDbVersion))")
+        }
         for key in EdgeM3Contract.indexDbMetaKeys where meta[key] == nil { throw bad("meta \(key) missing") }
         guard let dim = Int(meta["dim"]!), dim >= 1 else { throw bad("meta dim malformed") }
         let dense = meta["dense"]!, colbert = meta["colbert"]!
@@ -654,7 +740,11 @@ nonisolated public final class EdgeM3WritableIndex: @unchecked Sendable {  // mu
             removed.insert(Int(row))
         }
         var passages: [StoredPassage] = []
-        let p = try db.prepare("SELECT seq, id, dense, dense_scale, lex_tokens, lex_weights, colbert, colbert_scale FROM passages ORDER BY seq")
+        let p = try db.prepare("SELECT seq, id, chunk, dense, dense_scale, lex_tokens, lex_weights, colbert, colbert_scale "
+                               + "FROM passages ORDER BY seq")
+        // A passage's chunks are 0, 1, ... in consecutive seqs (one transaction wrote them).
+        var last: (id: PassageID, chunks: Int64)?
+        var seen = Set<PassageID>()
         while try p.step() {
             let id: PassageID
             if p.isInteger(1) {
@@ -664,17 +754,24 @@ nonisolated public final class EdgeM3WritableIndex: @unchecked Sendable {  // mu
             } else {
                 throw bad("a passage id is neither an integer nor a string")
             }
+            let chunk = p.int64(2)
+            let next = last.map { $0.id == id ? $0.chunks : 0 } ?? 0
+            guard p.isInteger(2), chunk == next, chunk > 0 || seen.insert(id).inserted else {
+                throw bad("id \(id) has chunk \(p.isInteger(2) ? String(chunk) : "(not an integer)") out of order "
+                          + "(a passage's chunks are 0, 1, ... in consecutive seqs)")
+            }
+            last = (id, chunk + 1)
             func blob(_ c: Int32) -> [UInt8]? { p.isNull(c) ? nil : p.blob(c) }
-            guard let s = StoredPassage(seq: p.int64(0), id: id, dense: blob(2), denseScale: blob(3), tokens: blob(4),
-                                        weights: blob(5), colbert: blob(6), colbertScale: blob(7), dim: dim,
+            guard let s = StoredPassage(seq: p.int64(0), id: id, chunk: Int(chunk), dense: blob(3), denseScale: blob(4),
+                                        tokens: blob(5), weights: blob(6), colbert: blob(7), colbertScale: blob(8), dim: dim,
                                         denseStore: dense, colbertStore: colbert) else {
                 throw bad("passage seq \(p.int64(0)) has blobs of the wrong length, or bad lexical weights")
             }
             passages.append(s)
         }
         if let base {
-            var alive = Set<PassageID>()
-            for (r, id) in base.ids.enumerated() where !removed.contains(r) { alive.insert(id) }
+            var alive = Set<PassageID>()  // a base passage is alive while its first row (chunk 0) is
+            for (r, id) in base.ids.enumerated() where base.chunks[r] == 0 && !removed.contains(r) { alive.insert(id) }
             if let clash = passages.first(where: { alive.contains($0.id) }) {
                 throw bad("id \(clash.id) is both in the base and added")
             }
@@ -925,6 +1022,8 @@ nonisolated public final class EdgeM3WritableIndex: @unchecked Sendable {  // mu
 nonisolated struct StoredPassage: Sendable {
     var seq: Int64 = 0
     let id: EdgeM3Index.PassageID
+    /// The chunk number in its passage (0, 1, ... in seq order).
+    let chunk: Int
     /// float32 store: the values; int8 store: empty (see `denseCodes`).
     var denseValues: [Float] = []
     var denseCodes: [Int8] = []
@@ -940,8 +1039,9 @@ nonisolated struct StoredPassage: Sendable {
     let colbertStore: String
 
     /// From pipeline outputs, as Python's Index.add checks and stores them (quantized once, here).
-    init(id: EdgeM3Index.PassageID, _ v: Retrieval.Vectors, dim: Int, dense: String, colbert: String) throws {
+    init(id: EdgeM3Index.PassageID, chunk: Int, _ v: Retrieval.Vectors, dim: Int, dense: String, colbert: String) throws {
         self.id = id
+        self.chunk = chunk
         int8Dense = dense == "int8"
         colbertStore = colbert
         guard let d = v.dense, d.count == dim, d.allSatisfy({ $0.isFinite }) else {
@@ -977,10 +1077,11 @@ nonisolated struct StoredPassage: Sendable {
     }
 
     /// From a database row's blobs; nil when their lengths or lexical weights are wrong.
-    init?(seq: Int64, id: EdgeM3Index.PassageID, dense: [UInt8]?, denseScale: [UInt8]?, tokens: [UInt8]?, weights: [UInt8]?,
-          colbert: [UInt8]?, colbertScale: [UInt8]?, dim: Int, denseStore: String, colbertStore: String) {
+    init?(seq: Int64, id: EdgeM3Index.PassageID, chunk: Int, dense: [UInt8]?, denseScale: [UInt8]?, tokens: [UInt8]?,
+          weights: [UInt8]?, colbert: [UInt8]?, colbertScale: [UInt8]?, dim: Int, denseStore: String, colbertStore: String) {
         self.seq = seq
         self.id = id
+        self.chunk = chunk
         int8Dense = denseStore == "int8"
         self.colbertStore = colbertStore
         guard let dense, let tokens, let weights, tokens.count % 4 == 0, tokens.count == weights.count else { return nil }

@@ -3,15 +3,16 @@
 //
 //   edge-m3-retrieval score CASES
 //       per pair, weights set and mode: "PAIR SET MODE HEX" (HEX: the float64 score's bits, or "error")
-//   edge-m3-retrieval search INDEX QUERIES PLAN [--bundle DIR]
-//       per plan line and query: "LINE QUERY ROW:HEX ROW:HEX ..." (best first), or "LINE QUERY error"
+//   edge-m3-retrieval search INDEX QUERIES PLAN [--bundle DIR] [--scope passages|chunks]
+//       per plan line and query: "LINE QUERY ROW:HEX ROW:HEX ..." (best first), or "LINE QUERY error";
+//       with --scope, that search scope (passages: the default search) and "ROW:CHUNK:HEX" per hit
 //   edge-m3-retrieval bench INDEX QUERIES K MODE[,MODE...] REPEATS
 //       per mode: "MODE WALL:CPU WALL:CPU ..." seconds of one search each, wall clock and the
 //       thread's CPU time (one thread; every query REPEATS times after one warm-up pass)
 //   edge-m3-retrieval ops DIR OPS
 //       EdgeM3WritableIndex in folder DIR driven by the op log OPS (tools/kit/retrieval_wire.py,
-//       "op log"): one answer line per operation ("ok", "error KIND", "count N",
-//       "contains true|false", "hits N" (ROW ID HEX64)*N)
+//       "op log"): one answer line per operation ("ok", "error KIND", "count N" (passages),
+//       "contains true|false", "hits N" (ROW ID CHUNK HEX64)*N)
 //
 // CASES and QUERIES are whitespace-separated tokens, every float as the hex of its bits (float32:
 // 8 digits, float64: 16):
@@ -125,7 +126,15 @@ func queries(_ path: String) throws -> [Retrieval.Vectors] {
     return try (0..<t.int()).map { _ in try t.vectors() }
 }
 
-func search(_ all: [String]) throws {
+func search(_ argv: [String]) throws {
+    var all = argv
+    // --scope: the hits' chunk numbers printed, and passages or chunks searched
+    var chunks: Bool?
+    if let at = all.firstIndex(of: "--scope") {
+        guard at + 1 < all.count, ["passages", "chunks"].contains(all[at + 1]) else { usage() }
+        chunks = all[at + 1] == "chunks"
+        all.removeSubrange(at...(at + 1))
+    }
     let at = all.firstIndex(of: "--bundle")
     let a = at.map { Array(all[..<$0]) } ?? all
     guard a.count == 3, at == nil || at == all.count - 2 else { usage() }
@@ -148,7 +157,9 @@ func search(_ all: [String]) throws {
         for (i, q) in qs.enumerated() {
             out += "\(j) \(i)"
             do {
-                for h in try index.search(q, k: k, mode: mode, weights: weights) { out += " \(h.row):\(hex(h.score))" }
+                for h in try index.search(q, k: k, mode: mode, weights: weights, chunks: chunks ?? false) {
+                    out += chunks == nil ? " \(h.row):\(hex(h.score))" : " \(h.row):\(h.chunk):\(hex(h.score))"
+                }
             } catch {
                 out += " error"
             }
@@ -240,8 +251,10 @@ func ops(_ dir: String, _ path: String) throws {
             case "open", "reopen": _ = try open()
             case "add", "update":
                 let id = try passageID(try t.next())
-                let v = try t.vectors()
-                if op == "add" { try current().add(id, v) } else { try current().update(id, v) }
+                let n = try t.int()
+                guard n >= 0 else { throw OpLogError.bad("\(op): \(n) chunks") }
+                let chunks = try (0..<n).map { _ in try t.vectors() }  // none: refused by the index
+                if op == "add" { try current().add(id, chunks: chunks) } else { try current().update(id, chunks: chunks) }
             case "remove":
                 let id = try passageID(try t.next())
                 try current().remove(id)
@@ -254,9 +267,11 @@ func ops(_ dir: String, _ path: String) throws {
                 let k = try t.int()
                 let mode = String(try t.next())
                 let weights = try (0..<3).map { _ in try t.f64() }
+                let scope = try t.next()
+                guard scope == "passages" || scope == "chunks" else { throw OpLogError.bad("unknown scope \"\(scope)\"") }
                 let q = try t.vectors()
-                let hits = try current().search(q, k: k, mode: mode, weights: weights)
-                answer = "hits \(hits.count)" + hits.map { " \($0.row) \(idToken($0.id)) \(hex($0.score))" }.joined()
+                let hits = try current().search(q, k: k, mode: mode, weights: weights, chunks: scope == "chunks")
+                answer = "hits \(hits.count)" + hits.map { " \($0.row) \(idToken($0.id)) \($0.chunk) \(hex($0.score))" }.joined()
             default: throw OpLogError.bad("unknown operation \"\(op)\"")
             }
         } catch let e as EdgeM3Error {
@@ -274,7 +289,7 @@ enum OpLogError: Error { case bad(String) }
 
 func usage() -> Never {
     FileHandle.standardError.write(
-        "usage: edge-m3-retrieval score CASES | search INDEX QUERIES PLAN [--bundle DIR] | bench INDEX QUERIES K MODE[,MODE...] REPEATS | ops DIR OPS\n"
+        "usage: edge-m3-retrieval score CASES | search INDEX QUERIES PLAN [--bundle DIR] [--scope passages|chunks] | bench INDEX QUERIES K MODE[,MODE...] REPEATS | ops DIR OPS\n"
             .data(using: .utf8)!)
     exit(2)
 }

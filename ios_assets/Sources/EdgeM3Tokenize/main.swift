@@ -5,6 +5,9 @@
 //   edge-m3-tokenize --units BUNDLE FILE      lines "MAX HEX": MAX "-" or a length, HEX the text as
 //       UTF-16 code units (4 hex digits each, lone surrogates allowed); prints the ids or
 //       "error: <message>" per line (tests/test_kit_tokenizer.py)
+//   edge-m3-tokenize --chunks BUNDLE FILE     lines "L OVERLAP HEX": L the largest signature length,
+//       OVERLAP "-" (the default) or a number, HEX as --units; prints the text's chunks
+//       (encodeChunks) as one JSON list of id lists, or "error: <message>", per line
 //   edge-m3-tokenize --bench BUNDLE TEXTS_FILE  load time, then texts/s single-threaded
 //
 // BUNDLE is a directory with manifest.json (its "tokenizer" entry is what is read) and the model
@@ -84,7 +87,7 @@ func bench(_ tok: any EdgeM3Tokenizer, _ texts: [String], _ maxLength: Int?) thr
 }
 
 func run(_ argv: [String]) throws {
-    let usage = UsageError(message: "usage: edge-m3-tokenize [--units|--bench] BUNDLE FILE [--max-length N]")
+    let usage = UsageError(message: "usage: edge-m3-tokenize [--units|--chunks|--bench] BUNDLE FILE [--max-length N]")
     var rest = argv
     let mode = rest.first.map { $0.hasPrefix("--") } == true ? rest.removeFirst() : ""
     var maxLength: Int? = nil
@@ -93,7 +96,7 @@ func run(_ argv: [String]) throws {
         maxLength = m
         rest.removeSubrange(at...(at + 1))
     }
-    guard rest.count == 2, ["", "--units", "--bench"].contains(mode) else { throw usage }
+    guard rest.count == 2, ["", "--units", "--chunks", "--bench"].contains(mode) else { throw usage }
     let t0 = DispatchTime.now().uptimeNanoseconds
     let tok = try loadTokenizer(rest[0])
     let loadS = seconds(since: t0)
@@ -115,6 +118,19 @@ func run(_ argv: [String]) throws {
             let (max, text) = try units(line, "\(rest[1]):\(i + 1)")
             do {
                 out += json(try tok.encode(utf16: text, maxLength: max)) + "\n"
+            } catch let exc as EdgeM3Error {
+                out += "error: \(exc.message)\n"
+            }
+        }
+    case "--chunks":
+        for (i, line) in lines.enumerated() {
+            let at = "\(rest[1]):\(i + 1)"
+            let parts = line.split(separator: " ", maxSplits: 1, omittingEmptySubsequences: false)
+            guard parts.count == 2, let l = Int(parts[0]) else { throw UsageError(message: "\(at): expected \"L OVERLAP HEX\"") }
+            let (overlap, text) = try units(String(parts[1]), at)
+            do {
+                let chunks = try tok.encodeChunks(utf16: text, maxLength: l, overlap: overlap)
+                out += "[" + chunks.map(json).joined(separator: ", ") + "]\n"
             } catch let exc as EdgeM3Error {
                 out += "error: \(exc.message)\n"
             }

@@ -46,6 +46,31 @@ final class TokenizerTests: XCTestCase {
         XCTAssertEqual(try tok.encode("a a a a", maxLength: 3), [0, 4, 2])
     }
 
+    /// encodeChunks (docs/index-format.md, "Passages and chunks"): windows of L - 2 ids between
+    /// <s> and </s>, the default overlap, a text that fits is one chunk, the first chunk is the
+    /// truncated text, refusals, and an L so large W * CHUNK_OVERLAP_PERCENT would overflow.
+    func testEncodeChunks() throws {
+        let tok = try tokenizer()
+        let text = String(repeating: "a ", count: 9) + "a"  // ten "▁a" pieces: ids 4 x 10
+        let whole = try tok.encode(text, maxLength: nil)
+        XCTAssertEqual(whole.count, 12)
+        // L 6: W 4, overlap 4 * 25 / 100 = 1, starts 0, 3, 6 (6 + 4 >= 10)
+        let chunks = try tok.encodeChunks(text, maxLength: 6)
+        XCTAssertEqual(chunks.map(\.count), [6, 6, 6])
+        XCTAssertEqual(chunks[0], try tok.encode(text, maxLength: 6))
+        XCTAssertTrue(chunks.allSatisfy { $0.first == 0 && $0.last == 2 })
+        XCTAssertEqual(try tok.encodeChunks(text, maxLength: 6, overlap: 0).map(\.count), [6, 6, 4])
+        XCTAssertEqual(try tok.encodeChunks(text, maxLength: 6, overlap: 3).count, 7)
+        XCTAssertEqual(try tok.encodeChunks(text, maxLength: 12), [whole])
+        XCTAssertEqual(try tok.encodeChunks(text, maxLength: Int.max), [whole])
+        XCTAssertEqual(try tok.encodeChunks("", maxLength: 3), [[0, 2]])
+        for (l, o) in [(2, nil), (6, 4), (6, -1)] as [(Int, Int?)] {
+            XCTAssertThrowsError(try tok.encodeChunks(text, maxLength: l, overlap: o)) { error in
+                XCTAssertEqual((error as? EdgeM3Error)?.kind, .invalidInput)
+            }
+        }
+    }
+
     func testInvalidInputGetsThePythonMessages() throws {
         let tok = try tokenizer()
         XCTAssertThrowsError(try tok.encode(utf16: [0x61, 0xD83D, 0xDE00, 0xDC00])) { error in

@@ -123,3 +123,43 @@ nonisolated struct SpecialSplit: Sendable {
         return out
     }
 }
+
+// The chunks of a long text (docs/index-format.md, "Passages and chunks"; Python's
+// Tokenizer.encode_chunks): every kind adds a first and a last id, so one rule serves them all.
+nonisolated extension EdgeM3Tokenizer {
+    /// The text's windows for the largest signature length `maxLength` (L): `content` = the ids
+    /// `encode` gives with no length limit, without their first and last id; windows of
+    /// W = L - 2 content ids starting at 0, W - `overlap`, ... until one reaches the end, each
+    /// as `[first id] + window + [last id]`. `overlap` defaults to W * CHUNK_OVERLAP_PERCENT / 100
+    /// and must satisfy 0 <= overlap < W. A text that fits has one chunk, `encode(text, L)`.
+    public func encodeChunks(_ text: String, maxLength: Int, overlap: Int? = nil) throws -> [[Int]] {
+        try chunkWindows(try encode(text, maxLength: nil), maxLength: maxLength, overlap: overlap)
+    }
+
+    /// The same for raw UTF-16 code units (a lone surrogate refused as `encode(utf16:maxLength:)`).
+    public func encodeChunks(utf16 units: [UInt16], maxLength: Int, overlap: Int? = nil) throws -> [[Int]] {
+        try chunkWindows(try encode(utf16: units, maxLength: nil), maxLength: maxLength, overlap: overlap)
+    }
+}
+
+/// `ids` (a whole text's, first and last id included) cut into the chunks of `encodeChunks`.
+nonisolated func chunkWindows(_ ids: [Int], maxLength: Int, overlap: Int?) throws -> [[Int]] {
+    let w = maxLength - 2
+    guard w >= 1 else { throw EdgeM3Error("max_length \(maxLength): chunks need an integer of at least 3") }
+    let pct = EdgeM3Contract.chunkOverlapPercent
+    let o = overlap ?? w / 100 * pct + w % 100 * pct / 100  // W * pct / 100 without overflow for any W
+    guard o >= 0, o < w else { throw EdgeM3Error("chunk overlap \(o): must be an integer from 0 to \(w - 1) (windows of \(w) tokens)") }
+    guard ids.count >= 2 else { return [ids] }
+    let first = ids[0], last = ids[ids.count - 1]
+    let content = ids[1..<(ids.count - 1)]
+    let n = content.count
+    var chunks: [[Int]] = []
+    var s = 0
+    while true {
+        let from = content.startIndex + s
+        chunks.append([first] + content[from..<(from + min(w, n - s))] + [last])
+        if s + w >= n { break }
+        s += w - o
+    }
+    return chunks
+}

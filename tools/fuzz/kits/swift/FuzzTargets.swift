@@ -245,12 +245,15 @@ func fuzzIndex(_ data: [UInt8]) throws {
 func fuzzWritable(_ data: [UInt8]) throws {
     let dir = try writeFolder([(EdgeM3Contract.indexDb, data)], rehash: nil)
     let idx = try EdgeM3WritableIndex(folder: dir)
-    let n = try idx.count
+    let n = try idx.count, rows = try idx.rows  // passages, and their chunks' rows
     let q = try fuzzQuery(dim: idx.dim, tokens: [5, 6, 9])
     for mode in EdgeM3Contract.scoreModes where idx.colbertStore != "none" || !mode.contains("colbert") {
-        let hits = try idx.search(q, k: 3, mode: mode)
-        try require(hits.count <= min(3, n), "\(mode): \(hits.count) hits")
-        try require(hits.allSatisfy { $0.row >= 0 && $0.row < n }, "\(mode): row out of range")
+        for chunks in [false, true] {
+            let hits = try idx.search(q, k: 3, mode: mode, chunks: chunks)
+            try require(hits.count <= min(3, chunks ? rows : n), "\(mode): \(hits.count) hits")
+            try require(hits.allSatisfy { $0.row >= 0 && $0.row < rows }, "\(mode): row out of range")
+            try require(chunks || Set(hits.map(\.id)).count == hits.count, "\(mode): a passage twice")
+        }
     }
 }
 
