@@ -182,9 +182,9 @@ private fun ops(dir: File, file: File) {
             "open", "reopen" -> { { open(); "ok" } }
             "add", "update" -> {
                 val id = parseId(t.next())
-                val n = t.int()
-                if (n < 0) throw EdgeM3Exception("$op: $n chunks")  // bad input (exit 2), as a bad token
-                val chunks = List(n) { t.vectors() }  // N = 0: refused by the index
+                val size = t.int()
+                if (size < 0) throw EdgeM3Exception("$op: $size chunks")  // bad input (exit 2), as a bad token
+                val chunks = List(size) { t.vectors() }  // N = 0: refused by the index
                 val f = { if (op == "add") need().add(id, chunks) else need().update(id, chunks); "ok" }
                 f
             }
