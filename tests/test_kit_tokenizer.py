@@ -651,6 +651,62 @@ def test_kit_tokenize_bpe_bad_bundles(port: str, request, tmp_path: Path) -> Non
         assert len(proc.stderr.strip().splitlines()) == 1 and message in proc.stderr, (name, proc.stderr)
 
 
+# ------------------------------------------------------------------ chunks (Kotlin)
+# (L, overlap): the default overlap (CHUNK_OVERLAP_PERCENT of W = L - 2), none, the largest, W = 1;
+# then what encode_chunks refuses: L below 3, an overlap of W or more, a negative one.
+CHUNK_SETTINGS = [(8, None), (8, 0), (8, 5), (3, None), (32, None), (32, 29), (512, None), (64, 10)]
+CHUNK_REFUSED = [(2, None), (8, 6), (8, -1), (3, 1)]
+
+
+def _kt_chunk_cases() -> list[tuple[str, int, int | None]]:
+    """Every fidelity sample text at every setting, a few texts refused, and short ones."""
+    texts = [json.loads(line)["text"] for line in FIDELITY.read_text(encoding="utf-8").splitlines() if line]
+    extra = ["", "a", "lone \ud800 surrogate", " <mask> </s> <s>"]
+    return ([(t, m, o) for m, o in CHUNK_SETTINGS for t in texts + extra]
+            + [(t, m, o) for m, o in CHUNK_REFUSED for t in texts[:3] + extra])
+
+
+def _kt_check_chunks(kit_jar: Path, tok: Tokenizer, work: Path) -> None:
+    """KitTokenize --chunks (EdgeM3Tokenizer.encodeChunks) equals Python's Tokenizer.encode_chunks:
+    every chunk's ids, and the refusals' messages."""
+    cases = _kt_chunk_cases()
+    batch = work / "chunk_cases.txt"
+    lines = (f"{m} {'-' if o is None else o} {as_units(t)}\n" for t, m, o in cases)
+    batch.write_text("".join(lines), encoding="ascii")
+    cmd = ["java", "-cp", str(kit_jar), "dev.edgem3.KitTokenizeKt", "--chunks", str(work), str(batch)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    got = proc.stdout.split("\n")[:-1]
+    want = []
+    for t, m, o in cases:
+        try:
+            want.append(json.dumps(tok.encode_chunks(from_units(t), m, o)))
+        except Exception as exc:  # InvalidTextError, EdgeM3Error: compared as text
+            want.append(f"error: {exc}")
+    assert len(got) == len(want)
+    bad = [(t[:30], m, o, g[:80], w[:80]) for (t, m, o), g, w in zip(cases, got, want, strict=True) if g != w]
+    assert not bad, (len(bad), bad[:5])
+    # the cases exercise what they should: many texts of several chunks, and every refusal
+    assert sum(w.count("], [") >= 2 for w in want) > 100
+    refusals = {w.split(":")[1].split()[0] for w in want if w.startswith("error")}
+    assert refusals >= {"max_length", "chunk", "text"}
+
+
+def test_kotlin_chunk_ids_equal_python(kit_jar: Path, vocab) -> None:
+    """XLM-R vocabularies (tiny, rich, XLM-R's): the kit's chunks are Python's."""
+    _kt_check_chunks(kit_jar, vocab[2], vocab[1])
+
+
+def test_kotlin_wordpiece_chunk_ids_equal_python(kit_jar: Path, wp_vocab) -> None:
+    """WordPiece vocabularies: the kit's chunks are Python's."""
+    _kt_check_chunks(kit_jar, wp_vocab[2], wp_vocab[1])
+
+
+def test_kotlin_bpe_chunk_ids_equal_python(kit_jar: Path, bpe_vocab) -> None:
+    """Byte-level BPE folders: the kit's chunks are Python's."""
+    _kt_check_chunks(kit_jar, bpe_vocab[2], bpe_vocab[1])
+
+
 # --- chunks of long texts (encodeChunks; docs/index-format.md, "Passages and chunks") -------------
 
 FIDELITY = ROOT / "edge_m3" / "data" / "fidelity_sample.jsonl"

@@ -535,17 +535,25 @@ Op = tuple[Any, ...]
 
 # ------------------------------------------------------------------ the reference: a fresh build
 
-def _fresh_index(dim: int, dense: str, colbert: str, passages: Sequence[tuple[Any, dict]]) -> Index:
+def _fresh_index(dim: int, dense: str, colbert: str, passages: Sequence[tuple[Any, Any]]) -> Index:
+    """A format-1 index of the passages in order, one row per chunk (a passage is its outputs,
+    one chunk, or a list of its chunks' outputs: rows sharing its id)."""
     idx = Index(dim, dense, colbert)
-    if passages:
-        idx.add([p for _, p in passages], [i for i, _ in passages])
+    rows = [(i, c) for i, p in passages for c in wire.chunk_list(p)]
+    if rows:
+        idx.add([c for _, c in rows], [i for i, _ in rows])
     return idx
 
 
-def expected_answers(log: Sequence[Op], base: tuple[str, str, list] | None = None) -> list[str]:
+def _scope(op: Op) -> bool:
+    """A search op's scope: True for chunks (row hits), False for passages (the default)."""
+    return bool(op[5]) if len(op) > 5 else False
+
+
+def expected_answers(log: Sequence[Op], base: tuple[str, str, list] | None = None, dim: int = DIM) -> list[str]:
     """The answer lines the spec defines for `log`: every search answered by a fresh format-1
-    index of the surviving passages in logical-row order. `base`: (dense, colbert, passages) of
-    the format-1 folder the log opens first."""
+    index of the surviving passages in logical-row order (passages or chunks, as the op says).
+    `base`: (dense, colbert, passages) of the format-1 folder of width `dim` the log opens first."""
     store: tuple[int, str, str] | None = None
     alive: list[tuple[Any, dict]] = []
     out = []
@@ -556,8 +564,10 @@ def expected_answers(log: Sequence[Op], base: tuple[str, str, list] | None = Non
             out.append("ok")
         elif name in ("open", "reopen", "compact"):
             if name == "open" and base is not None and store is None:
-                store, alive = (DIM, base[0], base[1]), list(base[2])
+                store, alive = (dim, base[0], base[1]), list(base[2])
             out.append("ok")
+        elif name in ("add", "update") and not wire.chunk_list(op[2]):
+            out.append("error invalid_input")  # a passage of no chunks, checked first
         elif name == "add":
             if any(_same(i, op[1]) for i, _ in alive):
                 out.append("error duplicate_id")
@@ -580,12 +590,11 @@ def expected_answers(log: Sequence[Op], base: tuple[str, str, list] | None = Non
         elif name == "search":
             assert store is not None
             try:
-                hits = _fresh_index(*store, alive).search(op[4], op[1], op[2], op[3])
+                hits = _fresh_index(*store, alive).search(op[4], op[1], op[2], op[3], chunks=_scope(op))
             except EdgeM3Error:
                 out.append("error invalid_input")
                 continue
-            out.append(f"hits {len(hits)}" + "".join(f" {h.row} {wire.id_token(h.id)} {wire.h64(h.score)}"
-                                                     for h in hits))
+            out.append(wire.hits_line(hits))
         else:
             raise AssertionError(name)
     return out
@@ -596,9 +605,11 @@ def _same(a: Any, b: Any) -> bool:
     return type(a) is type(b) and a == b
 
 
-def survivors(log: Sequence[Op], base: tuple[str, str, list] | None = None) -> list[tuple[Any, dict]]:
-    alive: list[tuple[Any, dict]] = list(base[2]) if base else []
+def survivors(log: Sequence[Op], base: tuple[str, str, list] | None = None) -> list[tuple[Any, Any]]:
+    alive: list[tuple[Any, Any]] = list(base[2]) if base else []
     for op in log:
+        if op[0] in ("add", "update") and not wire.chunk_list(op[2]):
+            continue  # refused
         if op[0] == "create":
             alive = []
         elif op[0] in ("update", "remove") and any(_same(i, op[1]) for i, _ in alive):
@@ -633,7 +644,10 @@ _IDS = st.one_of(st.integers(-3, 6), st.sampled_from([2**62, -(2**63)]),
 
 @st.composite
 def kt_op_logs(draw: st.DrawFn) -> tuple[list[Op], tuple[str, str, list] | None]:
-    """(log, base): a log that creates its index or opens a format-1 base with a few passages."""
+    """(log, base): a log that creates its index or opens a format-1 base with a few passages.
+    A passage is 1-3 chunks (a list of outputs; one chunk sometimes as its bare outputs), so
+    passages of several chunks (P > 1) are common, in the base too; searches are by passage or
+    by chunk; now and then an add or update of no chunks (refused)."""
     rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
     dense, colbert = draw(st.sampled_from(DENSE_STORES)), draw(st.sampled_from(COLBERT_STORES))
     pool: list[dict] = []
@@ -645,10 +659,19 @@ def kt_op_logs(draw: st.DrawFn) -> tuple[list[Op], tuple[str, str, list] | None]
         pool.append(o)
         return o
 
+    def passage() -> Any:
+        n = draw(st.sampled_from([1, 1, 2, 2, 3, 3, 0] if draw(st.integers(0, 9)) == 0 else [1, 2, 2, 3, 3]))
+        if n == 1 and draw(st.booleans()):
+            return outputs()  # one chunk, as a mapping
+        return [outputs() for _ in range(n)]
+
+    def search(k: int, mode: str, weights: tuple[float, float, float]) -> Op:
+        return ("search", k, mode, weights, outputs(), draw(st.booleans()))
+
     base = None
     if draw(st.booleans()):
         ids = draw(st.lists(_IDS, max_size=5, unique_by=lambda i: (type(i), i)))
-        base = (dense, colbert, [(i, outputs()) for i in ids])
+        base = (dense, colbert, [(i, [outputs() for _ in range(draw(st.integers(1, 3)))]) for i in ids])
         log: list[Op] = [("open",)]
     else:
         log = [("create", DIM, dense, colbert)]
@@ -656,19 +679,19 @@ def kt_op_logs(draw: st.DrawFn) -> tuple[list[Op], tuple[str, str, list] | None]
         kind = draw(st.sampled_from(["add", "add", "add", "update", "remove", "search", "search",
                                      "compact", "reopen", "count", "contains"]))
         if kind in ("add", "update"):
-            log.append((kind, draw(_IDS), outputs()))
+            log.append((kind, draw(_IDS), passage()))
         elif kind in ("remove", "contains"):
             log.append((kind, draw(_IDS)))
         elif kind == "search":
             mode = draw(st.sampled_from(SCORE_MODES))
-            log.append(("search", draw(st.integers(1, 8)), mode, draw(st.sampled_from(WEIGHT_SETS)), outputs()))
+            log.append(search(draw(st.integers(1, 8)), mode, draw(st.sampled_from(WEIGHT_SETS))))
         else:
             log.append((kind,))
     for mode in SCORE_MODES:  # every mode at the end, then a compaction and every mode again
-        log.append(("search", 10, mode, WEIGHT_SETS[0], outputs()))
+        log.append(search(draw(st.sampled_from([2, 10])), mode, WEIGHT_SETS[0]))
     log += [("compact",), ("reopen",), ("count",)]
     for mode in SCORE_MODES:
-        log.append(("search", 10, mode, WEIGHT_SETS[1], outputs()))
+        log.append(search(draw(st.sampled_from([2, 10])), mode, WEIGHT_SETS[1]))
     return log, base
 
 
@@ -760,8 +783,8 @@ def test_one_op_log_in_three_languages(drawn: tuple[list[Op], Any], kotlin_ops, 
             assert left == sorted([*_saved_files(fresh), INDEX_MANIFEST])
         else:
             assert left == [compacted.name] and compacted.name.startswith(INDEX_BASE_PREFIX)
-        # Python's own reader opens the compacted base.
-        assert len(Index.load(compacted)) == len(survivors(log, base))
+        # Python's own reader opens the compacted base: a row per chunk, the passages once each.
+        assert Index.load(compacted).passages == len(survivors(log, base))
 
 
 def _one_passage(seed: int = 1) -> dict:
@@ -795,9 +818,7 @@ def test_kotlin_refusals_nothing_changed(kotlin_ops, tmp_path: Path) -> None:
     assert got[8] == "count 3"
     alive = [(1, _one_passage(0)), (2, _one_passage(1)), ("new", _one_passage(9))]
     for line, op in ((got[6], log[6]), (got[9], log[9])):
-        hits = _fresh_index(DIM, "float32", "fp16", alive).search(op[4], op[1], op[2], op[3])
-        assert line == f"hits {len(hits)}" + "".join(f" {h.row} {wire.id_token(h.id)} {wire.h64(h.score)}"
-                                                      for h in hits)
+        assert line == _hits(alive, "float32", "fp16", op)
 
 
 def test_kotlin_refuses_another_base_bundle_newer_or_corrupt(kotlin_ops, tmp_path: Path) -> None:
@@ -815,7 +836,8 @@ def test_kotlin_refuses_another_base_bundle_newer_or_corrupt(kotlin_ops, tmp_pat
     bundle = {"model_file": "m.tflite", "model_sha256": "0" * 64, "tokenizer_file": "t",
               "tokenizer_sha256": "1" * 64, "quant": "int8", "path": ""}
     for name, key, value in (("another bundle", "bundle", json.dumps(bundle)),
-            ("newer format_version", "format_version", "2"), ("malformed dim", "dim", "x")):
+            ("newer format_version", "format_version", str(INDEX_DB_VERSION + 1)),
+            ("older format_version", "format_version", "1"), ("malformed dim", "dim", "x")):
         folder = tmp_path / name.replace(" ", "_")
         shutil.copytree(good, folder)
         _set_meta(folder, key, value)
@@ -832,9 +854,11 @@ def test_kotlin_refuses_another_base_bundle_newer_or_corrupt(kotlin_ops, tmp_pat
     con.execute("PRAGMA application_id = 1")
     con.close()
     cases["another program's file"] = foreign
-    for name, sql in (("newer user_version", "PRAGMA user_version = 2"),
+    for name, sql in (("newer user_version", f"PRAGMA user_version = {INDEX_DB_VERSION + 1}"),
+                      ("older user_version", "PRAGMA user_version = 1"),
                       ("a malformed blob", "UPDATE passages SET dense = X'00'"),
-                      ("a tombstone outside the base", "INSERT INTO removed (row) VALUES (99)")):
+                      ("a tombstone outside the base", "INSERT INTO removed (row) VALUES (99)"),
+                      ("a chunk out of order", "UPDATE passages SET chunk = 1")):
         folder = tmp_path / name.replace(" ", "_")
         shutil.copytree(good, folder)
         con = sqlite3.connect(folder / INDEX_DB)
@@ -877,9 +901,8 @@ def test_kotlin_read_only_file_searches_refuses_writes(kotlin_ops, tmp_path: Pat
         got = kotlin_ops(folder, log, user=user)
         alive = [(1, _one_passage(0)), (2, _one_passage(1)), ("new", _one_passage(9))]
         hits = _fresh_index(DIM, "float32", "fp16", alive).search(q, 3, "sparse+dense", WEIGHT_SETS[0])
-        assert got == ["ok", "count 3", f"hits {len(hits)}" + "".join(
-            f" {h.row} {wire.id_token(h.id)} {wire.h64(h.score)}" for h in hits),
-            "error write_failed", "error write_failed", "error write_failed", "count 3"]
+        assert got == ["ok", "count 3", wire.hits_line(hits),
+                       "error write_failed", "error write_failed", "error write_failed", "count 3"]
         os.chmod(db, 0o644)
         assert db.read_bytes() == before
     finally:
@@ -887,8 +910,9 @@ def test_kotlin_read_only_file_searches_refuses_writes(kotlin_ops, tmp_path: Pat
             shutil.rmtree(tmp_path, ignore_errors=True)
 
 
-def _hits(alive: Sequence[tuple[Any, dict]], dense: str, colbert: str, op: Op) -> str:
-    return wire.hits_line(_fresh_index(DIM, dense, colbert, alive).search(op[4], op[1], op[2], op[3]))
+def _hits(alive: Sequence[tuple[Any, Any]], dense: str, colbert: str, op: Op) -> str:
+    return wire.hits_line(_fresh_index(DIM, dense, colbert, alive).search(op[4], op[1], op[2], op[3],
+                                                                          chunks=_scope(op)))
 
 
 def test_kotlin_and_python_share_one_database(kotlin_ops, tmp_path: Path) -> None:
@@ -985,7 +1009,7 @@ def test_kotlin_and_python_take_turns(kotlin_ops, tmp_path: Path) -> None:
         ("kotlin", [("open",), ("count",), *search, ("remove", 13), ("add", 14, _vec(4, 15)), ("compact",)]),
         ("python", [("open",), ("count",), *search]),
     ]
-    want = fresh_answers([op for _, log in turns for op in log], start, stores)
+    want = expected_answers([op for _, log in turns for op in log], (*stores[1:], start), dim=stores[0])
     at = 0
     for who, log in turns:
         got = wire.python_answers(folder, log) if who == "python" else kotlin_ops(folder, log)
@@ -1008,3 +1032,106 @@ def test_extreme_ids_and_empty_colbert_survive_compactions(kotlin_ops, swift_ops
     assert want[:7] == ["ok"] * 6 + ["count 2"] and want[7].startswith("hits 2 ")
     assert kotlin_ops(folders["kotlin"], log) == want
     assert swift_ops(folders["swift"], log) == want
+
+
+def _kt_chunks(seed: int, n: int) -> list[dict]:
+    rng = np.random.default_rng(seed)
+    return [_kt_outputs(rng, DIM, 1.0) for _ in range(n)]
+
+
+def test_kotlin_chunked_passages(kotlin_ops, tmp_path: Path) -> None:
+    """Passages of several chunks (docs/index-format.md, "Passages and chunks"): a format-1 base
+    that repeats ids (its chunks) is written to; adds and updates of 1-4 chunks, an empty one
+    refused, removes of every chunk; searches by passage (P > 1: k * P rows, the best chunk of
+    each) and by chunk in every mode and k, before and after a compaction, whose ids.json repeats
+    the ids. Kotlin, Python and a fresh build answer the same."""
+    base = [(0, _kt_chunks(1, 3)), ("a", _kt_chunks(2, 1)), (1, _kt_chunks(3, 2))]
+    folder = tmp_path / "chunks"
+    _write_base(folder, ("int8", "fp16", base))
+    py_folder = tmp_path / "chunks-python"
+    shutil.copytree(folder, py_folder)
+    q = _kt_chunks(9, 3)
+    searches = [("search", k, mode, WEIGHT_SETS[n % 3], q[n % 3], scope)
+                for n, mode in enumerate(SCORE_MODES) for k in (1, 2, 5) for scope in (False, True)]
+    log: list[Op] = [("open",), ("count",), *searches,
+                     ("add", 2, _kt_chunks(4, 4)), ("add", 3, []), ("add", 3, _kt_chunks(5, 1)),
+                     ("update", 0, _kt_chunks(6, 2)), ("update", "a", []), ("remove", 1), ("count",),
+                     ("contains", 1), ("contains", 2), *searches, ("compact",), ("reopen",), ("count",),
+                     *searches, ("remove", 2), ("update", 3, _kt_chunks(7, 3)), *searches]
+    got = kotlin_ops(folder, log)
+    want = expected_answers(log, ("int8", "fp16", base))
+    python = wire.python_answers(py_folder, log)
+    for n, (op, g, p, w) in enumerate(zip(log, got, python, want, strict=True)):
+        assert g == p == w, f"op {n} {op[0]}: kotlin {g!r}, python {p!r}, fresh build {w!r}"
+    assert got[1] == "count 3" and "count 4" in got and "error invalid_input" in got
+    ids = json.loads((_current_base(folder) / "ids.json").read_text(encoding="utf-8"))
+    assert ids == ["a", 2, 2, 2, 2, 3, 0, 0]  # logical order, chunks consecutive
+
+
+def test_kotlin_refuses_chunks_out_of_order(kotlin_ops, tmp_path: Path) -> None:
+    """A database whose passage's chunks are not 0, 1, ... in consecutive seqs, or written by the
+    pre-release format 1 (no chunk column): refused with invalid_input when opened."""
+    good = tmp_path / "good"
+    _write_base(good, ("float32", "fp16", [(1, _one_passage(1))]))
+    log = [("open",), ("add", "x", _kt_chunks(1, 2)), ("add", "y", _kt_chunks(2, 2))]
+    assert kotlin_ops(good, log) == ["ok"] * 3
+    spoils = {
+        "chunks swapped": ["UPDATE passages SET chunk = 7 WHERE id = 'x' AND chunk = 0",
+                           "UPDATE passages SET chunk = 0 WHERE id = 'x' AND chunk = 1",
+                           "UPDATE passages SET chunk = 1 WHERE id = 'x' AND chunk = 7"],
+        "a gap": ["UPDATE passages SET chunk = 2 WHERE id = 'y' AND chunk = 1"],
+        "a chunk missing": ["DELETE FROM passages WHERE id = 'x' AND chunk = 0"],
+        "chunks interleaved": ["UPDATE passages SET id = 'z' WHERE id = 'x' AND chunk = 1",
+                               "UPDATE passages SET id = 'x' WHERE id = 'y' AND chunk = 1",
+                               "UPDATE passages SET id = 'y' WHERE id = 'z'"],
+        "format 1": ["PRAGMA user_version = 1", "UPDATE meta SET value = '1' WHERE key = 'format_version'"],
+    }
+    for name, sqls in spoils.items():
+        folder = tmp_path / name.replace(" ", "_")
+        shutil.copytree(good, folder)
+        con = sqlite3.connect(folder / INDEX_DB)
+        with con:
+            for sql in sqls:
+                con.execute(sql)
+        con.close()
+        assert kotlin_ops(folder, [("open",), ("count",)]) == ["error invalid_input"] * 2, name
+    assert kotlin_ops(good, [("open",), ("count",)]) == ["ok", "count 3"]
+
+
+@pytest.mark.parametrize("stores", [("float32", "fp16"), ("int8", "int8"), ("int8", "none")], ids="-".join)
+def test_kotlin_read_only_index_chunks(kit_jar: Path, stores: tuple[str, str], tmp_path: Path) -> None:
+    """EdgeM3Index (read-only, memory-mapped) over a format-1 folder whose ids.json repeats ids
+    (passages of 1-5 chunks, more rows than HYBRID_CANDIDATES, copies for ties): by passage and by
+    chunk, in every mode and k, its hits (rows, chunk numbers, score bits) are Python Index's."""
+    rng = np.random.default_rng(35)
+    pool = [_kt_outputs(rng, DIM, 1.0) for _ in range(60)]
+    rows: list[tuple[Any, dict]] = []
+    for n in range(70):
+        pid: Any = n if n % 3 else f"p{n}"
+        rows += [(pid, pool[int(rng.integers(0, len(pool)))]) for _ in range(int(rng.integers(1, 6)))]
+    folder = tmp_path / "index"
+    idx = _fresh_index(DIM, *stores, [(i, [p]) for i, p in rows])
+    idx.save(folder)
+    index = Index.load(folder)
+    assert len(index) > 150 and index.chunk_counts()[1] == 5
+    queries = [_kt_outputs(rng, DIM, 1.0) for _ in range(4)] + [pool[3]]
+    plan = [(k, mode, WEIGHT_SETS[n % 3]) for n, mode in enumerate(SCORE_MODES) for k in (1, 3, 40, 200)]
+    (tmp_path / "q.txt").write_text(wire.queries(queries), encoding="ascii")
+    (tmp_path / "plan.txt").write_text(wire.plan(plan), encoding="ascii")
+    for scope in ("passages", "chunks"):
+        proc = subprocess.run(["java", "-cp", str(kit_jar), wire.KOTLIN_MAIN, "search", str(folder),
+                               str(tmp_path / "q.txt"), str(tmp_path / "plan.txt"), "--scope", scope],
+                              capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 0, proc.stderr
+        want = []
+        for j, (k, mode, w) in enumerate(plan):
+            for i, q in enumerate(queries):
+                try:
+                    hits = index.search(q, k, mode, w, chunks=scope == "chunks")
+                    want.append(f"{j} {i} " + " ".join(f"{h.row}:{h.chunk}:{wire.h64(h.score)}" for h in hits))
+                except EdgeM3Error:
+                    want.append(f"{j} {i} error")
+        assert proc.stdout.splitlines() == [x.rstrip() for x in want], scope
+        # passages: one hit per id, some of them a later chunk; chunks: ids repeat
+        hit_ids = [[h.id for h in index.search(q, 40, "dense", chunks=scope == "chunks")] for q in queries]
+        assert all(len(set(h)) == len(h) for h in hit_ids) == (scope == "passages")

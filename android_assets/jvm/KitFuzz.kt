@@ -144,7 +144,7 @@ class KitFuzz(private val fuzzDir: File) {
         val idx = EdgeM3WritableIndex.open(dir, JdbcIndexDbDriver)
         try {
             val q = query(idx.dim, intArrayOf(5, 6, 9))
-            return "${idx.count} " + answers(idx.count, idx.colbertStore, { idx.search(q, 3, it) }, { "" })
+            return "${idx.count} " + answers(idx.rows, idx.colbertStore, { idx.search(q, 3, it) }, { "" })
         } finally {
             idx.close()
         }

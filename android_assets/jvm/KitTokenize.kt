@@ -6,6 +6,10 @@
 //   ... --units BUNDLE FILE      lines "MAX HEX": MAX "-" or a length, HEX the text as UTF-16 code
 //                                units (4 hex digits each, lone surrogates allowed); prints the ids
 //                                or "error: <message>" per line (tests/test_kit_tokenizer.py)
+//   ... --chunks BUNDLE FILE      lines "MAX OVERLAP HEX": MAX the largest signature length L,
+//                                OVERLAP "-" (the default, CHUNK_OVERLAP_PERCENT) or a number, HEX
+//                                as for --units; prints the text's chunks (encodeChunks) as one JSON
+//                                list of id lists, or "error: <message>", per line
 //   ... --bench BUNDLE TEXTS_FILE load time, then texts/s single-threaded after a JIT warm-up
 //
 // BUNDLE is a directory with manifest.json (its "tokenizer" entry is what is read) and the model
@@ -45,6 +49,15 @@ internal fun readLines(file: File): List<String> {
 
 private fun json(ids: IntArray): String = ids.joinToString(", ", "[", "]")
 
+/** A "--chunks" line: L, the overlap (null: the default) and the text. */
+private fun chunkCase(line: String, where: String): Triple<Int, Int?, String> {
+    val space = line.indexOf(' ')
+    if (space < 0) throw UsageError("$where: expected \"MAX OVERLAP HEX\"")
+    val max = line.substring(0, space).toIntOrNull() ?: throw UsageError("$where: MAX must be a number")
+    val (overlap, text) = units(line.substring(space + 1), where)
+    return Triple(max, overlap, text)
+}
+
 private fun units(line: String, where: String): Pair<Int?, String> {
     val space = line.indexOf(' ')
     if (space < 0) throw UsageError("$where: expected \"MAX HEX\"")
@@ -76,7 +89,7 @@ private fun bench(tok: EdgeM3Tokenizer, texts: List<String>, maxLength: Int?) {
 }
 
 fun main(args: Array<String>) {
-    val usage = "usage: KitTokenize [--units|--bench] BUNDLE FILE [--max-length N]"
+    val usage = "usage: KitTokenize [--units|--chunks|--bench] BUNDLE FILE [--max-length N]"
     try {
         val rest = args.toMutableList()
         val mode = if (rest.isNotEmpty() && rest[0].startsWith("--")) rest.removeAt(0) else ""
@@ -86,7 +99,7 @@ fun main(args: Array<String>) {
             maxLength = rest.getOrNull(at + 1)?.toIntOrNull() ?: throw UsageError(usage)
             rest.subList(at, at + 2).clear()
         }
-        if (rest.size != 2 || mode !in listOf("", "--units", "--bench")) throw UsageError(usage)
+        if (rest.size != 2 || mode !in listOf("", "--units", "--chunks", "--bench")) throw UsageError(usage)
         val t0 = System.nanoTime()
         val tok = loadTokenizer(File(rest[0]))
         val loadMs = (System.nanoTime() - t0) / 1e6
@@ -108,6 +121,14 @@ fun main(args: Array<String>) {
                 val (max, text) = units(line, "${rest[1]}:${i + 1}")
                 try {
                     out.append(json(tok.encode(text, max))).append('\n')
+                } catch (exc: EdgeM3Exception) {
+                    out.append("error: ").append(exc.message).append('\n')
+                }
+            }
+            "--chunks" -> for ((i, line) in lines.withIndex()) {
+                val (max, overlap, text) = chunkCase(line, "${rest[1]}:${i + 1}")
+                try {
+                    out.append(tok.encodeChunks(text, max, overlap).joinToString(", ", "[", "]") { json(it) }).append('\n')
                 } catch (exc: EdgeM3Exception) {
                     out.append("error: ").append(exc.message).append('\n')
                 }

@@ -3,8 +3,9 @@
 //
 //   java -cp edge_m3_kit.jar dev.edgem3.RetrievalCheckKt score CASES
 //       per pair, weights set and mode: "PAIR SET MODE HEX" (HEX: the float64 score's bits, or "error")
-//   java -cp ... dev.edgem3.RetrievalCheckKt search INDEX QUERIES PLAN [--bundle DIR]
-//       per plan line and query: "LINE QUERY ROW:HEX ROW:HEX ..." (best first), or "LINE QUERY error"
+//   java -cp ... dev.edgem3.RetrievalCheckKt search INDEX QUERIES PLAN [--bundle DIR] [--scope passages|chunks]
+//       per plan line and query: "LINE QUERY ROW:HEX ROW:HEX ..." (best first; passages), or "LINE
+//       QUERY error"; with --scope, that search ("Passages and chunks") and "ROW:CHUNK:HEX" per hit
 //   java -cp edge_m3_kit.jar:sqlite-jdbc.jar dev.edgem3.RetrievalCheckKt ops DIR OPS
 //       EdgeM3WritableIndex (SQLite through jvm/JdbcIndexDb.kt) runs the op log OPS on the index in
 //       folder DIR: one answer line per operation (tools/kit/retrieval_wire.py, "op log")
@@ -87,7 +88,12 @@ private fun queries(file: File): List<Retrieval.Vectors> {
     return List(t.int()) { t.vectors() }
 }
 
-private fun search(all: List<String>) {
+private fun search(given: List<String>) {
+    val all = given.toMutableList()
+    val scopeAt = all.indexOf("--scope")
+    val scope = if (scopeAt < 0) null else all.getOrNull(scopeAt + 1) ?: usage()
+    if (scope != null && scope != "passages" && scope != "chunks") usage()
+    if (scopeAt >= 0) all.subList(scopeAt, scopeAt + 2).clear()
     val at = all.indexOf("--bundle")
     val args = if (at >= 0) all.subList(0, at) else all
     if (args.size != 3 || (at >= 0 && at != all.size - 2)) usage()
@@ -108,7 +114,9 @@ private fun search(all: List<String>) {
         for ((i, q) in qs.withIndex()) {
             out.append("$j $i")
             try {
-                for (h in index.search(q, k, mode, weights)) out.append(" ${h.row}:${hex(h.score)}")
+                for (h in index.search(q, k, mode, weights, scope == "chunks")) {
+                    out.append(if (scope == null) " ${h.row}:${hex(h.score)}" else " ${h.row}:${h.chunk}:${hex(h.score)}")
+                }
             } catch (e: EdgeM3Exception) {
                 out.append(" error")
             }
@@ -174,8 +182,10 @@ private fun ops(dir: File, file: File) {
             "open", "reopen" -> { { open(); "ok" } }
             "add", "update" -> {
                 val id = parseId(t.next())
-                val v = t.vectors()
-                val f = { if (op == "add") need().add(id, v) else need().update(id, v); "ok" }
+                val size = t.int()
+                if (size < 0) throw EdgeM3Exception("$op: $size chunks")  // bad input (exit 2), as a bad token
+                val chunks = List(size) { t.vectors() }  // N = 0: refused by the index
+                val f = { if (op == "add") need().add(id, chunks) else need().update(id, chunks); "ok" }
                 f
             }
             "remove" -> {
@@ -194,11 +204,16 @@ private fun ops(dir: File, file: File) {
                 val k = t.int()
                 val mode = t.next()
                 val weights = DoubleArray(3) { t.f64() }
+                val chunks = when (val scope = t.next()) {
+                    "passages" -> false
+                    "chunks" -> true
+                    else -> throw EdgeM3Exception("bad search scope \"$scope\"")
+                }
                 val q = t.vectors()
                 val f = {
                     val x = need()
-                    val hits = x.search(q, k, mode, weights)
-                    "hits ${hits.size}" + hits.joinToString("") { " ${it.row} ${idToken(x.id(it.row))} ${hex(it.score)}" }
+                    val hits = x.search(q, k, mode, weights, chunks)
+                    "hits ${hits.size}" + hits.joinToString("") { " ${it.row} ${idToken(x.id(it.row))} ${it.chunk} ${hex(it.score)}" }
                 }
                 f
             }
@@ -250,6 +265,6 @@ fun main(args: Array<String>) {
 }
 
 private fun usage(): Nothing {
-    System.err.println("usage: RetrievalCheckKt score CASES | search INDEX QUERIES PLAN [--bundle DIR] | ops DIR OPS | bench INDEX QUERIES K MODE[,MODE...] REPEATS")
+    System.err.println("usage: RetrievalCheckKt score CASES | search INDEX QUERIES PLAN [--bundle DIR] [--scope passages|chunks] | ops DIR OPS | bench INDEX QUERIES K MODE[,MODE...] REPEATS")
     exitProcess(2)
 }

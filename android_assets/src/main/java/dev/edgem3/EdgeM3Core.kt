@@ -55,6 +55,14 @@ object EdgeM3Core {
         return Encoded(ids, chooseSignature(ids.size, signatures))
     }
 
+    /**
+     * A long text's chunks (docs/index-format.md, "Passages and chunks"): the tokenizer's
+     * `encodeChunks` for the largest signature, each chunk with the smallest signature that holds it.
+     */
+    fun encodeChunks(text: String, tokenizer: EdgeM3Tokenizer, signatures: List<Signature>, overlap: Int? = null): List<Encoded> =
+        tokenizer.encodeChunks(text, chooseSignature(Int.MAX_VALUE, signatures).seqLen, overlap)
+            .map { Encoded(it, chooseSignature(it.size, signatures)) }
+
     /** Step 3: ids padded with `pad` to `seqLen`. */
     fun padIds(ids: IntArray, seqLen: Int, pad: Int): IntArray {
         if (ids.size > seqLen) throw EdgeM3Exception("${ids.size} tokens do not fit length $seqLen")

@@ -92,6 +92,23 @@ class EdgeM3Embedder(
             }
         }
 
+    /**
+     * The text's chunks (`EdgeM3Tokenizer.encodeChunks`: windows of the largest signature that
+     * overlap by `overlap` tokens, default CHUNK_OVERLAP_PERCENT of a window), each embedded as a
+     * text whose ids are the chunk, in one turn on the model; main-safe. What an index stores for
+     * a long passage, one row per chunk (`EdgeM3WritableIndex.add(id, text)`).
+     */
+    suspend fun embedChunks(text: String, overlap: Int? = null): List<Embedding> =
+        turns.withLock {
+            withContext(Dispatchers.Default) {
+                val check = whenCancelled(coroutineContext, 1)
+                chunks(text, overlap) { check(0) }
+            }
+        }
+
+    /** `embedChunks` on the calling thread (never the main one); the interrupt flag checked before each chunk. */
+    fun embedChunksBlocking(text: String, overlap: Int? = null): List<Embedding> = chunks(text, overlap) { interrupted(0) }
+
     /** `embed` on the calling thread (never the main one): for Java callers and worker threads. */
     fun embedBlocking(text: String): Embedding = embedBlocking(listOf(text))[0]
 
@@ -143,6 +160,16 @@ class EdgeM3Embedder(
                 result.add(EdgeM3Core.embed(text, manifest, model, tokenizer, Guarded { check(i) }))
             }
             return result
+        } finally {
+            runLock.unlock()
+        }
+    }
+
+    private fun chunks(text: String, overlap: Int?, check: () -> Unit): List<Embedding> {
+        val encoded = EdgeM3Core.encodeChunks(text, tokenizer, model.signatures, overlap)
+        runLock.lock()
+        try {
+            return encoded.map { EdgeM3Core.run(it, manifest, Guarded(check), tokenizer.vocab) }
         } finally {
             runLock.unlock()
         }

@@ -23,7 +23,7 @@ import java.security.MessageDigest
 class EdgeM3Index private constructor(
     /** The index folder. */
     val dir: File,
-    /** Passages (rows). */
+    /** Rows (chunks; a passage of n chunks is n rows sharing its id: docs/index-format.md, "Passages and chunks"). */
     val count: Int,
     /** Vector width: the bundle's hidden size. */
     val dim: Int,
@@ -45,9 +45,33 @@ class EdgeM3Index private constructor(
     internal val colbert: ByteBuffer?,
     internal val colbertScale: FloatBuffer?
 ) {
-    /** One search result: the passage's row (see `ids`) and its score. */
-    class Hit(val row: Int, val score: Double) {
-        override fun toString(): String = "Hit(row=$row, score=$score)"
+    /**
+     * One search result: the row (see `ids`), its score, and the row's chunk number in its passage
+     * (0 for a passage of one chunk). A passage search's hit is the passage's best chunk.
+     */
+    class Hit(val row: Int, val score: Double, val chunk: Int = 0) {
+        override fun toString(): String = "Hit(row=$row, chunk=$chunk, score=$score)"
+    }
+
+    /** Each row's chunk number: the occurrence index of its id among the rows before it. */
+    private val chunkOf: IntArray
+    /** The largest number of chunks of one passage (P; 0 for an empty index). */
+    val maxChunks: Int
+    /** Passages: distinct ids. */
+    val passages: Int
+
+    init {
+        val seen = HashMap<Any, Int>()
+        var most = 0
+        chunkOf = IntArray(count)
+        for (r in 0 until count) {
+            val c = seen[ids[r]] ?: 0
+            chunkOf[r] = c
+            seen[ids[r]] = c + 1
+            if (c + 1 > most) most = c + 1
+        }
+        maxChunks = most
+        passages = seen.size
     }
 
     private val denseF32: FloatBuffer? = if (denseStore == "float32") dense.asFloatBuffer() else null
@@ -56,16 +80,27 @@ class EdgeM3Index private constructor(
     /** The passage id of a hit's row. */
     fun id(row: Int): Any = ids[row]
 
+    /** A row's chunk number in its passage. */
+    fun chunk(row: Int): Int = chunkOf[row]
+
     /** Search with a query embedded by the same bundle (`EdgeM3Embedder.embed`). */
-    fun search(query: Embedding, k: Int, mode: String, weights: DoubleArray = Retrieval.DEFAULT_WEIGHTS): List<Hit> =
-        search(Retrieval.Vectors.of(query), k, mode, weights)
+    fun search(query: Embedding, k: Int, mode: String, weights: DoubleArray = Retrieval.DEFAULT_WEIGHTS,
+               chunks: Boolean = false): List<Hit> =
+        search(Retrieval.Vectors.of(query), k, mode, weights, chunks)
 
     /**
-     * The best `k` rows for `mode`, best first (score descending, then row ascending). `sparse`
-     * hits only rows sharing a token with the query (none: no hits); the hybrid modes re-score
-     * the union of the best `max(k, HYBRID_CANDIDATES)` rows by dense and by sparse.
+     * The best `k` passages for `mode`, each by its best chunk (`chunks = true`: the best `k`
+     * rows), best first (score descending, then row ascending); docs/index-format.md "Search" and
+     * "Passages and chunks". `sparse` hits only rows sharing a token with the query (none: no
+     * hits); the hybrid modes re-score the union of the best `max(k', HYBRID_CANDIDATES)` rows by
+     * dense and by sparse (`k' = k * maxChunks` for passages, `k` for chunks).
      */
-    fun search(query: Retrieval.Vectors, k: Int, mode: String, weights: DoubleArray = Retrieval.DEFAULT_WEIGHTS): List<Hit> {
+    fun search(query: Retrieval.Vectors, k: Int, mode: String, weights: DoubleArray = Retrieval.DEFAULT_WEIGHTS,
+               chunks: Boolean = false): List<Hit> =
+        passageHits(k, maxChunks, chunks, { rowSearch(query, it, mode, weights) }, ::id, ::chunk)
+
+    /** The best `k` rows (chunk numbers not filled in: `passageHits` does). */
+    private fun rowSearch(query: Retrieval.Vectors, k: Int, mode: String, weights: DoubleArray): List<Hit> {
         if (k < 1) throw EdgeM3Exception("k: must be at least 1, got $k")
         val used = Retrieval.signals(mode)
         Retrieval.checkWeights(weights)
@@ -222,6 +257,24 @@ class EdgeM3Index private constructor(
     companion object {
         /** What index.json's `bundle` entry must hold as strings when present (as Python's BundleIdentity). */
         private val BUNDLE_KEYS = listOf("model_file", "model_sha256", "tokenizer_file", "tokenizer_sha256")
+
+        /**
+         * docs/index-format.md "Passages and chunks": with `chunks`, the best `k` rows; else the row
+         * search with `k' = k * perPassage` (P, the most chunks of one passage), the first hit of each
+         * id in ranked order, the first `k` of those. Each hit gets its row's chunk number.
+         */
+        internal fun passageHits(k: Int, perPassage: Int, chunks: Boolean, rows: (Int) -> List<Hit>,
+                                 id: (Int) -> Any, chunk: (Int) -> Int): List<Hit> {
+            if (chunks || k < 1) return rows(k).map { Hit(it.row, it.score, chunk(it.row)) }
+            val wide = minOf(k.toLong() * maxOf(perPassage, 1), Int.MAX_VALUE.toLong()).toInt()
+            val seen = HashSet<Any>()
+            val out = ArrayList<Hit>(minOf(k, 64))
+            for (h in rows(wide)) {
+                if (out.size == k) break
+                if (seen.add(id(h.row))) out.add(Hit(h.row, h.score, chunk(h.row)))
+            }
+            return out
+        }
 
         /** The best `k` of items 0..n-1 by `score`: score descending, then item ascending. */
         internal inline fun top(k: Int, n: Int, score: (Int) -> Double): List<Hit> {

@@ -127,20 +127,20 @@ fun Retrieval.score(q: Retrieval.Vectors, p: Retrieval.Vectors, mode: ScoreMode,
 
 /** `EdgeM3Index.search` with the mode as an enum. */
 fun EdgeM3Index.search(query: Embedding, k: Int, mode: ScoreMode,
-                       weights: DoubleArray = Retrieval.DEFAULT_WEIGHTS): List<EdgeM3Index.Hit> =
-    search(query, k, mode.wire, weights)
+                       weights: DoubleArray = Retrieval.DEFAULT_WEIGHTS, chunks: Boolean = false): List<EdgeM3Index.Hit> =
+    search(query, k, mode.wire, weights, chunks)
 
 /** `EdgeM3Index.search` with the mode as an enum. */
 fun EdgeM3Index.search(query: Retrieval.Vectors, k: Int, mode: ScoreMode,
-                       weights: DoubleArray = Retrieval.DEFAULT_WEIGHTS): List<EdgeM3Index.Hit> =
-    search(query, k, mode.wire, weights)
+                       weights: DoubleArray = Retrieval.DEFAULT_WEIGHTS, chunks: Boolean = false): List<EdgeM3Index.Hit> =
+    search(query, k, mode.wire, weights, chunks)
 
 /** `EdgeM3WritableIndex.search` with the mode as an enum. */
 fun EdgeM3WritableIndex.search(query: Embedding, k: Int, mode: ScoreMode,
-                               weights: DoubleArray = Retrieval.DEFAULT_WEIGHTS): List<EdgeM3Index.Hit> =
-    search(query, k, mode.wire, weights)
+                               weights: DoubleArray = Retrieval.DEFAULT_WEIGHTS, chunks: Boolean = false): List<EdgeM3Index.Hit> =
+    search(query, k, mode.wire, weights, chunks)
 
 /** `EdgeM3WritableIndex.search` with the mode as an enum. */
 fun EdgeM3WritableIndex.search(query: Retrieval.Vectors, k: Int, mode: ScoreMode,
-                               weights: DoubleArray = Retrieval.DEFAULT_WEIGHTS): List<EdgeM3Index.Hit> =
-    search(query, k, mode.wire, weights)
+                               weights: DoubleArray = Retrieval.DEFAULT_WEIGHTS, chunks: Boolean = false): List<EdgeM3Index.Hit> =
+    search(query, k, mode.wire, weights, chunks)

@@ -24,6 +24,28 @@ interface EdgeM3Tokenizer {
      */
     fun encode(text: String, maxLength: Int? = null): IntArray
 
+    /**
+     * The text's chunks for signatures of `maxLength` (docs/index-format.md, "Passages and
+     * chunks"; Python's `Tokenizer.encode_chunks`): the ids of `encode(text)` with no length limit
+     * but the first and the last, in windows of `W = maxLength - 2` tokens, each next one `W -
+     * overlap` tokens on until one reaches the end, each window between the first and the last
+     * id. `overlap` defaults to `W * CHUNK_OVERLAP_PERCENT / 100` and must be `0 <= overlap < W`;
+     * `maxLength` below 3 is refused. The first chunk is `encode(text, maxLength)`.
+     */
+    fun encodeChunks(text: String, maxLength: Int, overlap: Int? = null): List<IntArray> {
+        val ids = encode(text)
+        if (maxLength < 3) throw EdgeM3Exception("max_length $maxLength: chunks need an integer of at least 3")
+        val first = ids[0]
+        val last = ids[ids.size - 1]
+        return chunkSpans(ids.size - 2, maxLength, overlap).map { (from, to) ->
+            val chunk = IntArray(to - from + 2)
+            chunk[0] = first
+            System.arraycopy(ids, 1 + from, chunk, 1, to - from)
+            chunk[chunk.size - 1] = last
+            chunk
+        }
+    }
+
     /** Rows of the (possibly trimmed) embedding table; a copy of `ids` for a full vocabulary. */
     fun modelRows(ids: IntArray): IntArray = vocab?.rows(ids) ?: ids.copyOf()
 
@@ -41,6 +63,26 @@ interface EdgeM3Tokenizer {
             EdgeM3Contract.BYTE_LEVEL_BPE -> BpeTokenizer(read(spec.file), spec)
             else -> throw unknownTokenizerKind(spec.kind, "${EdgeM3Contract.MANIFEST}: tokenizer.kind")
         }
+    }
+}
+
+/**
+ * `[from, to)` of each window over `n` content tokens for signatures of `maxLength` (Python's
+ * `chunk_spans`): `W = maxLength - 2` tokens each, starts 0, `W - overlap`, ... while the window
+ * before ends short of `n`.
+ */
+internal fun chunkSpans(n: Int, maxLength: Int, overlap: Int?): List<Pair<Int, Int>> {
+    val width = maxLength - 2
+    val o = overlap ?: width * EdgeM3Contract.CHUNK_OVERLAP_PERCENT / 100
+    if (o < 0 || o >= width) {
+        throw EdgeM3Exception("chunk overlap $o: must be an integer from 0 to ${width - 1} (windows of $width tokens)")
+    }
+    val out = ArrayList<Pair<Int, Int>>()
+    var start = 0
+    while (true) {
+        out.add(Pair(start, minOf(start + width, n)))
+        if (start + width >= n) return out
+        start += width - o
     }
 }
 

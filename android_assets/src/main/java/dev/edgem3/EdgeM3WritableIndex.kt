@@ -15,9 +15,10 @@ import java.util.TimeZone
 /**
  * An index the app writes (docs/index-format.md, "The writable index"): a format-1 base folder,
  * memory-mapped by EdgeM3Index and never written in place, plus `index.sqlite`, which holds the
- * passages added since (in stored form) and the base rows removed. `search` returns the hits and
- * float64 score bits a fresh format-1 build of the surviving passages in logical-row order would
- * (the base's surviving rows in order, then the database's passages by seq), as Python's
+ * passages added since (in stored form, one row per chunk) and the base rows removed. `search`
+ * returns the hits and float64 score bits a fresh format-1 build of the surviving passages in
+ * logical-row order would (the base's surviving rows in order, then the database's rows by seq;
+ * rows sharing an id are one passage's chunks: docs/index-format.md, "Passages and chunks"), as Python's
  * `edge_m3.retrieval.writable.WritableIndex` and the Swift kit do.
  *
  * Every write is one SQLite transaction (WAL); a second writer waits INDEX_DB_BUSY_MS then gets
@@ -55,17 +56,26 @@ class EdgeM3WritableIndex private constructor(
     private var generation = 0L
     private var base: EdgeM3Index? = null
     private var removed = BooleanArray(0)
+    /** The database's rows (chunks) by seq. */
     private val passages = ArrayList<Stored>()
-    private val baseRowOf = HashMap<Any, Int>()
-    private val storedOf = HashMap<Any, Stored>()
-    private var duplicateInBase: Any? = null
+    /** Each surviving base passage's rows, in row order (its chunks). */
+    private val baseRowsOf = HashMap<Any, ArrayList<Int>>()
+    /** Each database passage's rows, in chunk order. */
+    private val storedOf = HashMap<Any, ArrayList<Stored>>()
     private var survivors = IntArray(0)
     private var closed = false
 
     // ------------------------------------------------------------------ reading
 
-    /** Passages (logical rows). */
+    /** Passages (ids; a passage of n chunks is n logical rows). */
     val count: Int
+        @Synchronized get() {
+            refresh()
+            return baseRowsOf.size + storedOf.size
+        }
+
+    /** Logical rows (chunks): what a hit's `row` counts. */
+    val rows: Int
         @Synchronized get() {
             refresh()
             return survivors.size + passages.size
@@ -74,29 +84,56 @@ class EdgeM3WritableIndex private constructor(
     @Synchronized
     fun contains(id: Any): Boolean {
         refresh()
-        val key = key(id)
-        return baseRowOf.containsKey(key) || storedOf.containsKey(key)
+        return present(key(id))
     }
+
+    private fun present(key: Any): Boolean = baseRowsOf.containsKey(key) || storedOf.containsKey(key)
 
     /** The passage id of a logical row (a hit's `row`): a Long or a String. */
     @Synchronized
     fun id(row: Int): Any {
+        checkRow(row)
         val s = survivors.size
-        if (row < 0 || row >= s + passages.size) throw EdgeM3Exception("row $row: the index has ${s + passages.size}")
         return if (row < s) base!!.ids[survivors[row]] else passages[row - s].id
     }
 
-    fun search(query: Embedding, k: Int, mode: String, weights: DoubleArray = Retrieval.DEFAULT_WEIGHTS): List<EdgeM3Index.Hit> =
-        search(Retrieval.Vectors.of(query), k, mode, weights)
+    /** A logical row's chunk number in its passage. */
+    @Synchronized
+    fun chunk(row: Int): Int {
+        checkRow(row)
+        val s = survivors.size
+        return if (row < s) base!!.chunk(survivors[row]) else passages[row - s].chunk
+    }
+
+    private fun checkRow(row: Int) {
+        val n = survivors.size + passages.size
+        if (row < 0 || row >= n) throw EdgeM3Exception("row $row: the index has $n")
+    }
+
+    fun search(query: Embedding, k: Int, mode: String, weights: DoubleArray = Retrieval.DEFAULT_WEIGHTS,
+               chunks: Boolean = false): List<EdgeM3Index.Hit> =
+        search(Retrieval.Vectors.of(query), k, mode, weights, chunks)
 
     /**
-     * EdgeM3Index.search over the logical rows: the best `k` for `mode`, score descending then
-     * row ascending; `sparse` hits only rows sharing a token; the hybrid modes re-score the union
-     * of the best `max(k, HYBRID_CANDIDATES)` rows by dense and by sparse.
+     * EdgeM3Index.search over the logical rows: the best `k` passages for `mode`, each by its best
+     * chunk (`chunks = true`: the best `k` rows), score descending then row ascending; `P` is the
+     * most chunks of one surviving passage; `sparse` hits only rows sharing a token; the hybrid
+     * modes re-score the union of the best `max(k', HYBRID_CANDIDATES)` rows by dense and by sparse.
      */
     @Synchronized
-    fun search(query: Retrieval.Vectors, k: Int, mode: String, weights: DoubleArray = Retrieval.DEFAULT_WEIGHTS): List<EdgeM3Index.Hit> {
+    fun search(query: Retrieval.Vectors, k: Int, mode: String, weights: DoubleArray = Retrieval.DEFAULT_WEIGHTS,
+               chunks: Boolean = false): List<EdgeM3Index.Hit> {
         refresh()
+        // A passage is removed whole, so its surviving base rows are chunks 0..n-1.
+        var most = 0
+        val b = base
+        if (b != null) for (r in survivors) most = maxOf(most, b.chunk(r) + 1)
+        for (r in storedOf.values) most = maxOf(most, r.size)
+        return EdgeM3Index.passageHits(k, most, chunks, { rowSearch(query, it, mode, weights) }, ::id, ::chunk)
+    }
+
+    /** The best `k` logical rows (chunk numbers not filled in: `passageHits` does). */
+    private fun rowSearch(query: Retrieval.Vectors, k: Int, mode: String, weights: DoubleArray): List<EdgeM3Index.Hit> {
         if (k < 1) throw EdgeM3Exception("k: must be at least 1, got $k")
         val used = Retrieval.signals(mode)
         Retrieval.checkWeights(weights)
@@ -194,27 +231,35 @@ class EdgeM3WritableIndex private constructor(
 
     // ------------------------------------------------------------------ writing
 
-    /** Appends a passage embedded by `embedder` (the last logical row). */
-    fun add(id: Any, text: String) = add(id, embed(text))
+    /**
+     * Appends the passage `text`, split into chunks (`EdgeM3Tokenizer.encodeChunks`: windows of
+     * the largest signature, overlapping by CHUNK_OVERLAP_PERCENT) each embedded by `embedder`:
+     * the last logical rows. An id already present: EdgeM3DuplicateIdException.
+     */
+    fun add(id: Any, text: String) = add(id, embedChunks(text))
 
-    /** Appends one passage (the last logical row); an id already present: EdgeM3DuplicateIdException. */
-    fun add(id: Any, outputs: Retrieval.Vectors) = addAll(listOf(Pair(id, outputs)))
+    /** Appends one passage of one chunk (the last logical row). */
+    fun add(id: Any, outputs: Retrieval.Vectors) = add(id, listOf(outputs))
 
-    /** Appends passages in one transaction: all or nothing. */
+    /** Appends one passage of `chunks.size` chunks, in chunk order (an empty list is refused). */
+    fun add(id: Any, chunks: List<Retrieval.Vectors>) = addAll(listOf(Pair(id, chunks)))
+
+    /** Appends passages of one chunk each, in one transaction: all or nothing. */
+    fun addAll(items: List<Pair<Any, Retrieval.Vectors>>) = addAll(items.map { Pair(it.first, listOf(it.second)) })
+
+    /** Appends passages (each its list of chunks) in one transaction: all or nothing. */
+    @JvmName("addAllChunks")
     @Synchronized
-    fun addAll(items: List<Pair<Any, Retrieval.Vectors>>) {
+    fun addAll(items: List<Pair<Any, List<Retrieval.Vectors>>>) {
         val prepared = items.map { Pair(key(it.first), it.second) }
         val seen = HashSet<Any>()
         for ((id, _) in prepared) if (!seen.add(id)) throw EdgeM3DuplicateIdException("id ${show(id)}: given twice in one batch")
         // Checked before anything is written (a format-1 folder gets no database for a refused
         // write), and again under the write lock, after any other writer's commit.
         fun stage(): List<Stored> {
-            val stored = prepared.map { (id, v) -> Stored.of(id, v, dim, denseStore, colbertStore) }
-            duplicateInBase?.let { throw EdgeM3Exception("$dir: the base holds id ${show(it)} twice; it can be searched, not written") }
-            for (p in stored) {
-                if (baseRowOf.containsKey(p.id) || storedOf.containsKey(p.id)) {
-                    throw EdgeM3DuplicateIdException("id ${show(p.id)}: already in the index (update it, or remove it first)")
-                }
+            val stored = prepared.flatMap { (id, chunks) -> stored(id, chunks) }
+            for ((id, _) in prepared) {
+                if (present(id)) throw EdgeM3DuplicateIdException("id ${show(id)}: already in the index (update it, or remove it first)")
             }
             return stored
         }
@@ -223,36 +268,51 @@ class EdgeM3WritableIndex private constructor(
         write {
             val stored = stage()
             for (p in stored) insert(p)
-            val apply: () -> Unit = { for (p in stored) { passages.add(p); storedOf[p.id] = p } }
+            val apply: () -> Unit = { for (p in stored) append(p) }
             apply
         }
     }
 
-    /** Replaces the passage of `id` (it becomes the last logical row), in one transaction. */
-    fun update(id: Any, text: String) = update(id, embed(text))
+    /** Replaces the passage of `id` by the chunks of `text` (as `add(id, text)`), in one transaction. */
+    fun update(id: Any, text: String) = update(id, embedChunks(text))
 
+    /** Replaces the passage of `id` by one chunk. */
+    fun update(id: Any, outputs: Retrieval.Vectors) = update(id, listOf(outputs))
+
+    /** Replaces every chunk of `id` by `chunks` (they become the last logical rows), in one transaction. */
     @Synchronized
-    fun update(id: Any, outputs: Retrieval.Vectors) {
+    fun update(id: Any, chunks: List<Retrieval.Vectors>) {
         val key = key(id)
         refresh()
-        Stored.of(key, outputs, dim, denseStore, colbertStore)
-        if (!baseRowOf.containsKey(key) && !storedOf.containsKey(key)) throw EdgeM3UnknownIdException("id ${show(key)}: not in the index")
+        stored(key, chunks)
+        if (!present(key)) throw EdgeM3UnknownIdException("id ${show(key)}: not in the index")
         write {
-            val p = Stored.of(key, outputs, dim, denseStore, colbertStore)
+            val ps = stored(key, chunks)
             val undo = delete(key)
-            insert(p)
-            val apply: () -> Unit = { undo(); passages.add(p); storedOf[key] = p }
+            for (p in ps) insert(p)
+            val apply: () -> Unit = { undo(); for (p in ps) append(p) }
             apply
         }
     }
 
-    /** Removes the passage of `id`: a base row gets a tombstone, a database passage is deleted. */
+    /** Removes the passage of `id`, every chunk: its base rows get tombstones, its database rows are deleted. */
     @Synchronized
     fun remove(id: Any) {
         val key = key(id)
         refresh()
-        if (!baseRowOf.containsKey(key) && !storedOf.containsKey(key)) throw EdgeM3UnknownIdException("id ${show(key)}: not in the index")
+        if (!present(key)) throw EdgeM3UnknownIdException("id ${show(key)}: not in the index")
         write { delete(key) }
+    }
+
+    /** A passage's chunks checked and in stored form, numbered 0, 1, ... */
+    private fun stored(id: Any, chunks: List<Retrieval.Vectors>): List<Stored> {
+        if (chunks.isEmpty()) throw EdgeM3Exception("id ${show(id)}: no chunks (a passage needs at least one)")
+        return chunks.mapIndexed { c, v -> Stored.of(id, c, v, dim, denseStore, colbertStore) }
+    }
+
+    private fun append(p: Stored) {
+        passages.add(p)
+        storedOf.getOrPut(p.id) { ArrayList() }.add(p)
     }
 
     /**
@@ -302,27 +362,32 @@ class EdgeM3WritableIndex private constructor(
 
     // ------------------------------------------------------------------ internals
 
-    private fun embed(text: String): Retrieval.Vectors {
+    /** The chunks of `text` (the tokenizer's `encodeChunks`), each embedded by `embedder`. */
+    private fun embedChunks(text: String): List<Retrieval.Vectors> {
         val e = embedder ?: throw EdgeM3Exception("add(id, text): set `embedder` (the index's bundle) first")
-        return Retrieval.Vectors.of(e.embedBlocking(text))
+        return e.embedChunksBlocking(text).map { Retrieval.Vectors.of(it) }
     }
 
-    /** Stages `id`'s deletion in the open transaction; returns the in-memory change for after the commit. */
+    /** Stages `id`'s deletion (every chunk) in the open transaction; returns the in-memory change for after the commit. */
     private fun delete(id: Any): () -> Unit {
         val d = db!!
-        val row = baseRowOf[id]
-        if (row != null) {
-            d.execute("INSERT INTO removed (row) VALUES (?)", listOf(row.toLong()))
-            return { removed[row] = true; baseRowOf.remove(id); survivors = survivorsOf() }
+        val rows = baseRowsOf[id]
+        if (rows != null) {
+            for (r in rows) d.execute("INSERT INTO removed (row) VALUES (?)", listOf(r.toLong()))
+            return { for (r in rows) removed[r] = true; baseRowsOf.remove(id); survivors = survivorsOf() }
         }
-        val p = storedOf[id] ?: throw EdgeM3UnknownIdException("id ${show(id)}: not in the index")
+        val ps = storedOf[id] ?: throw EdgeM3UnknownIdException("id ${show(id)}: not in the index")
         d.execute("DELETE FROM passages WHERE id = ?", listOf(id))
-        return { passages.remove(p); storedOf.remove(id) }
+        return {
+            val gone = HashSet<Stored>(ps)  // identity: Stored has no equals of its own
+            passages.removeAll { it in gone }
+            storedOf.remove(id)
+        }
     }
 
     private fun insert(p: Stored) {
-        db!!.execute("INSERT INTO passages (id, dense, dense_scale, lex_tokens, lex_weights, colbert, colbert_scale) " +
-            "VALUES (?, ?, ?, ?, ?, ?, ?)", p.columns())
+        db!!.execute("INSERT INTO passages (id, chunk, dense, dense_scale, lex_tokens, lex_weights, colbert, colbert_scale) " +
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?)", p.columns())
     }
 
     /**
@@ -332,14 +397,12 @@ class EdgeM3WritableIndex private constructor(
      */
     private fun write(stage: () -> (() -> Unit)) {
         check()
-        duplicateInBase?.let { throw EdgeM3Exception("$dir: the base holds id ${show(it)} twice; it can be searched, not written") }
         if (db == null) createOnBase()
         val d = db!!
         val apply = try {
             d.transaction {
                 val v = readDataVersion(d)
                 if (v != dataVersion) { load(d); dataVersion = v }
-                duplicateInBase?.let { throw EdgeM3Exception("$dir: the base holds id ${show(it)} twice; it can be searched, not written") }
                 stage()
             }
         } catch (e: IndexDbException) {
@@ -421,10 +484,15 @@ class EdgeM3WritableIndex private constructor(
         }
         val version = longOf(d.query("PRAGMA user_version").firstOrNull()?.get(0), "user_version")
         if (version > EdgeM3Contract.INDEX_DB_VERSION) throw newer(version.toString())
+        if (version < EdgeM3Contract.INDEX_DB_VERSION) throw older(version.toString())
     }
 
     private fun newer(v: String) = EdgeM3Exception("$dbFile: format_version $v, written by a newer edge-m3 " +
         "(this kit reads ${EdgeM3Contract.INDEX_DB_VERSION})")
+
+    /** Format 1 (a pre-release with no `chunk` column, never in a release): refused, not migrated. */
+    private fun older(v: String) = EdgeM3Exception("$dbFile: format_version $v, written by an older edge-m3 " +
+        "(this kit reads ${EdgeM3Contract.INDEX_DB_VERSION}); rebuild the index")
 
     /** The whole state from the database (its meta, its base, tombstones, passages), checked. */
     private fun load(d: IndexDb) {
@@ -438,7 +506,7 @@ class EdgeM3WritableIndex private constructor(
         if (need("format") != EdgeM3Contract.INDEX_DB_FORMAT) throw bad("meta: format ${meta["format"]}, not ${EdgeM3Contract.INDEX_DB_FORMAT}")
         val fv = need("format_version").toLongOrNull() ?: throw bad("meta: format_version ${meta["format_version"]}")
         if (fv > EdgeM3Contract.INDEX_DB_VERSION) throw newer(fv.toString())
-        if (fv != EdgeM3Contract.INDEX_DB_VERSION.toLong()) throw bad("meta: format_version $fv")
+        if (fv < EdgeM3Contract.INDEX_DB_VERSION) throw older(fv.toString())
         val newDim = need("dim").toIntOrNull()?.takeIf { it > 0 } ?: throw bad("meta: dim ${meta["dim"]}")
         val newDense = need("dense").takeIf { it in EdgeM3Contract.DENSE_STORES } ?: throw bad("meta: dense ${meta["dense"]}")
         val newColbert = need("colbert").takeIf { it in EdgeM3Contract.COLBERT_STORES } ?: throw bad("meta: colbert ${meta["colbert"]}")
@@ -473,8 +541,15 @@ class EdgeM3WritableIndex private constructor(
             rem[r.toInt()] = true
         }
         val ps = ArrayList<Stored>()
-        for (row in d.query("SELECT seq, id, dense, dense_scale, lex_tokens, lex_weights, colbert, colbert_scale FROM passages ORDER BY seq")) {
-            ps.add(Stored.read(row, newDim, newDense, newColbert) { bad(it) })
+        // A passage's chunks are 0, 1, ... in consecutive seqs (one transaction wrote them).
+        val seen = HashSet<Any>()
+        for (row in d.query("SELECT seq, id, chunk, dense, dense_scale, lex_tokens, lex_weights, colbert, colbert_scale " +
+                "FROM passages ORDER BY seq")) {
+            val p = Stored.read(row, newDim, newDense, newColbert) { bad(it) }
+            val last = ps.lastOrNull()
+            val inOrder = if (p.chunk == 0) seen.add(p.id) else last != null && last.id == p.id && last.chunk + 1 == p.chunk
+            if (!inOrder) throw bad("passages: id ${show(p.id)} has chunk ${p.chunk} out of order (chunks 0, 1, ... in consecutive seqs)")
+            ps.add(p)
         }
         dim = newDim; denseStore = newDense; colbertStore = newColbert; bundle = newBundle
         baseName = newBase; baseSha = sha; generation = gen; base = b; removed = rem
@@ -496,22 +571,17 @@ class EdgeM3WritableIndex private constructor(
         }
     }
 
+    /** The id maps and chunk numbers from `base`, `removed` and `passages`. */
     private fun rebuildMaps() {
-        baseRowOf.clear()
+        baseRowsOf.clear()
         storedOf.clear()
-        duplicateInBase = null
         val b = base
         if (b != null) {
-            for (r in 0 until b.count) {
-                if (removed[r]) continue
-                val id = b.ids[r]
-                if (baseRowOf.put(id, r) != null) duplicateInBase = id
-            }
+            for (r in 0 until b.count) if (!removed[r]) baseRowsOf.getOrPut(b.ids[r]) { ArrayList() }.add(r)
         }
         for (p in passages) {
-            if (baseRowOf.containsKey(p.id) || storedOf.put(p.id, p) != null) {
-                throw bad("id ${show(p.id)} is both in the base and added")
-            }
+            if (baseRowsOf.containsKey(p.id)) throw bad("id ${show(p.id)} is both in the base and added")
+            storedOf.getOrPut(p.id) { ArrayList() }.add(p)
         }
         survivors = survivorsOf()
     }
@@ -908,6 +978,8 @@ class EdgeM3WritableIndex private constructor(
  */
 internal class Stored(
     val id: Any,
+    /** The chunk number in its passage (the `chunk` column). */
+    val chunk: Int,
     val denseF32: FloatArray?,
     val denseCodes: ByteArray?,
     val denseScale: Float,
@@ -967,7 +1039,7 @@ internal class Stored(
             colbertCodes != null -> colbertCodes.copyOf()
             else -> null
         }
-        return listOf(id, dense, denseScaleBlob, tokens.array(), floats(lexical.weights), colbert, colbertScale?.let { floats(it) })
+        return listOf(id, chunk.toLong(), dense, denseScaleBlob, tokens.array(), floats(lexical.weights), colbert, colbertScale?.let { floats(it) })
     }
 
     companion object {
@@ -980,7 +1052,7 @@ internal class Stored(
         private fun finite(x: Float) = !x.isNaN() && !x.isInfinite()
 
         /** A passage's pipeline outputs checked (as Python's Index.add) and put in stored form. */
-        fun of(id: Any, v: Retrieval.Vectors, dim: Int, denseStore: String, colbertStore: String): Stored {
+        fun of(id: Any, chunk: Int, v: Retrieval.Vectors, dim: Int, denseStore: String, colbertStore: String): Stored {
             val dense = v.dense ?: throw EdgeM3Exception("id ${EdgeM3WritableIndex.show(id)}: no dense_vecs")
             if (dense.size != dim || !dense.all { finite(it) }) {
                 throw EdgeM3Exception("id ${EdgeM3WritableIndex.show(id)}: dense_vecs of ${dense.size} values (want $dim, finite)")
@@ -1012,9 +1084,9 @@ internal class Stored(
             return if (denseStore == "int8") {
                 val c = ByteArray(dim)
                 val s = quantize(dense, c, 0)
-                Stored(id, null, c, s, lexical, rows, half, codes, scales)
+                Stored(id, chunk, null, c, s, lexical, rows, half, codes, scales)
             } else {
-                Stored(id, dense.copyOf(), null, 0f, lexical, rows, half, codes, scales)
+                Stored(id, chunk, dense.copyOf(), null, 0f, lexical, rows, half, codes, scales)
             }
         }
 
@@ -1031,7 +1103,7 @@ internal class Stored(
             return scale
         }
 
-        /** A `passages` row (seq, id, dense, dense_scale, lex_tokens, lex_weights, colbert, colbert_scale), checked. */
+        /** A `passages` row (seq, id, chunk, dense, dense_scale, lex_tokens, lex_weights, colbert, colbert_scale), checked. */
         fun read(row: Array<Any?>, dim: Int, denseStore: String, colbertStore: String, bad: (String) -> EdgeM3Exception): Stored {
             val id: Any = when (val x = row[1]) {
                 is String -> x
@@ -1040,14 +1112,16 @@ internal class Stored(
                 else -> throw bad("passages: an id that is neither an integer nor text")
             }
             val w = "passages: id ${EdgeM3WritableIndex.show(id)}"
+            val chunk = (row[2] as? Long)?.takeIf { it >= 0 && it <= Int.MAX_VALUE }?.toInt()
+                ?: throw bad("$w: chunk ${row[2]} is not an integer from 0")
             fun blob(i: Int, name: String): ByteArray? = when (val x = row[i]) {
                 null -> null
                 is ByteArray -> x
                 else -> throw bad("$w: $name is not a blob")
             }
             fun le(b: ByteArray) = ByteBuffer.wrap(b).order(ByteOrder.LITTLE_ENDIAN)
-            val dense = blob(2, "dense") ?: ByteArray(0)
-            val denseScale = blob(3, "dense_scale")
+            val dense = blob(3, "dense") ?: ByteArray(0)
+            val denseScale = blob(4, "dense_scale")
             var denseF32: FloatArray? = null
             var denseCodes: ByteArray? = null
             var scale = 0f
@@ -1060,8 +1134,8 @@ internal class Stored(
                 val f = le(dense).asFloatBuffer()
                 denseF32 = FloatArray(dim) { f.get(it) }
             }
-            val tokens = blob(4, "lex_tokens") ?: ByteArray(0)
-            val weights = blob(5, "lex_weights") ?: ByteArray(0)
+            val tokens = blob(5, "lex_tokens") ?: ByteArray(0)
+            val weights = blob(6, "lex_weights") ?: ByteArray(0)
             if (tokens.size % 4 != 0 || tokens.size != weights.size) throw bad("$w: lex_tokens/lex_weights lengths")
             val tb = le(tokens).asIntBuffer()
             val wb = le(weights).asFloatBuffer()
@@ -1071,8 +1145,8 @@ internal class Stored(
                 if ((i > 0 && ids[i - 1] >= ids[i]) || !(ws[i] > 0f) || !finite(ws[i])) throw bad("$w: lexical tokens not ascending or weights not finite and > 0")
             }
             val lexical = Retrieval.Lexical(ids, ws)
-            val col = blob(6, "colbert")
-            val colScale = blob(7, "colbert_scale")
+            val col = blob(7, "colbert")
+            val colScale = blob(8, "colbert_scale")
             var rows = 0
             var half: ShortArray? = null
             var codes: ByteArray? = null
@@ -1096,7 +1170,7 @@ internal class Stored(
                     scales = FloatArray(rows) { fb.get(it) }
                 }
             }
-            return Stored(id, denseF32, denseCodes, scale, lexical, rows, half, codes, scales)
+            return Stored(id, chunk, denseF32, denseCodes, scale, lexical, rows, half, codes, scales)
         }
     }
 }
