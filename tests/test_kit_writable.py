@@ -1135,3 +1135,29 @@ def test_kotlin_read_only_index_chunks(kit_jar: Path, stores: tuple[str, str], t
         # passages: one hit per id, some of them a later chunk; chunks: ids repeat
         hit_ids = [[h.id for h in index.search(q, 40, "dense", chunks=scope == "chunks")] for q in queries]
         assert all(len(set(h)) == len(h) for h in hit_ids) == (scope == "passages")
+
+
+def test_a_passage_removed_in_part_is_refused_in_three_languages(kotlin_ops, swift_ops, tmp_path: Path) -> None:
+    """A tombstone on some but not all of a base passage's chunk rows is a corrupt database in
+    Python, Kotlin and Swift alike; tombstones on all of them are a removal."""
+    from edge_m3.retrieval.writable import WritableIndex
+
+    good = tmp_path / "good"
+    _write_base(good, ("float32", "fp16", [(1, _one_passage(1)), ("c", [_one_passage(2), _one_passage(3)]),
+                                           (2, _one_passage(4))]))
+    assert kotlin_ops(good, [("open",), ("remove", 1), ("count",)]) == ["ok", "ok", "count 2"]
+    for name, rows in (("part", [2]), ("whole", [1, 2])):
+        folder = tmp_path / name
+        shutil.copytree(good, folder)
+        con = sqlite3.connect(folder / INDEX_DB)
+        with con:
+            con.executemany("INSERT INTO removed (row) VALUES (?)", [(r,) for r in rows])
+        con.close()
+        want = ["error invalid_input"] * 2 if name == "part" else ["ok", "count 1"]
+        assert kotlin_ops(folder, [("open",), ("count",)]) == want, name
+        assert swift_ops(folder, [("open",), ("count",)]) == want, name
+        if name == "part":
+            with pytest.raises(EdgeM3Error, match="removed in part"):
+                WritableIndex.open(folder)
+        else:
+            assert WritableIndex.open(folder).ids() == [2]

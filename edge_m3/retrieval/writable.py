@@ -417,6 +417,11 @@ class WritableIndex:
         n_base = len(self.base) if self.base is not None else 0
         if any(not isinstance(r, int) or not 0 <= r < n_base for r in removed):
             raise EdgeM3Error(f"{where}: a removed row is outside the base; refusing a corrupt index database")
+        if removed and self.base is not None:  # a passage is removed whole: every chunk's row or none
+            gone = set(removed)
+            if any(x not in gone for r in removed for x in self._base_rows[self.base.ids[r]]):
+                raise EdgeM3Error(f"{where}: a base passage is removed in part (some of its chunks' rows); "
+                                  "refusing a corrupt index database")
         self._removed = removed
         self._delta = {}
         last: PassageId | None = None

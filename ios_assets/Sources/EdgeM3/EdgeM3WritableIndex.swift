@@ -739,6 +739,16 @@ nonisolated public final class EdgeM3WritableIndex: @unchecked Sendable {  // mu
             guard r.isInteger(0), row >= 0, row < Int64(base?.count ?? 0) else { throw bad("a removed row is out of range") }
             removed.insert(Int(row))
         }
+        if let base, !removed.isEmpty {  // a passage is removed whole: every chunk's row or none
+            var parts: [PassageID: (rows: Int, removed: Int)] = [:]
+            for (r, id) in base.ids.enumerated() {
+                parts[id, default: (0, 0)].rows += 1
+                if removed.contains(r) { parts[id, default: (0, 0)].removed += 1 }
+            }
+            if parts.values.contains(where: { $0.removed > 0 && $0.removed < $0.rows }) {
+                throw bad("a base passage is removed in part (some of its chunks' rows)")
+            }
+        }
         var passages: [StoredPassage] = []
         let p = try db.prepare("SELECT seq, id, chunk, dense, dense_scale, lex_tokens, lex_weights, colbert, colbert_scale "
                                + "FROM passages ORDER BY seq")

@@ -540,6 +540,13 @@ class EdgeM3WritableIndex private constructor(
             if (r < 0 || r >= rem.size) throw bad("removed: row $r outside the base's ${rem.size}")
             rem[r.toInt()] = true
         }
+        if (b != null && rem.any { it }) {  // a passage is removed whole: every chunk's row or none
+            val parts = HashMap<Any, IntArray>()  // id -> (rows, removed rows)
+            for (r in 0 until b.count) parts.getOrPut(b.ids[r]) { IntArray(2) }.let { it[0]++; if (rem[r]) it[1]++ }
+            if (parts.values.any { it[1] in 1 until it[0] }) {
+                throw bad("removed: a base passage is removed in part (some of its chunks' rows)")
+            }
+        }
         val ps = ArrayList<Stored>()
         // A passage's chunks are 0, 1, ... in consecutive seqs (one transaction wrote them).
         val seen = HashSet<Any>()
