@@ -612,8 +612,9 @@ def _check_layout(idx: Index, where: str) -> None:
             if (within & (np.diff(rows) <= 0)).any():
                 bad = ["sparse_rows"]
     if not bad:  # scales are max|x| / 127 (> 0) and weights > 0: anything else is not ours (issue 38:
-        # a negative scale made an error bound negative and a row vanish from Python's hits only)
-        bad = [x for x in ("dense_scale", "colbert_scale", _PW) if x in a and len(a[x]) and not _positive(a[x])]
+        # a negative scale made an error bound negative and a row vanish from Python's hits only). Only
+        # the arrays the stores use (checked 1-D float32 above): a stray one is ignored, as the kits do
+        bad = [x for x in ("dense_scale", "colbert_scale", _PW) if x in need and not _positive(a[x])]
     if bad:
         raise EdgeM3Error(f"{where}: inconsistent arrays ({', '.join(bad)}); refusing a corrupt index")
 

@@ -216,6 +216,22 @@ nonisolated public final class EdgeM3Index: @unchecked Sendable {
         } else {
             (colbertOffsets, colbert, colbertScale) = (nil, nil, nil)
         }
+        // Scales are max|x| / 127 (> 0) and weights > 0: anything else is not an index's (issue 38:
+        // a negative scale made an error bound negative and a row vanish from Python's hits only).
+        // Read in place from the mappings, at every open, as Python's _check_layout.
+        let vectors = colbertStore == "none" ? 0 : try length("colbert")
+        let bad = [("dense_scale", denseScale, count), ("colbert_scale", colbertScale, vectors),
+                   (EdgeM3Contract.indexPostingWeights, sparseWeights, p)]
+            .filter { !EdgeM3Index.allPositive($0.1, $0.2) }.map { $0.0 }
+        if !bad.isEmpty {
+            throw EdgeM3Error("\(folder.path): inconsistent arrays (\(bad.joined(separator: ", "))); refusing a corrupt index")
+        }
+        // float32 dense and fp16 ColBERT values finite: checked with the SHA-256 (which read every
+        // byte already); an index opened unverified is trusted to hold what a builder writes.
+        if verifySHA256, !EdgeM3Index.allFinite(int8Dense ? nil : dense, float32: count * dim)
+            || !EdgeM3Index.allFinite(colbertStore == "fp16" ? colbert : nil, float16: vectors * dim) {
+            throw EdgeM3Error("\(folder.path): a stored vector is not finite; refusing a corrupt index")
+        }
         let idsName = EdgeM3Contract.indexIds
         guard let idsFile = mapped[idsName] else { throw EdgeM3Error("\(w): files has no \(idsName)") }
         let idsData = Data(bytesNoCopy: UnsafeMutableRawPointer(mutating: idsFile.base ?? UnsafeRawPointer(bitPattern: 1)!),
@@ -237,6 +253,29 @@ nonisolated public final class EdgeM3Index: @unchecked Sendable {
         }
         guard ids.count == count else { throw EdgeM3Error("\(idsFile.url.path): \(ids.count) ids, \(manifestName) says \(count)") }
         (chunks, maxChunks) = chunkNumbers(ids)
+    }
+
+    /// Every one of `n` values finite and > 0 (none: true).
+    private static func allPositive(_ x: UnsafePointer<Float>?, _ n: Int) -> Bool {
+        guard let x else { return true }
+        for i in 0..<n where !(x[i] > 0 && x[i] < .infinity) { return false }  // NaN fails both
+        return true
+    }
+
+    /// Every one of `n` float32 values finite (none: true): an exponent of all ones is inf or NaN.
+    private static func allFinite(_ x: UnsafeRawPointer?, float32 n: Int) -> Bool {
+        guard let x else { return true }
+        let u = x.assumingMemoryBound(to: UInt32.self)
+        for i in 0..<n where UInt32(littleEndian: u[i]) & 0x7f80_0000 == 0x7f80_0000 { return false }
+        return true
+    }
+
+    /// Every one of `n` float16 values finite (none: true): an exponent of all ones is inf or NaN.
+    private static func allFinite(_ x: UnsafeRawPointer?, float16 n: Int) -> Bool {
+        guard let x else { return true }
+        let u = x.assumingMemoryBound(to: UInt16.self)
+        for i in 0..<n where UInt16(littleEndian: u[i]) & 0x7c00 == 0x7c00 { return false }
+        return true
     }
 
     private static func checkOffsets(_ o: UnsafePointer<Int64>, _ n: Int, total: Int, _ at: String) throws {

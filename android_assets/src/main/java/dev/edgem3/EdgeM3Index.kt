@@ -444,6 +444,17 @@ class EdgeM3Index private constructor(
                 colbert = required("colbert", if (int8) "int8" else "float16", longArrayOf(v, dim.toLong()))
                 if (int8) colbertScale = required("colbert_scale", "float32", longArrayOf(v)).asFloatBuffer()
             }
+            // Scales are max|x| / 127 (> 0) and weights > 0: anything else is not an index's (issue 38:
+            // a negative scale made an error bound negative and a row vanish from Python's hits only).
+            // Read in place from the mappings, at every open, as Python's _check_layout.
+            val bad = listOf("dense_scale" to denseScale, "colbert_scale" to colbertScale,
+                EdgeM3Contract.INDEX_POSTING_WEIGHTS to weights).filter { (_, x) -> x != null && !allPositive(x) }.map { it.first }
+            if (bad.isNotEmpty()) throw EdgeM3Exception("$dir: inconsistent arrays (${bad.joinToString(", ")}); refusing a corrupt index")
+            // float32 dense and fp16 ColBERT values finite: checked with the SHA-256 (which read every
+            // byte already); an index opened unverified is trusted to hold what a builder writes.
+            if (verifySha256 && (!int8Dense && !allFinite(dense.asIntBuffer()) || colbertStore == "fp16" && !allFinite(colbert!!.asShortBuffer()))) {
+                throw EdgeM3Exception("$dir: a stored vector is not finite; refusing a corrupt index")
+            }
             val idsName = EdgeM3Contract.INDEX_IDS
             val idsBuf = mapped[idsName] ?: throw EdgeM3Exception("$w: files has no $idsName")
             val idsText = Charsets.UTF_8.decode(idsBuf.duplicate()).toString()
@@ -455,6 +466,27 @@ class EdgeM3Index private constructor(
             if (ids.size != count) throw EdgeM3Exception("$dir/$idsName: ${ids.size} ids, ${EdgeM3Contract.INDEX_MANIFEST} says $count")
             return EdgeM3Index(dir, count, dim, denseStore, colbertStore, ids, bundle, dense, denseScale,
                 tokens, offsets, rows, weights, colbertOffsets, colbert, colbertScale)
+        }
+
+        /** Every value finite and > 0 (NaN fails both comparisons). */
+        private fun allPositive(x: FloatBuffer): Boolean {
+            for (i in 0 until x.limit()) {
+                val v = x.get(i)
+                if (!(v > 0f && v < Float.POSITIVE_INFINITY)) return false
+            }
+            return true
+        }
+
+        /** Every float32 (by its bits) finite: an exponent of all ones is inf or NaN. */
+        private fun allFinite(bits: IntBuffer): Boolean {
+            for (i in 0 until bits.limit()) if (bits.get(i) and 0x7f800000 == 0x7f800000) return false
+            return true
+        }
+
+        /** Every float16 (by its bits) finite: an exponent of all ones is inf or NaN. */
+        private fun allFinite(bits: ShortBuffer): Boolean {
+            for (i in 0 until bits.limit()) if (bits.get(i).toInt() and 0x7c00 == 0x7c00) return false
+            return true
         }
 
         private fun checkOffsets(o: LongBuffer, total: Long, where: String) {
