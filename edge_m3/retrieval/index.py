@@ -584,6 +584,8 @@ def _check_layout(idx: Index, where: str) -> None:
     need += ["colbert_offsets", "colbert"] if idx.has_colbert else []
     need += ["colbert_scale"] if idx.colbert_store == "int8" else []
     missing = [x for x in need if x not in a]
+    # only the arrays the stores use: a stray one was read here and ignored by the kits (issue 38)
+    missing += [f"{x} unused by the {idx.dense_store}/{idx.colbert_store} stores" for x in a if x not in need]
     dtypes = {"dense": "int8" if idx.dense_store == "int8" else "float32", "dense_scale": "float32",
               "sparse_tokens": "int32", "sparse_offsets": "int64", "sparse_rows": "int32",
               _PW: "float32", "colbert_offsets": "int64",
@@ -604,7 +606,7 @@ def _check_layout(idx: Index, where: str) -> None:
         rows, tokens = np.asarray(a["sparse_rows"]), np.asarray(a["sparse_tokens"])
         if off.shape != (t[0] + 1,) or off[0] != 0 or off[-1] != p[0] or (np.diff(off) < 0).any() \
                 or a[_PW].shape != p or (len(rows) and (rows.min() < 0 or rows.max() >= n)) \
-                or (np.diff(tokens) <= 0).any():  # searched by bisection
+                or (tokens[1:] <= tokens[:-1]).any():  # searched by bisection (np.diff of int32 wraps)
             bad = ["sparse"]
         elif len(rows) > 1:  # a posting's rows strictly ascending, as `postings` writes them (issue 38:
             within = np.ones(len(rows) - 1, bool)  # a row twice in one was summed once here, twice by the kits)

@@ -181,6 +181,16 @@ nonisolated public final class EdgeM3Index: @unchecked Sendable {
         }
 
         let int8Dense = denseStore == "int8"
+        // Only the arrays the stores use (docs/index-format.md): a stray one would be read by one
+        // reader and not another (issue 38).
+        var used: Set<String> = ["dense", "sparse_tokens", "sparse_offsets", "sparse_rows", EdgeM3Contract.indexPostingWeights]
+        if int8Dense { used.insert("dense_scale") }
+        if colbertStore != "none" { used.formUnion(["colbert_offsets", "colbert"]) }
+        if colbertStore == "int8" { used.insert("colbert_scale") }
+        if let stray = arrays.keys.sorted().first(where: { !used.contains($0) }) {
+            throw EdgeM3Error("\(w): arrays.\(stray.debugDescription) is not used by the \(denseStore)/\(colbertStore) stores; "
+                              + "refusing a corrupt index")
+        }
         dense = try required("dense", int8Dense ? "int8" : "float32", [count, dim])
         denseScale = int8Dense ? try required("dense_scale", "float32", [count])?.assumingMemoryBound(to: Float.self) : nil
         let t = try length("sparse_tokens"), p = try length("sparse_rows")

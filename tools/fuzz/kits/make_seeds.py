@@ -4,7 +4,7 @@ The kits read what tools/fuzz/seeds/ already holds (SentencePiece model, bundles
 golden, WordPiece vocabulary, index folders); only two inputs are theirs alone: a byte-level BPE
 folder (bpe.json and the manifest's tokenizer entry, a 400-token BPE trained as
 tests/support/bpe.py trains ModernBERT's) and the writable index's index.sqlite (issue 35), one
-per store pair, each holding four passages, one removed.
+per store pair, each holding four passages (one of two chunks), one removed.
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ def writable_db(dense: str, colbert: str) -> bytes:
             c = rng.standard_normal((3, dim)).astype(np.float32)
             out = {"dense_vecs": v / np.linalg.norm(v), "lexical_weights": {str(5 + i): 0.5, "9": 0.25},
                    "colbert_vecs": c / np.linalg.norm(c, axis=1, keepdims=True)}
-            idx.add(pid, out)
+            idx.add(pid, [out, {**out, "lexical_weights": {"11": 0.75}}] if pid == "d" else out)  # d: 2 chunks
         idx.remove("b")
         idx.close()
         db = Path(d) / "ix" / "index.sqlite"

@@ -417,6 +417,15 @@ class EdgeM3Index private constructor(
 
             val n = count.toLong()
             val int8Dense = denseStore == "int8"
+            // Only the arrays the stores use (docs/index-format.md): a stray one would be read by one
+            // reader and not another (issue 38).
+            val used = listOf("dense", "sparse_tokens", "sparse_offsets", "sparse_rows", EdgeM3Contract.INDEX_POSTING_WEIGHTS) +
+                (if (int8Dense) listOf("dense_scale") else emptyList()) +
+                (if (colbertStore != "none") listOf("colbert_offsets", "colbert") else emptyList()) +
+                (if (colbertStore == "int8") listOf("colbert_scale") else emptyList())
+            arrays.keys.firstOrNull { it !in used }?.let {
+                throw EdgeM3Exception("$w: arrays.${quoted(it)} is not used by the $denseStore/$colbertStore stores; refusing a corrupt index")
+            }
             val dense = required("dense", if (int8Dense) "int8" else "float32", longArrayOf(n, dim.toLong()))
             val denseScale = if (int8Dense) required("dense_scale", "float32", longArrayOf(n)).asFloatBuffer() else null
             val t = arrayLength("sparse_tokens")

@@ -11,6 +11,7 @@ import kotlin.math.floor
  * On Android `org.json` would also do; this keeps one parser for the test and the app.
  */
 object MiniJson {
+    private val NUMBER = Regex("-?(0|[1-9][0-9]*)(\\.[0-9]+)?([eE][+-]?[0-9]+)?")
     fun parse(text: String): Any? {
         val p = Parser(text)
         p.skipSpace()
@@ -137,6 +138,9 @@ object MiniJson {
                 }
             }
             val t = s.substring(start, pos)
+            // JSON's grammar exactly: Java's parsers also take "044", "+1", "1." (issue 38: Python and
+            // Swift refuse a leading zero, this took it)
+            if (!NUMBER.matches(t)) throw error("bad number '$t'")
             try {
                 return if (integral) (t.toLongOrNull() ?: t.toDouble()) else t.toDouble()
             } catch (exc: NumberFormatException) {
