@@ -56,7 +56,7 @@ def test_error_kinds_are_generated_into_both_kits() -> None:
 
 
 # ApiCheck.kt's jsonChecks: MiniJson's refusals (exact message and offset), what it reads, JsonTree's
-# typed refusals (issue 34 item 5: parser branches no bundle on the desktop reached).
+# and Retrieval's typed refusals (issue 34 item 5: branches no bundle on the desktop reached).
 JSON_CASES = {
     "json-unexpected-end", "json-unexpected-end-in-array", "json-unexpected-character", "json-expected-key",
     "json-expected-colon", "json-unterminated-object", "json-object-separator", "json-unterminated-array",
@@ -65,7 +65,9 @@ JSON_CASES = {
     "json-bad-sign", "json-trailing", "json-too-deep", "json-escapes", "json-values", "json-tree-object",
     "json-tree-array", "json-tree-field", "json-tree-string", "json-tree-bool", "json-tree-int-type",
     "json-tree-int-fraction", "json-tree-int-range", "json-tree-long-type", "json-tree-long-double",
-    "json-tree-float", "json-tree-ints-element", "json-tree-reads"}
+    "json-tree-float", "json-tree-ints-element", "json-tree-reads", "lexical-lengths", "lexical-descending",
+    "lexical-repeated", "lexical-key", "mode-unknown", "weights-two", "weights-negative", "weights-infinite",
+    "weights-nan", "weights-four", "sparse-dictionaries"}
 
 
 def test_kotlin_api(kit_jar: Path, tiny_bundle: Path, litert_c_library: Path, tmp_path: Path) -> None:

@@ -308,8 +308,9 @@ internal fun apiChecks(bundle: File, work: File, lib: String, cases: Cases) {
 
 /**
  * MiniJson's refusals, each with its exact message (an EdgeM3Exception of kind INVALID_INPUT, the
- * offset where the reader stopped), what it reads (escapes, literals, numbers past Long) and
- * JsonTree's typed refusals: the parser's branches no bundle on the desktop reaches.
+ * offset where the reader stopped), what it reads (escapes, literals, numbers past Long),
+ * JsonTree's typed refusals, and Retrieval's (Lexical's arrays and keys, an unknown mode, bad
+ * weights): branches no bundle on the desktop reaches.
  */
 internal fun jsonChecks(cases: Cases) {
     fun refuses(name: String, message: String, block: () -> Unit) = cases.case(name) {
@@ -368,6 +369,29 @@ internal fun jsonChecks(cases: Cases) {
     refuses("json-tree-long-double", "w: expected an integer, got 2.0") { JsonTree.long(2.0, "w") }
     refuses("json-tree-float", "w: expected a number") { JsonTree.float(true, "w") }
     refuses("json-tree-ints-element", "w[1]: expected an integer, got 0.5") { JsonTree.ints(listOf(1L, 0.5), "w") }
+    // Retrieval's refusals (Lexical's arrays, an unknown mode, bad weights) and the dictionary sparse.
+    refuses("lexical-lengths", "lexical ids and weights differ in length") { Retrieval.Lexical(intArrayOf(1, 2), floatArrayOf(0.5f)) }
+    refuses("lexical-descending", "lexical ids must be strictly ascending") {
+        Retrieval.Lexical(intArrayOf(2, 1), floatArrayOf(0.5f, 0.5f))
+    }
+    refuses("lexical-repeated", "lexical ids must be strictly ascending") {
+        Retrieval.Lexical(intArrayOf(1, 1), floatArrayOf(0.5f, 0.5f))
+    }
+    refuses("lexical-key", "lexical weight key \"x\" is not a token id") { Retrieval.Lexical.of(mapOf("x" to 1f)) }
+    refuses("mode-unknown", "mode \"bm25\": choose from ${Retrieval.MODES.joinToString(", ")}") { Retrieval.signals("bm25") }
+    for ((name, w) in listOf("two" to doubleArrayOf(1.0, 1.0), "negative" to doubleArrayOf(1.0, -1.0, 1.0),
+                             "infinite" to doubleArrayOf(1.0, Double.POSITIVE_INFINITY, 1.0),
+                             "nan" to doubleArrayOf(Double.NaN, 1.0, 1.0), "four" to doubleArrayOf(1.0, 1.0, 1.0, 1.0))) {
+        refuses("weights-$name", "weights: must be three finite numbers >= 0 (dense, sparse, colbert), " +
+            "got ${w.joinToString(", ", "[", "]")}") { Retrieval.checkWeights(w) }
+    }
+    cases.case("sparse-dictionaries") {
+        val got = listOf(Retrieval.sparse(mapOf("3" to 2f, "1" to 0.5f), mapOf("7" to 1f, "3" to 0.25f)),
+            Retrieval.sparse(mapOf("1" to 0.5f), mapOf("7" to 1f)), Retrieval.signals("colbert+sparse+dense"),
+            Retrieval.checkWeights(doubleArrayOf(0.0, 0.5, 2.0)).toList())
+        val want = listOf(0.5, 0.0, listOf("colbert", "sparse", "dense"), listOf(0.0, 0.5, 2.0))
+        if (got != want) "got $got, expected $want" else null
+    }
     cases.case("json-tree-reads") {
         val got = listOf(JsonTree.int(-3L, "w"), JsonTree.int(4.0, "w"), JsonTree.long(5L, "w"),
             JsonTree.float(0.1, "w").toRawBits(), JsonTree.ints(listOf(1L, 2L), "w").toList())
