@@ -67,7 +67,9 @@ JSON_CASES = {
     "json-tree-int-fraction", "json-tree-int-range", "json-tree-long-type", "json-tree-long-double",
     "json-tree-float", "json-tree-ints-element", "json-tree-reads", "lexical-lengths", "lexical-descending",
     "lexical-repeated", "lexical-key", "mode-unknown", "weights-two", "weights-negative", "weights-infinite",
-    "weights-nan", "weights-four", "sparse-dictionaries"}
+    "weights-nan", "weights-four", "sparse-dictionaries",
+    *(f"manifest-part-{p}" for p in ("SpecialIds", "WordPieceOptions", "BpeOptions", "TensorSpec", "Signature",
+                                     "ModelEntry", "FileEntry"))}
 
 
 def test_kotlin_api(kit_jar: Path, tiny_bundle: Path, litert_c_library: Path, tmp_path: Path) -> None:

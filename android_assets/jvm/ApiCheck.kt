@@ -309,7 +309,7 @@ internal fun apiChecks(bundle: File, work: File, lib: String, cases: Cases) {
 /**
  * MiniJson's refusals, each with its exact message (an EdgeM3Exception of kind INVALID_INPUT, the
  * offset where the reader stopped), what it reads (escapes, literals, numbers past Long),
- * JsonTree's typed refusals, and Retrieval's (Lexical's arrays and keys, an unknown mode, bad
+ * JsonTree's typed refusals, the manifest parts' default names, and Retrieval's (Lexical's arrays and keys, an unknown mode, bad
  * weights): branches no bundle on the desktop reaches.
  */
 internal fun jsonChecks(cases: Cases) {
@@ -369,6 +369,14 @@ internal fun jsonChecks(cases: Cases) {
     refuses("json-tree-long-double", "w: expected an integer, got 2.0") { JsonTree.long(2.0, "w") }
     refuses("json-tree-float", "w: expected a number") { JsonTree.float(true, "w") }
     refuses("json-tree-ints-element", "w[1]: expected an integer, got 0.5") { JsonTree.ints(listOf(1L, 0.5), "w") }
+    // Manifest's parts read alone, their `where` left to the default: a non-object named by its part.
+    val parts = listOf<Pair<String, (Any?) -> Any>>("SpecialIds" to { t -> SpecialIds.fromJson(t) },
+        "WordPieceOptions" to { t -> WordPieceOptions.fromJson(t) }, "BpeOptions" to { t -> BpeOptions.fromJson(t) },
+        "TensorSpec" to { t -> TensorSpec.fromJson(t) }, "Signature" to { t -> Signature.fromJson(t) },
+        "ModelEntry" to { t -> ModelEntry.fromJson(t) }, "FileEntry" to { t -> FileEntry.fromJson(t) })
+    for ((part, read) in parts) {
+        refuses("manifest-part-$part", "${EdgeM3Contract.MANIFEST}: $part: expected a JSON object") { read(listOf<Any?>()) }
+    }
     // Retrieval's refusals (Lexical's arrays, an unknown mode, bad weights) and the dictionary sparse.
     refuses("lexical-lengths", "lexical ids and weights differ in length") { Retrieval.Lexical(intArrayOf(1, 2), floatArrayOf(0.5f)) }
     refuses("lexical-descending", "lexical ids must be strictly ascending") {
