@@ -5,7 +5,8 @@ Swift: a cancelled Task) with a runner stand-in that counts calls and holds one,
 running embed returning at once (the runner released when the running call returns, later calls
 refused as closed), each error kind raised by its cause (corrupt bundle, model mismatch, closed,
 cancelled, missing runtime, runtime failure), modes as an enum (ScoreMode, from
-contract.SCORE_MODES), and the error kinds generated from contract.KIT_ERROR_KINDS into both kits.
+contract.SCORE_MODES), MiniJson's and JsonTree's refusals with their exact messages (Kotlin), and the
+error kinds generated from contract.KIT_ERROR_KINDS into both kits.
 
 Kotlin: android_assets/jvm/ApiCheck.kt through `AndroidCheck api`; Swift: the XCTest class
 EdgeM3ApiTests (ios_assets/Tests/EdgeM3Tests/EdgeM3ApiTests.swift).
@@ -54,6 +55,23 @@ def test_error_kinds_are_generated_into_both_kits() -> None:
     assert not hand, hand
 
 
+# ApiCheck.kt's jsonChecks: MiniJson's refusals (exact message and offset), what it reads, JsonTree's
+# and Retrieval's typed refusals (issue 34 item 5: branches no bundle on the desktop reached).
+JSON_CASES = {
+    "json-unexpected-end", "json-unexpected-end-in-array", "json-unexpected-character", "json-expected-key",
+    "json-expected-colon", "json-unterminated-object", "json-object-separator", "json-unterminated-array",
+    "json-array-separator", "json-unterminated-string", "json-control-character", "json-unterminated-escape",
+    "json-short-u-escape", "json-bad-u-escape", "json-bad-escape", "json-leading-zero", "json-bad-fraction",
+    "json-bad-sign", "json-trailing", "json-too-deep", "json-escapes", "json-values", "json-tree-object",
+    "json-tree-array", "json-tree-field", "json-tree-string", "json-tree-bool", "json-tree-int-type",
+    "json-tree-int-fraction", "json-tree-int-range", "json-tree-long-type", "json-tree-long-double",
+    "json-tree-float", "json-tree-ints-element", "json-tree-reads", "lexical-lengths", "lexical-descending",
+    "lexical-repeated", "lexical-key", "mode-unknown", "weights-two", "weights-negative", "weights-infinite",
+    "weights-nan", "weights-four", "sparse-dictionaries",
+    *(f"manifest-part-{p}" for p in ("SpecialIds", "WordPieceOptions", "BpeOptions", "TensorSpec", "Signature",
+                                     "ModelEntry", "FileEntry"))}
+
+
 def test_kotlin_api(kit_jar: Path, tiny_bundle: Path, litert_c_library: Path, tmp_path: Path) -> None:
     from tests.conftest import jna_jar_path
 
@@ -73,7 +91,7 @@ def test_kotlin_api(kit_jar: Path, tiny_bundle: Path, litert_c_library: Path, tm
         "cancel-coroutine-mid-batch", "cancel-thread-mid-batch",
         "close-during-batch", "close-during-single-embed", "close-idle-releases-now", "closed-batch",
         "closed-suspending", "kinds-generated", "corrupt-bundle-sha256", "corrupt-bundle-size",
-        "corrupt-bundle-missing-file", "runtime-missing-library", "score-mode-enum"}
+        "corrupt-bundle-missing-file", "runtime-missing-library", "score-mode-enum", *JSON_CASES}
 
 
 def test_swift_api(swift_test, tiny_bundle: Path) -> None:  # noqa: ANN001 (conftest's SwiftTest)

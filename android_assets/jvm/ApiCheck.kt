@@ -4,7 +4,8 @@
 // bit, blocking and suspending), cancellation before each model call (a cancelled coroutine Job, an
 // interrupted thread) with a runner that counts calls and holds one until released, close() while
 // an embed runs (it returns at once; the runner goes when the running call returns), the typed error
-// kinds (generated from contract.KIT_ERROR_KINDS) each raised by its cause, and the ScoreMode enum.
+// kinds (generated from contract.KIT_ERROR_KINDS) each raised by its cause, the ScoreMode enum, and
+// MiniJson's and JsonTree's refusals with their exact messages (jsonChecks).
 // Driven by `AndroidCheck api BUNDLE WORK LIBLITERT` (tests/test_kit_api.py).
 package dev.edgem3
 
@@ -300,5 +301,109 @@ internal fun apiChecks(bundle: File, work: File, lib: String, cases: Cases) {
             val b = Retrieval.score(q, p, m.wire, w)
             if (a.toRawBits() != b.toRawBits()) "${m.wire}: $a vs $b" else null
         }.firstOrNull() ?: if (ScoreMode.values().map { it.wire } != EdgeM3Contract.SCORE_MODES) "ScoreMode is not SCORE_MODES" else null
+    }
+
+    jsonChecks(cases)
+}
+
+/**
+ * MiniJson's refusals, each with its exact message (an EdgeM3Exception of kind INVALID_INPUT, the
+ * offset where the reader stopped), what it reads (escapes, literals, numbers past Long),
+ * JsonTree's typed refusals, the manifest parts' default names, and Retrieval's (Lexical's arrays and keys, an unknown mode, bad
+ * weights): branches no bundle on the desktop reaches.
+ */
+internal fun jsonChecks(cases: Cases) {
+    fun refuses(name: String, message: String, block: () -> Unit) = cases.case(name) {
+        try {
+            block()
+            "no exception, expected \"$message\""
+        } catch (exc: EdgeM3Exception) {
+            when {
+                exc.javaClass != EdgeM3Exception::class.java -> "threw ${exc.javaClass.name}, expected EdgeM3Exception"
+                exc.kind != EdgeM3ErrorKind.INVALID_INPUT -> "kind ${exc.kind}, expected INVALID_INPUT"
+                exc.message != message -> "message \"${exc.message}\", expected \"$message\""
+                else -> null
+            }
+        }
+    }
+    fun json(name: String, text: String, message: String) = refuses(name, message) { MiniJson.parse(text) }
+    json("json-unexpected-end", "", "JSON: unexpected end at offset 0")
+    json("json-unexpected-end-in-array", "[1,", "JSON: unexpected end at offset 3")
+    json("json-unexpected-character", "[x]", "JSON: unexpected \"x\" at offset 1")
+    json("json-expected-key", "{1:2}", "JSON: expected a key at offset 1")
+    json("json-expected-colon", "{\"a\" 1}", "JSON: expected ':' at offset 5")
+    json("json-unterminated-object", "{\"a\":1", "JSON: unterminated object at offset 6")
+    json("json-object-separator", "{\"a\":1 2}", "JSON: expected ',' or '}' at offset 7")
+    json("json-unterminated-array", "[1", "JSON: unterminated array at offset 2")
+    json("json-array-separator", "[1 2]", "JSON: expected ',' or ']' at offset 3")
+    json("json-unterminated-string", "\"ab", "JSON: unterminated string at offset 3")
+    json("json-control-character", "\"a\tb\"", "JSON: control character \"\\u0009\" in a string at offset 3")
+    json("json-unterminated-escape", "\"a\\", "JSON: unterminated escape at offset 3")
+    json("json-short-u-escape", "\"\\u12\"", "JSON: short \\u escape at offset 3")
+    json("json-bad-u-escape", "\"\\u+12f\"", "JSON: bad \\u escape at offset 3")
+    json("json-bad-escape", "\"\\x\"", "JSON: bad escape \"\\x\" at offset 3")
+    json("json-leading-zero", "044", "JSON: bad number '044' at offset 3")
+    json("json-bad-fraction", "[1.]", "JSON: bad number '1.' at offset 3")
+    json("json-bad-sign", "-+1", "JSON: bad number '-+1' at offset 3")
+    json("json-trailing", "1 2", "JSON: trailing characters at offset 2")
+    json("json-too-deep", "[".repeat(MiniJson.MAX_DEPTH + 1), "JSON: nested deeper than ${MiniJson.MAX_DEPTH} at offset ${MiniJson.MAX_DEPTH}")
+    cases.case("json-escapes") {
+        val got = MiniJson.parse("\"\\\"\\\\\\/\\b\\f\\n\\r\\t\\u00e9\\ud83d\\ude00\"")
+        val want = "\"\\/\b\u000c\n\r\té\ud83d\ude00"
+        if (got != want) "read ${quoted(got.toString())}, expected ${quoted(want)}" else null
+    }
+    cases.case("json-values") {
+        val got = MiniJson.parse(" [true, false, null, -0.5e1, 0, -12, 12345678901234567890, {}, []]\n")
+        val want = listOf(true, false, null, -5.0, 0L, -12L, 1.2345678901234567E19, mapOf<String, Any?>(), listOf<Any?>())
+        if (got != want) "read $got, expected $want" else null
+    }
+    refuses("json-tree-object", "w: expected a JSON object") { JsonTree.obj(listOf<Any?>(), "w") }
+    refuses("json-tree-array", "w: expected a JSON array") { JsonTree.list("x", "w") }
+    refuses("json-tree-field", "w: missing \"k\"") { JsonTree.field(mapOf("j" to 1L), "k", "w") }
+    refuses("json-tree-string", "w: expected a string") { JsonTree.str(1L, "w") }
+    refuses("json-tree-bool", "w: expected true or false") { JsonTree.bool("true", "w") }
+    refuses("json-tree-int-type", "w: expected an integer") { JsonTree.int("1", "w") }
+    refuses("json-tree-int-fraction", "w: expected an integer, got 1.5") { JsonTree.int(1.5, "w") }
+    refuses("json-tree-int-range", "w: expected an integer, got 2147483648") { JsonTree.int(2147483648L, "w") }
+    refuses("json-tree-long-type", "w: expected an integer") { JsonTree.long(null, "w") }
+    refuses("json-tree-long-double", "w: expected an integer, got 2.0") { JsonTree.long(2.0, "w") }
+    refuses("json-tree-float", "w: expected a number") { JsonTree.float(true, "w") }
+    refuses("json-tree-ints-element", "w[1]: expected an integer, got 0.5") { JsonTree.ints(listOf(1L, 0.5), "w") }
+    // Manifest's parts read alone, their `where` left to the default: a non-object named by its part.
+    val parts = listOf<Pair<String, (Any?) -> Any>>("SpecialIds" to { t -> SpecialIds.fromJson(t) },
+        "WordPieceOptions" to { t -> WordPieceOptions.fromJson(t) }, "BpeOptions" to { t -> BpeOptions.fromJson(t) },
+        "TensorSpec" to { t -> TensorSpec.fromJson(t) }, "Signature" to { t -> Signature.fromJson(t) },
+        "ModelEntry" to { t -> ModelEntry.fromJson(t) }, "FileEntry" to { t -> FileEntry.fromJson(t) })
+    for ((part, read) in parts) {
+        refuses("manifest-part-$part", "${EdgeM3Contract.MANIFEST}: $part: expected a JSON object") { read(listOf<Any?>()) }
+    }
+    // Retrieval's refusals (Lexical's arrays, an unknown mode, bad weights) and the dictionary sparse.
+    refuses("lexical-lengths", "lexical ids and weights differ in length") { Retrieval.Lexical(intArrayOf(1, 2), floatArrayOf(0.5f)) }
+    refuses("lexical-descending", "lexical ids must be strictly ascending") {
+        Retrieval.Lexical(intArrayOf(2, 1), floatArrayOf(0.5f, 0.5f))
+    }
+    refuses("lexical-repeated", "lexical ids must be strictly ascending") {
+        Retrieval.Lexical(intArrayOf(1, 1), floatArrayOf(0.5f, 0.5f))
+    }
+    refuses("lexical-key", "lexical weight key \"x\" is not a token id") { Retrieval.Lexical.of(mapOf("x" to 1f)) }
+    refuses("mode-unknown", "mode \"bm25\": choose from ${Retrieval.MODES.joinToString(", ")}") { Retrieval.signals("bm25") }
+    for ((name, w) in listOf("two" to doubleArrayOf(1.0, 1.0), "negative" to doubleArrayOf(1.0, -1.0, 1.0),
+                             "infinite" to doubleArrayOf(1.0, Double.POSITIVE_INFINITY, 1.0),
+                             "nan" to doubleArrayOf(Double.NaN, 1.0, 1.0), "four" to doubleArrayOf(1.0, 1.0, 1.0, 1.0))) {
+        refuses("weights-$name", "weights: must be three finite numbers >= 0 (dense, sparse, colbert), " +
+            "got ${w.joinToString(", ", "[", "]")}") { Retrieval.checkWeights(w) }
+    }
+    cases.case("sparse-dictionaries") {
+        val got = listOf(Retrieval.sparse(mapOf("3" to 2f, "1" to 0.5f), mapOf("7" to 1f, "3" to 0.25f)),
+            Retrieval.sparse(mapOf("1" to 0.5f), mapOf("7" to 1f)), Retrieval.signals("colbert+sparse+dense"),
+            Retrieval.checkWeights(doubleArrayOf(0.0, 0.5, 2.0)).toList())
+        val want = listOf(0.5, 0.0, listOf("colbert", "sparse", "dense"), listOf(0.0, 0.5, 2.0))
+        if (got != want) "got $got, expected $want" else null
+    }
+    cases.case("json-tree-reads") {
+        val got = listOf(JsonTree.int(-3L, "w"), JsonTree.int(4.0, "w"), JsonTree.long(5L, "w"),
+            JsonTree.float(0.1, "w").toRawBits(), JsonTree.ints(listOf(1L, 2L), "w").toList())
+        val want = listOf(-3, 4, 5L, 0.1f.toRawBits(), listOf(1, 2))
+        if (got != want) "read $got, expected $want" else null
     }
 }

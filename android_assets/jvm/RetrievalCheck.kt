@@ -88,6 +88,24 @@ private fun queries(file: File): List<Retrieval.Vectors> {
     return List(t.int()) { t.vectors() }
 }
 
+/**
+ * The ScoreMode overloads of search (EdgeM3Options.kt) give `hits`, the string mode's answer, hit
+ * for hit (row, chunk, score bits): with these weights, and, when the weights are the defaults and the
+ * scope passages, with both left out (`weights` null to `run`). An unknown mode string has no enum.
+ */
+private fun sameByEnum(hits: List<EdgeM3Index.Hit>, mode: String, weights: DoubleArray, chunks: Boolean,
+                       run: (ScoreMode, DoubleArray?) -> List<EdgeM3Index.Hit>) {
+    val m = ScoreMode.values().firstOrNull { it.wire == mode } ?: return
+    val defaults = !chunks && weights.contentEquals(Retrieval.DEFAULT_WEIGHTS)
+    for (w in if (defaults) listOf(weights, null) else listOf(weights)) {
+        val other = run(m, w)
+        val same = other.size == hits.size && other.indices.all { i ->
+            other[i].row == hits[i].row && other[i].chunk == hits[i].chunk && other[i].score.toRawBits() == hits[i].score.toRawBits()
+        }
+        if (!same) throw IllegalStateException("ScoreMode.$m (weights ${w?.toList()}) gave $other, the string \"$mode\" $hits")
+    }
+}
+
 private fun search(given: List<String>) {
     val all = given.toMutableList()
     val scopeAt = all.indexOf("--scope")
@@ -114,7 +132,11 @@ private fun search(given: List<String>) {
         for ((i, q) in qs.withIndex()) {
             out.append("$j $i")
             try {
-                for (h in index.search(q, k, mode, weights, scope == "chunks")) {
+                val hits = index.search(q, k, mode, weights, scope == "chunks")
+                sameByEnum(hits, mode, weights, scope == "chunks") { m, w ->
+                    if (w == null) index.search(q, k, m) else index.search(q, k, m, w, scope == "chunks")
+                }
+                for (h in hits) {
                     out.append(if (scope == null) " ${h.row}:${hex(h.score)}" else " ${h.row}:${h.chunk}:${hex(h.score)}")
                 }
             } catch (e: EdgeM3Exception) {
@@ -213,6 +235,7 @@ private fun ops(dir: File, file: File) {
                 val f = {
                     val x = need()
                     val hits = x.search(q, k, mode, weights, chunks)
+                    sameByEnum(hits, mode, weights, chunks) { m, w -> if (w == null) x.search(q, k, m) else x.search(q, k, m, w, chunks) }
                     "hits ${hits.size}" + hits.joinToString("") { " ${it.row} ${idToken(x.id(it.row))} ${it.chunk} ${hex(it.score)}" }
                 }
                 f

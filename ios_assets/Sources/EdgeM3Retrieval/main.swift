@@ -126,6 +126,21 @@ func queries(_ path: String) throws -> [Retrieval.Vectors] {
     return try (0..<t.int()).map { _ in try t.vectors() }
 }
 
+/// The ScoreMode overloads of search (EdgeM3Options.swift) give `hits`, the string mode's answer, hit
+/// for hit (`key`: row, chunk, score bits): with these weights, and, when the weights are the defaults
+/// and the scope passages, with both left out (`run`'s weights nil). An unknown mode has no enum.
+func sameByEnum<H>(_ hits: [H], mode: String, weights: [Double], chunks: Bool, key: (H) -> String,
+                   _ run: (ScoreMode, [Double]?) throws -> [H]) throws {
+    guard let m = ScoreMode(rawValue: mode) else { return }
+    let defaults = !chunks && weights == Retrieval.defaultWeights
+    for w in defaults ? [weights, nil] : [weights] {
+        let other = try run(m, w).map(key)
+        guard other == hits.map(key) else {
+            fatalError("ScoreMode.\(m) (weights \(String(describing: w))) gave \(other), the string \"\(mode)\" \(hits.map(key))")
+        }
+    }
+}
+
 func search(_ argv: [String]) throws {
     var all = argv
     // --scope: the hits' chunk numbers printed, and passages or chunks searched
@@ -157,7 +172,13 @@ func search(_ argv: [String]) throws {
         for (i, q) in qs.enumerated() {
             out += "\(j) \(i)"
             do {
-                for h in try index.search(q, k: k, mode: mode, weights: weights, chunks: chunks ?? false) {
+                let hits = try index.search(q, k: k, mode: mode, weights: weights, chunks: chunks ?? false)
+                try sameByEnum(hits, mode: mode, weights: weights, chunks: chunks ?? false,
+                               key: { "\($0.row):\($0.chunk):\(hex($0.score))" }) { m, w in
+                    if let w { return try index.search(q, k: k, mode: m, weights: w, chunks: chunks ?? false) }
+                    return try index.search(q, k: k, mode: m)
+                }
+                for h in hits {
                     out += chunks == nil ? " \(h.row):\(hex(h.score))" : " \(h.row):\(h.chunk):\(hex(h.score))"
                 }
             } catch {
@@ -271,6 +292,11 @@ func ops(_ dir: String, _ path: String) throws {
                 guard scope == "passages" || scope == "chunks" else { throw OpLogError.bad("unknown scope \"\(scope)\"") }
                 let q = try t.vectors()
                 let hits = try current().search(q, k: k, mode: mode, weights: weights, chunks: scope == "chunks")
+                try sameByEnum(hits, mode: mode, weights: weights, chunks: scope == "chunks",
+                               key: { "\($0.row):\($0.chunk):\(hex($0.score))" }) { m, w in
+                    if let w { return try current().search(q, k: k, mode: m, weights: w, chunks: scope == "chunks") }
+                    return try current().search(q, k: k, mode: m)
+                }
                 answer = "hits \(hits.count)" + hits.map { " \($0.row) \(idToken($0.id)) \($0.chunk) \(hex($0.score))" }.joined()
             default: throw OpLogError.bad("unknown operation \"\(op)\"")
             }

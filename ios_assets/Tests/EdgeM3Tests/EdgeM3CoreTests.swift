@@ -240,6 +240,59 @@ final class EdgeM3CoreTests: XCTestCase {
         let blocking = { () throws -> Embedding in try embedder.embed("a b") }  // a sync context picks the blocking API
         XCTAssertEqual(try blocking(), results[0])
     }
+
+    /// The tokenizer options encode to the manifest's snake_case keys and decode back equal.
+    func testTokenizerOptionsEncodeToTheManifestKeys() throws {
+        let wp = WordPieceOptions(cleanText: true, handleChineseChars: false, stripAccents: true, lowercase: false,
+                                  continuingSubwordPrefix: "##", maxInputCharsPerWord: 100)
+        let bpe = BpeOptions(normalizer: "NFC", addPrefixSpace: false, useRegex: true, ignoreMerges: false,
+                             fuseUnk: true, unkToken: "<unk>")
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = .sortedKeys
+        XCTAssertEqual(String(decoding: try encoder.encode(wp), as: UTF8.self),
+                       ###"{"clean_text":true,"continuing_subword_prefix":"##","handle_chinese_chars":false,"###
+                       + #""lowercase":false,"max_input_chars_per_word":100,"strip_accents":true}"#)
+        XCTAssertEqual(String(decoding: try encoder.encode(bpe), as: UTF8.self),
+                       #"{"add_prefix_space":false,"fuse_unk":true,"ignore_merges":false,"normalizer":"NFC","#
+                       + #""unk_token":"<unk>","use_regex":true}"#)
+        XCTAssertEqual(try JSONDecoder().decode(WordPieceOptions.self, from: encoder.encode(wp)), wp)
+        XCTAssertEqual(try JSONDecoder().decode(BpeOptions.self, from: encoder.encode(bpe)), bpe)
+    }
+
+    /// Lexical's parallel arrays: refused when their lengths differ or the ids do not strictly
+    /// ascend (the order every sparse sum uses); the dictionary form sums the shared ids.
+    func testLexicalArraysRefusedAndSparseFromDictionaries() throws {
+        XCTAssertThrowsError(try Retrieval.Lexical(ids: [1, 2], weights: [0.5])) {
+            XCTAssertEqual($0 as? EdgeM3Error, EdgeM3Error("lexical ids and weights differ in length"))
+        }
+        for ids: [Int32] in [[2, 1], [1, 1]] {
+            XCTAssertThrowsError(try Retrieval.Lexical(ids: ids, weights: [0.5, 0.5])) {
+                XCTAssertEqual($0 as? EdgeM3Error, EdgeM3Error("lexical ids must be strictly ascending"))
+            }
+        }
+        let lex = try Retrieval.Lexical(ids: [3, 7], weights: [0.25, 1])
+        XCTAssertEqual(lex.ids, [3, 7])
+        XCTAssertEqual(lex.weights, [0.25, 1])
+        XCTAssertEqual(try Retrieval.sparse(["1": 0.5, "3": 2], ["3": 0.25, "7": 1]), 0.5)  // 2 * 0.25
+        XCTAssertEqual(try Retrieval.sparse(["1": 0.5], ["7": 1]), 0)
+    }
+
+    /// An unknown mode and bad weights: refused as invalid input with the message naming them.
+    func testModeAndWeightsRefused() throws {
+        XCTAssertEqual(try Retrieval.signals(of: "colbert+sparse+dense"), ["colbert", "sparse", "dense"])
+        XCTAssertThrowsError(try Retrieval.signals(of: "bm25")) {
+            XCTAssertEqual($0 as? EdgeM3Error,
+                           EdgeM3Error("mode \"bm25\": choose from \(Retrieval.modes.joined(separator: ", "))"))
+        }
+        for weights: [Double] in [[1, 1], [1, -1, 1], [1, .infinity, 1], [.nan, 1, 1], [1, 1, 1, 1]] {
+            XCTAssertThrowsError(try Retrieval.checkWeights(weights)) {
+                XCTAssertEqual("\($0)", "weights: must be three finite numbers >= 0 (dense, sparse, colbert), got \(weights)")
+                XCTAssertEqual(($0 as? EdgeM3Error)?.kind, .invalidInput)
+            }
+        }
+        XCTAssertEqual(try Retrieval.checkWeights([0, 0.5, 2]), [0, 0.5, 2])
+    }
+
 }
 
 /// Records how many runs overlap (must stay 1: the embedder serialises).
