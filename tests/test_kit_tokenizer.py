@@ -658,6 +658,24 @@ CHUNK_SETTINGS = [(8, None), (8, 0), (8, 5), (3, None), (32, None), (32, 29), (5
 CHUNK_REFUSED = [(2, None), (8, 6), (8, -1), (3, 1)]
 
 
+def _chunk_batch(cases: list[tuple[str, int, int | None]], path: Path) -> Path:
+    """The kits' `--chunks` batch file: "L OVERLAP|- UNITS" per case."""
+    path.write_text("".join(f"{n} {'-' if o is None else o} {as_units(t)}\n" for t, n, o in cases),
+                    encoding="ascii")
+    return path
+
+
+def _python_chunks(tok: Tokenizer, cases: list[tuple[str, int, int | None]]) -> list[str]:
+    """Python's Tokenizer.encode_chunks of each case as a JSON line, or "error: MESSAGE"."""
+    want = []
+    for t, n, o in cases:
+        try:
+            want.append(json.dumps(tok.encode_chunks(from_units(t), n, o)))
+        except Exception as exc:  # InvalidTextError, EdgeM3Error: compared as text
+            want.append(f"error: {exc}")
+    return want
+
+
 def _kt_chunk_cases() -> list[tuple[str, int, int | None]]:
     """Every fidelity sample text at every setting, a few texts refused, and short ones."""
     texts = [json.loads(line)["text"] for line in FIDELITY.read_text(encoding="utf-8").splitlines() if line]
@@ -670,19 +688,12 @@ def _kt_check_chunks(kit_jar: Path, tok: Tokenizer, work: Path) -> None:
     """KitTokenize --chunks (EdgeM3Tokenizer.encodeChunks) equals Python's Tokenizer.encode_chunks:
     every chunk's ids, and the refusals' messages."""
     cases = _kt_chunk_cases()
-    batch = work / "chunk_cases.txt"
-    lines = (f"{m} {'-' if o is None else o} {as_units(t)}\n" for t, m, o in cases)
-    batch.write_text("".join(lines), encoding="ascii")
+    batch = _chunk_batch(cases, work / "chunk_cases.txt")
     cmd = ["java", "-cp", str(kit_jar), "dev.edgem3.KitTokenizeKt", "--chunks", str(work), str(batch)]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     got = proc.stdout.split("\n")[:-1]
-    want = []
-    for t, m, o in cases:
-        try:
-            want.append(json.dumps(tok.encode_chunks(from_units(t), m, o)))
-        except Exception as exc:  # InvalidTextError, EdgeM3Error: compared as text
-            want.append(f"error: {exc}")
+    want = _python_chunks(tok, cases)
     assert len(got) == len(want)
     bad = [(t[:30], m, o, g[:80], w[:80]) for (t, m, o), g, w in zip(cases, got, want, strict=True) if g != w]
     assert not bad, (len(bad), bad[:5])
@@ -728,19 +739,12 @@ def _check_swift_chunks(swift_tokenize: Path, folder: Path, tok: Tokenizer, work
     """The Swift kit's encodeChunks (edge-m3-tokenize --chunks) equals Python's Tokenizer.encode_chunks,
     ids and refusals, on every case of _chunk_cases."""
     cases = _chunk_cases()
-    batch = work / "chunk_cases.txt"
-    batch.write_text("".join(f"{n} {'-' if o is None else o} {as_units(t)}\n" for t, n, o in cases),
-                     encoding="ascii")
+    batch = _chunk_batch(cases, work / "chunk_cases.txt")
     proc = subprocess.run([str(swift_tokenize), "--chunks", str(folder), str(batch)], capture_output=True,
                           text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     got = proc.stdout.split("\n")[:-1]
-    want = []
-    for t, n, o in cases:
-        try:
-            want.append(json.dumps(tok.encode_chunks(from_units(t), n, o)))
-        except Exception as exc:  # InvalidTextError, EdgeM3Error: compared as text
-            want.append(f"error: {exc}")
+    want = _python_chunks(tok, cases)
     assert len(got) == len(want)
     bad = [(i, cases[i][0][:30], cases[i][1:], got[i][:80], want[i][:80])
            for i in range(len(want)) if got[i] != want[i]]

@@ -1123,15 +1123,8 @@ def test_kotlin_read_only_index_chunks(kit_jar: Path, stores: tuple[str, str], t
                                str(tmp_path / "q.txt"), str(tmp_path / "plan.txt"), "--scope", scope],
                               capture_output=True, text=True, timeout=300)
         assert proc.returncode == 0, proc.stderr
-        want = []
-        for j, (k, mode, w) in enumerate(plan):
-            for i, q in enumerate(queries):
-                try:
-                    hits = index.search(q, k, mode, w, chunks=scope == "chunks")
-                    want.append(f"{j} {i} " + " ".join(f"{h.row}:{h.chunk}:{wire.h64(h.score)}" for h in hits))
-                except EdgeM3Error:
-                    want.append(f"{j} {i} error")
-        assert proc.stdout.splitlines() == [x.rstrip() for x in want], scope
+        want = wire.scoped_answers(index, queries, plan, chunks=scope == "chunks")
+        assert proc.stdout.splitlines() == want, scope
         # passages: one hit per id, some of them a later chunk; chunks: ids repeat
         hit_ids = [[h.id for h in index.search(q, 40, "dense", chunks=scope == "chunks")] for q in queries]
         assert all(len(set(h)) == len(h) for h in hit_ids) == (scope == "passages")

@@ -137,6 +137,20 @@ def _results_of(cols: dict[str, np.ndarray], n: int) -> list[dict[str, Any]]:
     return out
 
 
+def _tokenized(rows: Sequence[Row],
+               encode: Callable[[str], Any]) -> tuple[list[Row], list[Any], list[Rejected]]:
+    """`encode` of each row's text: the rows kept, their encodings, and the rows it refused."""
+    kept, encs, bad = [], [], []
+    for r in rows:
+        try:
+            encs.append(encode(r.text))
+        except EdgeM3Error as exc:
+            bad.append(Rejected(r.row, r.id, str(exc)))
+            continue
+        kept.append(r)
+    return kept, encs, bad
+
+
 class BulkEmbedder:
     """One bundle's tokenizer and `lanes` model instances, loaded once, embedding chunks of rows.
 
@@ -178,28 +192,12 @@ class BulkEmbedder:
     def encode(self, rows: Sequence[Row]) -> tuple[list[Row], list[Encoded], list[Rejected]]:
         """Tokenize (the step a thread runs ahead of the model); a text the tokenizer refuses
         is rejected with its row, not raised."""
-        kept, encs, bad = [], [], []
-        for r in rows:
-            try:
-                encs.append(self.pipe.encode(r.text))
-            except EdgeM3Error as exc:
-                bad.append(Rejected(r.row, r.id, str(exc)))
-                continue
-            kept.append(r)
-        return kept, encs, bad
+        return _tokenized(rows, self.pipe.encode)
 
     def encode_chunks(self, rows: Sequence[Row]) -> tuple[list[Row], list[list[Encoded]], list[Rejected]]:
         """Each text's chunks (DevicePipeline.encode_chunks: a long passage split, not truncated);
         a text the tokenizer refuses is rejected with its row."""
-        kept, encs, bad = [], [], []
-        for r in rows:
-            try:
-                encs.append(self.pipe.encode_chunks(r.text))
-            except EdgeM3Error as exc:
-                bad.append(Rejected(r.row, r.id, str(exc)))
-                continue
-            kept.append(r)
-        return kept, encs, bad
+        return _tokenized(rows, self.pipe.encode_chunks)
 
     def embed(self, rows: Sequence[Row], encs: Sequence[Encoded],
               progress: Callable[[int], None] | None = None) -> Embedded:

@@ -73,6 +73,23 @@ def plan(lines: Sequence[tuple[int, str, Sequence[float]]]) -> str:
     return f"plan {len(lines)}\n" + "".join(f"{k} {m} {' '.join(map(h64, w))}\n" for k, m, w in lines)
 
 
+def scoped_answers(index: Any, queries: Sequence[Mapping[str, Any]],
+                   lines: Sequence[tuple[int, str, Sequence[float]]], chunks: bool) -> list[str]:
+    """What `search ... --scope passages|chunks` must print for a plan: per plan line and query,
+    "J I" then ROW:CHUNK:HEX64 per hit (or "J I error"), as Python's Index.search answers."""
+    from edge_m3.errors import EdgeM3Error
+
+    out = []
+    for j, (k, mode, w) in enumerate(lines):
+        for i, q in enumerate(queries):
+            try:
+                hits = index.search(q, k, mode, w, chunks=chunks)
+                out.append(f"{j} {i} " + " ".join(f"{h.row}:{h.chunk}:{h64(h.score)}" for h in hits))
+            except EdgeM3Error:
+                out.append(f"{j} {i} error")
+    return [x.rstrip() for x in out]
+
+
 def parse_scores(stdout: str) -> dict[tuple[int, int, str], str]:
     """`score`'s answer: (pair, weight set, mode) -> float64 bits, or "error"."""
     got = {}
