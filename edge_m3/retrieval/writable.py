@@ -47,7 +47,9 @@ from edge_m3.retrieval.index import (
     Hit,
     Index,
     PassageId,
+    _as_query,
     _hybrid_top,
+    _top_of,
     best_per_passage,
     postings,
     search_args,
@@ -766,8 +768,11 @@ class WritableIndex:
             rows, scores = self._top(segs, query, mode, kr)
         else:
             c = max(kr, HYBRID_CANDIDATES)
-            cand = np.union1d(self._top(segs, query, "dense", c)[0], self._top(segs, query, "sparse", c)[0])
-            rows, scores = self._hybrid(segs, query, mode, cand.astype(np.int64), kr, w)
+            _as_query(query, signals)
+            # each segment's sparse scores once: its best c, then the candidates' scores
+            sparse = [idx.sparse_exact(query[LEXICAL_WEIGHTS], logical < 0) for idx, logical in segs]
+            cand = np.union1d(self._top(segs, query, "dense", c)[0], self._sparse_top(segs, sparse, c))
+            rows, scores = self._hybrid(segs, query, mode, cand.astype(np.int64), kr, w, [a for a, _ in sparse])
         hits = [self._hit(int(r), float(s)) for r, s in zip(rows, scores, strict=True)]
         return best_per_passage(hits, k) if grouped else hits
 
@@ -813,28 +818,42 @@ class WritableIndex:
         order = np.lexsort((r, -s))[:k]
         return r[order], s[order]
 
+    @staticmethod
+    def _sparse_top(segs: Sequence[tuple[Index, np.ndarray]],
+                    sparse: Sequence[tuple[np.ndarray, np.ndarray]], k: int) -> np.ndarray:
+        """The sparse mode's best k logical rows from each segment's scores (as `_top` merges)."""
+        rows, scores = [], []
+        for (_, logical), (acc, touched) in zip(segs, sparse, strict=True):
+            r, s = _top_of(touched, acc[touched], k)
+            rows.append(logical[r])
+            scores.append(s)
+        r, s = np.concatenate(rows or [np.zeros(0, np.int64)]), np.concatenate(scores or [np.zeros(0)])
+        return r[np.lexsort((r, -s))[:k]]
+
     def _hybrid(self, segs: Sequence[tuple[Index, np.ndarray]], query: Mapping[str, Any], mode: str,
-                cand: np.ndarray, k: int, w: tuple[float, float, float]) -> tuple[np.ndarray, np.ndarray]:
-        """The hybrid mode's best k among logical candidates (sorted), each scored by its segment."""
-        parts = []  # (segment, positions in cand, physical rows)
-        for idx, logical in segs:
+                cand: np.ndarray, k: int, w: tuple[float, float, float],
+                sparse: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+        """The hybrid mode's best k among logical candidates (sorted), each scored by its segment
+        (`sparse`: each segment's sparse scores of every row)."""
+        parts = []  # (segment, positions in cand, physical rows, its sparse scores)
+        for (idx, logical), acc in zip(segs, sparse, strict=True):
             alive = np.nonzero(logical >= 0)[0]
             at = np.searchsorted(logical[alive], cand) if len(alive) else np.zeros(len(cand), np.int64)
             hit = (at < len(alive)) & (logical[alive][np.minimum(at, max(len(alive) - 1, 0))] == cand) \
                 if len(alive) else np.zeros(len(cand), bool)
             pos = np.nonzero(hit)[0]
-            parts.append((idx, pos, alive[at[pos]]))
+            parts.append((idx, pos, alive[at[pos]], acc))
         qd = np.asarray(query[DENSE_VECS], np.float32).astype(np.float64)
         d, s = np.zeros(len(cand)), np.zeros(len(cand))
-        for idx, pos, phys in parts:
+        for idx, pos, phys, acc in parts:
             d[pos] = idx.dense_exact(qd, phys)
-            s[pos] = idx.sparse_exact(query[LEXICAL_WEIGHTS])[0][phys]
+            s[pos] = acc[phys]
         qc = (np.asarray(query[COLBERT_VECS], np.float32).reshape(-1, self.dim).astype(np.float64)
               if "colbert" in mode_signals(mode) else None)
 
         def fast(sel: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
             f, m = np.zeros(len(sel)), np.zeros(len(sel))
-            for idx, pos, phys in parts:
+            for idx, pos, phys, _ in parts:
                 on = np.isin(sel, pos)
                 rows = phys[np.searchsorted(pos, sel[on])]
                 f[on], m[on] = idx._colbert_fast(qc, rows)
@@ -842,7 +861,7 @@ class WritableIndex:
 
         def exact(sel: np.ndarray) -> np.ndarray:
             out = np.zeros(len(sel))
-            for idx, pos, phys in parts:
+            for idx, pos, phys, _ in parts:
                 on = np.isin(sel, pos)
                 out[on] = idx.colbert_exact(qc, phys[np.searchsorted(pos, sel[on])])
             return out
