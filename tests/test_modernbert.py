@@ -91,6 +91,29 @@ def test_modernbert_variants_equal_transformers(tmp_path: Path) -> None:
     assert _check(folder, [(20, 32), (200, 512)]) >= 0.99999
 
 
+def test_modernbert_hub_snapshot_without_modules(tmp_path: Path) -> None:
+    """A local snapshot laid out as the hub holds ModernBERT-base (ModernBertForMaskedLM's
+    weights under `model.`, the MLM head beside them, no modules.json, mean `classifier_pooling`):
+    the encoder equals transformers', and `verify --reference`'s plain-transformers reference
+    (`_worker_hf`) gives our tokenizer's ids and the Keras model's pooled vector."""
+    from edge_m3.harness.workers import _worker_hf, _worker_keras, load_outputs
+
+    folder = make_modernbert_checkpoint(tmp_path / "hub", masked_lm=True, classifier_pooling="mean",
+                                        max_position_embeddings=512)
+    assert not (folder / "modules.json").exists()
+    assert load_checkpoint(folder).pooling.mode == "mean"
+    assert _check(folder, [(100, 256)]) >= 0.99999
+    texts = ["a cat on a mat", "Le chat dort sur le tapis [MASK] au soleil.",
+             "東京タワーは何メートルですか？ " * 30]
+    got = {}
+    for name, work in (("hf", _worker_hf), ("keras", _worker_keras)):
+        work({"checkpoint": str(folder), "texts": texts, "max_length": 512, "out": str(tmp_path / name)})
+        got[name] = load_outputs(tmp_path / name)[0]
+    for ref, ours in zip(got["hf"], got["keras"], strict=True):
+        assert ref["input_ids"] == ours["input_ids"]
+        assert _cos(ref["dense_vecs"], ours["dense_vecs"]) >= 0.99999
+
+
 @pytest.mark.slow
 def test_modernbert_base_sizes_equal_transformers(tmp_path: Path) -> None:
     """ModernBERT-base's sizes (22 layers, hidden 768, window 128, global every 3rd) at 512 and

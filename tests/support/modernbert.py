@@ -16,11 +16,14 @@ SMALL = {"hidden_size": 64, "num_hidden_layers": 4, "num_attention_heads": 4, "i
 
 def make_modernbert_checkpoint(out_dir: Path | str, pooling: str = "mean", normalize: bool = True,
                                seed: int = 0, max_seq_length: int = 8192, scale: float | None = 0.2,
-                               **config) -> Path:
+                               masked_lm: bool = False, **config) -> Path:
     """A random ModernBERT (SMALL unless `config` says otherwise; `config={}` with `small=False`
-    keeps transformers' defaults: ModernBERT-base's sizes) with a trained BPE tokenizer."""
+    keeps transformers' defaults: ModernBERT-base's sizes) with a trained BPE tokenizer.
+    `masked_lm`: laid out as the hub holds ModernBERT-base itself: ModernBertForMaskedLM's
+    weights (`model.` prefixes, the MLM head beside them) and no sentence-transformers modules
+    (`pooling`, `normalize` and `max_seq_length` are then unused; config's classifier_pooling rules)."""
     import torch
-    from transformers import ModernBertConfig, ModernBertModel
+    from transformers import ModernBertConfig, ModernBertForMaskedLM, ModernBertModel
 
     from tests.support.bpe import write_checkpoint
 
@@ -33,12 +36,13 @@ def make_modernbert_checkpoint(out_dir: Path | str, pooling: str = "mean", norma
                            eos_token_id=ids["[SEP]"], cls_token_id=ids["[CLS]"], sep_token_id=ids["[SEP]"],
                            **({**SMALL, **config} if small else config))
     torch.manual_seed(seed)
-    model = ModernBertModel(cfg).eval()
+    model = (ModernBertForMaskedLM if masked_lm else ModernBertModel)(cfg).eval()
     if scale:  # larger-than-default weights: non-trivial activations in a small random model
         with torch.no_grad():
             for p in model.parameters():
                 if p.dim() >= 2:
                     p.normal_(0.0, scale)
     model.save_pretrained(str(out))
-    st_modules(out, pooling, normalize, cfg.hidden_size, max_seq_length)
+    if not masked_lm:
+        st_modules(out, pooling, normalize, cfg.hidden_size, max_seq_length)
     return out
