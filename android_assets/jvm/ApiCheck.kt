@@ -4,8 +4,9 @@
 // bit, blocking and suspending), cancellation before each model call (a cancelled coroutine Job, an
 // interrupted thread) with a runner that counts calls and holds one until released, close() while
 // an embed runs (it returns at once; the runner goes when the running call returns), the typed error
-// kinds (generated from contract.KIT_ERROR_KINDS) each raised by its cause, the ScoreMode enum, and
-// MiniJson's and JsonTree's refusals with their exact messages (jsonChecks).
+// kinds (generated from contract.KIT_ERROR_KINDS) each raised by its cause, the ScoreMode enum,
+// MiniJson's and JsonTree's refusals with their exact messages (jsonChecks), and the refusals and
+// overloads of jvm/RefusalCheck.kt (the writable index, extractAsset, the tokenizers' corrupt files).
 // Driven by `AndroidCheck api BUNDLE WORK LIBLITERT` (tests/test_kit_api.py).
 package dev.edgem3
 
@@ -303,6 +304,7 @@ internal fun apiChecks(bundle: File, work: File, lib: String, cases: Cases) {
         }.firstOrNull() ?: if (ScoreMode.values().map { it.wire } != EdgeM3Contract.SCORE_MODES) "ScoreMode is not SCORE_MODES" else null
     }
 
+    refusalChecks(work, truth, want, ctx, { EdgeM3Embedder(truth.manifest, truth.model, real(), truth.tokenizer) }, cases)
     jsonChecks(cases)
 }
 
