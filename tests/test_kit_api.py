@@ -128,7 +128,8 @@ def test_kotlin_api(kit_jar: Path, tiny_bundle: Path, litert_c_library: Path, tm
         "cancel-coroutine-mid-batch", "cancel-thread-mid-batch",
         "close-during-batch", "close-during-single-embed", "close-idle-releases-now", "closed-batch",
         "closed-suspending", "kinds-generated", "corrupt-bundle-sha256", "corrupt-bundle-size",
-        "corrupt-bundle-missing-file", "runtime-missing-library", "score-mode-enum", *JSON_CASES,
+        "corrupt-bundle-missing-file", "runtime-missing-library", "score-mode-enum",
+        "entry-points-and-defaults", *JSON_CASES,
         *REFUSAL_CASES}
 
 

@@ -304,6 +304,37 @@ internal fun apiChecks(bundle: File, work: File, lib: String, cases: Cases) {
         }.firstOrNull() ?: if (ScoreMode.values().map { it.wire } != EdgeM3Contract.SCORE_MODES) "ScoreMode is not SCORE_MODES" else null
     }
 
+    // The other entry points, their default arguments and getters, each equal to the ways above.
+    cases.case("entry-points-and-defaults") {
+        val dirOptions = EdgeM3Options.builder().setSource(BundleSource.Directory(bundle)).setChecksumMemo(null).build()
+        val opened = listOf(
+            runIn(Job()) { EdgeM3Embedder.load(bundle, checksumMemo = null) },
+            runIn(Job()) { EdgeM3Embedder.load(ctx) },
+            runIn(Job()) { EdgeM3Embedder.open(ctx, dirOptions) },
+            EdgeM3Embedder.createFromOptions(ctx, dirOptions))
+        val problems = opened.mapIndexedNotNull { i, e ->
+            e.use {
+                when {
+                    e.manifest.quant != truth.manifest.quant || e.model.file != truth.model.file -> "opener $i: another bundle"
+                    e.model.quant != truth.model.quant || e.manifest.schemaVersion != truth.manifest.schemaVersion ||
+                        e.manifest.maxLength != truth.manifest.maxLength || e.manifest.heads != truth.manifest.heads ->
+                        "opener $i: another manifest"
+                    !e.tokenizer.encode(BATCH[0]).contentEquals(want[0].inputIds) -> "opener $i: other ids"
+                    else -> same(e.embedBlocking(BATCH[1]), want[1])?.let { "opener $i: $it" }
+                }
+            }
+        }
+        val q = Retrieval.Vectors.of(want[0])
+        val p = Retrieval.Vectors.of(want[1])
+        problems.firstOrNull() ?: when {
+            !Retrieval.DEFAULT_WEIGHTS.contentEquals(EdgeM3Contract.DEFAULT_MODE_WEIGHTS.toDoubleArray()) -> "DEFAULT_WEIGHTS"
+            Retrieval.score(q, p, "dense") != Retrieval.score(q, p, "dense", Retrieval.DEFAULT_WEIGHTS) -> "score's default weights"
+            Retrieval.hybrid("sparse+dense", 0.5, 0.25, 0.0) !=
+                Retrieval.hybrid("sparse+dense", 0.5, 0.25, 0.0, Retrieval.DEFAULT_WEIGHTS) -> "hybrid's default weights"
+            else -> null
+        }
+    }
+
     refusalChecks(work, truth, want, ctx, { EdgeM3Embedder(truth.manifest, truth.model, real(), truth.tokenizer) }, cases)
     jsonChecks(cases)
 }

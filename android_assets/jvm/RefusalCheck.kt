@@ -312,7 +312,7 @@ private fun tokenizerChecks(truth: LocalBundle, cases: Cases) {
     cases.refuses("tokenizer-xlmr-garbage", bad, "$sp: not a SentencePiece model") {
         XlmrTokenizer(bytes(0x0b, 0x0b), spec(EdgeM3Contract.XLMR_SENTENCEPIECE, sp))
     }
-    val vocab = "vocab.txt"
+    val vocab = EdgeM3Contract.WORDPIECE_VOCAB
     cases.refuses("tokenizer-wordpiece-kind", bad, "tokenizer kind '${EdgeM3Contract.BYTE_LEVEL_BPE}' is not '${EdgeM3Contract.WORDPIECE}'") {
         WordPieceTokenizer(bytes(0x61), spec(EdgeM3Contract.BYTE_LEVEL_BPE, vocab, wpOptions))
     }
@@ -320,7 +320,7 @@ private fun tokenizerChecks(truth: LocalBundle, cases: Cases) {
         WordPieceTokenizer(bytes(0x61), spec(EdgeM3Contract.WORDPIECE, vocab))
     }
     cases.refuses("tokenizer-wordpiece-vocab-map", bad, "vocab_map must be null for a WordPiece vocabulary") {
-        WordPieceTokenizer(bytes(0x61), spec(EdgeM3Contract.WORDPIECE, vocab, wpOptions, vocabMap = "vocab_map.json"))
+        WordPieceTokenizer(bytes(0x61), spec(EdgeM3Contract.WORDPIECE, vocab, wpOptions, vocabMap = EdgeM3Contract.VOCAB_MAP))
     }
     cases.refuses("tokenizer-wordpiece-not-utf8", bad, "$vocab: not UTF-8") {
         WordPieceTokenizer(bytes(0xff, 0xfe, 0x0a), spec(EdgeM3Contract.WORDPIECE, vocab, wpOptions))
@@ -334,7 +334,7 @@ private fun tokenizerChecks(truth: LocalBundle, cases: Cases) {
     cases.refuses("tokenizer-wordpiece-size", bad, "$vocab: 2 tokens, but the manifest says vocab_size 8") {
         WordPieceTokenizer("a\nb\n".toByteArray(), spec(EdgeM3Contract.WORDPIECE, vocab, wpOptions))
     }
-    val bpe = "bpe.json"
+    val bpe = EdgeM3Contract.BPE_FILE
     cases.refuses("tokenizer-bpe-kind", bad, "tokenizer kind '${EdgeM3Contract.WORDPIECE}' is not '${EdgeM3Contract.BYTE_LEVEL_BPE}'") {
         BpeTokenizer("{}".toByteArray(), spec(EdgeM3Contract.WORDPIECE, bpe, bpe = bpeOptions))
     }

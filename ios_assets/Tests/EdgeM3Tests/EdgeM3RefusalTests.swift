@@ -246,6 +246,11 @@ final class EdgeM3RefusalTests: XCTestCase {
         XCTAssertEqual(try o.source.resolve(), dir)
         refuses(.invalidInput, "threads: 0, expected 1 or more") { try o.threads(0).validate() }
         refuses(.invalidInput, "accelerator gpu") { try o.accelerator(.gpu).validate() }
+        // closed: the runner's default close() (a runner that holds no model), then every call refused as closed
+        e.close()
+        e.close()
+        XCTAssertTrue(e.isClosed)
+        refuses(.runnerClosed, "EdgeM3Embedder: closed") { _ = try e.embed(ids: [0, 4, 2]) }
     }
 
     // ---- tokenizers: corrupt SentencePiece files, each naming the file
