@@ -80,6 +80,11 @@ JSON_CASES = {
 # ScoreMode overloads of both indexes' search, IndexDb's shared bindArgs, extractAsset's size and hash
 # checks, and the tokenizers' corrupt files (SentencePiece, WordPiece, byte-level BPE).
 REFUSAL_CASES = {
+    "writable-update-one-vector", "writable-write-sql-error", "index-not-utf8", "index-bundle-not-strings",
+    "index-bad-file-name", "index-array-dtype", "index-array-stray", "index-not-finite", "index-ids-corrupt",
+    "manifest-special-key", "manifest-signature-too-short", "options-gpu-off", "line-breaks-escaped",
+    "tokenizer-xlmr-no-unk", "tokenizer-xlmr-duplicate-piece", "tokenizer-xlmr-past-vocab",
+    "tokenizer-xlmr-special-outside", "tokenizer-xlmr-control-past-eos",
     "writable-create-dim", "writable-create-dense", "writable-create-colbert", "writable-create-bundle-key",
     "writable-create-twice", "writable-create-unwritable", "index-db-bind-refused", "writable-open-no-index",
     "writable-id-type", "writable-id-widths", "writable-row-range", "writable-chunk-range",

@@ -326,7 +326,14 @@ internal fun apiChecks(bundle: File, work: File, lib: String, cases: Cases) {
         }
         val q = Retrieval.Vectors.of(want[0])
         val p = Retrieval.Vectors.of(want[1])
+        val long = "BGE-M3 on a phone. ".repeat(12)
+        val chunks = gated().first.use { e -> runIn(Job()) { e.embedChunks(long) } }
+        val ids = EdgeM3Core.encodeChunks(long, truth.tokenizer, truth.model.signatures)
+        val longest = truth.model.signatures.map { it.seqLen }.max()!!
         problems.firstOrNull() ?: when {
+            chunks.size < 2 || chunks.map { it.inputIds.toList() } != ids.map { it.inputIds.toList() } -> "embedChunks: ${chunks.size} chunks"
+            truth.tokenizer.encodeChunks(long, longest).map { it.toList() } != truth.tokenizer.encodeChunks(long, longest, null)
+                .map { it.toList() } -> "encodeChunks' default overlap"
             !Retrieval.DEFAULT_WEIGHTS.contentEquals(EdgeM3Contract.DEFAULT_MODE_WEIGHTS.toDoubleArray()) -> "DEFAULT_WEIGHTS"
             Retrieval.score(q, p, "dense") != Retrieval.score(q, p, "dense", Retrieval.DEFAULT_WEIGHTS) -> "score's default weights"
             Retrieval.hybrid("sparse+dense", 0.5, 0.25, 0.0) !=

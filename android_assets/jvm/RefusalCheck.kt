@@ -38,6 +38,7 @@ internal fun refusalChecks(work: File, truth: LocalBundle, want: List<Embedding>
     writableChecks(File(work, "writable"), truth, want, embedder, cases)
     extractAssetChecks(File(work, "extract"), truth, ctx, cases)
     tokenizerChecks(truth, cases)
+    manifestRuleChecks(truth, cases)
 }
 
 private fun writableChecks(work: File, truth: LocalBundle, want: List<Embedding>, embedder: () -> EdgeM3Embedder,
@@ -143,6 +144,15 @@ private fun writableChecks(work: File, truth: LocalBundle, want: List<Embedding>
             x.update(7, "a text")
         }
         cases.case("writable-nothing-changed") { if (x.count != 3 || x.rows != 3) "count ${x.count}, rows ${x.rows}" else null }
+        cases.case("writable-update-one-vector") {
+            x.update(7, v[3])
+            if (x.rows != 3 || x.id(2) != 7L) "rows ${x.rows}, last ${x.id(2)}" else null
+        }
+        // a table gone under an open index: the write's reload fails in SQLite (ERROR), refused as invalid input
+        cases.refuses("writable-write-sql-error", EdgeM3ErrorKind.INVALID_INPUT, "no such table") {
+            sql(x.dir, "DROP TABLE removed")
+            x.add(30, v[0])
+        }
     }
 
     // the text API: embedChunks through the bundle's embedder, live
@@ -206,11 +216,49 @@ private fun writableChecks(work: File, truth: LocalBundle, want: List<Embedding>
             val b = listOf(ix.search(want[2], 3, m.wire), ix.search(v[2], 3, m.wire), ix.search(want[2], 3, m.wire, w, true),
                 ix.search(v[2], 3, m.wire, w))
             if (a.map(::hits) != b.map(::hits)) "${m.wire}: ${a.map(::hits)} vs ${b.map(::hits)}" else null
-        }.firstOrNull() ?: if (ix.id(0) != 0L || ix.search(v[1], 1, "dense").single().toString() != "Hit(row=1, chunk=0, score=" +
+        }.firstOrNull() ?: if (ix.maxChunks != 1 || ix.passages != ix.count || ix.id(0) != 0L || ix.search(v[1], 1, "dense").single().toString() != "Hit(row=1, chunk=0, score=" +
             "${ix.search(v[1], 1, "dense").single().score})") "ids ${ix.ids.toList()}" else null
     }
     cases.refuses("writable-open-another-bundle", EdgeM3ErrorKind.INVALID_INPUT, "index built by another bundle") {
         EdgeM3WritableIndex.open(scored, db, files + (truth.model.file to "0".repeat(64))).close()
+    }
+
+    // a format-1 folder spoiled after the fact: EdgeM3Index.open refuses it, invalid input, one line
+    val base1 = File(scored, EdgeM3Contract.INDEX_BASE_PREFIX + "1")
+    fun spoiledIndex(name: String, contains: String, verify: Boolean = true, spoil: (File) -> Unit) {
+        val f = File(work, "index-$name")
+        base1.copyRecursively(f)
+        spoil(f)
+        cases.refuses("index-$name", EdgeM3ErrorKind.INVALID_INPUT, contains) { EdgeM3Index.open(f, verifySha256 = verify) }
+    }
+    fun tree(f: File, edit: (MutableMap<String, Any?>) -> Unit) {
+        val m = File(f, EdgeM3Contract.INDEX_MANIFEST)
+        @Suppress("UNCHECKED_CAST")
+        val t = MiniJson.parse(m.readText()) as MutableMap<String, Any?>
+        edit(t)
+        m.writeText(PyJson.dumps(t, indent = 1, asciiOnly = true))
+    }
+    @Suppress("UNCHECKED_CAST")
+    fun obj(x: Any?) = x as MutableMap<String, Any?>
+    spoiledIndex("not-utf8", "not valid UTF-8") { File(it, EdgeM3Contract.INDEX_MANIFEST).writeBytes(byteArrayOf(0x7b, -1, 0x7d)) }
+    spoiledIndex("bundle-not-strings", "bundle: needs model_file") { f -> tree(f) { obj(it["bundle"])["model_file"] = 1L } }
+    spoiledIndex("bad-file-name", "bad file name \"a/b\"") { f -> tree(f) { obj(it["files"])["a/b"] = obj(it["files"]).values.first() } }
+    spoiledIndex("array-dtype", "arrays.dense: int8") { f -> tree(f) { obj(obj(it["arrays"])["dense"])["dtype"] = "int8" } }
+    spoiledIndex("array-stray", "is not used by the float32/") { f ->
+        tree(f) { val a = obj(it["arrays"]); a["dense_scale"] = a["dense"] }
+    }
+    spoiledIndex("not-finite", "a stored vector is not finite") { f ->
+        val name = EdgeM3Contract.INDEX_ARRAYS.getValue("dense")
+        val b = File(f, name).readBytes()
+        for (i in 0 until 4) b[i] = byteArrayOf(0, 0, -64, 127)[i]  // float32 NaN, little-endian
+        File(f, name).writeBytes(b)
+        val digest = java.security.MessageDigest.getInstance("SHA-256")
+        digest.update(b)
+        tree(f) { obj(obj(it["files"])[name])["sha256"] = ModelCheck.hex(digest) }  // listed as it now is
+    }
+    spoiledIndex("ids-corrupt", "${EdgeM3Contract.INDEX_IDS}: corrupt", verify = false) { f ->
+        val d = File(f, EdgeM3Contract.INDEX_IDS)
+        d.writeText("{" + d.readText().substring(1))
     }
 
     // databases spoiled after the fact: each refused when opened, as invalid input, one line
@@ -257,6 +305,23 @@ private fun writableChecks(work: File, truth: LocalBundle, want: List<Embedding>
     sql(parted, "INSERT INTO removed (row) VALUES (1)")
     cases.refuses("writable-db-removed-in-part", EdgeM3ErrorKind.INVALID_INPUT, "a base passage is removed in part") {
         EdgeM3WritableIndex.open(parted, db).use { it.count }
+    }
+}
+
+/** Manifest rules no bundle breaks: a special-token key, a signature too short for <s> and </s>. */
+internal fun manifestRuleChecks(truth: LocalBundle, cases: Cases) {
+    cases.refuses("manifest-special-key", EdgeM3ErrorKind.INVALID_INPUT, "unknown special token key sep") {
+        truth.manifest.tokenizer.special["sep"]
+    }
+    cases.refuses("manifest-signature-too-short", EdgeM3ErrorKind.INVALID_INPUT, "signature s1: seq_len 1 < 2") {
+        ModelEntry("tflite", "m.tflite", "fp32", listOf(Signature("s1", 1, emptyList(), emptyList())))
+    }
+    cases.refuses("options-gpu-off", EdgeM3ErrorKind.INVALID_INPUT, "accelerator GPU: needs LiteRT's CompiledModel") {
+        EdgeM3Embedder.fromDirectory(truth.dir, weightCache = WeightCache.Off, accelerator = EdgeM3Accelerator.GPU)
+    }
+    cases.case("line-breaks-escaped") {
+        val m = EdgeM3Exception("a\nb\rc").message
+        if (m != "a\\nb\\rc") "message \"$m\"" else null
     }
 }
 
@@ -357,6 +422,27 @@ private fun tokenizerChecks(truth: LocalBundle, cases: Cases) {
     cases.refuses("tokenizer-bpe-no-vocab", bad, "$bpe: vocab is missing or not a list") {
         BpeTokenizer("{}".toByteArray(), spec(EdgeM3Contract.BYTE_LEVEL_BPE, bpe, bpe = bpeOptions))
     }
+    // XLM-R's model checks, on hand-written models: <unk>, <s>, </s> first (types UNKNOWN, CONTROL), then pieces
+    val head = listOf(Triple("<unk>", 0f, SentencePieceModel.UNKNOWN), Triple("<s>", 0f, SentencePieceModel.CONTROL),
+        Triple("</s>", 0f, SentencePieceModel.CONTROL))
+    fun normal(vararg s: String) = s.mapIndexed { i, p -> Triple(p, -1f - i, SentencePieceModel.NORMAL) }
+    val xlmr = spec(EdgeM3Contract.XLMR_SENTENCEPIECE, sp, idOffset = 1)
+    cases.refuses("tokenizer-xlmr-no-unk", bad, "expected exactly one <unk> piece, at id 0") {
+        XlmrTokenizer(spModel(normal("a", "b", "c")), xlmr)
+    }
+    cases.refuses("tokenizer-xlmr-duplicate-piece", bad, "piece \"a\" occurs twice in the model") {
+        XlmrTokenizer(spModel(head + normal("a", "a")), xlmr)
+    }
+    cases.refuses("tokenizer-xlmr-past-vocab", bad, "8 pieces map past the manifest's vocab_size 8") {
+        XlmrTokenizer(spModel(head + normal("a", "b", "c", "d", "e")), xlmr)
+    }
+    cases.refuses("tokenizer-xlmr-special-outside", bad, "tokenizer special_ids {'mask': 9} lie outside vocab_size 8") {
+        XlmrTokenizer(spModel(head + normal("a")), TokenizerSpec(sp, SpecialIds(0, 1, 2, 3, 9), spUnkId = 3, idOffset = 1,
+            vocabSize = 8))
+    }
+    cases.refuses("tokenizer-xlmr-control-past-eos", bad, "control or user-defined pieces past </s>: [3]") {
+        XlmrTokenizer(spModel(head + listOf(Triple("x", 0f, SentencePieceModel.CONTROL))), xlmr)
+    }
     cases.refuses("tokenizer-open-unknown-kind", bad, "tokenizer.kind") {
         EdgeM3Tokenizer.open(spec("sentencepiece-bpe", sp)) { ByteArray(0) }
     }
@@ -367,4 +453,25 @@ private fun tokenizerChecks(truth: LocalBundle, cases: Cases) {
         val b = truth.tokenizer.encode("BGE-M3 on a phone.").toList()
         if (a != b || t.modelRows(t.encode("x")).isEmpty()) "ids $a, expected $b" else null
     }
+}
+
+/** A SentencePiece model in protobuf wire format: each piece (text, score, type) as ModelProto.pieces. */
+private fun spModel(pieces: List<Triple<String, Float, Int>>): ByteArray {
+    fun varint(v: Int): List<Int> {
+        var x = v
+        val out = ArrayList<Int>()
+        while (x >= 0x80) { out.add(x and 0x7F or 0x80); x = x ushr 7 }
+        out.add(x)
+        return out
+    }
+    val out = ArrayList<Int>()
+    for ((text, score, type) in pieces) {
+        val t = text.toByteArray(Charsets.UTF_8).map { it.toInt() and 0xFF }
+        val bits = java.lang.Float.floatToIntBits(score)
+        val body = listOf(0x0A) + varint(t.size) + t +
+            listOf(0x15, bits and 0xFF, (bits ushr 8) and 0xFF, (bits ushr 16) and 0xFF, (bits ushr 24) and 0xFF) +
+            listOf(0x18) + varint(type)
+        out += listOf(0x0A) + varint(body.size) + body
+    }
+    return ByteArray(out.size) { out[it].toByte() }
 }

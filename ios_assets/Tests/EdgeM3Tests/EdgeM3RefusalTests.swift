@@ -117,6 +117,10 @@ final class EdgeM3RefusalTests: XCTestCase {
         refuses(.invalidInput, "no embedder") { _ = try x.search(text: "a", k: 1, mode: "dense") }
         XCTAssertEqual(try x.count, 2)
         XCTAssertEqual(try x.rows, 3)
+        try x.addAll([(.int(8), v)])
+        try x.update(.int(1), try vectors(5))
+        XCTAssertEqual(try x.count, 3)
+        XCTAssertEqual(try x.rows, 4)
     }
 
     // ---- the text API and the bundle check
@@ -234,6 +238,9 @@ final class EdgeM3RefusalTests: XCTestCase {
         XCTAssertEqual(try blocking(), byIds)
         let byUnits = try await e.embed(utf16: Array("a b".utf16))
         XCTAssertEqual(byUnits.inputIds, [0, 4, 7, 6, 2])
+        let unitsBlocking = { () throws -> Embedding in try e.embed(utf16: Array("a b".utf16)) }
+        XCTAssertEqual(try unitsBlocking(), byUnits)
+        XCTAssertEqual(EdgeM3Error("a\nb\rc").message, "a\\nb\\rc")  // one line, whatever the message holds
         refuses(.invalidInput, "\(EdgeM3Embedder.resourceFolder): not in the app bundle") {
             _ = try EdgeM3Embedder.bundledDirectory(in: .main)
         }
@@ -275,5 +282,79 @@ final class EdgeM3RefusalTests: XCTestCase {
         refusedModel([0x0a, 0x05, 0x00], "past the end")
         refusedModel([0x21, 0x00], "past the end")
         refusedModel([0x20, 0x01, 0x2d, 0, 0, 0, 0, 0x31, 0, 0, 0, 0, 0, 0, 0, 0, 0x3a, 0x00], "no pieces")
+        refuses(.invalidInput, "occurs twice in the model") {
+            _ = try XlmrTokenizer(model: TokenizerTests.model([("a", -1), ("a", -2)]), specialIds: ids, spUnkId: 0,
+                                  idOffset: 1, vocabSize: 10)
+        }
+    }
+
+    // ---- a format-1 folder spoiled after the fact: EdgeM3Index refuses it, invalid input, one line
+
+    func testSpoiledIndexFoldersRefused() throws {
+        let made = folder("made")
+        do {
+            let x = try EdgeM3WritableIndex.create(folder: made, dim: 2, bundle: ["model_file": "m", "model_sha256": "a",
+                                                                                  "tokenizer_file": "t", "tokenizer_sha256": "b"])
+            for i in 0..<3 { try x.add(.int(Int64(i)), try vectors(i)) }
+            try x.compact()
+        }
+        let good = made.appendingPathComponent(EdgeM3Contract.indexBasePrefix + "1")
+        XCTAssertEqual(try EdgeM3Index(folder: good, bundleFiles: ["m": "a", "t": "b"]).count, 3)
+        func spoiled(_ name: String, _ contains: String, bundleFiles: [String: String]? = nil, line: UInt = #line,
+                     _ edit: (inout [String: Any]) -> Void) throws {
+            let f = folder("index-\(name)")
+            try FileManager.default.copyItem(at: good, to: f)
+            let m = f.appendingPathComponent(EdgeM3Contract.indexManifest)
+            var tree = try JSONSerialization.jsonObject(with: Data(contentsOf: m)) as! [String: Any]
+            edit(&tree)
+            try JSONSerialization.data(withJSONObject: tree).write(to: m)
+            refuses(.invalidInput, contains, line: line) { _ = try EdgeM3Index(folder: f, bundleFiles: bundleFiles) }
+        }
+        func set(_ tree: inout [String: Any], _ key: String, _ sub: String, _ value: Any?) {
+            var o = tree[key] as! [String: Any]
+            o[sub] = value
+            tree[key] = o
+        }
+        func setArray(_ tree: inout [String: Any], _ name: String, _ key: String, _ value: Any?) {
+            var arrays = tree["arrays"] as! [String: Any]
+            var a = arrays[name] as! [String: Any]
+            a[key] = value
+            arrays[name] = a
+            tree["arrays"] = arrays
+        }
+        try spoiled("format", "format other, not") { $0["format"] = "other" }
+        try spoiled("format-missing", "format missing or of the wrong type") { $0["format"] = nil }
+        try spoiled("version", "format_version 99, this kit reads") { $0["format_version"] = 99 }
+        try spoiled("version-type", "format_version must be an integer") { $0["format_version"] = "1" }
+        try spoiled("dim", "count 3, dim 0") { $0["dim"] = 0 }
+        try spoiled("dense", "dense store f8 unknown") { $0["dense"] = "f8" }
+        try spoiled("colbert", "colbert store f8 unknown") { $0["colbert"] = "f8" }
+        try spoiled("bundle", "bundle: needs model_file") { set(&$0, "bundle", "model_file", 1) }
+        try spoiled("no-bundle", "records no bundle", bundleFiles: ["m": "a"]) { $0["bundle"] = NSNull() }
+        try spoiled("other-bundle", "index built by another bundle", bundleFiles: ["m": "z", "t": "b"]) { _ in }
+        try spoiled("file-name", "bad file name") { set(&$0, "files", "a/b", ["size": 1, "sha256": "x"]) }
+        try spoiled("file-entry", "files.x.bin must be an object") { set(&$0, "files", "x.bin", 5) }
+        try spoiled("file-size", "size must be an integer") { t in
+            var files = t["files"] as! [String: Any]
+            var entry = files[EdgeM3Contract.indexIds] as! [String: Any]
+            entry["size"] = "5"
+            files[EdgeM3Contract.indexIds] = entry
+            t["files"] = files
+        }
+        try spoiled("array-fields", "arrays.dense needs file, dtype and shape") { setArray(&$0, "dense", "dtype", nil) }
+        try spoiled("array-dtype", "arrays.dense: int8") { setArray(&$0, "dense", "dtype", "int8") }
+        try spoiled("array-file", "is not among the files with a sha256") { setArray(&$0, "dense", "file", "none.bin") }
+        try spoiled("array-missing", "arrays.dense missing") { t in
+            var arrays = t["arrays"] as! [String: Any]
+            arrays["dense"] = nil
+            t["arrays"] = arrays
+        }
+        try spoiled("array-stray", "is not used by the float32/") { t in
+            var arrays = t["arrays"] as! [String: Any]
+            arrays["dense_scale"] = arrays["dense"]
+            t["arrays"] = arrays
+        }
+        try spoiled("length", "arrays.sparse_tokens missing") { setArray(&$0, "sparse_tokens", "shape", "x") }
+        try spoiled("length-range", "arrays.sparse_tokens.shape -1 out of range") { setArray(&$0, "sparse_tokens", "shape", [-1]) }
     }
 }
