@@ -14,6 +14,7 @@ EdgeM3ApiTests (ios_assets/Tests/EdgeM3Tests/EdgeM3ApiTests.swift).
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 from pathlib import Path
@@ -26,6 +27,8 @@ pytestmark = pytest.mark.models  # builds a bundle and compiles the kits
 
 ROOT = Path(__file__).resolve().parents[1]
 KT = ROOT / "android_assets/src/main/java/dev/edgem3"
+# RefusalCheck.kt's writable index runs on jvm/JdbcIndexDb.kt: the xerial driver (as tests/test_kit_writable.py)
+SQLITE_JDBC_JAR = os.environ.get("EDGE_M3_SQLITE_JDBC_JAR") or "/usr/share/java/sqlite-jdbc.jar"
 SWIFT = ROOT / "ios_assets/Sources/EdgeM3"
 
 
@@ -71,11 +74,50 @@ JSON_CASES = {
     *(f"manifest-part-{p}" for p in ("SpecialIds", "WordPieceOptions", "BpeOptions", "TensorSpec", "Signature",
                                      "ModelEntry", "FileEntry"))}
 
+# jvm/RefusalCheck.kt (issue 34 item 5: lines that had never run): EdgeM3WritableIndex's refusals, each by its
+# exact kind (create, ids and rows, refused vectors, batches, no embedder, a closed index, another bundle,
+# spoiled databases, a passage removed in part), its text API through a live embedder (embedChunks), the
+# ScoreMode overloads of both indexes' search, IndexDb's shared bindArgs, extractAsset's size and hash
+# checks, and the tokenizers' corrupt files (SentencePiece, WordPiece, byte-level BPE).
+REFUSAL_CASES = {
+    "writable-update-one-vector", "writable-write-sql-error", "index-not-utf8", "index-bundle-not-strings",
+    "index-bad-file-name", "index-array-dtype", "index-array-stray", "index-not-finite", "index-ids-corrupt",
+    "manifest-special-key", "manifest-signature-too-short", "options-gpu-off", "line-breaks-escaped",
+    "tokenizer-xlmr-no-unk", "tokenizer-xlmr-duplicate-piece", "tokenizer-xlmr-past-vocab",
+    "tokenizer-xlmr-special-outside", "tokenizer-xlmr-control-past-eos",
+    "writable-create-dim", "writable-create-dense", "writable-create-colbert", "writable-create-bundle-key",
+    "writable-create-twice", "writable-create-unwritable", "index-db-bind-refused", "writable-open-no-index",
+    "writable-id-type", "writable-id-widths", "writable-row-range", "writable-chunk-range",
+    "writable-no-chunks", "writable-no-dense", "writable-dense-dim", "writable-dense-nan",
+    "writable-lexical-zero", "writable-no-colbert", "writable-colbert-dim", "writable-batch-twice",
+    "writable-batch-present", "writable-update-unknown", "writable-remove-unknown",
+    "writable-text-no-embedder", "writable-update-text-no-embedder", "writable-nothing-changed",
+    "writable-text-embedded", "writable-closed-count", "writable-closed-add", "writable-closed-search",
+    "writable-score-mode-overloads", "index-score-mode-overloads", "writable-open-another-bundle",
+    "writable-db-application-id", "writable-db-user-version-newer", "writable-db-user-version-older",
+    "writable-db-meta-key-not-text", "writable-db-meta-value-not-text", "writable-db-meta-missing",
+    "writable-db-meta-format", "writable-db-meta-format-version", "writable-db-meta-format-version-newer",
+    "writable-db-meta-dim", "writable-db-meta-dense", "writable-db-meta-colbert", "writable-db-meta-bundle",
+    "writable-db-meta-base", "writable-db-meta-base-sha", "writable-db-meta-generation",
+    "writable-db-base-missing", "writable-db-base-stores", "writable-db-base-bundle",
+    "writable-db-removed-outside", "writable-db-passage-id", "writable-db-passage-chunk",
+    "writable-db-passage-dense", "writable-db-passage-in-base", "writable-db-removed-in-part",
+    "extract-asset-size", "extract-asset-sha256", "extract-asset-nothing-left", "tokenizer-sp-empty",
+    "tokenizer-sp-field-zero", "tokenizer-sp-truncated-varint", "tokenizer-sp-wire-type",
+    "tokenizer-sp-pieces-wire", "tokenizer-sp-length-past-end", "tokenizer-sp-fixed-past-end",
+    "tokenizer-sp-skips-unknown", "tokenizer-xlmr-garbage", "tokenizer-wordpiece-kind",
+    "tokenizer-wordpiece-no-options", "tokenizer-wordpiece-vocab-map", "tokenizer-wordpiece-not-utf8",
+    "tokenizer-wordpiece-empty-line", "tokenizer-wordpiece-repeat", "tokenizer-wordpiece-size",
+    "tokenizer-bpe-kind", "tokenizer-bpe-no-options", "tokenizer-bpe-normalizer", "tokenizer-bpe-id-offset",
+    "tokenizer-bpe-not-utf8", "tokenizer-bpe-not-json", "tokenizer-bpe-no-vocab",
+    "tokenizer-open-unknown-kind", "tokenizer-open-each-kind"}
+
 
 def test_kotlin_api(kit_jar: Path, tiny_bundle: Path, litert_c_library: Path, tmp_path: Path) -> None:
     from tests.conftest import jna_jar_path
 
-    proc = subprocess.run(["java", "-cp", f"{kit_jar}:{jna_jar_path()}", "dev.edgem3.AndroidCheckKt", "api",
+    classpath = f"{kit_jar}:{jna_jar_path()}:{SQLITE_JDBC_JAR}"
+    proc = subprocess.run(["java", "-cp", classpath, "dev.edgem3.AndroidCheckKt", "api",
                            str(tiny_bundle), str(tmp_path / "work"), str(litert_c_library)],
                           capture_output=True, text=True, timeout=600)
     cases = dict(re.findall(r"^case (\S+): (.*)$", proc.stdout, re.M))
@@ -91,7 +133,9 @@ def test_kotlin_api(kit_jar: Path, tiny_bundle: Path, litert_c_library: Path, tm
         "cancel-coroutine-mid-batch", "cancel-thread-mid-batch",
         "close-during-batch", "close-during-single-embed", "close-idle-releases-now", "closed-batch",
         "closed-suspending", "kinds-generated", "corrupt-bundle-sha256", "corrupt-bundle-size",
-        "corrupt-bundle-missing-file", "runtime-missing-library", "score-mode-enum", *JSON_CASES}
+        "corrupt-bundle-missing-file", "runtime-missing-library", "score-mode-enum",
+        "entry-points-and-defaults", *JSON_CASES,
+        *REFUSAL_CASES}
 
 
 def test_swift_api(swift_test, tiny_bundle: Path) -> None:  # noqa: ANN001 (conftest's SwiftTest)

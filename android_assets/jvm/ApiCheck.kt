@@ -4,8 +4,9 @@
 // bit, blocking and suspending), cancellation before each model call (a cancelled coroutine Job, an
 // interrupted thread) with a runner that counts calls and holds one until released, close() while
 // an embed runs (it returns at once; the runner goes when the running call returns), the typed error
-// kinds (generated from contract.KIT_ERROR_KINDS) each raised by its cause, the ScoreMode enum, and
-// MiniJson's and JsonTree's refusals with their exact messages (jsonChecks).
+// kinds (generated from contract.KIT_ERROR_KINDS) each raised by its cause, the ScoreMode enum,
+// MiniJson's and JsonTree's refusals with their exact messages (jsonChecks), and the refusals and
+// overloads of jvm/RefusalCheck.kt (the writable index, extractAsset, the tokenizers' corrupt files).
 // Driven by `AndroidCheck api BUNDLE WORK LIBLITERT` (tests/test_kit_api.py).
 package dev.edgem3
 
@@ -303,6 +304,45 @@ internal fun apiChecks(bundle: File, work: File, lib: String, cases: Cases) {
         }.firstOrNull() ?: if (ScoreMode.values().map { it.wire } != EdgeM3Contract.SCORE_MODES) "ScoreMode is not SCORE_MODES" else null
     }
 
+    // The other entry points, their default arguments and getters, each equal to the ways above.
+    cases.case("entry-points-and-defaults") {
+        val dirOptions = EdgeM3Options.builder().setSource(BundleSource.Directory(bundle)).setChecksumMemo(null).build()
+        val opened = listOf(
+            runIn(Job()) { EdgeM3Embedder.load(bundle, checksumMemo = null) },
+            runIn(Job()) { EdgeM3Embedder.load(ctx) },
+            runIn(Job()) { EdgeM3Embedder.open(ctx, dirOptions) },
+            EdgeM3Embedder.createFromOptions(ctx, dirOptions))
+        val problems = opened.mapIndexedNotNull { i, e ->
+            e.use {
+                when {
+                    e.manifest.quant != truth.manifest.quant || e.model.file != truth.model.file -> "opener $i: another bundle"
+                    e.model.quant != truth.model.quant || e.manifest.schemaVersion != truth.manifest.schemaVersion ||
+                        e.manifest.maxLength != truth.manifest.maxLength || e.manifest.heads != truth.manifest.heads ->
+                        "opener $i: another manifest"
+                    !e.tokenizer.encode(BATCH[0]).contentEquals(want[0].inputIds) -> "opener $i: other ids"
+                    else -> same(e.embedBlocking(BATCH[1]), want[1])?.let { "opener $i: $it" }
+                }
+            }
+        }
+        val q = Retrieval.Vectors.of(want[0])
+        val p = Retrieval.Vectors.of(want[1])
+        val long = "BGE-M3 on a phone. ".repeat(12)
+        val chunks = gated().first.use { e -> runIn(Job()) { e.embedChunks(long) } }
+        val ids = EdgeM3Core.encodeChunks(long, truth.tokenizer, truth.model.signatures)
+        val longest = truth.model.signatures.map { it.seqLen }.max()!!
+        problems.firstOrNull() ?: when {
+            chunks.size < 2 || chunks.map { it.inputIds.toList() } != ids.map { it.inputIds.toList() } -> "embedChunks: ${chunks.size} chunks"
+            truth.tokenizer.encodeChunks(long, longest).map { it.toList() } != truth.tokenizer.encodeChunks(long, longest, null)
+                .map { it.toList() } -> "encodeChunks' default overlap"
+            !Retrieval.DEFAULT_WEIGHTS.contentEquals(EdgeM3Contract.DEFAULT_MODE_WEIGHTS.toDoubleArray()) -> "DEFAULT_WEIGHTS"
+            Retrieval.score(q, p, "dense") != Retrieval.score(q, p, "dense", Retrieval.DEFAULT_WEIGHTS) -> "score's default weights"
+            Retrieval.hybrid("sparse+dense", 0.5, 0.25, 0.0) !=
+                Retrieval.hybrid("sparse+dense", 0.5, 0.25, 0.0, Retrieval.DEFAULT_WEIGHTS) -> "hybrid's default weights"
+            else -> null
+        }
+    }
+
+    refusalChecks(work, truth, want, ctx, { EdgeM3Embedder(truth.manifest, truth.model, real(), truth.tokenizer) }, cases)
     jsonChecks(cases)
 }
 

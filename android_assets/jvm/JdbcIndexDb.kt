@@ -38,16 +38,7 @@ class JdbcIndexDb(private val c: Connection) : IndexDb {
     override fun execute(sql: String, args: List<Any?>) = call {
         val ps = c.prepareStatement(sql)
         try {
-            for ((i, a) in args.withIndex()) {
-                when (a) {
-                    null -> ps.setNull(i + 1, Types.NULL)
-                    is Long -> ps.setLong(i + 1, a)
-                    is Double -> ps.setDouble(i + 1, a)
-                    is String -> ps.setString(i + 1, a)
-                    is ByteArray -> ps.setBytes(i + 1, a)
-                    else -> throw IndexDbException(IndexDbException.ERROR, "cannot bind a ${a.javaClass.simpleName}")
-                }
-            }
+            bindArgs(args, { ps.setNull(it, Types.NULL) }, ps::setLong, ps::setDouble, ps::setString, ps::setBytes)
             ps.execute()
         } finally {
             ps.close()

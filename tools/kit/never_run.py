@@ -64,6 +64,10 @@ def _java_shim(exec_dir: Path) -> Path:
     options = f"destfile={exec_dir}/kotlin-$(id -u).exec,append=true,includes=dev.edgem3.*"
     (shim / "java").write_text(f'#!/bin/sh\nexec {Path(java).resolve()} -javaagent:{agent}={options} "$@"\n')
     (shim / "java").chmod(0o755)
+    # tests/test_kits.py finds the JDK's libjava.so beside `java` (<bin>/../lib): the shim's too
+    lib = OUT / "lib"
+    if not lib.exists():
+        lib.symlink_to(Path(java).resolve().parents[1] / "lib")
     return shim
 
 

@@ -33,16 +33,7 @@ class AndroidIndexDb(private val db: SQLiteDatabase) : IndexDb {
     override fun execute(sql: String, args: List<Any?>) = call {
         val st = db.compileStatement(sql)
         try {
-            for ((i, a) in args.withIndex()) {
-                when (a) {
-                    null -> st.bindNull(i + 1)
-                    is Long -> st.bindLong(i + 1, a)
-                    is Double -> st.bindDouble(i + 1, a)
-                    is String -> st.bindString(i + 1, a)
-                    is ByteArray -> st.bindBlob(i + 1, a)
-                    else -> throw IndexDbException(IndexDbException.ERROR, "cannot bind a ${a.javaClass.simpleName}")
-                }
-            }
+            bindArgs(args, st::bindNull, st::bindLong, st::bindDouble, st::bindString, st::bindBlob)
             st.execute()
         } finally {
             st.close()

@@ -37,6 +37,25 @@ interface IndexDb : Closeable {
     fun <T> transaction(body: () -> T): T
 }
 
+/**
+ * Binds `args` in order (SQLite's 1-based indexes) through the binding's own setters: a Long,
+ * Double, String, ByteArray or null each to its setter, anything else refused (ERROR). One
+ * function for both bindings, so the choice runs in CI (jvm/JdbcIndexDb.kt), not only on a phone.
+ */
+internal fun bindArgs(args: List<Any?>, bindNull: (Int) -> Unit, bindLong: (Int, Long) -> Unit, bindDouble: (Int, Double) -> Unit,
+             bindString: (Int, String) -> Unit, bindBlob: (Int, ByteArray) -> Unit) {
+    for ((i, a) in args.withIndex()) {
+        when (a) {
+            null -> bindNull(i + 1)
+            is Long -> bindLong(i + 1, a)
+            is Double -> bindDouble(i + 1, a)
+            is String -> bindString(i + 1, a)
+            is ByteArray -> bindBlob(i + 1, a)
+            else -> throw IndexDbException(IndexDbException.ERROR, "cannot bind a ${a.javaClass.simpleName}")
+        }
+    }
+}
+
 /** Opens database files: one per SQLite binding. */
 interface IndexDbDriver {
     /** The database in `file`, read-write (read-only when the file is); `create`: a new file if missing. */

@@ -1,0 +1,477 @@
+// JVM-only CI check (not part of the app): the refusals and overloads no bundle on the desktop
+// reached before (issue 34, item 5: the lines that had never run), each refusal by its exact typed
+// kind (EdgeM3ErrorKind, generated from contract.KIT_ERROR_KINDS): EdgeM3WritableIndex's (bad ids,
+// refused vectors, a closed index, foreign and spoiled databases, a passage removed in part), the
+// text API through a live embedder (embedChunks), the ScoreMode overloads of both indexes' search,
+// extractAsset's size and hash checks, and the tokenizers' corrupt files (SentencePiece, WordPiece,
+// byte-level BPE). Run inside `AndroidCheck api` (jvm/ApiCheck.kt, tests/test_kit_api.py): no
+// process of its own. The writable index runs on jvm/JdbcIndexDb.kt (the xerial driver).
+package dev.edgem3
+
+import java.io.File
+
+/** `block` throws exactly `kind` (its class the one generated for it) with `contains` in its message. */
+private fun Cases.refuses(name: String, kind: EdgeM3ErrorKind, contains: String, block: () -> Unit) = case(name) {
+    try {
+        block()
+        "no exception, expected $kind"
+    } catch (exc: Throwable) {
+        val want = EdgeM3Exception.of(kind, "m").javaClass
+        when {
+            exc !is EdgeM3Failure -> "threw ${exc.javaClass.name}: ${exc.message}; expected $kind"
+            exc.kind != kind -> "kind ${exc.kind} (${exc.message}), expected $kind"
+            exc.javaClass != want -> "threw ${exc.javaClass.simpleName}, expected ${want.simpleName}"
+            contains !in (exc.message ?: "") -> "message \"${exc.message}\" lacks \"$contains\""
+            else -> null
+        }
+    }
+}
+
+private fun sql(folder: File, vararg statements: String) {
+    JdbcIndexDbDriver.open(File(folder, EdgeM3Contract.INDEX_DB), false).use { d ->
+        for (s in statements) d.execute(s, emptyList())
+    }
+}
+
+internal fun refusalChecks(work: File, truth: LocalBundle, want: List<Embedding>, ctx: FolderContext,
+                           embedder: () -> EdgeM3Embedder, cases: Cases) {
+    writableChecks(File(work, "writable"), truth, want, embedder, cases)
+    extractAssetChecks(File(work, "extract"), truth, ctx, cases)
+    tokenizerChecks(truth, cases)
+    manifestRuleChecks(truth, cases)
+}
+
+private fun writableChecks(work: File, truth: LocalBundle, want: List<Embedding>, embedder: () -> EdgeM3Embedder,
+                           cases: Cases) {
+    work.mkdirs()
+    val db = JdbcIndexDbDriver
+    val v = want.map { Retrieval.Vectors.of(it) }
+    val dim = want[0].denseVecs!!.size
+    val colbert = if (want[0].colbertVecs != null) "fp16" else "none"
+    var n = 0
+    fun folder(): File = File(work, "i${n++}")
+    fun fresh(dense: String = "float32", bundle: Map<String, Any?>? = null): EdgeM3WritableIndex =
+        EdgeM3WritableIndex.create(folder(), dim, dense, colbert, bundle, db)
+    val identity = mapOf("model_file" to truth.model.file, "model_sha256" to truth.modelEntry.sha256,
+        "tokenizer_file" to truth.manifest.tokenizer.file,
+        "tokenizer_sha256" to truth.manifest.files[truth.manifest.tokenizer.file]!!.sha256, "quant" to truth.manifest.quant)
+    val files = truth.manifest.files.mapValues { it.value.sha256 }
+
+    // create's refusals
+    cases.refuses("writable-create-dim", EdgeM3ErrorKind.INVALID_INPUT, "dim: must be at least 1, got 0") {
+        EdgeM3WritableIndex.create(folder(), 0, "float32", "none", null, db)
+    }
+    cases.refuses("writable-create-dense", EdgeM3ErrorKind.INVALID_INPUT, "dense store f8 unknown") {
+        EdgeM3WritableIndex.create(folder(), dim, "f8", "none", null, db)
+    }
+    cases.refuses("writable-create-colbert", EdgeM3ErrorKind.INVALID_INPUT, "colbert store f8 unknown") {
+        EdgeM3WritableIndex.create(folder(), dim, "float32", "f8", null, db)
+    }
+    cases.refuses("writable-create-bundle-key", EdgeM3ErrorKind.INVALID_INPUT, "bundle: needs model_sha256 (a string)") {
+        EdgeM3WritableIndex.create(folder(), dim, "float32", "none", mapOf("model_file" to "m"), db)
+    }
+    val twice = folder()
+    cases.refuses("writable-create-twice", EdgeM3ErrorKind.INVALID_INPUT, "already holds an index") {
+        EdgeM3WritableIndex.create(twice, dim, "float32", "none", null, db).close()
+        EdgeM3WritableIndex.create(twice, dim, "float32", "none", null, db).close()
+    }
+    val aFile = File(work, "a-file").also { it.writeText("x") }
+    cases.refuses("writable-create-unwritable", EdgeM3ErrorKind.WRITE_FAILED, "cannot create the folder") {
+        EdgeM3WritableIndex.create(File(aFile, "sub"), dim, "float32", "none", null, db)
+    }
+    cases.case("index-db-bind-refused") {  // IndexDb.kt's bindArgs, shared with AndroidIndexDb.kt
+        db.open(File(work, "bind.sqlite"), true).use { d ->
+            try {
+                d.execute("SELECT ?", listOf(1))
+                "bound an Int"
+            } catch (e: IndexDbException) {
+                if (e.code != IndexDbException.ERROR || e.message != "cannot bind a Integer") "${e.code}: ${e.message}" else null
+            }
+        }
+    }
+    cases.refuses("writable-open-no-index", EdgeM3ErrorKind.INVALID_INPUT, "not an index") {
+        EdgeM3WritableIndex.open(folder().also { it.mkdirs() }, db)
+    }
+
+    // ids and rows
+    fresh().use { x ->
+        cases.refuses("writable-id-type", EdgeM3ErrorKind.INVALID_INPUT, "id 1.5: must be an integer or a string") {
+            x.add(1.5, v[0])
+        }
+        cases.case("writable-id-widths") {
+            x.add(7, v[0])
+            x.add(8.toShort(), v[1])
+            x.add(9.toByte(), v[2])
+            val ids = (0 until x.rows).map { x.id(it) }
+            if (ids != listOf(7L, 8L, 9L) || !x.contains(8) || x.chunk(2) != 0) "ids $ids" else null
+        }
+        cases.refuses("writable-row-range", EdgeM3ErrorKind.INVALID_INPUT, "row 3: the index has 3") { x.id(3) }
+        cases.refuses("writable-chunk-range", EdgeM3ErrorKind.INVALID_INPUT, "row -1: the index has 3") { x.chunk(-1) }
+        cases.refuses("writable-no-chunks", EdgeM3ErrorKind.INVALID_INPUT, "id \"e\": no chunks") {
+            x.add("e", listOf<Retrieval.Vectors>())
+        }
+        val lex = v[0].lexical
+        cases.refuses("writable-no-dense", EdgeM3ErrorKind.INVALID_INPUT, "id \"d\": no dense_vecs") {
+            x.add("d", Retrieval.Vectors(null, lex, v[0].colbert))
+        }
+        cases.refuses("writable-dense-dim", EdgeM3ErrorKind.INVALID_INPUT, "dense_vecs of 1 values (want $dim, finite)") {
+            x.add("d", Retrieval.Vectors(floatArrayOf(1f), lex, v[0].colbert))
+        }
+        cases.refuses("writable-dense-nan", EdgeM3ErrorKind.INVALID_INPUT, "(want $dim, finite)") {
+            x.add("d", Retrieval.Vectors(FloatArray(dim) { Float.NaN }, lex, v[0].colbert))
+        }
+        cases.refuses("writable-lexical-zero", EdgeM3ErrorKind.INVALID_INPUT, "lexical weights must be finite and > 0") {
+            x.add("d", Retrieval.Vectors(v[0].dense, Retrieval.Lexical(intArrayOf(5), floatArrayOf(0f)), v[0].colbert))
+        }
+        if (colbert != "none") {
+            cases.refuses("writable-no-colbert", EdgeM3ErrorKind.INVALID_INPUT, "no colbert_vecs (the index stores ColBERT)") {
+                x.add("d", Retrieval.Vectors(v[0].dense, lex, null))
+            }
+            cases.refuses("writable-colbert-dim", EdgeM3ErrorKind.INVALID_INPUT, "colbert_vecs rows must have $dim finite values") {
+                x.add("d", Retrieval.Vectors(v[0].dense, lex, arrayOf(floatArrayOf(1f))))
+            }
+        }
+        cases.refuses("writable-batch-twice", EdgeM3ErrorKind.DUPLICATE_ID, "given twice in one batch") {
+            x.addAll(listOf(Pair<Any, Retrieval.Vectors>(20, v[0]), Pair<Any, Retrieval.Vectors>(20L, v[1])))
+        }
+        cases.refuses("writable-batch-present", EdgeM3ErrorKind.DUPLICATE_ID, "id 7: already in the index") {
+            x.addAll(listOf(Pair<Any, Retrieval.Vectors>(21, v[0]), Pair<Any, Retrieval.Vectors>(7, v[1])))
+        }
+        cases.refuses("writable-update-unknown", EdgeM3ErrorKind.UNKNOWN_ID, "id 99: not in the index") { x.update(99, v[0]) }
+        cases.refuses("writable-remove-unknown", EdgeM3ErrorKind.UNKNOWN_ID, "id \"z\": not in the index") { x.remove("z") }
+        cases.refuses("writable-text-no-embedder", EdgeM3ErrorKind.INVALID_INPUT, "set `embedder`") { x.add("t", "a text") }
+        cases.refuses("writable-update-text-no-embedder", EdgeM3ErrorKind.INVALID_INPUT, "set `embedder`") {
+            x.update(7, "a text")
+        }
+        cases.case("writable-nothing-changed") { if (x.count != 3 || x.rows != 3) "count ${x.count}, rows ${x.rows}" else null }
+        cases.case("writable-update-one-vector") {
+            x.update(7, v[3])
+            if (x.rows != 3 || x.id(2) != 7L) "rows ${x.rows}, last ${x.id(2)}" else null
+        }
+        // a table gone under an open index: the write's reload fails in SQLite (ERROR), refused as invalid input
+        cases.refuses("writable-write-sql-error", EdgeM3ErrorKind.INVALID_INPUT, "no such table") {
+            sql(x.dir, "DROP TABLE removed")
+            x.add(30, v[0])
+        }
+    }
+
+    // the text API: embedChunks through the bundle's embedder, live
+    val long = "BGE-M3 on a phone. ".repeat(12)
+    cases.case("writable-text-embedded") {
+        embedder().use { e ->
+            fresh(bundle = identity).use { x ->
+                x.embedder = e
+                val chunks = e.embedChunksBlocking(long)
+                x.add("t", long)
+                x.add("u", "short")
+                x.update("u", long)
+                val stored = (0 until x.rows).filter { x.id(it) == "t" }.map { x.chunk(it) }
+                when {
+                    chunks.size < 2 -> "the text made ${chunks.size} chunk, expected several"
+                    x.rows != 2 * chunks.size || x.count != 2 -> "rows ${x.rows}, count ${x.count}, chunks ${chunks.size}"
+                    stored != chunks.indices.toList() -> "chunks stored $stored"
+                    x.embedder !== e || x.bundle?.get("model_sha256") != truth.modelEntry.sha256 -> "embedder or bundle not kept"
+                    else -> null
+                }
+            }
+        }
+    }
+
+    // a closed index refuses everything as closed
+    val closed = fresh().also { it.add(1, v[0]); it.close(); it.close() }
+    cases.refuses("writable-closed-count", EdgeM3ErrorKind.RUNNER_CLOSED, "EdgeM3WritableIndex is closed") { closed.count }
+    cases.refuses("writable-closed-add", EdgeM3ErrorKind.RUNNER_CLOSED, "EdgeM3WritableIndex is closed") { closed.add(2, v[1]) }
+    cases.refuses("writable-closed-search", EdgeM3ErrorKind.RUNNER_CLOSED, "EdgeM3WritableIndex is closed") {
+        closed.search(v[0], 1, "dense")
+    }
+
+    // the ScoreMode overloads (and the default arguments) answer as the strings, on both indexes
+    val scored = folder()
+    EdgeM3WritableIndex.create(scored, dim, "float32", colbert, identity, db).use { x ->
+        for (i in v.indices) x.add(i, v[i])
+        x.compact()
+        x.add("after", v[1])
+        x.remove(0)
+    }
+    fun hits(h: List<EdgeM3Index.Hit>) = h.joinToString { "${it.row}/${it.chunk}/${it.score.toRawBits()}" }
+    val modes = ScoreMode.values().filter { m ->
+        !(m.wire.contains("colbert") && colbert == "none") && !(m.wire.contains("sparse") && v[0].lexical == null)
+    }
+    cases.case("writable-score-mode-overloads") {
+        EdgeM3WritableIndex.open(scored, db, files).use { x ->
+            val w = doubleArrayOf(0.4, 0.2, 0.4)
+            modes.mapNotNull { m ->
+                val a = listOf(x.search(want[2], 3, m), x.search(v[2], 3, m), x.search(want[2], 3, m, w, true), x.search(v[2], 3, m, w))
+                val b = listOf(x.search(want[2], 3, m.wire), x.search(v[2], 3, m.wire), x.search(want[2], 3, m.wire, w, true),
+                    x.search(v[2], 3, m.wire, w))
+                if (a.map(::hits) != b.map(::hits)) "${m.wire}: ${a.map(::hits)} vs ${b.map(::hits)}" else null
+            }.firstOrNull()
+        }
+    }
+    cases.case("index-score-mode-overloads") {
+        val ix = EdgeM3Index.open(File(scored, EdgeM3Contract.INDEX_BASE_PREFIX + "1"), files)
+        val w = doubleArrayOf(0.4, 0.2, 0.4)
+        modes.mapNotNull { m ->
+            val a = listOf(ix.search(want[2], 3, m), ix.search(v[2], 3, m), ix.search(want[2], 3, m, w, true), ix.search(v[2], 3, m, w))
+            val b = listOf(ix.search(want[2], 3, m.wire), ix.search(v[2], 3, m.wire), ix.search(want[2], 3, m.wire, w, true),
+                ix.search(v[2], 3, m.wire, w))
+            if (a.map(::hits) != b.map(::hits)) "${m.wire}: ${a.map(::hits)} vs ${b.map(::hits)}" else null
+        }.firstOrNull() ?: if (ix.maxChunks != 1 || ix.passages != ix.count || ix.id(0) != 0L || ix.search(v[1], 1, "dense").single().toString() != "Hit(row=1, chunk=0, score=" +
+            "${ix.search(v[1], 1, "dense").single().score})") "ids ${ix.ids.toList()}" else null
+    }
+    cases.refuses("writable-open-another-bundle", EdgeM3ErrorKind.INVALID_INPUT, "index built by another bundle") {
+        EdgeM3WritableIndex.open(scored, db, files + (truth.model.file to "0".repeat(64))).close()
+    }
+
+    // a format-1 folder spoiled after the fact: EdgeM3Index.open refuses it, invalid input, one line
+    val base1 = File(scored, EdgeM3Contract.INDEX_BASE_PREFIX + "1")
+    fun spoiledIndex(name: String, contains: String, verify: Boolean = true, spoil: (File) -> Unit) {
+        val f = File(work, "index-$name")
+        base1.copyRecursively(f)
+        spoil(f)
+        cases.refuses("index-$name", EdgeM3ErrorKind.INVALID_INPUT, contains) { EdgeM3Index.open(f, verifySha256 = verify) }
+    }
+    fun tree(f: File, edit: (MutableMap<String, Any?>) -> Unit) {
+        val m = File(f, EdgeM3Contract.INDEX_MANIFEST)
+        @Suppress("UNCHECKED_CAST")
+        val t = MiniJson.parse(m.readText()) as MutableMap<String, Any?>
+        edit(t)
+        m.writeText(PyJson.dumps(t, indent = 1, asciiOnly = true))
+    }
+    @Suppress("UNCHECKED_CAST")
+    fun obj(x: Any?) = x as MutableMap<String, Any?>
+    spoiledIndex("not-utf8", "not valid UTF-8") { File(it, EdgeM3Contract.INDEX_MANIFEST).writeBytes(byteArrayOf(0x7b, -1, 0x7d)) }
+    spoiledIndex("bundle-not-strings", "bundle: needs model_file") { f -> tree(f) { obj(it["bundle"])["model_file"] = 1L } }
+    spoiledIndex("bad-file-name", "bad file name \"a/b\"") { f -> tree(f) { obj(it["files"])["a/b"] = obj(it["files"]).values.first() } }
+    spoiledIndex("array-dtype", "arrays.dense: int8") { f -> tree(f) { obj(obj(it["arrays"])["dense"])["dtype"] = "int8" } }
+    spoiledIndex("array-stray", "is not used by the float32/") { f ->
+        tree(f) { val a = obj(it["arrays"]); a["dense_scale"] = a["dense"] }
+    }
+    spoiledIndex("not-finite", "a stored vector is not finite") { f ->
+        val name = EdgeM3Contract.INDEX_ARRAYS.getValue("dense")
+        val b = File(f, name).readBytes()
+        for (i in 0 until 4) b[i] = byteArrayOf(0, 0, -64, 127)[i]  // float32 NaN, little-endian
+        File(f, name).writeBytes(b)
+        val digest = java.security.MessageDigest.getInstance("SHA-256")
+        digest.update(b)
+        tree(f) { obj(obj(it["files"])[name])["sha256"] = ModelCheck.hex(digest) }  // listed as it now is
+    }
+    spoiledIndex("ids-corrupt", "${EdgeM3Contract.INDEX_IDS}: corrupt", verify = false) { f ->
+        val d = File(f, EdgeM3Contract.INDEX_IDS)
+        d.writeText("{" + d.readText().substring(1))
+    }
+
+    // databases spoiled after the fact: each refused when opened, as invalid input, one line
+    fun spoiled(name: String, contains: String, vararg statements: String) {
+        val f = File(work, "spoiled-$name")
+        scored.copyRecursively(f)
+        sql(f, *statements)
+        cases.refuses("writable-db-$name", EdgeM3ErrorKind.INVALID_INPUT, contains) {
+            EdgeM3WritableIndex.open(f, db).use { it.count }
+        }
+    }
+    fun meta(key: String, value: String) = "UPDATE meta SET value = $value WHERE key = '$key'"
+    spoiled("application-id", "not an edge-m3 index database (application_id 7)", "PRAGMA application_id = 7")
+    spoiled("user-version-newer", "written by a newer edge-m3", "PRAGMA user_version = ${EdgeM3Contract.INDEX_DB_VERSION + 1}")
+    spoiled("user-version-older", "written by an older edge-m3", "PRAGMA user_version = 1")
+    spoiled("meta-key-not-text", "meta: a key that is not text", "INSERT INTO meta (key, value) VALUES (X'00', 'v')")
+    spoiled("meta-value-not-text", "meta: dim is not text", meta("dim", "X'00'"))
+    spoiled("meta-missing", "meta: no dim", "DELETE FROM meta WHERE key = 'dim'")
+    spoiled("meta-format", "meta: format other, not", meta("format", "'other'"))
+    spoiled("meta-format-version", "meta: format_version x", meta("format_version", "'x'"))
+    spoiled("meta-format-version-newer", "written by a newer edge-m3", meta("format_version", "'${EdgeM3Contract.INDEX_DB_VERSION + 1}'"))
+    spoiled("meta-dim", "meta: dim 0", meta("dim", "'0'"))
+    spoiled("meta-dense", "meta: dense f8", meta("dense", "'f8'"))
+    spoiled("meta-colbert", "meta: colbert f8", meta("colbert", "'f8'"))
+    spoiled("meta-bundle", "meta: bundle is not JSON", meta("bundle", "'{'"))
+    spoiled("meta-base", "meta: base \"elsewhere\"", meta("base", "'elsewhere'"))
+    spoiled("meta-base-sha", "meta: base_sha256 \"\" for base", meta("base_sha256", "''"))
+    spoiled("meta-generation", "meta: generation -1", meta("generation", "'-1'"))
+    spoiled("base-missing", "has no ${EdgeM3Contract.INDEX_MANIFEST}", meta("base", "'${EdgeM3Contract.INDEX_BASE_PREFIX}9'"))
+    spoiled("base-stores", "dim/dense/colbert $dim/int8/$colbert, its base's are", meta("dense", "'int8'"))
+    spoiled("base-bundle", "written for another bundle than its base", meta("bundle", "'null'"))
+    spoiled("removed-outside", "removed: row 99 outside the base's ${v.size}", "INSERT INTO removed (row) VALUES (99)")
+    spoiled("passage-id", "passages: an id that is neither an integer nor text", "UPDATE passages SET id = X'00'")
+    spoiled("passage-chunk", "chunk -1 is not an integer from 0", "UPDATE passages SET chunk = -1")
+    spoiled("passage-dense", "dense is not a blob", "UPDATE passages SET dense = 'x'")
+    spoiled("passage-in-base", "id 1 is both in the base and added", "UPDATE passages SET id = 1")
+    // a base passage of two chunks with one chunk's row tombstoned: removed in part
+    val parted = folder()
+    EdgeM3WritableIndex.create(parted, dim, "float32", colbert, null, db).use { x ->
+        x.add("two", listOf(v[0], v[1]))
+        x.compact()
+        x.add("other", v[2])
+    }
+    sql(parted, "INSERT INTO removed (row) VALUES (1)")
+    cases.refuses("writable-db-removed-in-part", EdgeM3ErrorKind.INVALID_INPUT, "a base passage is removed in part") {
+        EdgeM3WritableIndex.open(parted, db).use { it.count }
+    }
+}
+
+/** Manifest rules no bundle breaks: a special-token key, a signature too short for <s> and </s>. */
+internal fun manifestRuleChecks(truth: LocalBundle, cases: Cases) {
+    cases.refuses("manifest-special-key", EdgeM3ErrorKind.INVALID_INPUT, "unknown special token key sep") {
+        truth.manifest.tokenizer.special["sep"]
+    }
+    cases.refuses("manifest-signature-too-short", EdgeM3ErrorKind.INVALID_INPUT, "signature s1: seq_len 1 < 2") {
+        ModelEntry("tflite", "m.tflite", "fp32", listOf(Signature("s1", 1, emptyList(), emptyList())))
+    }
+    cases.refuses("options-gpu-off", EdgeM3ErrorKind.INVALID_INPUT, "accelerator GPU: needs LiteRT's CompiledModel") {
+        EdgeM3Embedder.fromDirectory(truth.dir, weightCache = WeightCache.Off, accelerator = EdgeM3Accelerator.GPU)
+    }
+    cases.case("line-breaks-escaped") {
+        val m = EdgeM3Exception("a\nb\rc").message
+        if (m != "a\\nb\\rc") "message \"$m\"" else null
+    }
+}
+
+/** extractAsset: the copy's size or SHA-256 not the manifest's is a corrupt bundle, and nothing is left behind. */
+private fun extractAssetChecks(work: File, truth: LocalBundle, ctx: FolderContext, cases: Cases) {
+    val path = "${EdgeM3Contract.ASSET_DIR}/${truth.model.file}"
+    val entry = truth.modelEntry
+    fun entry(size: Long, sha: String) = FileEntry.fromJson(mapOf("size" to size, "sha256" to sha))
+    cases.refuses("extract-asset-size", EdgeM3ErrorKind.CORRUPT_BUNDLE, "manifest.json says ${entry.size + 1} bytes") {
+        EdgeM3Embedder.extractAsset(ctx.assets, path, entry(entry.size + 1, entry.sha256), File(work, "size"))
+    }
+    cases.refuses("extract-asset-sha256", EdgeM3ErrorKind.CORRUPT_BUNDLE, "sha256 ${entry.sha256}; manifest.json says") {
+        EdgeM3Embedder.extractAsset(ctx.assets, path, entry(entry.size, "0".repeat(64)), File(work, "sha"))
+    }
+    cases.case("extract-asset-nothing-left") {
+        val left = listOf("size", "sha").flatMap { File(work, it).list()?.toList() ?: emptyList() }
+        val good = EdgeM3Embedder.extractAsset(ctx.assets, path, entry, File(work, "good"))
+        when {
+            left.isNotEmpty() -> "left behind: $left"
+            good.length() != entry.size -> "the good copy has ${good.length()} bytes"
+            EdgeM3Embedder.extractAsset(ctx.assets, path, entry, File(work, "good")) != good -> "not reused"
+            else -> null
+        }
+    }
+}
+
+/** The tokenizers' refusals of a corrupt file or spec, each naming the file (EdgeM3Exception, INVALID_INPUT). */
+private fun tokenizerChecks(truth: LocalBundle, cases: Cases) {
+    val bad = EdgeM3ErrorKind.INVALID_INPUT
+    val special = SpecialIds(0, 1, 2, 3, 4)
+    val wpOptions = WordPieceOptions(true, true, true, true, "##", 100)
+    val bpeOptions = BpeOptions("", false, true, false, false, "<unk>")
+    fun spec(kind: String, file: String, wp: WordPieceOptions? = null, bpe: BpeOptions? = null, vocabMap: String? = null,
+             idOffset: Int = 0) = TokenizerSpec(file, special, spUnkId = 3, idOffset = idOffset, vocabSize = 8,
+        vocabMapFile = vocabMap, kind = kind, options = wp, bpeOptions = bpe)
+    fun bytes(vararg b: Int) = ByteArray(b.size) { b[it].toByte() }
+    // SentencePiece's protobuf reader
+    val sp = EdgeM3Contract.SENTENCEPIECE
+    for ((name, pair) in listOf(
+        "sp-empty" to (bytes() to "no pieces"),
+        "sp-field-zero" to (bytes(0x00, 0x00) to "field number 0 at byte 0"),
+        "sp-truncated-varint" to (bytes(0x28, 0x80) to "truncated varint at byte 1"),
+        "sp-wire-type" to (bytes(0x2b) to "wire type 3 at byte 1"),
+        "sp-pieces-wire" to (bytes(0x08, 0x01) to "pieces (field 1) has wire type 0, expected 2"),
+        "sp-length-past-end" to (bytes(0x0a, 0x05, 0x00) to "length 5 past the end at byte 1"),
+        "sp-fixed-past-end" to (bytes(0x21, 0x00) to "field past the end at byte 1"),
+        "sp-skips-unknown" to (bytes(0x20, 0x01, 0x2d, 0, 0, 0, 0, 0x31, 0, 0, 0, 0, 0, 0, 0, 0, 0x3a, 0x00) to "no pieces"))) {
+        cases.refuses("tokenizer-$name", bad, "$sp: not a SentencePiece model (${pair.second})") {
+            SentencePieceModel.parse(pair.first, sp)
+        }
+    }
+    // each kind's tokenizer, from bytes that are not its file or a spec of another kind
+    cases.refuses("tokenizer-xlmr-garbage", bad, "$sp: not a SentencePiece model") {
+        XlmrTokenizer(bytes(0x0b, 0x0b), spec(EdgeM3Contract.XLMR_SENTENCEPIECE, sp))
+    }
+    val vocab = EdgeM3Contract.WORDPIECE_VOCAB
+    cases.refuses("tokenizer-wordpiece-kind", bad, "tokenizer kind '${EdgeM3Contract.BYTE_LEVEL_BPE}' is not '${EdgeM3Contract.WORDPIECE}'") {
+        WordPieceTokenizer(bytes(0x61), spec(EdgeM3Contract.BYTE_LEVEL_BPE, vocab, wpOptions))
+    }
+    cases.refuses("tokenizer-wordpiece-no-options", bad, "tokenizer options missing (required for kind wordpiece)") {
+        WordPieceTokenizer(bytes(0x61), spec(EdgeM3Contract.WORDPIECE, vocab))
+    }
+    cases.refuses("tokenizer-wordpiece-vocab-map", bad, "vocab_map must be null for a WordPiece vocabulary") {
+        WordPieceTokenizer(bytes(0x61), spec(EdgeM3Contract.WORDPIECE, vocab, wpOptions, vocabMap = EdgeM3Contract.VOCAB_MAP))
+    }
+    cases.refuses("tokenizer-wordpiece-not-utf8", bad, "$vocab: not UTF-8") {
+        WordPieceTokenizer(bytes(0xff, 0xfe, 0x0a), spec(EdgeM3Contract.WORDPIECE, vocab, wpOptions))
+    }
+    cases.refuses("tokenizer-wordpiece-empty-line", bad, "$vocab: vocabulary line 2 '' is empty or holds a line break") {
+        WordPieceTokenizer("a\n\nb\n".toByteArray(), spec(EdgeM3Contract.WORDPIECE, vocab, wpOptions))
+    }
+    cases.refuses("tokenizer-wordpiece-repeat", bad, "$vocab: vocabulary line 2 'a' repeats line 1") {
+        WordPieceTokenizer("a\na\n".toByteArray(), spec(EdgeM3Contract.WORDPIECE, vocab, wpOptions))
+    }
+    cases.refuses("tokenizer-wordpiece-size", bad, "$vocab: 2 tokens, but the manifest says vocab_size 8") {
+        WordPieceTokenizer("a\nb\n".toByteArray(), spec(EdgeM3Contract.WORDPIECE, vocab, wpOptions))
+    }
+    val bpe = EdgeM3Contract.BPE_FILE
+    cases.refuses("tokenizer-bpe-kind", bad, "tokenizer kind '${EdgeM3Contract.WORDPIECE}' is not '${EdgeM3Contract.BYTE_LEVEL_BPE}'") {
+        BpeTokenizer("{}".toByteArray(), spec(EdgeM3Contract.WORDPIECE, bpe, bpe = bpeOptions))
+    }
+    cases.refuses("tokenizer-bpe-no-options", bad, "tokenizer options missing (required for kind ${EdgeM3Contract.BYTE_LEVEL_BPE})") {
+        BpeTokenizer("{}".toByteArray(), spec(EdgeM3Contract.BYTE_LEVEL_BPE, bpe))
+    }
+    cases.refuses("tokenizer-bpe-normalizer", bad, "tokenizer options.normalizer 'NFKC' unknown") {
+        BpeTokenizer("{}".toByteArray(), spec(EdgeM3Contract.BYTE_LEVEL_BPE, bpe,
+            bpe = BpeOptions("NFKC", false, true, false, false, "<unk>")))
+    }
+    cases.refuses("tokenizer-bpe-id-offset", bad, "vocab_map must be null and id_offset 0 for a byte-level BPE tokenizer") {
+        BpeTokenizer("{}".toByteArray(), spec(EdgeM3Contract.BYTE_LEVEL_BPE, bpe, bpe = bpeOptions, idOffset = 1))
+    }
+    cases.refuses("tokenizer-bpe-not-utf8", bad, "$bpe: not valid JSON (not UTF-8)") {
+        BpeTokenizer(bytes(0xff, 0xfe), spec(EdgeM3Contract.BYTE_LEVEL_BPE, bpe, bpe = bpeOptions))
+    }
+    cases.refuses("tokenizer-bpe-not-json", bad, "$bpe: not valid JSON (JSON: expected a key at offset 1)") {
+        BpeTokenizer("{".toByteArray(), spec(EdgeM3Contract.BYTE_LEVEL_BPE, bpe, bpe = bpeOptions))
+    }
+    cases.refuses("tokenizer-bpe-no-vocab", bad, "$bpe: vocab is missing or not a list") {
+        BpeTokenizer("{}".toByteArray(), spec(EdgeM3Contract.BYTE_LEVEL_BPE, bpe, bpe = bpeOptions))
+    }
+    // XLM-R's model checks, on hand-written models: <unk>, <s>, </s> first (types UNKNOWN, CONTROL), then pieces
+    val head = listOf(Triple("<unk>", 0f, SentencePieceModel.UNKNOWN), Triple("<s>", 0f, SentencePieceModel.CONTROL),
+        Triple("</s>", 0f, SentencePieceModel.CONTROL))
+    fun normal(vararg s: String) = s.mapIndexed { i, p -> Triple(p, -1f - i, SentencePieceModel.NORMAL) }
+    val xlmr = spec(EdgeM3Contract.XLMR_SENTENCEPIECE, sp, idOffset = 1)
+    cases.refuses("tokenizer-xlmr-no-unk", bad, "expected exactly one <unk> piece, at id 0") {
+        XlmrTokenizer(spModel(normal("a", "b", "c")), xlmr)
+    }
+    cases.refuses("tokenizer-xlmr-duplicate-piece", bad, "piece \"a\" occurs twice in the model") {
+        XlmrTokenizer(spModel(head + normal("a", "a")), xlmr)
+    }
+    cases.refuses("tokenizer-xlmr-past-vocab", bad, "8 pieces map past the manifest's vocab_size 8") {
+        XlmrTokenizer(spModel(head + normal("a", "b", "c", "d", "e")), xlmr)
+    }
+    cases.refuses("tokenizer-xlmr-special-outside", bad, "tokenizer special_ids {'mask': 9} lie outside vocab_size 8") {
+        XlmrTokenizer(spModel(head + normal("a")), TokenizerSpec(sp, SpecialIds(0, 1, 2, 3, 9), spUnkId = 3, idOffset = 1,
+            vocabSize = 8))
+    }
+    cases.refuses("tokenizer-xlmr-control-past-eos", bad, "control or user-defined pieces past </s>: [3]") {
+        XlmrTokenizer(spModel(head + listOf(Triple("x", 0f, SentencePieceModel.CONTROL))), xlmr)
+    }
+    cases.refuses("tokenizer-open-unknown-kind", bad, "tokenizer.kind") {
+        EdgeM3Tokenizer.open(spec("sentencepiece-bpe", sp)) { ByteArray(0) }
+    }
+    cases.case("tokenizer-open-each-kind") {
+        // the bundle's own files through EdgeM3Tokenizer.open, its ids those of the loaded tokenizer
+        val t = EdgeM3Tokenizer.open(truth.manifest.tokenizer) { File(truth.dir, it).readBytes() }
+        val a = t.encode("BGE-M3 on a phone.").toList()
+        val b = truth.tokenizer.encode("BGE-M3 on a phone.").toList()
+        if (a != b || t.modelRows(t.encode("x")).isEmpty()) "ids $a, expected $b" else null
+    }
+}
+
+/** A SentencePiece model in protobuf wire format: each piece (text, score, type) as ModelProto.pieces. */
+private fun spModel(pieces: List<Triple<String, Float, Int>>): ByteArray {
+    fun varint(v: Int): List<Int> {
+        var x = v
+        val out = ArrayList<Int>()
+        while (x >= 0x80) { out.add(x and 0x7F or 0x80); x = x ushr 7 }
+        out.add(x)
+        return out
+    }
+    val out = ArrayList<Int>()
+    for ((text, score, type) in pieces) {
+        val t = text.toByteArray(Charsets.UTF_8).map { it.toInt() and 0xFF }
+        val bits = java.lang.Float.floatToIntBits(score)
+        val body = listOf(0x0A) + varint(t.size) + t +
+            listOf(0x15, bits and 0xFF, (bits ushr 8) and 0xFF, (bits ushr 16) and 0xFF, (bits ushr 24) and 0xFF) +
+            listOf(0x18) + varint(type)
+        out += listOf(0x0A) + varint(body.size) + body
+    }
+    return ByteArray(out.size) { out[it].toByte() }
+}
