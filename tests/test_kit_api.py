@@ -14,7 +14,6 @@ EdgeM3ApiTests (ios_assets/Tests/EdgeM3Tests/EdgeM3ApiTests.swift).
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 from pathlib import Path
@@ -27,8 +26,6 @@ pytestmark = pytest.mark.models  # builds a bundle and compiles the kits
 
 ROOT = Path(__file__).resolve().parents[1]
 KT = ROOT / "android_assets/src/main/java/dev/edgem3"
-# RefusalCheck.kt's writable index runs on jvm/JdbcIndexDb.kt: the xerial driver (as tests/test_kit_writable.py)
-SQLITE_JDBC_JAR = os.environ.get("EDGE_M3_SQLITE_JDBC_JAR") or "/usr/share/java/sqlite-jdbc.jar"
 SWIFT = ROOT / "ios_assets/Sources/EdgeM3"
 
 
@@ -115,6 +112,7 @@ REFUSAL_CASES = {
 
 def test_kotlin_api(kit_jar: Path, tiny_bundle: Path, litert_c_library: Path, tmp_path: Path) -> None:
     from tests.conftest import jna_jar_path
+    from tests.test_kit_writable import SQLITE_JDBC_JAR  # RefusalCheck.kt's writable index: jvm/JdbcIndexDb.kt
 
     classpath = f"{kit_jar}:{jna_jar_path()}:{SQLITE_JDBC_JAR}"
     proc = subprocess.run(["java", "-cp", classpath, "dev.edgem3.AndroidCheckKt", "api",
