@@ -352,7 +352,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) == 3 and sys.argv[1] == "--aeq-child":
+    if sys.argv[1:2] == ["--aeq-child"]:  # `make`'s child: one AEQ job file
         _aeq_child(Path(sys.argv[2]))
     else:
         raise SystemExit(main())
