@@ -265,6 +265,21 @@ def test_int4_refuses_widths_its_blocks_do_not_divide(tiny_ckpt: Path, tmp_path:
     assert len(err.splitlines()) == 1 and "--quant int4: not for this model" in err, err
 
 
+def test_aeq_hadamard_rotation_runs_on_the_locked_numpy() -> None:
+    """AEQ 0.10.0's Hadamard rotation is written for numpy 2 (`reshape(copy=False)`);
+    `numpy_compat` spells it for 1.26 too: the same block-diagonal rotation, undone by H^T."""
+    from ai_edge_quantizer.algorithms.uniform_quantize import hadamard_rotation as hr
+
+    from edge_m3.export.aeq import numpy_compat
+
+    numpy_compat()
+    w = np.random.default_rng(0).normal(size=(3, 384)).astype(np.float32)
+    rotated, size, _ = hr._rotate_with_diagonal_hadamard(w, 1)
+    assert size == 128  # the largest power of two dividing 384
+    back = (rotated.reshape(-1, 128) @ hr._make_hadamard_matrix(128).T).reshape(w.shape)
+    np.testing.assert_allclose(back, w, atol=1e-5)
+
+
 def test_int4_mixes_4_and_8_bit_weights_and_runs_on_litert(tmp_path_factory: pytest.TempPathFactory,
                                                            tmp_path: Path) -> None:
     """ai-edge-quantizer's int4: 4-bit FULLY_CONNECTED and tables, 8-bit where the recipe says,

@@ -70,6 +70,7 @@ _PARTS = {"attn_q": "query", "attn_k": "key", "attn_v": "value", "attn_o": "attn
 
 
 MIN_MAX = "min_max_uniform_quantize"  # scale = max |w| / (2^(bits-1) - 1)
+HADAMARD = "DECOMPOSED_HADAMARD_ROTATION"  # weights rotated offline, activations by an inserted FC
 # (group, bits, granularity[, AEQ algorithm: MIN_MAX, "MSE" or "OCTAV" clip the range])
 Rule = tuple[Any, ...]
 
@@ -92,7 +93,9 @@ def parse_rules(text: str) -> list[Rule]:
 # (their error hardly depends on the block on the built-in texts; on real text in 24 languages
 # it does, and no recipe within 0.6x of int8's file met int8's bounds: docs/benchmarks.md,
 # issue 26), and 8-bit where 4 bits cost the most: the heads
-# (the sparse head is one [H] vector, one scale) and the last five encoder layers.
+# (the sparse head is one [H] vector, one scale) and the last five encoder layers. Issue 36
+# (tools/research/int4_techniques.py): tables rotated by HADAMARD first are what moved real
+# text most, but no mix reached dense 0.997 and agreement 0.9 within 0.6x of int8's file.
 AEQ_RECIPES: dict[str, list[Rule]] = {
     "aeq-int4-mixed": [("all_fc", 4, "BLOCKWISE_64"), ("embeddings", 4, "BLOCKWISE_128"),
                        ("heads", 8, CHANNELWISE),
@@ -140,15 +143,43 @@ def encoder_layers(path: Path) -> int:
     return max(found) + 1 if found else 0
 
 
-def quantize(src: Path, dst: Path, rules: Sequence[Rule]) -> None:
+def numpy_compat() -> None:
+    """AEQ 0.10.0's Hadamard rotation and OCTAV are written for numpy 2 (`reshape(copy=False)`,
+    `np.bool`); the locked numpy is 1.26. Same arithmetic, spelled for both."""
+    import numpy as np
+    from ai_edge_quantizer.algorithms.uniform_quantize import hadamard_rotation as hr
+
+    if "bool" not in np.__dict__:
+        np.bool = np.bool_  # type: ignore[attr-defined]
+    if getattr(hr._rotate_with_diagonal_hadamard, "numpy_compat", False):
+        return
+    real = hr._rotate_with_diagonal_hadamard
+
+    def rotate(tensor: Any, axis: int, max_size: int | None = None) -> Any:
+        if axis != tensor.ndim - 1:
+            return real(tensor, axis, max_size)  # AEQ's own error
+        n = int(np.gcd(tensor.shape[axis], 2**30))  # the largest power of 2 dividing the width
+        if max_size:
+            n = min(n, 1 << (max_size.bit_length() - 1))
+        w = np.matmul(tensor.reshape((-1, n)), hr._make_hadamard_matrix(n))
+        return w.reshape(tensor.shape), n, np.ones(n, dtype=np.int8)
+
+    rotate.numpy_compat = True  # type: ignore[attr-defined]
+    hr._rotate_with_diagonal_hadamard = rotate
+
+
+def quantize(src: Path, dst: Path, rules: Sequence[Rule], calibration: Any = None) -> None:
     """Quantize the float .tflite `src` by `rules` into `dst` (AEQ writes buffers after the
-    FlatBuffer, so files past 2 GB work both ways)."""
+    FlatBuffer, so files past 2 GB work both ways); `calibration`: AEQ's calibration data
+    (signature -> inputs), for rules whose algorithm needs it (GPTQ)."""
     from ai_edge_quantizer import quantizer
 
+    numpy_compat()
     layers = encoder_layers(src) if any(str(r[0]).startswith("layer_-") for r in rules) else None
     q = quantizer.Quantizer(str(src))
     q.load_quantization_recipe(aeq_recipe(rules, layers))
-    q.quantize().export_model(str(dst), overwrite=True)
+    result = None if calibration is None else q.calibrate(calibration, num_threads=1)
+    q.quantize(result).export_model(str(dst), overwrite=True)
 
 
 def weight_bits(path: Path) -> dict[str, dict[str, int]]:

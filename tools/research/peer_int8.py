@@ -208,8 +208,12 @@ def _smooth_child(job_path: Path) -> None:
         return model
 
     modeling.build_model = build_model
-    params, _ = trace_checkpoint(Path(job["checkpoint"]), job["seq_lens"], job["heads"],
-                                 Path(job["saved"]), dynamic=True)  # as build does for ONNX
+    if job.get("lookup"):  # the EMBEDDING_LOOKUP trace that ai-edge-quantizer starts from (int4)
+        params, _ = trace_checkpoint(Path(job["checkpoint"]), job["seq_lens"], job["heads"], None,
+                                     lookup_dir=Path(job["saved"]))
+    else:
+        params, _ = trace_checkpoint(Path(job["checkpoint"]), job["seq_lens"], job["heads"],
+                                     Path(job["saved"]), dynamic=True)  # as build does for ONNX
     Path(job["saved"]).with_suffix(".json").write_text(json.dumps({"params": params,
                                                                     "scales": report}))
 
@@ -248,6 +252,22 @@ def build_peer(a: argparse.Namespace) -> Path:
     return cache
 
 
+def smooth_trace(work: Path, checkpoint: Path, alpha: float, sites: Sequence[str], stats: str,
+                 calib_ids: list[list[int]], seq_lens: Sequence[int], heads: Sequence[str],
+                 saved: Path, lookup: bool = False) -> int:
+    """The smoothing child (module docstring): max|X| over `calib_ids` (kept in `work/stats`),
+    the smoothed model traced to `saved` (`lookup`: the EMBEDDING_LOOKUP trace for
+    ai-edge-quantizer, else the dynamic one); returns the parameter count."""
+    job = {"checkpoint": str(checkpoint), "alpha": alpha, "sites": list(sites),
+           "stats": str(work / stats), "calibration_ids": calib_ids, "seq_lens": list(seq_lens),
+           "heads": list(heads), "saved": str(saved), "lookup": lookup}
+    job_file = saved.with_suffix(".job.json")
+    job_file.write_text(json.dumps(job))
+    _run([sys.executable, "-m", "tools.research.peer_int8", "--smooth-child", job_file],
+         f"smoothed (alpha {alpha}): calibrate + trace")
+    return int(json.loads(saved.with_suffix(".json").read_text())["params"])
+
+
 def build_smoothed(a: argparse.Namespace, base: Path, calib_ids: list[list[int]],
                    sites: Sequence[str]) -> Path:
     """Ours with smoothing: the traced SavedModel from the smoothing child, then edge-m3's own
@@ -264,15 +284,9 @@ def build_smoothed(a: argparse.Namespace, base: Path, calib_ids: list[list[int]]
     bundle = load_bundle(base, verify=False)
     entry = bundle.model_entry("tflite")
     saved = a.work / f"{tag}.saved"
-    job = {"checkpoint": str(a.checkpoint), "alpha": a.smooth, "sites": list(sites),
-           "stats": str(a.work / f"smooth-stats-{a.calibration}-{a.calibration_seed}.npz"),
-           "calibration_ids": calib_ids, "seq_lens": list(entry.seq_lens),
-           "heads": list(bundle.manifest.heads), "saved": str(saved)}
-    job_file = a.work / f"{tag}.job.json"
-    job_file.write_text(json.dumps(job))
-    _run([sys.executable, "-m", "tools.research.peer_int8", "--smooth-child", job_file],
-         f"ours smoothed (alpha {a.smooth}): calibrate + trace")
-    params = json.loads(saved.with_suffix(".json").read_text())["params"]
+    params = smooth_trace(a.work, a.checkpoint, a.smooth, sites,
+                          f"smooth-stats-{a.calibration}-{a.calibration_seed}.npz", calib_ids,
+                          entry.seq_lens, bundle.manifest.heads, saved)
     recipe = RECIPES["int8"]
     tmp = a.work / f"{tag}.files"
     tmp.mkdir(exist_ok=True)
@@ -363,29 +377,35 @@ def _subset(outs: Sequence[Any], idx: Sequence[int]) -> list[Any]:
 
 
 def figures(ours: Sequence[Mapping[str, Any]], ref: Sequence[Mapping[str, Any]], nq: int,
-            relevant: Sequence[Sequence[int]]) -> dict[str, Any]:
+            relevant: Sequence[Sequence[int]], quant: str = "int8") -> dict[str, Any]:
+    """The gate's figures of `ours` against `ref` (queries first), `failed` by `quant`'s gate."""
     from edge_m3.contract import RECIPES
     from edge_m3.harness.metrics import compare, gate
 
     n = len(ref)
     sets = {"queries": list(range(nq)), "passages": list(range(nq, n))}
     f = compare(ours, ref, sets, sets["queries"], sets["passages"], relevant)
-    f["failed"] = gate(f, RECIPES["int8"].thresholds)
+    f["failed"] = gate(f, RECIPES[quant].thresholds)
     return f
 
 
 def row(name: str, mb: float, f: Mapping[str, Any]) -> str:
-    d, a = f["dense_cosine"]["all"], f["retrieval_top10_agreement"]
+    d = f["dense_cosine"]["all"]
     fails = [x.split(":")[0] for x in f["failed"] if "rss" not in x]
     return (f"| {name} | {mb:.1f} | {d['min']:.5f} | {d['p1']:.5f} | {d['mean']:.5f} "
-            f"| {f['lexical_abs_err']:.3f} ({f['lexical_abs_err_p99']:.3f}) "
+            f"{error_cells(f)}| {'pass' if not fails else 'FAIL: ' + ', '.join(fails)} |")
+
+
+def error_cells(f: Mapping[str, Any]) -> str:
+    """The lexical and ColBERT error (max and p99) and agreement cells of a row."""
+    a = f["retrieval_top10_agreement"]
+    return (f"| {f['lexical_abs_err']:.3f} ({f['lexical_abs_err_p99']:.3f}) "
             f"| {f['colbert_score_abs_err']:.3f} ({f['colbert_score_abs_err_p99']:.3f}) "
-            f"| {a['dense']:.3f} / {a['sparse']:.3f} / {a['colbert']:.3f} "
-            f"| {'pass' if not fails else 'FAIL: ' + ', '.join(fails)} |")
+            f"| {a['dense']:.3f} / {a['sparse']:.3f} / {a['colbert']:.3f} ")
 
 
-HEAD = ("| variant | file MB | dense cos min | p1 | mean | lexical err max (p99) "
-        "| ColBERT err max (p99) | top-10 agreement d / s / c | int8 gate |\n" + "|" + " --- |" * 9)
+ERROR_HEADS = "| lexical err max (p99) | ColBERT err max (p99) | top-10 agreement d / s / c "
+HEAD = f"| variant | file MB | dense cos min | p1 | mean {ERROR_HEADS}| int8 gate |\n|" + " --- |" * 9
 
 
 def main(argv: Sequence[str] | None = None) -> int:
