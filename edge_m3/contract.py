@@ -227,6 +227,9 @@ class QuantRecipe:
     # Oldest LiteRT (ai-edge-litert) seen to compute the file correctly (docs/benchmarks.md,
     # issue 13): older ones may load a file and still compute it wrongly.
     oldest_litert: str = "1.0.1"
+    # Activations quantized statically: the build calibrates on texts (`build --calibration`,
+    # default the committed fidelity sample) and the file computes in integers.
+    calibrated: bool = False
 
     @property
     def uses_aeq(self) -> bool:
@@ -269,6 +272,13 @@ _INT8_TOLERANCE = Tolerance(0.999, 5e-2)
 # 500 -> 2,146 texts), so the maxima get ~1.25x the whole corpus's (lexical 0.060, ColBERT
 # 0.122) and the 99th percentiles, which do not grow, the tight bounds (0.040 and 0.015 there).
 _INT8_LIMITS = _limits(0.995, 0.8, 0.08, 0.15, lex_p99=0.05, colbert_p99=0.03)
+# The full-integer gate (`int16x8`), from its spread on real text (docs/benchmarks.md, "Issue 36:
+# the full-integer variant": e5-small calibrated on sample(corpus, 200, seed 36), gated on 299
+# texts sampled from the other 1,946, LiteRT): dense min 0.99884, lexical err 0.424 (p99 0.249),
+# ColBERT err 0.023 (p99 0.011), agreement 0.914 / 0.967 / 0.944. Dense and ColBERT are better
+# than int8's, the lexical weights far worse: the maxima get ~1.3x the measured ones, the dense
+# bound 2.5x its distance from 1, agreement and top-10 overlap int8's bounds.
+INT16X8_LIMITS = _limits(0.997, 0.8, 0.55, 0.06, lex_p99=0.32, colbert_p99=0.025)
 RECIPES: dict[str, QuantRecipe] = {r.name: r for r in (
     QuantRecipe("fp32", "float32 weights and compute", 4.0, converter("float32"),
                 onnx_recipe("float32"), "2.14.0", _limits(0.99999, 0.99, 0.001, 0.001),
@@ -309,6 +319,26 @@ RECIPES: dict[str, QuantRecipe] = {r.name: r for r in (
                      "issue-26 corpus, 2,146 texts: dense cosine 0.989, lexical err 0.30, ColBERT "
                      "err 0.25, retrieval agreement 0.80); verify it on your own texts (verify "
                      "--texts CORPUS.jsonl) or ship int8"),
+    # Full integer for accelerators (issue 36): int16 activations, calibrated statically, and
+    # int8 weights (LiteRT's 16x8 kernels), by ai-edge-quantizer over the float file
+    # (edge_m3.export.aeq.STATIC_RECIPES). Meant for delegates that refuse dynamic-range files.
+    # No ONNX file (not attempted, docs/benchmarks.md): onnxruntime's CPU provider would run a
+    # 16-bit QDQ file as float between Quantize/Dequantize pairs, so nothing here could check
+    # what a QNN-class provider makes of one. On LiteRT's CPU kernels (no XNNPACK: it has no
+    # int16 kernels) the file is about 50x slower than int8.
+    # Gate: INT16X8_LIMITS (its lexical weights are far from FlagEmbedding's: the note says so).
+    # bytes_per_param 1.25: int8 weights, but the tables are int16 (AEQ quantizes GATHER's table
+    # like an activation): e5-small, table-heavy, weighs 1.89 bytes a parameter, full-size BGE-M3
+    # about 1.45, a model with a small table (ModernBERT-base) about 1.25.
+    QuantRecipe("int16x8", "full integer: int8 weights (int16 tables), int16 activations "
+                "calibrated on text, for NPU and GPU delegates", 1.25, quantizer("aeq-static-a16w8"),
+                None, "2.21.0",
+                INT16X8_LIMITS, _INT8_TOLERANCE, oldest_litert="2.3.0", calibrated=True,
+                note="int16x8 is for NPU/GPU delegates that take only full-integer files (NNAPI, "
+                     "QNN HTP, Edge-TPU-class NPUs, GPU delegates with int16 support): no delegate "
+                     "was run here, only LiteRT's CPU kernels, where it is ~50x slower than int8; "
+                     "its lexical weights are off by up to 0.42 on real text (int8: 0.06), its "
+                     "dense and ColBERT outputs closer than int8's; on a CPU ship int8"),
 )}
 QUANTS = tuple(RECIPES)
 # Names that were variants once: a one-line pointer instead of "unknown".

@@ -310,3 +310,77 @@ def test_int4_mixes_4_and_8_bit_weights_and_runs_on_litert(tmp_path_factory: pyt
     assert got["input_ids"] == want["input_ids"]
     # random tiny weights: a floor set from the spread over seeds (tests/support/spread.py)
     assert float(np.dot(got["dense_vecs"], want["dense_vecs"])) >= TOLERANCES["int4_dense_cosine_min"]
+
+
+def test_int16x8_is_full_integer_and_computes_like_fp32(tiny_ckpt: Path, tmp_path: Path,
+                                                         capsys) -> None:
+    """The full-integer variant: ai-edge-quantizer's static int16 activations with int8 weights,
+    calibrated on the committed fidelity sample (the default). Every op of the encoder computes
+    in integers but LayerNorm's variance (SQUARED_DIFFERENCE, NEG: no int16 kernel in AEQ's
+    policy); the output tail (sparse head, L2 norms, the three outputs) is float by the recipe,
+    and every signature shares one set of activation ranges. Inputs stay
+    int32, outputs float32; LiteRT runs it close to fp32. A bad --calibration is one line;
+    without one, the committed sample."""
+    pytest.importorskip("ai_edge_quantizer")
+    from edge_m3.builder.orchestrate import _calibration_texts
+    from edge_m3.contract import RECIPES
+    from edge_m3.export.aeq import float_ops
+    from edge_m3.harness.fidelity import bundled_sample
+    from edge_m3.runtime.pipeline import DevicePipeline
+
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"text": "x", "kind": "query", "lang": "en"}\n')
+    assert main(["build", "--checkpoint", str(tiny_ckpt), "--quant", "int16x8", "--calibration",
+                 str(bad), "--out", str(tmp_path / "never"), "--kits", "none", "-q"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and f"--calibration {bad}: line 1: 'group'" in err, err
+    assert not (tmp_path / "never").exists()
+
+    default = _calibration_texts(BuildOptions(quants=recipes("int16x8")))
+    assert default == [r["text"] for r in bundled_sample().records]
+    assert _calibration_texts(BuildOptions(quants=recipes("int8"))) is None
+    calibration = tmp_path / "calibration.jsonl"  # a few texts of it keep the test short
+    calibration.write_text("".join(json.dumps(r) + "\n" for r in bundled_sample().records[:24]))
+    lengths = [8, 16]
+    out, fp32 = build(BuildOptions(checkpoint=str(tiny_ckpt), quants=recipes("int16x8", "fp32"),
+                                   seq_lens=lengths, out=str(tmp_path / "{quant}"),
+                                   calibration=calibration), quiet=True)
+    bundle = load_bundle(out)
+    entry = bundle.model_entry("tflite")
+    path = out / entry.file
+    layers = 2 * json.loads((tiny_ckpt / "config.json").read_text())["num_hidden_layers"] + 1
+    n = len(lengths)  # every count is per signature
+    assert float_ops(path) == {"CAST": n, "NEG": layers * n, "SQUARED_DIFFERENCE": layers * n,
+                               "SQUARE": 2 * n, "SUM": 2 * n, "SQRT": 2 * n, "MAXIMUM": 2 * n,
+                               "DIV": 2 * n, "MUL": n, "FULLY_CONNECTED": n}  # the sparse head
+    assert {"FULLY_CONNECTED", "BATCH_MATMUL", "SOFTMAX", "GELU", "GATHER"} <= set(entry.ops)
+    scales = _int16_scales(path)  # one list per signature, tensor by tensor
+    assert len(scales) == n and sum(x is not None for x in scales[0]) > 20 and scales[0] == scales[1]
+    assert all(i.dtype == "int32" for s in entry.signatures for i in s.inputs)
+    assert all(o.dtype == "float32" for s in entry.signatures for o in s.outputs)
+    assert entry.self_check["litert"].ok
+    assert RECIPES["int16x8"].onnx is None and RECIPES["int16x8"].calibrated
+    for text in ("Hello world", "a longer text that needs the sixteen token signature here"):
+        got = DevicePipeline(bundle, RUNTIMES["litert"], 1).embed(text)
+        want = DevicePipeline(load_bundle(fp32), RUNTIMES["litert"], 1).embed(text)
+        assert got["input_ids"] == want["input_ids"]
+        # random tiny weights: a floor set from the spread over seeds (tests/support/spread.py)
+        cos = float(np.dot(got["dense_vecs"], want["dense_vecs"]))
+        assert cos >= TOLERANCES["int16x8_dense_cosine_min"], (text, cos)
+
+
+def _int16_scales(path: Path) -> list[list[float | None]]:
+    """Per subgraph, the scale of each tensor (None unless an int16 tensor with one scale)."""
+    from ai_edge_litert import schema_py_generated as schema
+
+    model = schema.Model.GetRootAsModel(path.read_bytes(), 0)
+    out = []
+    for g in range(model.SubgraphsLength()):
+        graph, row = model.Subgraphs(g), []
+        for i in range(graph.TensorsLength()):
+            t = graph.Tensors(i)
+            q = t.Quantization()
+            one = t.Type() == schema.TensorType.INT16 and q is not None and q.ScaleLength() == 1
+            row.append(float(q.Scale(0)) if one else None)
+        out.append(row)
+    return out

@@ -72,19 +72,20 @@ def test_manifest_read_names_the_file(tmp_path: Path) -> None:
 def test_every_variant_is_complete() -> None:
     """Each registered variant has a recipe per format that the exporters know, thresholds the
     gate accepts and a device tolerance."""
-    from edge_m3.export.aeq import AEQ_RECIPES
+    from edge_m3.export.aeq import AEQ_RECIPES, STATIC_RECIPES
     from edge_m3.export.onnx import ONNX_RECIPES
     from edge_m3.export.tflite import CONVERTER_RECIPES
     from edge_m3.harness.metrics import check_limits
 
-    registries = {c.TFLITE_CONVERTER: CONVERTER_RECIPES, c.AI_EDGE_QUANTIZER: AEQ_RECIPES}
-    assert c.QUANTS == ("fp32", "fp16", "int8", "int8-tflite214", "int4")
+    registries = {c.TFLITE_CONVERTER: CONVERTER_RECIPES, c.AI_EDGE_QUANTIZER: {**AEQ_RECIPES, **STATIC_RECIPES}}
+    assert c.QUANTS == ("fp32", "fp16", "int8", "int8-tflite214", "int4", "int16x8")
     for r in c.RECIPES.values():
         assert r.tflite.name in registries[r.tflite.tool], (r.name, r.tflite)
         assert r.onnx is None or (r.onnx.tool == c.ONNX_EXPORTER and r.onnx.name in ONNX_RECIPES), r.name
         assert check_limits(r.thresholds, r.name) == r.thresholds
         assert 0 < r.device_tolerance.dense_cosine_min < 1 and r.device_tolerance.max_abs > 0
         assert r.min_size(1000) < r.estimated_size(1000)
+        assert r.calibrated == (r.tflite.name in STATIC_RECIPES), r.name
     with pytest.raises(EdgeM3Error, match="quant int3: unknown"):
         c.recipe("int3", "quant")
     with pytest.raises(EdgeM3Error, match="quant int8pc: renamed to int8"):

@@ -44,6 +44,9 @@ class BuildOptions:
     vocab_corpus: Sequence[Path] = field(default_factory=tuple)
     vocab_min_count: int = 1
     ort: bool = False
+    # Calibration texts of the variants whose activations are quantized statically
+    # (QuantRecipe.calibrated): a fidelity corpus file (JSON lines); None: the committed sample.
+    calibration: Path | None = None
 
     def out_dir(self, recipe: QuantRecipe) -> Path:
         return Path(self.out.format(quant=recipe.name))
@@ -89,8 +92,8 @@ def validate_against_config(opts: BuildOptions, config: Any, param_count: int) -
                                   "or int8 with {}", mentions=("quant", "ort"))
     if "tflite" in opts.formats:
         for r in opts.quants:
-            why = r.uses_aeq and check_blocks(AEQ_RECIPES[r.tflite.name], config.hidden_size,
-                                              config.intermediate_size)
+            why = r.tflite.name in AEQ_RECIPES and check_blocks(
+                AEQ_RECIPES[r.tflite.name], config.hidden_size, config.intermediate_size)
             if why:
                 raise OptionError("quant", r.name, f"not for this model: {why}")
             size = r.estimated_size(param_count)

@@ -13,7 +13,7 @@ import contextlib
 import dataclasses
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +40,7 @@ from edge_m3.contract import (
     QuantRecipe,
     Signature,
     model_file,
+    signature_name,
 )
 from edge_m3.errors import OptionError
 from edge_m3.export import worker
@@ -101,6 +102,7 @@ def build(opts: BuildOptions, quiet: bool = False) -> list[Path]:
 
         for path in opts.vocab_corpus:
             read_corpus(path)
+    calibration_texts = _calibration_texts(opts)  # likewise
 
     from edge_m3.checkpoint import load_checkpoint, resolve_checkpoint
 
@@ -131,9 +133,9 @@ def build(opts: BuildOptions, quiet: bool = False) -> list[Path]:
     with tempfile.TemporaryDirectory(prefix="edge-m3-work-") as work_str:
         work = Path(work_str)
         saved = work / "saved_model"
-        # ai-edge-quantizer variants start from a trace with EMBEDDING_LOOKUP tables.
+        # ai-edge-quantizer's weight recipes start from a trace with EMBEDDING_LOOKUP tables.
         lookup = work / "saved_model_lookup" if "tflite" in opts.formats and any(
-            r.uses_aeq for r in opts.quants) else None
+            r.uses_aeq and not r.calibrated for r in opts.quants) else None
 
         traced = _timed(rep, "build Keras model + trace signatures (child process)",
                         lambda: worker.trace(ckpt_dir, saved, opts.seq_lens, opts.heads,
@@ -144,7 +146,10 @@ def build(opts: BuildOptions, quiet: bool = False) -> list[Path]:
         params = traced["params"]
         if plan is not None:  # the trace may keep one more row (see keep_extreme_row)
             plan.kept_ids = traced["kept_ids"]
-        outs = [_build_variant(opts, r, ckpt, plan, saved, params, rep, lookup)
+        calibration = None if calibration_texts is None else _timed(
+            rep, f"tokenize {len(calibration_texts)} calibration texts",
+            lambda: calibration_ids(ckpt, plan, calibration_texts, opts.seq_lens))
+        outs = [_build_variant(opts, r, ckpt, plan, saved, params, rep, lookup, calibration)
                 for r in opts.quants]
     if opts.android_dir is not None and opts.ios_dir is not None:
         placed = _timed(rep, "copy bundle into platform kits",
@@ -153,8 +158,57 @@ def build(opts: BuildOptions, quiet: bool = False) -> list[Path]:
     return outs
 
 
+def _calibration_texts(opts: BuildOptions) -> list[str] | None:
+    """The texts the calibrated variants' TFLite files calibrate on (`calibration`, else the
+    committed fidelity sample), or None when no such file is built. A bad file is one line."""
+    from edge_m3.harness.fidelity import bundled_sample, read_corpus
+
+    needed = "tflite" in opts.formats and any(r.calibrated for r in opts.quants)
+    if opts.calibration is not None:  # read even when no variant needs it: a typo is one line
+        corpus = read_corpus(opts.calibration, "calibration")
+    elif needed:
+        corpus = bundled_sample()
+    return [r["text"] for r in corpus.records] if needed else None
+
+
+# A signature that fewer calibration texts fit (by the device's choice of length) is topped up
+# to this many with the longest other texts, truncated or padded to it: every signature's
+# activations need ranges, and a handful of texts gives noisy ones.
+CALIBRATION_MIN_PER_SIGNATURE = 16
+
+
+def calibration_ids(ckpt: Any, plan: Any, texts: Sequence[str],
+                    seq_lens: Sequence[int]) -> worker.Calibration:
+    """Each text's ids at the signature the device would run it at (choose_length; the longest
+    truncates), each signature topped up to CALIBRATION_MIN_PER_SIGNATURE texts; as rows of the
+    bundled (possibly trimmed) table."""
+    from edge_m3.contract import choose_length
+    from edge_m3.tokenizer import checkpoint_tokenizer
+    from edge_m3.tokenizer.vocab import row_map
+
+    tok = checkpoint_tokenizer(ckpt)
+    special = tok.spec.special_ids
+    rows = None if plan is None else row_map(plan.kept_ids, special, tok.spec.vocab_size)
+
+    def model_ids(ids: Sequence[int]) -> list[int]:
+        return [int(i) for i in ids] if rows is None else [int(rows[i]) for i in ids]
+
+    full = [tok.encode(t) for t in texts]
+    longest_first = sorted(range(len(full)), key=lambda i: -len(full[i]))
+    chosen: dict[int, list[int]] = {n: [] for n in seq_lens}
+    for i, ids in enumerate(full):
+        chosen[choose_length(len(ids), seq_lens)].append(i)
+    out = {}
+    for n, picked in chosen.items():
+        extra = [i for i in longest_first if i not in set(picked)]
+        picked = picked + extra[:max(0, CALIBRATION_MIN_PER_SIGNATURE - len(picked))]
+        out[signature_name(n)] = [model_ids(tok.encode(texts[i], n)) for i in picked]
+    return worker.Calibration(out, model_ids([special["pad"]])[0], len(texts))
+
+
 def _build_variant(opts: BuildOptions, recipe: QuantRecipe, ckpt: Any, plan: Any, saved: Path,
-                   params: int, rep: Reporter, lookup: Path | None = None) -> Path:
+                   params: int, rep: Reporter, lookup: Path | None = None,
+                   calibration: worker.Calibration | None = None) -> Path:
     out_dir, quant = opts.out_dir(recipe), recipe.name
     if recipe.note:
         rep.console.print(f"[yellow]! {recipe.note}", soft_wrap=True)  # one line, however wide
@@ -164,8 +218,9 @@ def _build_variant(opts: BuildOptions, recipe: QuantRecipe, ckpt: Any, plan: Any
             name = model_file(quant, "tflite")
             info = _timed(rep, f"convert + quantize TFLite {quant}",
                           lambda: worker.convert_tflite(saved, tmp / name, recipe, opts.seq_lens,
-                                                        params, lookup),
-                          lambda i: f"{i['size'] / 1e6:.1f} MB" + _weights(i))
+                                                        params, lookup,
+                                                        calibration if recipe.calibrated else None),
+                          lambda i: f"{i['size'] / 1e6:.1f} MB" + _weights(i) + _float_ops(i))
             checks: dict[str, CheckResult] = {}
             if opts.self_check:
                 checks = _timed(rep, f"self-check {quant} under tflite-runtime and LiteRT",
@@ -213,6 +268,14 @@ def _weights(info: dict[str, Any]) -> str:
         return ""
     return ", weights " + "; ".join(
         f"{op} " + " ".join(f"{k} x{n}" for k, n in sorted(c.items())) for op, c in sorted(kinds.items()))
+
+
+def _float_ops(info: dict[str, Any]) -> str:
+    """`, float ops NEG x50 ...` for statically quantized files: what still computes in float."""
+    ops = info.get("float_ops")
+    if ops is None:
+        return ""
+    return ", float ops " + (" ".join(f"{k} x{n}" for k, n in ops.items()) or "none")
 
 
 def _summary(rep: Reporter, out_dir: Path, manifest: Manifest) -> None:

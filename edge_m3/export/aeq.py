@@ -15,7 +15,7 @@ float input comes from the `lookup` trace (edge_m3.modeling: `_embedding_lookup`
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -101,6 +101,120 @@ AEQ_RECIPES: dict[str, list[Rule]] = {
                        ("heads", 8, CHANNELWISE),
                        *((f"layer_-{i}", 8, CHANNELWISE) for i in range(1, 6))],
 }
+
+
+# Full-integer recipes (static activations, calibrated): the registry's `tflite` recipe name ->
+# activation bits. int16 activations with int8 weights (`EXPERIMENTAL_TFLITE_BUILTINS_
+# ACTIVATIONS_INT16_WEIGHTS_INT8` kernels): the word and position tables are read by GATHER,
+# whose table AEQ quantizes as an activation (int16 rows, one scale). The TF Lite converter's own
+# 16x8 path fails on this graph (its MLIR quantizer gives scalar constants int8 types beside
+# int16 tensors: `'tfl.sub' op failed to verify that binary op operands have same element
+# type`), hence AEQ (docs/benchmarks.md, "Issue 36: the full-integer variant").
+STATIC_RECIPES: dict[str, int] = {"aeq-static-a16w8": 16}
+# Ops AEQ leaves in float in a static recipe: the L2 normalisation of the dense and ColBERT
+# outputs (x / max(||x||, 1e-6): a padding row's norm is 0, and 1e-6 is 0 in int16, so LiteRT's
+# integer DIV stops on a zero divisor), the three output ops, and the sparse head (one [H, 1]
+# product a token: in int16 its calibrated range clipped larger lexical weights). An op's scope
+# is its output tensors' names, each followed by `;`.
+STATIC_FLOAT_TAIL = (r"/(Square|Sum|Sqrt|Maximum)(_\d+)?\d*;$|^StatefulPartitionedCall"
+                     r"|/sparse_linear(_\d+)?/")
+
+
+def static_recipe(activation_bits: int) -> list[dict[str, Any]]:
+    """AEQ's JSON recipe: every op AEQ can quantize with `activation_bits` static activations
+    (symmetric for 16, as LiteRT's int16 kernels need) and int8 per-channel weights, but the
+    output tail (STATIC_FLOAT_TAIL), which stays float."""
+    from ai_edge_quantizer import qtyping, recipe_manager
+
+    rm = recipe_manager.RecipeManager()
+    rm.add_static_config(".*", qtyping.TFLOperationName.ALL_SUPPORTED, activation_bits, 8)
+    rm.add_quantization_config(STATIC_FLOAT_TAIL, qtyping.TFLOperationName.ALL_SUPPORTED,
+                               algorithm_key="no_quantize")
+    return rm.get_quantization_recipe()
+
+
+def calibration_feed(calibration: Mapping[str, Sequence[Sequence[int]]],
+                     pad_id: int) -> dict[str, list[dict[str, Any]]]:
+    """Per signature name, the padded `[1, L]` int32 inputs of each calibration text's ids
+    (already truncated to at most L by the caller)."""
+    from edge_m3.contract import ATTENTION_MASK, INPUT_IDS
+    from edge_m3.tokenizer import pad_ids
+
+    feed: dict[str, list[dict[str, Any]]] = {}
+    for name, rows in calibration.items():
+        length = int(name.rsplit("_", 1)[1])
+        feed[name] = []
+        for ids in rows:
+            x, mask = pad_ids(ids, length, pad_id)
+            feed[name].append({INPUT_IDS: x[None], ATTENTION_MASK: mask[None]})
+    return feed
+
+
+def quantize_static(src: Path, dst: Path, activation_bits: int,
+                    calibration: Mapping[str, Sequence[Sequence[int]]], pad_id: int) -> None:
+    """Calibrate the float .tflite `src` on the given token ids (per signature), then quantize
+    it statically into `dst`."""
+    from ai_edge_quantizer import quantizer
+
+    q = quantizer.Quantizer(str(src))
+    q.load_quantization_recipe(static_recipe(activation_bits))
+    ranges = q.calibrate(calibration_feed(calibration, pad_id), num_threads=1)
+    q.quantize(shared_ranges(src, ranges)).export_model(str(dst), overwrite=True)
+
+
+def shared_ranges(src: Path, ranges: dict[str, Any]) -> dict[str, Any]:
+    """Every signature's activation ranges widened to the union over all signatures.
+
+    AEQ calibrates each signature on the texts fed to it, so each length got its own scales: a
+    length few calibration texts fit had narrow ranges (lexical weights clipped at 0.25 in one),
+    and queries and passages run at different lengths were rounded differently. The
+    signatures are one graph traced per length: the same tensors in the same order, so tensor k
+    of one subgraph is tensor k of every other; when that holds (same count, same shapes but
+    the sequence axis), each tensor gets the smallest min and the largest max of its copies."""
+    import numpy as np
+    from ai_edge_litert import schema_py_generated as schema
+
+    model = schema.Model.GetRootAsModel(_mapped(src), 0)
+    graphs = [model.Subgraphs(g) for g in range(model.SubgraphsLength())]
+    names = [[(t.Name() or b"").decode() for t in (g.Tensors(i) for i in range(g.TensorsLength()))]
+             for g in graphs]
+    ranks = [[g.Tensors(i).ShapeLength() for i in range(g.TensorsLength())] for g in graphs]
+    if len({len(n) for n in names}) != 1 or len({tuple(r) for r in ranks}) != 1:
+        return ranges
+    out = dict(ranges)
+    for k in range(len(names[0])):
+        copies = [ranges.get(n[k]) for n in names]
+        if not all(c and "min" in c and "max" in c for c in copies):
+            continue
+        if len({np.shape(c["min"]) for c in copies}) != 1:
+            continue
+        lo = np.minimum.reduce([np.asarray(c["min"]) for c in copies])
+        hi = np.maximum.reduce([np.asarray(c["max"]) for c in copies])
+        for n in names:
+            out[n[k]] = {**ranges[n[k]], "min": lo, "max": hi}
+    return out
+
+
+def float_ops(path: Path) -> dict[str, int]:
+    """Ops of the file that compute in float (a float32 output), by type, counted over every
+    signature (QUANTIZE's float input and DEQUANTIZE's float output are the boundaries: not
+    counted): what a full-integer file keeps in float."""
+    from ai_edge_litert import schema_py_generated as schema
+
+    ops = {v: k for k, v in vars(schema.BuiltinOperator).items() if not k.startswith("_")}
+    model = schema.Model.GetRootAsModel(_mapped(path), 0)
+    out: dict[str, int] = {}
+    for g in range(model.SubgraphsLength()):
+        graph = model.Subgraphs(g)
+        for k in range(graph.OperatorsLength()):
+            op = graph.Operators(k)
+            code = model.OperatorCodes(op.OpcodeIndex())
+            name = ops.get(max(code.BuiltinCode(), code.DeprecatedBuiltinCode()), "?")
+            if name == "DEQUANTIZE" or op.OutputsLength() == 0:
+                continue
+            if graph.Tensors(op.Outputs(0)).Type() == schema.TensorType.FLOAT32:
+                out[name] = out.get(name, 0) + 1
+    return dict(sorted(out.items()))
 
 
 def check_blocks(rules: Sequence[Rule], hidden: int, intermediate: int) -> str | None:

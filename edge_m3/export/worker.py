@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import tempfile
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,17 @@ def _call(step: str, job: dict[str, Any], what: str, env: dict[str, str] | None 
 
 
 # --------------------------------------------------------------------------- parent side
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """What a statically quantized variant calibrates on: per signature name, each calibration
+    text's model-row ids truncated to that length (every text feeds every signature); the
+    table row `<pad>` pads with; how many texts."""
+
+    ids: dict[str, list[list[int]]]
+    pad_id: int
+    texts: int
 
 
 def trace(checkpoint_dir: Path, saved: Path | None, seq_lens: Sequence[int], heads: Sequence[str],
@@ -57,8 +69,19 @@ def quantize_aeq(src: Path, out_file: Path, rules: Sequence[Sequence[Any]],
                  f"ai-edge-quantizer ({what})")
 
 
+def quantize_aeq_static(src: Path, out_file: Path, bits: int, calibration: Calibration,
+                        what: str) -> dict[str, Any]:
+    """ai-edge-quantizer's static recipe over the float file `src`, calibrated on `calibration`
+    (token ids per signature, and the pad id); returns what `quantize_aeq` returns, plus the ops
+    left in float."""
+    return _call("aeq-static", {"src": str(src), "out": str(out_file), "bits": bits,
+                                "calibration": calibration.ids, "pad_id": calibration.pad_id},
+                 f"ai-edge-quantizer ({what}, calibrated on {calibration.texts} texts)")
+
+
 def _by_converter(saved: Path, out_file: Path, recipe: QuantRecipe, seq_lens: Sequence[int],
-                  params: int, lookup_saved: Path | None) -> dict[str, Any]:
+                  params: int, lookup_saved: Path | None,
+                  calibration: Calibration | None = None) -> dict[str, Any]:
     """The converter quantizes as it converts (edge_m3.export.tflite.CONVERTER_RECIPES)."""
     return _call("tflite", {"saved": str(saved), "out": str(out_file), "quant": recipe.name,
                             "seq_lens": list(seq_lens), "params": params},
@@ -66,18 +89,30 @@ def _by_converter(saved: Path, out_file: Path, recipe: QuantRecipe, seq_lens: Se
 
 
 def _by_quantizer(saved: Path, out_file: Path, recipe: QuantRecipe, seq_lens: Sequence[int],
-                  params: int, lookup_saved: Path | None) -> dict[str, Any]:
-    """ai-edge-quantizer (edge_m3.export.aeq.AEQ_RECIPES): float file -> quantizer, each in a
-    child, from `lookup_saved`; the float file lives beside `out_file` only meanwhile."""
-    from edge_m3.export.aeq import AEQ_RECIPES
+                  params: int, lookup_saved: Path | None,
+                  calibration: Calibration | None = None) -> dict[str, Any]:
+    """ai-edge-quantizer (edge_m3.export.aeq.AEQ_RECIPES, STATIC_RECIPES): float file ->
+    quantizer, each in a child; the float file lives beside `out_file` only meanwhile. Weight
+    recipes start from `lookup_saved` (EMBEDDING_LOOKUP tables); static ones from `saved`
+    (GATHER tables, which AEQ quantizes like the activations) and need `calibration`."""
+    from edge_m3.export.aeq import AEQ_RECIPES, STATIC_RECIPES
     from edge_m3.export.tflite import check_size
 
-    if lookup_saved is None:
+    static = recipe.tflite.name in STATIC_RECIPES
+    if static and calibration is None:
+        raise ValueError(f"{recipe.name}: needs calibration texts")
+    source = saved if static else lookup_saved
+    if source is None:
         raise ValueError(f"{recipe.name}: needs the EMBEDDING_LOOKUP trace (lookup_saved)")
     with tempfile.TemporaryDirectory(prefix="edge-m3-float-", dir=out_file.parent) as tmp:
         src = Path(tmp) / "float.tflite"
-        convert_float(lookup_saved, src, seq_lens)
-        info = quantize_aeq(src, out_file, AEQ_RECIPES[recipe.tflite.name], recipe.name)
+        convert_float(source, src, seq_lens)
+        if static:
+            assert calibration is not None
+            info = quantize_aeq_static(src, out_file, STATIC_RECIPES[recipe.tflite.name],
+                                       calibration, recipe.name)
+        else:
+            info = quantize_aeq(src, out_file, AEQ_RECIPES[recipe.tflite.name], recipe.name)
     check_size(info["size"], recipe, params)
     return info
 
@@ -87,9 +122,12 @@ _TFLITE_TOOLS = {TFLITE_CONVERTER: _by_converter, AI_EDGE_QUANTIZER: _by_quantiz
 
 
 def convert_tflite(saved: Path, out_file: Path, recipe: QuantRecipe, seq_lens: Sequence[int],
-                   params: int, lookup_saved: Path | None = None) -> dict[str, Any]:
-    """One TFLite variant; returns its size, operators, min runtime and signatures."""
-    return _TFLITE_TOOLS[recipe.tflite.tool](saved, out_file, recipe, seq_lens, params, lookup_saved)
+                   params: int, lookup_saved: Path | None = None,
+                   calibration: Calibration | None = None) -> dict[str, Any]:
+    """One TFLite variant; returns its size, operators, min runtime and signatures.
+    `calibration`: the texts of a variant whose activations are quantized statically."""
+    return _TFLITE_TOOLS[recipe.tflite.tool](saved, out_file, recipe, seq_lens, params, lookup_saved,
+                                             calibration)
 
 
 def export_onnx(saved: Path, out_dir: Path, recipe: QuantRecipe, seq_lens: Sequence[int],
@@ -135,6 +173,16 @@ def _aeq(job: dict[str, Any]) -> dict[str, Any]:
             "signatures": signature_details(out)}
 
 
+def _aeq_static(job: dict[str, Any]) -> dict[str, Any]:
+    from edge_m3.export.aeq import float_ops, quantize_static, weight_bits
+    from edge_m3.export.tflite import audit, signature_details
+
+    out = Path(job["out"])
+    quantize_static(Path(job["src"]), out, int(job["bits"]), job["calibration"], int(job["pad_id"]))
+    return {"size": out.stat().st_size, **audit(out), "weights": weight_bits(out),
+            "float_ops": float_ops(out), "signatures": signature_details(out)}
+
+
 def _tflite(job: dict[str, Any]) -> dict[str, Any]:
     from edge_m3.export.tflite import audit, convert, signature_details
 
@@ -160,7 +208,8 @@ def _with_peak_rss(step: Step) -> Step:
 
 
 STEPS = {name: _with_peak_rss(fn) for name, fn in (
-    ("trace", _trace), ("tflite-float", _tflite_float), ("aeq", _aeq), ("tflite", _tflite),
+    ("trace", _trace), ("tflite-float", _tflite_float), ("aeq", _aeq), ("aeq-static", _aeq_static),
+    ("tflite", _tflite),
     ("onnx", _onnx))}
 
 

@@ -20,9 +20,11 @@ import tensorflow as tf
 from edge_m3.contract import COLBERT_VECS, DENSE_VECS, HEADS, SPARSE_WEIGHTS
 from edge_m3.families import AFTER_PADDING, M3_POOLING, Pooling
 
-# Large enough that exp() underflows to 0 next to real scores, small enough to stay finite
-# in float16 (max 65504) when the graph is run or stored in half precision.
-MASK_VALUE = -10000.0
+# Large enough that exp() underflows to 0 next to real scores (exp(-100) is 4e-44, below
+# float32's resolution next to the row's largest term, 1), small enough to stay finite in
+# float16, and small enough for a statically quantized graph (`int16x8`): the attention scores
+# and the mask share one scale there, so -10000 left a step of 0.3 between int16 scores.
+MASK_VALUE = -100.0
 
 
 @tf.function(experimental_implements="embedding_matmul")

@@ -40,7 +40,7 @@ nonisolated public enum EdgeM3Contract {
     public static let chunkOverlapPercent = 25
     public static let specialKeys: [String] = ["bos", "pad", "eos", "unk", "mask"]
     public static let lexicalSkipKeys: [String] = ["bos", "eos", "pad", "unk"]
-    public static let quants: [String] = ["fp32", "fp16", "int8", "int8-tflite214", "int4"]
+    public static let quants: [String] = ["fp32", "fp16", "int8", "int8-tflite214", "int4", "int16x8"]
     public static let scoreSignals: [String] = ["dense", "sparse", "colbert"]
     public static let scoreModes: [String] = ["dense", "sparse", "colbert", "sparse+dense", "colbert+sparse+dense"]
     public static let denseStores: [String] = ["float32", "int8"]
@@ -59,6 +59,7 @@ nonisolated public enum EdgeM3Contract {
         "int8": Tolerance(denseCosineMin: 0.999, maxAbs: 0.05),
         "int8-tflite214": Tolerance(denseCosineMin: 0.999, maxAbs: 0.05),
         "int4": Tolerance(denseCosineMin: 0.999, maxAbs: 0.05),
+        "int16x8": Tolerance(denseCosineMin: 0.999, maxAbs: 0.05),
     ]
 
     /// Per quant variant: the oldest TF Lite runtime whose kernels run it.
@@ -68,6 +69,7 @@ nonisolated public enum EdgeM3Contract {
         "int8": "2.17.0",
         "int8-tflite214": "2.14.0",
         "int4": "2.21.0",
+        "int16x8": "2.21.0",
     ]
 
     /// Per quant variant: the oldest LiteRT seen to compute it right.
@@ -77,6 +79,7 @@ nonisolated public enum EdgeM3Contract {
         "int8": "1.0.1",
         "int8-tflite214": "1.0.1",
         "int4": "2.1.6",
+        "int16x8": "2.3.0",
     ]
 
     /// `<sha256[:16]>-<runtime key>.xnnpack_cache`: one file per model content and runtime build.

@@ -41,7 +41,7 @@ object EdgeM3Contract {
     const val CHUNK_OVERLAP_PERCENT = 25
     val SPECIAL_KEYS: List<String> = listOf("bos", "pad", "eos", "unk", "mask")
     val LEXICAL_SKIP_KEYS: List<String> = listOf("bos", "eos", "pad", "unk")
-    val QUANTS: List<String> = listOf("fp32", "fp16", "int8", "int8-tflite214", "int4")
+    val QUANTS: List<String> = listOf("fp32", "fp16", "int8", "int8-tflite214", "int4", "int16x8")
     val SCORE_SIGNALS: List<String> = listOf("dense", "sparse", "colbert")
     val SCORE_MODES: List<String> = listOf("dense", "sparse", "colbert", "sparse+dense", "colbert+sparse+dense")
     val DENSE_STORES: List<String> = listOf("float32", "int8")
@@ -62,7 +62,8 @@ object EdgeM3Contract {
         "fp16" to Tolerance(0.9999, 0.005f),
         "int8" to Tolerance(0.999, 0.05f),
         "int8-tflite214" to Tolerance(0.999, 0.05f),
-        "int4" to Tolerance(0.999, 0.05f)
+        "int4" to Tolerance(0.999, 0.05f),
+        "int16x8" to Tolerance(0.999, 0.05f)
     )
 
     /** Per quant variant: the oldest TF Lite runtime whose kernels run it. */
@@ -71,7 +72,8 @@ object EdgeM3Contract {
         "fp16" to "2.14.0",
         "int8" to "2.17.0",
         "int8-tflite214" to "2.14.0",
-        "int4" to "2.21.0"
+        "int4" to "2.21.0",
+        "int16x8" to "2.21.0"
     )
 
     /** Per quant variant: the oldest LiteRT seen to compute it right. */
@@ -80,7 +82,8 @@ object EdgeM3Contract {
         "fp16" to "1.0.1",
         "int8" to "1.0.1",
         "int8-tflite214" to "1.0.1",
-        "int4" to "2.1.6"
+        "int4" to "2.1.6",
+        "int16x8" to "2.3.0"
     )
 
     /** `<sha256[:16]>-<runtime key>.xnnpack_cache`: one file per model content and runtime build. */
