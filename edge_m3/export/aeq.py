@@ -15,7 +15,7 @@ float input comes from the `lookup` trace (edge_m3.modeling: `_embedding_lookup`
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -201,19 +201,12 @@ def float_ops(path: Path) -> dict[str, int]:
     counted): what a full-integer file keeps in float."""
     from ai_edge_litert import schema_py_generated as schema
 
-    ops = {v: k for k, v in vars(schema.BuiltinOperator).items() if not k.startswith("_")}
-    model = schema.Model.GetRootAsModel(_mapped(path), 0)
     out: dict[str, int] = {}
-    for g in range(model.SubgraphsLength()):
-        graph = model.Subgraphs(g)
-        for k in range(graph.OperatorsLength()):
-            op = graph.Operators(k)
-            code = model.OperatorCodes(op.OpcodeIndex())
-            name = ops.get(max(code.BuiltinCode(), code.DeprecatedBuiltinCode()), "?")
-            if name == "DEQUANTIZE" or op.OutputsLength() == 0:
-                continue
-            if graph.Tensors(op.Outputs(0)).Type() == schema.TensorType.FLOAT32:
-                out[name] = out.get(name, 0) + 1
+    for graph, op, name in _ops(path):
+        if name == "DEQUANTIZE" or op.OutputsLength() == 0:
+            continue
+        if graph.Tensors(op.Outputs(0)).Type() == schema.TensorType.FLOAT32:
+            out[name] = out.get(name, 0) + 1
     return dict(sorted(out.items()))
 
 
@@ -302,27 +295,33 @@ def weight_bits(path: Path) -> dict[str, dict[str, int]]:
     from ai_edge_litert import schema_py_generated as schema
 
     names = {v: k for k, v in vars(schema.TensorType).items() if not k.startswith("_")}
-    ops = {v: k for k, v in vars(schema.BuiltinOperator).items() if not k.startswith("_")}
-    buf = _mapped(path)
-    model = schema.Model.GetRootAsModel(buf, 0)
     out: dict[str, dict[str, int]] = {}
     seen: set[tuple[str, int]] = set()
+    for graph, op, name in _ops(path):
+        if name not in (FC, LOOKUP):
+            continue
+        w = graph.Tensors(op.Inputs(1))
+        if (name, w.Buffer()) in seen:  # signatures share weights: count each once
+            continue
+        seen.add((name, w.Buffer()))
+        kind = names.get(w.Type(), str(w.Type()))
+        out.setdefault(name, {})
+        out[name][kind] = out[name].get(kind, 0) + 1
+    return out
+
+
+def _ops(path: Path) -> Iterator[tuple[Any, Any, str]]:
+    """Every op of every subgraph (signature) of the .tflite file: (graph, op, builtin name)."""
+    from ai_edge_litert import schema_py_generated as schema
+
+    ops = {v: k for k, v in vars(schema.BuiltinOperator).items() if not k.startswith("_")}
+    model = schema.Model.GetRootAsModel(_mapped(path), 0)
     for g in range(model.SubgraphsLength()):
         graph = model.Subgraphs(g)
         for k in range(graph.OperatorsLength()):
             op = graph.Operators(k)
             code = model.OperatorCodes(op.OpcodeIndex())
-            name = ops.get(max(code.BuiltinCode(), code.DeprecatedBuiltinCode()), "?")
-            if name not in (FC, LOOKUP):
-                continue
-            w = graph.Tensors(op.Inputs(1))
-            if (name, w.Buffer()) in seen:  # signatures share weights: count each once
-                continue
-            seen.add((name, w.Buffer()))
-            kind = names.get(w.Type(), str(w.Type()))
-            out.setdefault(name, {})
-            out[name][kind] = out[name].get(kind, 0) + 1
-    return out
+            yield graph, op, ops.get(max(code.BuiltinCode(), code.DeprecatedBuiltinCode()), "?")
 
 
 def _mapped(path: Path) -> Any:
