@@ -79,7 +79,7 @@ nonisolated public enum EdgeM3Contract {
         "int8": "1.0.1",
         "int8-tflite214": "1.0.1",
         "int4": "2.1.6",
-        "int16x8": "2.3.0",
+        "int16x8": "2.2.0",
     ]
 
     /// `<sha256[:16]>-<runtime key>.xnnpack_cache`: one file per model content and runtime build.

@@ -83,7 +83,7 @@ object EdgeM3Contract {
         "int8" to "1.0.1",
         "int8-tflite214" to "1.0.1",
         "int4" to "2.1.6",
-        "int16x8" to "2.3.0"
+        "int16x8" to "2.2.0"
     )
 
     /** `<sha256[:16]>-<runtime key>.xnnpack_cache`: one file per model content and runtime build. */
