@@ -155,34 +155,27 @@ def variants() -> dict[str, Variant]:
 def _aeq_child(job_path: Path) -> None:
     """ai-edge-quantizer in its own process (its peak memory goes back to the OS), calibrated
     on the slice when a rule asks for GPTQ."""
-    import numpy as np
-
-    from edge_m3.export.aeq import quantize, weight_bits
+    from edge_m3.export.aeq import calibration_feed, quantize, weight_bits
 
     job = json.loads(job_path.read_text("utf-8"))
     calibration = None
     if job.get("calibration"):
         data = json.loads(Path(job["calibration"]).read_text("utf-8"))
-        calibration = {sig: [{k: np.asarray(v, np.int32) for k, v in x.items()} for x in xs]
-                       for sig, xs in data.items()}
+        calibration = calibration_feed(data["ids"], data["pad_id"])
     quantize(Path(job["src"]), Path(job["out"]), [tuple(r) for r in job["rules"]], calibration)
     Path(job["out"] + ".json").write_text(json.dumps({"weights": weight_bits(Path(job["out"]))}))
 
 
-def _calibration_inputs(float_tflite: Path, ids: list[list[int]], out: Path) -> Path:
-    """AEQ calibration data: each calibration text in the shortest signature that holds it,
-    padded as the runtime pads (edge_m3.export.tflite.signature_details names the inputs)."""
-    from edge_m3.export.tflite import signature_details
+def _calibration_inputs(ids: list[list[int]], seq_lens: Sequence[int], pad_id: int, out: Path) -> Path:
+    """AEQ calibration data: each calibration text's ids at the signature the device picks
+    (`choose_length`; the longest cuts them), for `aeq.calibration_feed` to pad in the child."""
+    from edge_m3.contract import choose_length, signature_name
 
-    sigs = signature_details(float_tflite)  # sorted by length
-    data: dict[str, list[dict[str, list[list[int]]]]] = {}
+    data: dict[str, list[list[int]]] = {}
     for seq in ids:
-        s = next((x for x in sigs if x["seq_len"] >= len(seq)), sigs[-1])
-        seq = seq[:s["seq_len"]]
-        pad = s["seq_len"] - len(seq)
-        feed = {"input_ids": [seq + [1] * pad], "attention_mask": [[1] * len(seq) + [0] * pad]}
-        data.setdefault(s["name"], []).append({x["name"]: feed[x["name"]] for x in s["inputs"]})
-    out.write_text(json.dumps(data))
+        n = choose_length(len(seq), seq_lens)
+        data.setdefault(signature_name(n), []).append(seq[:n])
+    out.write_text(json.dumps({"ids": data, "pad_id": pad_id}))
     return out
 
 
@@ -216,7 +209,8 @@ def float_file(a: argparse.Namespace, v: Variant, calib_ids: list[list[int]],
     return out
 
 
-def make(a: argparse.Namespace, v: Variant, src: Path, calib_ids: list[list[int]]) -> Path:
+def make(a: argparse.Namespace, v: Variant, src: Path, calib_ids: list[list[int]],
+         seq_lens: Sequence[int], pad_id: int) -> Path:
     """The variant's int4 file in WORK, named by a hash of its float source and rules (made once)."""
     key = hashlib.sha256(json.dumps([src.name, v.rules]).encode()).hexdigest()[:10]
     out = a.work / f"int4-{key}.tflite"
@@ -225,7 +219,8 @@ def make(a: argparse.Namespace, v: Variant, src: Path, calib_ids: list[list[int]
     part = out.with_name(f"{out.stem}-part.tflite")
     job: dict[str, Any] = {"src": str(src), "out": str(part), "rules": [list(r) for r in v.rules]}
     if any(len(r) > 3 and r[3] == GPTQ for r in v.rules):
-        job["calibration"] = str(_calibration_inputs(src, calib_ids, a.work / "aeq-calibration.json"))
+        job["calibration"] = str(_calibration_inputs(calib_ids, seq_lens, pad_id,
+                                                     a.work / "aeq-calibration.json"))
     job_file = a.work / f"int4-{key}.job.json"
     job_file.write_text(json.dumps(job))
     _run([sys.executable, "-m", "tools.research.int4_techniques", "--aeq-child", job_file],
@@ -314,7 +309,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     for name, v in track(list(table.items()), description="int4 variants", transient=True):
         try:
             src = float_file(a, v, calib_ids, entry.seq_lens, base.manifest.heads)
-            made = make(a, v, src, calib_ids)
+            made = make(a, v, src, calib_ids, entry.seq_lens, base.manifest.tokenizer.special_ids["pad"])
         except SystemExit as exc:  # a technique the locked tools cannot run: say so, go on
             lines.append(f"| {v.technique} | {name} | not made: {exc} |" + " |" * 6)
             print(lines[-1], file=sys.stderr, flush=True)
