@@ -352,7 +352,8 @@ def test_int16x8_is_full_integer_and_computes_like_fp32(tiny_ckpt: Path, tmp_pat
     n = len(lengths)  # every count is per signature
     assert float_ops(path) == {"CAST": n, "NEG": layers * n, "SQUARED_DIFFERENCE": layers * n,
                                "SQUARE": 2 * n, "SUM": 2 * n, "SQRT": 2 * n, "MAXIMUM": 2 * n,
-                               "DIV": 2 * n, "MUL": n, "FULLY_CONNECTED": n}  # the sparse head
+                               "DIV": 2 * n,  # the sparse head: its product, slice and mask
+                               "FULLY_CONNECTED": n, "STRIDED_SLICE": n, "MUL": n}
     assert {"FULLY_CONNECTED", "BATCH_MATMUL", "SOFTMAX", "GELU", "GATHER"} <= set(entry.ops)
     scales = _int16_scales(path)  # one list per signature, tensor by tensor
     assert len(scales) == n and sum(x is not None for x in scales[0]) > 20 and scales[0] == scales[1]

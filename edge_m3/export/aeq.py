@@ -113,9 +113,11 @@ AEQ_RECIPES: dict[str, list[Rule]] = {
 STATIC_RECIPES: dict[str, int] = {"aeq-static-a16w8": 16}
 # Ops AEQ leaves in float in a static recipe: the L2 normalisation of the dense and ColBERT
 # outputs (x / max(||x||, 1e-6): a padding row's norm is 0, and 1e-6 is 0 in int16, so LiteRT's
-# integer DIV stops on a zero divisor), the three output ops, and the sparse head (one [H, 1]
-# product a token: in int16 its calibrated range clipped larger lexical weights). An op's scope
-# is its output tensors' names, each followed by `;`.
+# integer DIV stops on a zero divisor), the three output ops, and the whole sparse head (one
+# [H, 1] product a token, its slice and mask, all named `sparse_linear/` by the Keras model: in
+# int16 a range calibrated on some texts clipped other texts' larger lexical weights, at 0.46 on
+# e5-small with the slice alone integer). An op's scope is its output tensors' names, each
+# followed by `;`.
 STATIC_FLOAT_TAIL = (r"/(Square|Sum|Sqrt|Maximum)(_\d+)?\d*;$|^StatefulPartitionedCall"
                      r"|/sparse_linear(_\d+)?/")
 

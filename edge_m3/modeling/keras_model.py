@@ -251,7 +251,10 @@ class BGEM3Encoder(keras.Model):
         if "dense" in heads:
             out[DENSE_VECS] = self._pool(x, mask_f)
         if "sparse" in heads:
-            out[SPARSE_WEIGHTS] = tf.nn.relu(self.sparse(x))[..., 0] * mask_f
+            # the whole head under one name (`sparse_linear/`): the full-integer recipes keep it
+            # in float by that name (aeq.STATIC_FLOAT_TAIL), its last slice and mask included
+            with tf.name_scope("sparse_linear"):
+                out[SPARSE_WEIGHTS] = tf.nn.relu(self.sparse(x))[..., 0] * mask_f
         if "colbert" in heads:
             col = self.colbert(x[:, 1:]) * mask_f[:, 1:, None]
             out[COLBERT_VECS] = _l2_normalize(col)

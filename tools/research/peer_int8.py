@@ -239,6 +239,22 @@ def build_ours(a: argparse.Namespace) -> Path:
     return out
 
 
+def build_variant(a: argparse.Namespace, quant: str, slice_file: Path) -> Path:
+    """Ours in variant `quant` (every format its recipe has), as `edge-m3 build` makes it; a
+    calibrated variant calibrates on the corpus's calibration slice (`slice_file`)."""
+    from edge_m3.contract import RECIPES
+
+    recipe = RECIPES[quant]
+    out = a.work / f"ours-{quant}"
+    if not (out / "manifest.json").is_file():
+        fmts = ",".join(f for f in ("tflite", "onnx") if recipe.recipe_for(f) is not None)
+        extra = ["--calibration", slice_file] if recipe.calibrated else []
+        _run([sys.executable, "-m", "edge_m3.cli", "build", "--checkpoint", a.checkpoint,
+              "--quant", quant, "--formats", fmts, "--seq-lens", a.variant_seq_lens or a.seq_lens, *extra,
+              "--out", out, "--kits", "none"], f"ours: edge-m3 build {quant}")
+    return out
+
+
 def build_peer(a: argparse.Namespace) -> Path:
     cache = a.work / "peer-cache"
     blite = [a.peer_python, a.peer_dir / "blite.py", "--cache-dir", cache]
@@ -405,7 +421,8 @@ def error_cells(f: Mapping[str, Any]) -> str:
 
 
 ERROR_HEADS = "| lexical err max (p99) | ColBERT err max (p99) | top-10 agreement d / s / c "
-HEAD = f"| variant | file MB | dense cos min | p1 | mean {ERROR_HEADS}| int8 gate |\n|" + " --- |" * 9
+HEAD = (f"| variant | file MB | dense cos min | p1 | mean {ERROR_HEADS}| its gate (int8's unless "
+        "named) |\n|" + " --- |" * 9)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -427,6 +444,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--calibration-seed", type=int, default=36)
     p.add_argument("--peer-slice", action="store_true",
                    help="also the peer calibrated on the calibration slice (not its own texts)")
+    p.add_argument("--variants", default="",
+                   help="also ours in these variants (a comma list of RECIPES names, e.g. "
+                        "fp32,fp16,int4,int16x8), each judged by its own gate; a calibrated one "
+                        "calibrates on the slice and is shown on the gate part only")
+    p.add_argument("--variant-seq-lens", default="",
+                   help="the --variants' signatures (default --seq-lens): more lengths pad less, "
+                        "which matters for a slow variant (int16x8 runs ~50x int8's time)")
     p.add_argument("--json", type=Path, help="also write the figures here")
     a = p.parse_args(argv)
     a.sites = [[s for s in x.split(",") if s] for x in (a.sites or [",".join(SITES)])]
@@ -451,8 +475,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     bundle = load_bundle(ours_dir, verify=False)
     special = bundle.manifest.tokenizer.special_ids
 
-    def mb(b: Path, fmt: str) -> float:
-        f = b / model_file("int8", fmt)
+    def mb(b: Path, fmt: str, quant: str = "int8") -> float:
+        f = b / model_file(quant, fmt)
         return sum(x.stat().st_size for x in b.glob(f.name + "*")) / 1e6
 
     variants: list[tuple[str, float, list[dict[str, Any]]]] = [
@@ -488,29 +512,56 @@ def main(argv: Sequence[str] | None = None) -> int:
                           our_outputs(sm, "litert", texts, a.work, sm.name)),
                          (f"ours ONNX int8, {what} (onnxruntime)", mb(sm, "onnx"),
                           our_outputs(sm, "onnxruntime", texts, a.work, sm.name))]
+    quant_of: dict[str, str] = {}  # a variant's gate (default int8's)
+    calibrated: set[str] = set()
+    gate_idx = [i for i, r in enumerate(records) if r["group"] not in calib_groups]
+    if a.variants:
+        from edge_m3.contract import RECIPES
+
+        slice_file = a.work / f"calibration-slice-{a.calibration}-{a.calibration_seed}.jsonl"
+        slice_file.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records
+                                      if r["group"] in calib_groups), "utf-8")
+        for quant in [q for q in a.variants.split(",") if q]:
+            if quant not in RECIPES:
+                p.error(f"--variants: {quant!r} is not one of {', '.join(RECIPES)}")
+            vb = build_variant(a, quant, slice_file)
+            for fmt, runtime, label in (("tflite", "litert", "TFLite"), ("onnx", "onnxruntime", "ONNX")):
+                if not (vb / model_file(quant, fmt)).is_file():
+                    continue
+                name = f"ours {label} {quant} ({runtime})"
+                if RECIPES[quant].calibrated:  # the gate part only: its outputs there, None elsewhere
+                    part = our_outputs(vb, runtime, [texts[i] for i in gate_idx], a.work, vb.name)
+                    outs: list[Any] = [None] * len(texts)
+                    for i, o in zip(gate_idx, part, strict=True):
+                        outs[i] = o
+                    calibrated.add(name)
+                else:
+                    outs = our_outputs(vb, runtime, texts, a.work, vb.name)
+                variants.append((name, mb(vb, fmt, quant), outs))
+                quant_of[name] = quant
     relevant = corpus.relevant()
-    on_slice = {name for name, _, _ in variants if "smoothed" in name or "slice" in name}
+    on_slice = {name for name, _, _ in variants if "smoothed" in name or "slice" in name} | calibrated
     out_json: dict[str, Any] = {"peer": peer_meta, "texts": len(texts), "queries": nq}
     print(f"## whole corpus: {len(texts)} texts ({nq} queries x {len(texts) - nq} passages), "
           f"max_length {a.max_length}, against FlagEmbedding\n\n{HEAD}")
     for name, size, outs in variants:
         if name in on_slice:  # its calibration texts are in the corpus: the gate part only
             continue
-        f = figures(outs, ref, nq, relevant)
+        f = figures(outs, ref, nq, relevant, quant_of.get(name, "int8"))
         out_json[name] = {"all": {k: f[k] for k in f if k not in ("dense_cosine",)} |
                           {"dense_cosine": f["dense_cosine"]["all"]}}
         print(row(name, size, f), flush=True)
     print(f"\npeer: tokenizer ids equal to FlagEmbedding's on {peer_meta['tokenizer_ids_match']:.4f} "
           f"of the texts; corpus texts among its calibration texts: {peer_meta['calibration_overlap']}")
-    if a.smooth is not None or a.peer_slice:
-        gate_idx = [i for i, r in enumerate(records) if r["group"] not in calib_groups]
+    if a.smooth is not None or a.peer_slice or a.variants:
         gq = [i for i in gate_idx if i < nq]
         gate_corpus = type(corpus)(tuple(records[i] for i in gate_idx))
         print(f"\n## gate part: {len(gate_idx)} texts ({len(gq)} queries x {len(gate_idx) - len(gq)} "
               f"passages); calibration slice: sample({a.calibration}, seed {a.calibration_seed}), "
               f"{len(texts) - len(gate_idx)} texts in {len(calib_groups)} groups\n\n{HEAD}")
         for name, size, outs in variants:
-            f = figures(_subset(outs, gate_idx), _subset(ref, gate_idx), len(gq), gate_corpus.relevant())
+            f = figures(_subset(outs, gate_idx), _subset(ref, gate_idx), len(gq), gate_corpus.relevant(),
+                        quant_of.get(name, "int8"))
             out_json.setdefault(name, {})["gate_part"] = {k: f[k] for k in f if k not in ("dense_cosine",)} | {
                 "dense_cosine": f["dense_cosine"]["all"]}
             print(row(name, size, f), flush=True)
