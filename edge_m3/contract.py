@@ -91,6 +91,8 @@ WEIGHT_CACHE_KEY_CHARS = 16
 KIT_ERROR_KINDS = {
     "invalid_input": "Bad input: a manifest, a text, an option, a call the kit cannot make.",
     "corrupt_bundle": "A bundle file is missing, or its size or SHA-256 is not manifest.json's: copy it again.",
+    "corrupt_index": "An index file is missing, malformed, or not what index.json says: build or download "
+                     "it again.",
     "signature_mismatch": "The model file's signatures differ from manifest.json (a name, shape or dtype).",
     "runner_closed": "The embedder (or its runner) was closed: every later call fails so.",
     "cancelled": "The caller cancelled (a coroutine's Job, a Swift Task) before the next model call.",

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from edge_m3.errors import EdgeM3Error
+from edge_m3.retrieval.index import CorruptIndexError
 from tools.fuzz import harness
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -42,7 +43,8 @@ def _target(fn: object) -> harness.Target:
 
 
 def test_the_contract_can_fail() -> None:
-    """Anything but a one-line EdgeM3Error, a hang or a large allocation is a violation."""
+    """Anything but a one-line EdgeM3Error (an index target's: a CorruptIndexError), a hang or a
+    large allocation is a violation."""
     def index_error(data: bytes) -> None:
         raise IndexError(data)
 
@@ -70,6 +72,13 @@ def test_the_contract_can_fail() -> None:
         raise EdgeM3Error("x: refused")
 
     assert harness.check(_target(refused), b"") == harness.REFUSED
+
+    def corrupt(_: bytes) -> None:
+        raise CorruptIndexError("x: refused")
+
+    with pytest.raises(harness.ContractViolation, match="not corrupt_index"):  # an index's refusal: its kind
+        harness.check(harness.Target("index", refused), b"")
+    assert harness.check(harness.Target("index", corrupt), b"") == harness.REFUSED
 
 
 def test_hang_is_a_violation(monkeypatch: pytest.MonkeyPatch) -> None:

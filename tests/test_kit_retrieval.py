@@ -32,7 +32,7 @@ from edge_m3.contract import (
 )
 from edge_m3.errors import EdgeM3Error
 from edge_m3.retrieval import compute_score
-from edge_m3.retrieval.index import Index
+from edge_m3.retrieval.index import CorruptIndexError, Index
 from tools.kit import retrieval_wire as wire
 
 KITS = ("kotlin", "swift")
@@ -326,8 +326,9 @@ def test_cli_index_same_hits_and_bundle_check(kit: str, kit_run: Callable[..., A
     proc = _kit_search(kit_run, kit, e5_index, queries, plan, tmp_path, "--bundle", str(bundle))
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.splitlines() == _py_search(index, queries, plan)
-    with pytest.raises(EdgeM3Error, match="another bundle"):
+    with pytest.raises(EdgeM3Error, match="another bundle") as err:
         Index.load(e5_index, bundle=load_bundle(tiny_bundle))
+    assert not isinstance(err.value, CorruptIndexError)  # the caller's bundle, not the index's files
     proc = _kit_search(kit_run, kit, e5_index, queries, plan, tmp_path, "--bundle", str(tiny_bundle))
     assert proc.returncode == 2 and "another bundle" in proc.stderr, proc.stderr
     assert len(proc.stderr.splitlines()) == 1, proc.stderr
@@ -362,7 +363,7 @@ def test_corrupt_index_refused(kit: str, damage: str, kit_run: Callable[..., Any
         f.write_text(json.dumps(m), encoding="utf-8")
     else:
         f.write_text("{", encoding="utf-8")
-    with pytest.raises(EdgeM3Error):
+    with pytest.raises(CorruptIndexError):
         Index.load(bad)
     proc = _kit_search(kit_run, kit, bad, [], [], tmp_path)
     assert proc.returncode == 2 and len(proc.stderr.splitlines()) == 1, proc.stderr

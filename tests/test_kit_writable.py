@@ -42,7 +42,7 @@ from edge_m3.contract import (
     SCORE_MODES,
 )
 from edge_m3.errors import EdgeM3Error
-from edge_m3.retrieval.index import BundleIdentity, Index
+from edge_m3.retrieval.index import BundleIdentity, CorruptIndexError, Index
 from tools.kit import retrieval_wire as wire
 
 Op = tuple[Any, ...]
@@ -205,7 +205,8 @@ def _meta(db: Path, **values: str) -> None:
 
 def test_swift_refuses_foreign_databases(swift_ops, tmp_path: Path) -> None:
     """A database of another base or bundle, a newer format_version or user_version, another
-    program's SQLite file, a corrupt or truncated file: `open` fails with invalid_input, one line."""
+    program's SQLite file, a corrupt or truncated file: `open` fails with corrupt_index, one line
+    (and the calls after it with invalid_input: no index is open)."""
     v = _vec(4, 7)
     good = tmp_path / "good"
     _save_base(good, (4, "float32", "fp16"), [(i, _vec(4, i)) for i in range(3)], BUNDLE)
@@ -223,7 +224,7 @@ def test_swift_refuses_foreign_databases(swift_ops, tmp_path: Path) -> None:
         spoil(folder)
         return swift_ops(folder, [("open",), ("count",), ("add", 11, v)])
 
-    refused = ["error invalid_input"] * 3
+    refused = ["error corrupt_index", "error invalid_input", "error invalid_input"]
 
     def other_base(f: Path) -> None:
         shutil.rmtree(f)
@@ -824,7 +825,7 @@ def test_kotlin_refusals_nothing_changed(kotlin_ops, tmp_path: Path) -> None:
 def test_kotlin_refuses_another_base_bundle_newer_or_corrupt(kotlin_ops, tmp_path: Path) -> None:
     """A database applied to another base, one recording another bundle, one written by a newer
     format version, a corrupt file, another program's SQLite file: each refused with
-    invalid_input when opened (one line, no crash)."""
+    corrupt_index when opened (one line, no crash)."""
     good = tmp_path / "good"
     _base_with_db(good, kotlin_ops)
     cases = {}
@@ -872,7 +873,7 @@ def test_kotlin_refuses_another_base_bundle_newer_or_corrupt(kotlin_ops, tmp_pat
     cases["truncated"] = truncated
     for name, folder in cases.items():
         got = kotlin_ops(folder, [("open",), ("count",)])
-        assert got == ["error invalid_input", "error invalid_input"], name
+        assert got == ["error corrupt_index", "error invalid_input"], name
 
 
 def test_kotlin_read_only_file_searches_refuses_writes(kotlin_ops, tmp_path: Path) -> None:
@@ -1070,7 +1071,7 @@ def test_kotlin_chunked_passages(kotlin_ops, tmp_path: Path) -> None:
 
 def test_kotlin_refuses_chunks_out_of_order(kotlin_ops, tmp_path: Path) -> None:
     """A database whose passage's chunks are not 0, 1, ... in consecutive seqs, or written by the
-    pre-release format 1 (no chunk column): refused with invalid_input when opened."""
+    pre-release format 1 (no chunk column): refused with corrupt_index when opened."""
     good = tmp_path / "good"
     _write_base(good, ("float32", "fp16", [(1, _one_passage(1))]))
     log = [("open",), ("add", "x", _kt_chunks(1, 2)), ("add", "y", _kt_chunks(2, 2))]
@@ -1094,7 +1095,8 @@ def test_kotlin_refuses_chunks_out_of_order(kotlin_ops, tmp_path: Path) -> None:
             for sql in sqls:
                 con.execute(sql)
         con.close()
-        assert kotlin_ops(folder, [("open",), ("count",)]) == ["error invalid_input"] * 2, name
+        want = ["error corrupt_index", "error invalid_input"]  # count: no index open
+        assert kotlin_ops(folder, [("open",), ("count",)]) == want, name
     assert kotlin_ops(good, [("open",), ("count",)]) == ["ok", "count 3"]
 
 
@@ -1146,11 +1148,11 @@ def test_a_passage_removed_in_part_is_refused_in_three_languages(kotlin_ops, swi
         with con:
             con.executemany("INSERT INTO removed (row) VALUES (?)", [(r,) for r in rows])
         con.close()
-        want = ["error invalid_input"] * 2 if name == "part" else ["ok", "count 1"]
+        want = ["error corrupt_index", "error invalid_input"] if name == "part" else ["ok", "count 1"]
         assert kotlin_ops(folder, [("open",), ("count",)]) == want, name
         assert swift_ops(folder, [("open",), ("count",)]) == want, name
         if name == "part":
-            with pytest.raises(EdgeM3Error, match="removed in part"):
+            with pytest.raises(CorruptIndexError, match="removed in part"):
                 WritableIndex.open(folder)
         else:
             assert WritableIndex.open(folder).ids() == [2]

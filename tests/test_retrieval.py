@@ -29,7 +29,7 @@ from edge_m3.contract import (
 )
 from edge_m3.errors import EdgeM3Error, OptionError
 from edge_m3.retrieval import colbert_score, compute_score, dense_score, lexical_matching_score
-from edge_m3.retrieval.index import Index
+from edge_m3.retrieval.index import CorruptIndexError, Index
 
 MASK_ID = 250001  # XLM-R's <mask>: kept in lexical_weights, so it scores like any token
 
@@ -258,9 +258,9 @@ def test_corrupt_index_is_refused(corrupt: Any, message: str, tmp_path: Path) ->
     index.add(_passages(np.random.default_rng(4), 6))
     ix = index.save(tmp_path / "ix")
     corrupt(ix)
-    with pytest.raises(EdgeM3Error, match=message) as err:
+    with pytest.raises(CorruptIndexError, match=message) as err:
         Index.load(ix)
-    assert "\n" not in str(err.value)
+    assert "\n" not in str(err.value) and err.value.kind == "corrupt_index"
 
 
 def test_store_sizes() -> None:

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from edge_m3.contract import INDEX_BASE_PREFIX, INDEX_DB, INDEX_DB_VERSION, INDEX_MANIFEST, SCORE_MODES
 from edge_m3.errors import EdgeM3Error
-from edge_m3.retrieval.index import BundleIdentity, Index
+from edge_m3.retrieval.index import BundleIdentity, CorruptIndexError, Index
 from edge_m3.retrieval.writable import WritableIndex, WriteRefused, open_index
 from tools.bench.writable_kills import DIM, check_prefix, fresh, kill_loop, passage
 from tools.kit.retrieval_wire import hits_line, python_answers
@@ -247,9 +247,9 @@ def test_bad_databases_are_refused(case: str, tmp_path: Path) -> None:
         (folder / INDEX_DB).write_bytes(b"SQLite format 3\x00" + os.urandom(3000))
         for extra in ("-wal", "-shm"):
             Path(f"{folder / INDEX_DB}{extra}").unlink(missing_ok=True)
-    with pytest.raises(EdgeM3Error) as err:
+    with pytest.raises(CorruptIndexError) as err:
         WritableIndex.open(folder)
-    assert "\n" not in str(err.value) and str(folder) in str(err.value)
+    assert "\n" not in str(err.value) and str(folder) in str(err.value) and err.value.kind == "corrupt_index"
     if case in ("newer", "older"):
         assert case in str(err.value)
 

@@ -15,13 +15,17 @@ import java.security.MessageDigest
 //
 // stdin: per input a line "TARGET LENGTH" then LENGTH bytes. stdout: one line per input,
 // "accepted CONTENT" (CONTENT: what the reader read, for the differential targets), "refused KIND
-// MESSAGE" (an EdgeM3Exception: the contract) or "violation CLASS: MESSAGE" (anything else: another
-// exception, an OutOfMemoryError past -Xmx, an assert). A hang is the driver's to time.
+// MESSAGE" (an EdgeM3Exception: the contract; of an index's files, INDEX_TARGETS, corrupt_index) or
+// "violation CLASS: MESSAGE" (anything else: another exception, another kind refusing an index's
+// files, an OutOfMemoryError past -Xmx, an assert). A hang is the driver's to time.
 // FUZZ_DIR: tools/fuzz (the seeds some targets swap one file into).
 
 val fuzzTexts = listOf("Hello wörld, ＡＢＣ ﬁ 123 <mask> [MASK] </s>", "日本語のテキスト 👍🏽 e\u0301", "x".repeat(120), "")
 
 class FuzzAssert(message: String) : RuntimeException(message)
+
+/** Targets whose input is all an index's files: every refusal must be corrupt_index. */
+val INDEX_TARGETS = setOf("index", "index-diff", "writable")
 
 fun require2(ok: Boolean, what: () -> String) {
     if (!ok) throw FuzzAssert(what())
@@ -248,6 +252,7 @@ fun main(args: Array<String>) {
         } catch (e: EdgeM3Exception) {
             val msg = e.message ?: ""
             if (msg.isBlank() || msg.any { it in EdgeM3Contract.LINE_BREAK_ESCAPES }) "violation the refusal is not one line: ${msg.take(300).replace("\n", "\\n")}"
+            else if (target in INDEX_TARGETS && e.kind != EdgeM3ErrorKind.CORRUPT_INDEX) "violation the refusal is not corrupt_index: ${e.kind.wire} ${msg.take(300)}"
             else "refused ${e.kind.wire} ${msg.take(200)}"
         } catch (e: Throwable) {  // the contract: nothing but an EdgeM3Exception may escape a reader
             "violation ${e.javaClass.name}: ${(e.message ?: "").take(300).replace("\n", "\\n")} at ${e.stackTrace.take(4).joinToString(" < ")}"

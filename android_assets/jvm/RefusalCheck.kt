@@ -89,7 +89,7 @@ private fun writableChecks(work: File, truth: LocalBundle, want: List<Embedding>
             }
         }
     }
-    cases.refuses("writable-open-no-index", EdgeM3ErrorKind.INVALID_INPUT, "not an index") {
+    cases.refuses("writable-open-no-index", EdgeM3ErrorKind.CORRUPT_INDEX, "not an index") {
         EdgeM3WritableIndex.open(folder().also { it.mkdirs() }, db)
     }
 
@@ -148,8 +148,8 @@ private fun writableChecks(work: File, truth: LocalBundle, want: List<Embedding>
             x.update(7, v[3])
             if (x.rows != 3 || x.id(2) != 7L) "rows ${x.rows}, last ${x.id(2)}" else null
         }
-        // a table gone under an open index: the write's reload fails in SQLite (ERROR), refused as invalid input
-        cases.refuses("writable-write-sql-error", EdgeM3ErrorKind.INVALID_INPUT, "no such table") {
+        // a table gone under an open index: the write's reload fails in SQLite (ERROR), refused as a corrupt index
+        cases.refuses("writable-write-sql-error", EdgeM3ErrorKind.CORRUPT_INDEX, "no such table") {
             sql(x.dir, "DROP TABLE removed")
             x.add(30, v[0])
         }
@@ -223,13 +223,13 @@ private fun writableChecks(work: File, truth: LocalBundle, want: List<Embedding>
         EdgeM3WritableIndex.open(scored, db, files + (truth.model.file to "0".repeat(64))).close()
     }
 
-    // a format-1 folder spoiled after the fact: EdgeM3Index.open refuses it, invalid input, one line
+    // a format-1 folder spoiled after the fact: EdgeM3Index.open refuses it, corrupt_index, one line
     val base1 = File(scored, EdgeM3Contract.INDEX_BASE_PREFIX + "1")
     fun spoiledIndex(name: String, contains: String, verify: Boolean = true, spoil: (File) -> Unit) {
         val f = File(work, "index-$name")
         base1.copyRecursively(f)
         spoil(f)
-        cases.refuses("index-$name", EdgeM3ErrorKind.INVALID_INPUT, contains) { EdgeM3Index.open(f, verifySha256 = verify) }
+        cases.refuses("index-$name", EdgeM3ErrorKind.CORRUPT_INDEX, contains) { EdgeM3Index.open(f, verifySha256 = verify) }
     }
     fun tree(f: File, edit: (MutableMap<String, Any?>) -> Unit) {
         val m = File(f, EdgeM3Contract.INDEX_MANIFEST)
@@ -261,12 +261,12 @@ private fun writableChecks(work: File, truth: LocalBundle, want: List<Embedding>
         d.writeText("{" + d.readText().substring(1))
     }
 
-    // databases spoiled after the fact: each refused when opened, as invalid input, one line
+    // databases spoiled after the fact: each refused when opened, as corrupt_index, one line
     fun spoiled(name: String, contains: String, vararg statements: String) {
         val f = File(work, "spoiled-$name")
         scored.copyRecursively(f)
         sql(f, *statements)
-        cases.refuses("writable-db-$name", EdgeM3ErrorKind.INVALID_INPUT, contains) {
+        cases.refuses("writable-db-$name", EdgeM3ErrorKind.CORRUPT_INDEX, contains) {
             EdgeM3WritableIndex.open(f, db).use { it.count }
         }
     }
@@ -303,7 +303,7 @@ private fun writableChecks(work: File, truth: LocalBundle, want: List<Embedding>
         x.add("other", v[2])
     }
     sql(parted, "INSERT INTO removed (row) VALUES (1)")
-    cases.refuses("writable-db-removed-in-part", EdgeM3ErrorKind.INVALID_INPUT, "a base passage is removed in part") {
+    cases.refuses("writable-db-removed-in-part", EdgeM3ErrorKind.CORRUPT_INDEX, "a base passage is removed in part") {
         EdgeM3WritableIndex.open(parted, db).use { it.count }
     }
 }

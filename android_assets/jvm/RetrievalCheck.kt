@@ -162,17 +162,6 @@ private fun idToken(id: Any): String = if (id is String) {
     "s" + id.toByteArray(Charsets.UTF_8).joinToString("") { String.format("%02x", it.toInt() and 0xff) }
 } else "i$id"
 
-/** contract.KIT_ERROR_KINDS of a kit exception. */
-private fun kind(e: EdgeM3Exception): String = when (e) {
-    is EdgeM3DuplicateIdException -> "duplicate_id"
-    is EdgeM3UnknownIdException -> "unknown_id"
-    is EdgeM3IndexBusyException -> "index_busy"
-    is EdgeM3WriteFailedException -> "write_failed"
-    is EdgeM3ModelMismatchException -> "signature_mismatch"
-    is EdgeM3ClosedException -> "runner_closed"
-    is EdgeM3RuntimeMissingException -> "runtime_missing"
-    else -> "invalid_input"
-}
 
 private fun ops(dir: File, file: File) {
     val t = Tokens(file.readText())
@@ -242,7 +231,7 @@ private fun ops(dir: File, file: File) {
             }
             else -> throw EdgeM3Exception("unknown operation \"$op\"")
         }
-        val line = try { answer() } catch (e: EdgeM3Exception) { "error ${kind(e)}" }
+        val line = try { answer() } catch (e: EdgeM3Exception) { "error ${e.kind.wire}" }  // contract.KIT_ERROR_KINDS
         out.append(line).append('\n')
     }
     index?.close()

@@ -7,7 +7,7 @@ Importable with `pip install edge-m3` alone (numpy only). The rules are contract
 from __future__ import annotations
 
 from edge_m3.contract import DEFAULT_MODE_WEIGHTS, HYBRID_CANDIDATES, SCORE_MODES, hybrid_score
-from edge_m3.retrieval.index import BundleIdentity, Hit, Index
+from edge_m3.retrieval.index import BundleIdentity, CorruptIndexError, Hit, Index
 from edge_m3.retrieval.scores import (
     colbert_score,
     compute_score,
@@ -16,5 +16,6 @@ from edge_m3.retrieval.scores import (
     score,
 )
 
-__all__ = ["DEFAULT_MODE_WEIGHTS", "HYBRID_CANDIDATES", "SCORE_MODES", "BundleIdentity", "Hit", "Index",
-           "colbert_score", "compute_score", "dense_score", "hybrid_score", "lexical_matching_score", "score"]
+__all__ = ["DEFAULT_MODE_WEIGHTS", "HYBRID_CANDIDATES", "SCORE_MODES", "BundleIdentity", "CorruptIndexError",
+           "Hit", "Index", "colbert_score", "compute_score", "dense_score", "hybrid_score",
+           "lexical_matching_score", "score"]

@@ -46,6 +46,14 @@ PassageId = int | str
 _PW = INDEX_POSTING_WEIGHTS  # the postings' weights array
 
 
+class CorruptIndexError(EdgeM3Error):
+    """An index's files refused for their contents (contract.KIT_ERROR_KINDS' corrupt_index): a file
+    missing, malformed, or not what index.json says (or a writable index's database refused): build
+    or download the index again. A caller's mistake (a bad query, another bundle) is not one."""
+
+    kind = "corrupt_index"
+
+
 @dataclass(frozen=True)
 class Hit:
     """One search result: the row in the index, its passage's id, its exact score, and which
@@ -110,8 +118,8 @@ class BundleIdentity:
     def from_json(cls, d: Any, where: str) -> BundleIdentity:
         keys = ("model_file", "model_sha256", "tokenizer_file", "tokenizer_sha256")
         if not isinstance(d, dict) or not all(isinstance(d.get(k), str) for k in keys):
-            raise EdgeM3Error(f"{where}: bundle: needs model_file, model_sha256, tokenizer_file, "
-                              "tokenizer_sha256 (strings)")
+            raise CorruptIndexError(f"{where}: bundle: needs model_file, model_sha256, tokenizer_file, "
+                                    "tokenizer_sha256 (strings)")
         return cls(d["model_file"], d["model_sha256"], d["tokenizer_file"], d["tokenizer_sha256"],
                    str(d.get("quant", "")), str(d.get("path", "")))
 
@@ -486,8 +494,8 @@ class Index:
 
     @classmethod
     def load(cls, path: Path, bundle: Any = None, verify: bool = True) -> Index:
-        """Memory-map a saved index; refuse (EdgeM3Error, one line) a corrupt one, and with
-        `bundle` (a loaded Bundle) one built by another model."""
+        """Memory-map a saved index; refuse (CorruptIndexError, one line) a corrupt one, and with
+        `bundle` (a loaded Bundle) one built by another model (EdgeM3Error)."""
         path = Path(path)
         m = read_manifest(path)
         where = str(path)
@@ -500,23 +508,24 @@ class Index:
         for name, entry in files.items():
             f = path / name
             if Path(name).name != name:
-                raise EdgeM3Error(f"{path / INDEX_MANIFEST}: file name {name!r} is not a plain name")
+                raise CorruptIndexError(f"{path / INDEX_MANIFEST}: file name {name!r} is not a plain name")
             if not f.is_file():
-                raise EdgeM3Error(f"{f}: listed in {INDEX_MANIFEST} but missing")
+                raise CorruptIndexError(f"{f}: listed in {INDEX_MANIFEST} but missing")
             if f.stat().st_size != entry["size"] or (verify and sha256_file(f) != entry["sha256"]):
-                raise EdgeM3Error(f"{f}: sha256 does not match {INDEX_MANIFEST}; refusing a modified or "
-                                  "corrupt index")
+                raise CorruptIndexError(f"{f}: sha256 does not match {INDEX_MANIFEST}; refusing a modified or "
+                                        "corrupt index")
         idx = cls.__new__(cls)
         idx.dim, idx.dense_store, idx.colbert_store, idx.bundle = m["dim"], m["dense"], m["colbert"], ident
         idx._pending, idx._norms, idx.path, idx._chunks = [], {}, path, None
         try:
             idx.ids = json.loads((path / INDEX_IDS).read_text(encoding="utf-8"))
         except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:
-            raise EdgeM3Error(f"{path / INDEX_IDS}: unreadable ({one_line(exc)})") from None
+            raise CorruptIndexError(f"{path / INDEX_IDS}: unreadable ({one_line(exc)})") from None
         if not isinstance(idx.ids, list) or len(idx.ids) != m["count"] or not all(
                 isinstance(i, str) or (isinstance(i, int) and not isinstance(i, bool) and -2**63 <= i < 2**63)
                 for i in idx.ids):  # int64, as the kits store them (issue 38: 2^63 was an id here only)
-            raise EdgeM3Error(f"{path / INDEX_IDS}: must be a list of {m['count']} ids (int64s or strings)")
+            raise CorruptIndexError(f"{path / INDEX_IDS}: must be a list of {m['count']} ids "
+                                    "(int64s or strings)")
         idx.arrays = {}
         for name, spec in m["arrays"].items():
             shape = tuple(spec["shape"])
@@ -524,7 +533,8 @@ class Index:
             f = path / spec["file"]
             need = math.prod(shape) * dtype.itemsize  # Python ints: a lying shape cannot wrap round
             if f.stat().st_size != need:
-                raise EdgeM3Error(f"{f}: {f.stat().st_size} bytes, {spec['dtype']} {list(shape)} needs {need}")
+                raise CorruptIndexError(f"{f}: {f.stat().st_size} bytes, {spec['dtype']} {list(shape)} "
+                                        f"needs {need}")
             idx.arrays[name] = (np.memmap(f, dtype=dtype, mode="r", shape=shape) if need
                                 else np.zeros(shape, dtype))
         _check_layout(idx, where)
@@ -532,7 +542,7 @@ class Index:
         # byte anyway); an index opened unverified is trusted to hold what Index.add writes
         floats = [x for x in ("dense", "colbert") if x in idx.arrays and idx.arrays[x].dtype != np.int8]
         if verify and not all(_finite(idx.arrays[x]) for x in floats):
-            raise EdgeM3Error(f"{where}: a stored vector is not finite; refusing a corrupt index")
+            raise CorruptIndexError(f"{where}: a stored vector is not finite; refusing a corrupt index")
         return idx
 
 
@@ -540,16 +550,16 @@ def read_manifest(path: Path) -> dict[str, Any]:
     """index.json parsed and checked field by field (one line per problem)."""
     mpath = Path(path) / INDEX_MANIFEST
     if not mpath.is_file():
-        raise EdgeM3Error(f"{mpath}: not found (is {path} an edge-m3 index?)")
+        raise CorruptIndexError(f"{mpath}: not found (is {path} an edge-m3 index?)")
     try:
         m = json.loads(mpath.read_text(encoding="utf-8"))
     except (OSError, ValueError, RecursionError) as exc:
-        raise EdgeM3Error(f"{mpath}: not valid JSON ({exc})") from None
+        raise CorruptIndexError(f"{mpath}: not valid JSON ({exc})") from None
     if not isinstance(m, dict) or m.get("format") != INDEX_FORMAT:
-        raise EdgeM3Error(f"{mpath}: not an {INDEX_FORMAT} manifest")
+        raise CorruptIndexError(f"{mpath}: not an {INDEX_FORMAT} manifest")
     if m.get("format_version") != INDEX_FORMAT_VERSION:
-        raise EdgeM3Error(f"{mpath}: format_version {m.get('format_version')!r} unsupported "
-                          f"(this edge-m3 reads {INDEX_FORMAT_VERSION})")
+        raise CorruptIndexError(f"{mpath}: format_version {m.get('format_version')!r} unsupported "
+                                f"(this edge-m3 reads {INDEX_FORMAT_VERSION})")
     checks: list[tuple[str, Callable[[Any], bool], str]] = [
         ("count", lambda v: isinstance(v, int) and v >= 0, "an integer >= 0"),
         ("dim", lambda v: isinstance(v, int) and v > 0, "an integer > 0"),
@@ -568,11 +578,11 @@ def read_manifest(path: Path) -> dict[str, Any]:
     ]
     for key, ok, want in checks:
         if not ok(m.get(key)):
-            raise EdgeM3Error(f"{mpath}: {key}: must be {want}")
+            raise CorruptIndexError(f"{mpath}: {key}: must be {want}")
     listed = set(m["files"])
     for name in [INDEX_IDS] + [s["file"] for s in m["arrays"].values()]:
         if name not in listed:
-            raise EdgeM3Error(f"{mpath}: files: {name} has no sha256")
+            raise CorruptIndexError(f"{mpath}: files: {name} has no sha256")
     return m
 
 
@@ -618,7 +628,7 @@ def _check_layout(idx: Index, where: str) -> None:
         # the arrays the stores use (checked 1-D float32 above): a stray one is ignored, as the kits do
         bad = [x for x in ("dense_scale", "colbert_scale", _PW) if x in need and not _positive(a[x])]
     if bad:
-        raise EdgeM3Error(f"{where}: inconsistent arrays ({', '.join(bad)}); refusing a corrupt index")
+        raise CorruptIndexError(f"{where}: inconsistent arrays ({', '.join(bad)}); refusing a corrupt index")
 
 
 def _positive(x: np.ndarray) -> bool:

@@ -44,6 +44,7 @@ from edge_m3.contract import (
 from edge_m3.errors import EdgeM3Error, OptionError, one_line
 from edge_m3.retrieval.index import (
     BundleIdentity,
+    CorruptIndexError,
     Hit,
     Index,
     PassageId,
@@ -194,8 +195,9 @@ def _unblob(b: Any, dtype: str, count: int | None, where: str) -> np.ndarray:
     """A column's bytes as a little-endian array; refuse a length that is not `count` items."""
     item = np.dtype(dtype).itemsize
     if not isinstance(b, bytes) or len(b) % item or (count is not None and len(b) != count * item):
-        raise EdgeM3Error(f"{where}: a passage's {dtype} column has {len(b) if isinstance(b, bytes) else 'no'} "
-                          "bytes; refusing a corrupt index database")
+        raise CorruptIndexError(f"{where}: a passage's {dtype} column has "
+                                f"{len(b) if isinstance(b, bytes) else 'no'} bytes; refusing a corrupt index "
+                                "database")
     return np.frombuffer(b, dtype).copy()
 
 
@@ -243,7 +245,8 @@ class WritableIndex:
             self._open_base(".", None)
             self.base_name = "."
         else:
-            raise EdgeM3Error(f"{self.path}: neither {INDEX_MANIFEST} nor {INDEX_DB} (is it an edge-m3 index?)")
+            raise CorruptIndexError(f"{self.path}: neither {INDEX_MANIFEST} nor {INDEX_DB} "
+                                    "(is it an edge-m3 index?)")
         if bundle is not None and self.bundle is None:
             raise EdgeM3Error(f"{self.path}: records no bundle, so queries cannot be checked against it")
         if bundle is not None and self.bundle is not None:
@@ -353,7 +356,7 @@ class WritableIndex:
                                           isolation_level=None, check_same_thread=False)
                 app = self.db.execute("PRAGMA application_id").fetchone()[0]
             if app != INDEX_DB_APPLICATION_ID:
-                raise EdgeM3Error(f"{where}: not an edge-m3 index database (application_id {app})")
+                raise CorruptIndexError(f"{where}: not an edge-m3 index database (application_id {app})")
             if self.db.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
                 try:
                     self.db.execute("PRAGMA journal_mode = WAL")
@@ -363,7 +366,8 @@ class WritableIndex:
             if self.verify:
                 bad = self.db.execute("PRAGMA quick_check").fetchone()[0]
                 if bad != "ok":
-                    raise EdgeM3Error(f"{where}: damaged ({one_line(bad)}); refusing a corrupt index database")
+                    raise CorruptIndexError(f"{where}: damaged ({one_line(bad)}); refusing a corrupt index "
+                                            "database")
         except sqlite3.Error as exc:
             if self.db is not None:
                 self.db.close()
@@ -389,25 +393,25 @@ class WritableIndex:
             raise _corrupt(where, exc) from None
         missing = [k for k in INDEX_DB_META_KEYS if not isinstance(meta.get(k), str)]
         if missing:
-            raise EdgeM3Error(f"{where}: meta lacks {', '.join(missing)}; not an edge-m3 index database")
+            raise CorruptIndexError(f"{where}: meta lacks {', '.join(missing)}; not an edge-m3 index database")
         if meta["format"] != INDEX_DB_FORMAT:
-            raise EdgeM3Error(f"{where}: format {meta['format']!r} is not {INDEX_DB_FORMAT}")
+            raise CorruptIndexError(f"{where}: format {meta['format']!r} is not {INDEX_DB_FORMAT}")
         if not meta["format_version"].isdigit() or int(meta["format_version"]) != INDEX_DB_VERSION:
             older = meta["format_version"].isdigit() and int(meta["format_version"]) < INDEX_DB_VERSION
-            raise EdgeM3Error(f"{where}: format_version {meta['format_version']!r}: written by "
-                              f"{'an older' if older else 'a newer'} edge-m3 (this one reads "
-                              f"{INDEX_DB_VERSION})")
+            raise CorruptIndexError(f"{where}: format_version {meta['format_version']!r}: written by "
+                                    f"{'an older' if older else 'a newer'} edge-m3 (this one reads "
+                                    f"{INDEX_DB_VERSION})")
         try:
             dim, gen = int(meta["dim"]), int(meta["generation"])
             bundle_json = json.loads(meta["bundle"])
         except ValueError:
-            raise EdgeM3Error(f"{where}: meta dim, generation or bundle malformed") from None
+            raise CorruptIndexError(f"{where}: meta dim, generation or bundle malformed") from None
         if dim < 1 or gen < 0 or meta["dense"] not in DENSE_STORES or meta["colbert"] not in COLBERT_STORES:
-            raise EdgeM3Error(f"{where}: meta dim, dense or colbert malformed")
+            raise CorruptIndexError(f"{where}: meta dim, dense or colbert malformed")
         base = meta["base"]
         if base not in ("", ".") and not (base.startswith(INDEX_BASE_PREFIX)
                                           and base[len(INDEX_BASE_PREFIX):].isdigit()):
-            raise EdgeM3Error(f"{where}: meta base {base!r} is not a base folder name")
+            raise CorruptIndexError(f"{where}: meta base {base!r} is not a base folder name")
         self.dim, self.generation = dim, gen
         self.dense_store, self.colbert_store = meta["dense"], meta["colbert"]
         self.bundle = None if bundle_json is None else BundleIdentity.from_json(bundle_json, where)
@@ -418,31 +422,32 @@ class WritableIndex:
         self.base_name, self.base_sha = base, meta["base_sha256"]
         n_base = len(self.base) if self.base is not None else 0
         if any(not isinstance(r, int) or not 0 <= r < n_base for r in removed):
-            raise EdgeM3Error(f"{where}: a removed row is outside the base; refusing a corrupt index database")
+            raise CorruptIndexError(f"{where}: a removed row is outside the base; refusing a corrupt index "
+                                    "database")
         if removed and self.base is not None:  # a passage is removed whole: every chunk's row or none
             gone = set(removed)
             if any(x not in gone for r in removed for x in self._base_rows[self.base.ids[r]]):
-                raise EdgeM3Error(f"{where}: a base passage is removed in part (some of its chunks' rows); "
-                                  "refusing a corrupt index database")
+                raise CorruptIndexError(f"{where}: a base passage is removed in part (some of its chunks' "
+                                        "rows); refusing a corrupt index database")
         self._removed = removed
         self._delta = {}
         last: PassageId | None = None
         for pid, chunk, *cols in rows:
             if not isinstance(pid, int | str):
-                raise EdgeM3Error(f"{where}: a passage id is neither an integer nor text")
+                raise CorruptIndexError(f"{where}: a passage id is neither an integer nor text")
             # a passage's chunks are 0, 1, ... in consecutive seqs (one transaction wrote them)
             if chunk == 0 and type(chunk) is int and pid not in self._delta:
                 self._delta[pid] = []
             elif not (type(chunk) is int and pid == last and type(pid) is type(last)
                       and chunk == len(self._delta[pid])):
-                raise EdgeM3Error(f"{where}: id {pid!r} has chunk {chunk!r} out of order; refusing a corrupt "
-                                  "index database")
+                raise CorruptIndexError(f"{where}: id {pid!r} has chunk {chunk!r} out of order; refusing a "
+                                        "corrupt index database")
             self._delta[pid].append(self._stored_of(cols, where))
             last = pid
         clash = [p for p in self._delta if p in self._base_rows and self._alive_base(self._base_rows[p][0])]
         if clash:
-            raise EdgeM3Error(f"{where}: id {clash[0]!r} is both in the base and added; refusing a corrupt "
-                              "index database")
+            raise CorruptIndexError(f"{where}: id {clash[0]!r} is both in the base and added; refusing a "
+                                    "corrupt index database")
         self._delta_index = None
         self._segs: list[tuple[Index, np.ndarray]] | None = None
 
@@ -456,14 +461,15 @@ class WritableIndex:
         w = _unblob(w_b, "<f4", len(tok), where)
         finite = np.isfinite(dscale).all() if int8 else np.isfinite(dense).all()
         if (np.diff(tok.astype(np.int64)) <= 0).any() or not (np.isfinite(w) & (w > 0)).all() or not finite:
-            raise EdgeM3Error(f"{where}: a passage's vectors are malformed; refusing a corrupt index database")
+            raise CorruptIndexError(f"{where}: a passage's vectors are malformed; refusing a corrupt index "
+                                    "database")
         col = cscale = None
         if self.colbert_store != "none":
             c8 = self.colbert_store == "int8"
             col = _unblob(col_b, "i1" if c8 else "<f2", None, where)
             if len(col) % d:
-                raise EdgeM3Error(f"{where}: a passage's ColBERT column is not [m, {d}]; refusing a corrupt "
-                                  "index database")
+                raise CorruptIndexError(f"{where}: a passage's ColBERT column is not [m, {d}]; refusing a "
+                                        "corrupt index database")
             col = col.reshape(-1, d)
             cscale = _unblob(cscale_b, "<f4", len(col), where) if c8 else None
         return Stored(dense, dscale, tok, w, col, cscale)
@@ -472,19 +478,20 @@ class WritableIndex:
         folder = self.path if name == "." else self.path / name
         manifest = folder / INDEX_MANIFEST
         if not manifest.is_file():
-            raise EdgeM3Error(f"{manifest}: the index's base is missing")
+            raise CorruptIndexError(f"{manifest}: the index's base is missing")
         if sha is not None and sha256_file(manifest) != sha:
-            raise EdgeM3Error(f"{self.path / INDEX_DB}: written on top of another base than {manifest} "
-                              "(its sha256 differs); refusing to apply it")
+            raise CorruptIndexError(f"{self.path / INDEX_DB}: written on top of another base than {manifest} "
+                                    "(its sha256 differs); refusing to apply it")
         base = Index.load(folder, verify=self.verify)
         if self.db is not None and (base.dim, base.dense_store, base.colbert_store) != (
                 self.dim, self.dense_store, self.colbert_store):
-            raise EdgeM3Error(f"{self.path / INDEX_DB}: dim/dense/colbert differ from its base {manifest}")
+            raise CorruptIndexError(f"{self.path / INDEX_DB}: dim/dense/colbert differ from its base "
+                                    f"{manifest}")
         if self.db is not None and (base.bundle.to_json() if base.bundle else None) != (
                 self.bundle.to_json() if self.bundle else None):
             if not (base.bundle and self.bundle and _same_model(base.bundle, self.bundle)):
-                raise EdgeM3Error(f"{self.path / INDEX_DB}: written for another bundle than its base "
-                                  f"{manifest}")
+                raise CorruptIndexError(f"{self.path / INDEX_DB}: written for another bundle than its base "
+                                        f"{manifest}")
         if self.db is None:
             self.dim, self.dense_store, self.colbert_store, self.bundle = (
                 base.dim, base.dense_store, base.colbert_store, base.bundle)
@@ -509,7 +516,7 @@ class WritableIndex:
         try:
             version = self.db.execute("PRAGMA data_version").fetchone()[0]
         except sqlite3.Error as exc:
-            raise EdgeM3Error(f"{self.path / INDEX_DB}: unreadable ({one_line(exc)})") from None
+            raise CorruptIndexError(f"{self.path / INDEX_DB}: unreadable ({one_line(exc)})") from None
         if version != self._version:
             self._load()
 
@@ -874,8 +881,8 @@ class _Retry(Exception):
     """Another connection committed between our check and our lock: reload and check again."""
 
 
-def _corrupt(where: str, exc: BaseException) -> EdgeM3Error:
-    return EdgeM3Error(f"{where}: unreadable ({one_line(exc)}); refusing a corrupt index database")
+def _corrupt(where: str, exc: BaseException) -> CorruptIndexError:
+    return CorruptIndexError(f"{where}: unreadable ({one_line(exc)}); refusing a corrupt index database")
 
 
 def _same_model(a: BundleIdentity, b: BundleIdentity) -> bool:
@@ -884,7 +891,7 @@ def _same_model(a: BundleIdentity, b: BundleIdentity) -> bool:
 
 
 def _refusal(exc: BaseException, where: Path) -> EdgeM3Error:
-    """SQLite's and the OS's failures as the kits' kinds, one line."""
+    """SQLite's and the OS's failures as the kits' kinds, one line (a malformed database: corrupt_index)."""
     text = one_line(exc)
     low = text.lower()
     if "locked" in low or "busy" in low:
@@ -892,7 +899,7 @@ def _refusal(exc: BaseException, where: Path) -> EdgeM3Error:
     if isinstance(exc, OSError) or any(w in low for w in ("readonly", "read-only", "full", "disk i/o",
                                                           "unable to open")):
         return WriteRefused("write_failed", f"{where}: cannot write ({text}); nothing was changed")
-    return EdgeM3Error(f"{where}: {text}; refusing a corrupt index database")
+    return CorruptIndexError(f"{where}: {text}; refusing a corrupt index database")
 
 
 def _read_only_fs(path: Path) -> bool:

@@ -2,7 +2,8 @@
 
 A reader given any bytes must either accept them (and then what it returns must be usable: the
 target's own asserts) or refuse them with one EdgeM3Error whose message is one line, as the CLI
-prints it. Anything else is a ContractViolation: another exception (an IndexError, a
+prints it; a reader of an index's files (CORRUPT_INDEX_TARGETS) with a CorruptIndexError, the kits'
+corrupt_index. Anything else is a ContractViolation: another exception (an IndexError, a
 RecursionError, a MemoryError from an allocation sized by a length field), a run past
 HANG_SECONDS, or a peak allocation past MEMORY_BYTES.
 
@@ -29,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from edge_m3.errors import EdgeM3Error
+from edge_m3.retrieval.index import CorruptIndexError
 
 ACCEPTED, REFUSED = "accepted", "refused"
 # What targets tokenize once a tokenizer is accepted: specials, NFKC, accents, CJK, emoji, long words.
@@ -43,6 +45,8 @@ REGRESSIONS = FUZZ_DIR / "regressions"
 TARGETS = ("spmodel", "safetensors", "torch_pickle", "manifest", "bundle", "golden", "vocab_map",
            "index", "corpus_jsonl", "corpus_parquet", "wordpiece", "vocab_txt", "st_layout",
            "model_config")
+# Targets whose input is all an index's files: every refusal is corrupt_index (a CorruptIndexError).
+CORRUPT_INDEX_TARGETS = ("index",)
 
 
 class ContractViolation(Exception):
@@ -78,6 +82,9 @@ def check(t: Target, data: bytes, bounded: bool = True) -> str:
         msg = str(exc)
         if not msg.strip() or len(msg.splitlines()) != 1:
             raise ContractViolation(f"{t.name}: the refusal is not one line: {msg[:300]!r}") from exc
+        if t.name in CORRUPT_INDEX_TARGETS and not isinstance(exc, CorruptIndexError):
+            raise ContractViolation(f"{t.name}: the refusal is not corrupt_index: {type(exc).__name__}: "
+                                    f"{msg[:300]}") from exc
         return REFUSED
     except Exception as exc:  # the contract: nothing but EdgeM3Error may escape a reader
         raise ContractViolation(f"{t.name}: {type(exc).__name__}: {str(exc)[:300]}") from exc

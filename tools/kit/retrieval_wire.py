@@ -167,7 +167,7 @@ def chunk_list(passage: Any) -> list[Mapping[str, Any]]:
 def python_answers(folder: Any, log: Sequence[tuple[Any, ...]]) -> list[str]:
     """The answers Python's WritableIndex gives to an op log: what each kit's `ops` must print."""
     from edge_m3.errors import EdgeM3Error
-    from edge_m3.retrieval.writable import WritableIndex, WriteRefused
+    from edge_m3.retrieval.writable import WritableIndex
 
     idx: Any = None
     out = []
@@ -198,10 +198,8 @@ def python_answers(folder: Any, log: Sequence[tuple[Any, ...]]) -> list[str]:
                                                 chunks=bool(op[5]) if len(op) > 5 else False)))
                 continue
             out.append("ok")
-        except WriteRefused as exc:
-            out.append(f"error {exc.kind}")
-        except EdgeM3Error:
-            out.append("error invalid_input")
+        except EdgeM3Error as exc:  # WriteRefused and CorruptIndexError carry their kit kind
+            out.append(f"error {getattr(exc, 'kind', 'invalid_input')}")
     if idx is not None:
         idx.close()
     return out

@@ -121,6 +121,8 @@ nonisolated public enum EdgeM3ErrorKind: String, CaseIterable, Hashable, Sendabl
     case invalidInput = "invalid_input"
     /// A bundle file is missing, or its size or SHA-256 is not manifest.json's: copy it again.
     case corruptBundle = "corrupt_bundle"
+    /// An index file is missing, malformed, or not what index.json says: build or download it again.
+    case corruptIndex = "corrupt_index"
     /// The model file's signatures differ from manifest.json (a name, shape or dtype).
     case signatureMismatch = "signature_mismatch"
     /// The embedder (or its runner) was closed: every later call fails so.

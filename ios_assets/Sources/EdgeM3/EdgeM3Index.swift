@@ -58,48 +58,49 @@ nonisolated public final class EdgeM3Index: @unchecked Sendable {
     /// Opens and checks an index folder: format and version, every file's size and (unless
     /// `verifySHA256` is false, e.g. after a first successful open) SHA-256, the arrays' shapes,
     /// and with `bundleFiles` (the bundle's manifest.json `files`: name -> sha256) that the index
-    /// was built by that bundle's model and tokenizer. Any problem: one EdgeM3Error naming the file.
+    /// was built by that bundle's model and tokenizer. Any problem: one EdgeM3Error naming the file,
+    /// of kind `.corruptIndex` for every refusal of the index's files (`.invalidInput`: another bundle).
     public init(folder: URL, bundleFiles: [String: String]? = nil, verifySHA256: Bool = true) throws {
         self.folder = folder
         let manifestName = EdgeM3Contract.indexManifest
         let manifestURL = folder.appendingPathComponent(manifestName)
         let w = manifestURL.path
         guard let data = FileManager.default.contents(atPath: w) else {
-            throw EdgeM3Error("\(folder.path): not an index (no \(manifestName))")
+            throw EdgeM3Error("\(folder.path): not an index (no \(manifestName))", kind: .corruptIndex)
         }
         guard let tree = (try? JSONSerialization.jsonObject(with: data)) as? [String: Any] else {
-            throw EdgeM3Error("\(w): corrupt (not a JSON object)")
+            throw EdgeM3Error("\(w): corrupt (not a JSON object)", kind: .corruptIndex)
         }
         func field<T>(_ o: [String: Any], _ key: String, _ at: String) throws -> T {
-            guard let v = o[key] as? T else { throw EdgeM3Error("\(w): \(at)\(key) missing or of the wrong type") }
+            guard let v = o[key] as? T else { throw EdgeM3Error("\(w): \(at)\(key) missing or of the wrong type", kind: .corruptIndex) }
             return v
         }
         func int(_ o: [String: Any], _ key: String, _ at: String) throws -> Int {
             guard let n = o[key] as? NSNumber, let v = Int(exactly: n.doubleValue) else {
-                throw EdgeM3Error("\(w): \(at)\(key) must be an integer")
+                throw EdgeM3Error("\(w): \(at)\(key) must be an integer", kind: .corruptIndex)
             }
             return v
         }
         let format: String = try field(tree, "format", "")
-        guard format == EdgeM3Contract.indexFormat else { throw EdgeM3Error("\(w): format \(format), not \(EdgeM3Contract.indexFormat)") }
+        guard format == EdgeM3Contract.indexFormat else { throw EdgeM3Error("\(w): format \(format), not \(EdgeM3Contract.indexFormat)", kind: .corruptIndex) }
         let version = try int(tree, "format_version", "")
         guard version == EdgeM3Contract.indexFormatVersion else {
-            throw EdgeM3Error("\(w): format_version \(version), this kit reads \(EdgeM3Contract.indexFormatVersion)")
+            throw EdgeM3Error("\(w): format_version \(version), this kit reads \(EdgeM3Contract.indexFormatVersion)", kind: .corruptIndex)
         }
         count = try int(tree, "count", "")
         dim = try int(tree, "dim", "")
-        guard count >= 0, dim >= 1 else { throw EdgeM3Error("\(w): count \(count), dim \(dim)") }
+        guard count >= 0, dim >= 1 else { throw EdgeM3Error("\(w): count \(count), dim \(dim)", kind: .corruptIndex) }
         denseStore = try field(tree, "dense", "")
         colbertStore = try field(tree, "colbert", "")
-        guard EdgeM3Contract.denseStores.contains(denseStore) else { throw EdgeM3Error("\(w): dense store \(denseStore) unknown") }
-        guard EdgeM3Contract.colbertStores.contains(colbertStore) else { throw EdgeM3Error("\(w): colbert store \(colbertStore) unknown") }
+        guard EdgeM3Contract.denseStores.contains(denseStore) else { throw EdgeM3Error("\(w): dense store \(denseStore) unknown", kind: .corruptIndex) }
+        guard EdgeM3Contract.colbertStores.contains(colbertStore) else { throw EdgeM3Error("\(w): colbert store \(colbertStore) unknown", kind: .corruptIndex) }
         // Absent or null: built without a bundle (Python's Index), so queries cannot be checked against
         // one; present, it names the model and tokenizer by strings (as Python's BundleIdentity).
         let rawBundle = tree["bundle"].flatMap { $0 is NSNull ? nil : $0 }
         let bundleKeys = ["model_file", "model_sha256", "tokenizer_file", "tokenizer_sha256"]
         if let raw = rawBundle {
             guard let b = raw as? [String: Any], bundleKeys.allSatisfy({ b[$0] is String }) else {
-                throw EdgeM3Error("\(folder.path): bundle: needs \(bundleKeys.joined(separator: ", ")) (strings)")
+                throw EdgeM3Error("\(folder.path): bundle: needs \(bundleKeys.joined(separator: ", ")) (strings)", kind: .corruptIndex)
             }
         }
         let bundleTree = rawBundle as? [String: Any] ?? [:]
@@ -122,22 +123,22 @@ nonisolated public final class EdgeM3Index: @unchecked Sendable {
             // A control character refused too: every message below names the file (issue 38).
             guard !name.contains("/"), !name.contains("\\"), name != "..", name != manifestName,
                   !name.unicodeScalars.contains(where: { $0.properties.generalCategory == .control || $0.properties.isWhitespace && $0 != " " }) else {
-                throw EdgeM3Error("\(w): bad file name \(name.debugDescription)")
+                throw EdgeM3Error("\(w): bad file name \(name.debugDescription)", kind: .corruptIndex)
             }
-            guard let e = entry as? [String: Any] else { throw EdgeM3Error("\(w): files.\(name) must be an object") }
+            guard let e = entry as? [String: Any] else { throw EdgeM3Error("\(w): files.\(name) must be an object", kind: .corruptIndex) }
             let size = try int(e, "size", "files.\(name).")
             let sha: String = try field(e, "sha256", "files.\(name).")
             let url = folder.appendingPathComponent(name)
             let file = try MappedFile(url)
             guard file.size == size else {
-                throw EdgeM3Error("\(url.path): \(file.size) bytes, \(manifestName) says \(size); the index is corrupt")
+                throw EdgeM3Error("\(url.path): \(file.size) bytes, \(manifestName) says \(size); the index is corrupt", kind: .corruptIndex)
             }
             if verifySHA256 {
                 var hasher = StreamingSHA256()
                 hasher.update(UnsafeRawBufferPointer(start: file.base, count: file.size))
                 let actual = hasher.hexDigest()
                 guard actual == sha else {
-                    throw EdgeM3Error("\(url.path): sha256 \(actual), \(manifestName) says \(sha); the index is corrupt")
+                    throw EdgeM3Error("\(url.path): sha256 \(actual), \(manifestName) says \(sha); the index is corrupt", kind: .corruptIndex)
                 }
             }
             mapped[name] = file
@@ -150,12 +151,12 @@ nonisolated public final class EdgeM3Index: @unchecked Sendable {
             guard let a = arrays[name] else { return nil }
             guard let o = a as? [String: Any], let file = o["file"] as? String, let got = o["dtype"] as? String,
                   let gotShape = (o["shape"] as? [NSNumber])?.map({ $0.intValue }) else {
-                throw EdgeM3Error("\(w): arrays.\(name) needs file, dtype and shape")
+                throw EdgeM3Error("\(w): arrays.\(name) needs file, dtype and shape", kind: .corruptIndex)
             }
             guard got == dtype, gotShape == shape else {
-                throw EdgeM3Error("\(w): arrays.\(name): \(got) \(gotShape), expected \(dtype) \(shape)")
+                throw EdgeM3Error("\(w): arrays.\(name): \(got) \(gotShape), expected \(dtype) \(shape)", kind: .corruptIndex)
             }
-            guard let m = mapped[file] else { throw EdgeM3Error("\(w): arrays.\(name): \(file) is not among the files with a sha256") }
+            guard let m = mapped[file] else { throw EdgeM3Error("\(w): arrays.\(name): \(file) is not among the files with a sha256", kind: .corruptIndex) }
             // Checked: a shape of 2^63 (NSNumber's intValue: Int.min) trapped on overflow here (issue 38).
             var bytes = itemSize[dtype]!, overflow = false
             for d in shape {
@@ -163,20 +164,20 @@ nonisolated public final class EdgeM3Index: @unchecked Sendable {
                 (bytes, overflow) = (r, overflow || o || d < 0)
             }
             guard !overflow, m.size == bytes else {
-                throw EdgeM3Error("\(m.url.path): \(m.size) bytes, shape \(gotShape) needs \(overflow ? "more than \(Int.max)" : String(bytes))")
+                throw EdgeM3Error("\(m.url.path): \(m.size) bytes, shape \(gotShape) needs \(overflow ? "more than \(Int.max)" : String(bytes))", kind: .corruptIndex)
             }
             return m.base
         }
         func required(_ name: String, _ dtype: String, _ shape: [Int]) throws -> UnsafeRawPointer? {
-            guard arrays[name] != nil else { throw EdgeM3Error("\(w): arrays.\(name) missing") }
+            guard arrays[name] != nil else { throw EdgeM3Error("\(w): arrays.\(name) missing", kind: .corruptIndex) }
             return try array(name, dtype, shape)
         }
         func length(_ name: String) throws -> Int {
             guard let o = arrays[name] as? [String: Any], let n = (o["shape"] as? [NSNumber])?.first?.intValue else {
-                throw EdgeM3Error("\(w): arrays.\(name) missing")
+                throw EdgeM3Error("\(w): arrays.\(name) missing", kind: .corruptIndex)
             }
             // Past Int32 no file here holds it (and n + 1 must not overflow): refused, as by Python and Kotlin.
-            guard n >= 0, n <= Int(Int32.max) else { throw EdgeM3Error("\(w): arrays.\(name).shape \(n) out of range") }
+            guard n >= 0, n <= Int(Int32.max) else { throw EdgeM3Error("\(w): arrays.\(name).shape \(n) out of range", kind: .corruptIndex) }
             return n
         }
 
@@ -189,7 +190,7 @@ nonisolated public final class EdgeM3Index: @unchecked Sendable {
         if colbertStore == "int8" { used.insert("colbert_scale") }
         if let stray = arrays.keys.sorted().first(where: { !used.contains($0) }) {
             throw EdgeM3Error("\(w): arrays.\(stray.debugDescription) is not used by the \(denseStore)/\(colbertStore) stores; "
-                              + "refusing a corrupt index")
+                              + "refusing a corrupt index", kind: .corruptIndex)
         }
         dense = try required("dense", int8Dense ? "int8" : "float32", [count, dim])
         denseScale = int8Dense ? try required("dense_scale", "float32", [count])?.assumingMemoryBound(to: Float.self) : nil
@@ -197,27 +198,27 @@ nonisolated public final class EdgeM3Index: @unchecked Sendable {
         tokenCount = t
         let tokens = try required("sparse_tokens", "int32", [t])?.assumingMemoryBound(to: Int32.self)
         guard let offsets = try required("sparse_offsets", "int64", [t + 1])?.assumingMemoryBound(to: Int64.self) else {
-            throw EdgeM3Error("\(folder.path)/sparse_offsets: empty; the index is corrupt")
+            throw EdgeM3Error("\(folder.path)/sparse_offsets: empty; the index is corrupt", kind: .corruptIndex)
         }
         let postRows = try required("sparse_rows", "int32", [p])?.assumingMemoryBound(to: Int32.self)
         sparseWeights = try required(EdgeM3Contract.indexPostingWeights, "float32", [p])?.assumingMemoryBound(to: Float.self)
         try EdgeM3Index.checkOffsets(offsets, t + 1, total: p, "\(folder.path)/sparse_offsets")
         for i in 1..<max(t, 1) where tokens![i - 1] >= tokens![i] {
-            throw EdgeM3Error("\(folder.path): sparse_tokens not ascending; the index is corrupt")
+            throw EdgeM3Error("\(folder.path): sparse_tokens not ascending; the index is corrupt", kind: .corruptIndex)
         }
         for i in 0..<p where postRows![i] < 0 || Int(postRows![i]) >= count {
-            throw EdgeM3Error("\(folder.path): sparse_rows out of range; the index is corrupt")
+            throw EdgeM3Error("\(folder.path): sparse_rows out of range; the index is corrupt", kind: .corruptIndex)
         }
         for k in 0..<t {  // a posting's rows strictly ascending, as Python's `postings` writes them
             for i in (Int(offsets[k]) + 1)..<max(Int(offsets[k]) + 1, Int(offsets[k + 1])) where postRows![i - 1] >= postRows![i] {
-                throw EdgeM3Error("\(folder.path): sparse_rows not ascending within a token; the index is corrupt")
+                throw EdgeM3Error("\(folder.path): sparse_rows not ascending within a token; the index is corrupt", kind: .corruptIndex)
             }
         }
         (sparseTokens, sparseOffsets, sparseRows) = (tokens, offsets, postRows)
         if colbertStore != "none" {
             let v = try length("colbert")
             let o = try required("colbert_offsets", "int64", [count + 1])?.assumingMemoryBound(to: Int64.self)
-            guard let o else { throw EdgeM3Error("\(folder.path)/colbert_offsets: empty; the index is corrupt") }
+            guard let o else { throw EdgeM3Error("\(folder.path)/colbert_offsets: empty; the index is corrupt", kind: .corruptIndex) }
             try EdgeM3Index.checkOffsets(o, count + 1, total: v, "\(folder.path)/colbert_offsets")
             colbertOffsets = o
             let int8 = colbertStore == "int8"
@@ -234,20 +235,20 @@ nonisolated public final class EdgeM3Index: @unchecked Sendable {
                    (EdgeM3Contract.indexPostingWeights, sparseWeights, p)]
             .filter { !EdgeM3Index.allPositive($0.1, $0.2) }.map { $0.0 }
         if !bad.isEmpty {
-            throw EdgeM3Error("\(folder.path): inconsistent arrays (\(bad.joined(separator: ", "))); refusing a corrupt index")
+            throw EdgeM3Error("\(folder.path): inconsistent arrays (\(bad.joined(separator: ", "))); refusing a corrupt index", kind: .corruptIndex)
         }
         // float32 dense and fp16 ColBERT values finite: checked with the SHA-256 (which read every
         // byte already); an index opened unverified is trusted to hold what a builder writes.
         if verifySHA256, !EdgeM3Index.allFinite(int8Dense ? nil : dense, float32: count * dim)
             || !EdgeM3Index.allFinite(colbertStore == "fp16" ? colbert : nil, float16: vectors * dim) {
-            throw EdgeM3Error("\(folder.path): a stored vector is not finite; refusing a corrupt index")
+            throw EdgeM3Error("\(folder.path): a stored vector is not finite; refusing a corrupt index", kind: .corruptIndex)
         }
         let idsName = EdgeM3Contract.indexIds
-        guard let idsFile = mapped[idsName] else { throw EdgeM3Error("\(w): files has no \(idsName)") }
+        guard let idsFile = mapped[idsName] else { throw EdgeM3Error("\(w): files has no \(idsName)", kind: .corruptIndex) }
         let idsData = Data(bytesNoCopy: UnsafeMutableRawPointer(mutating: idsFile.base ?? UnsafeRawPointer(bitPattern: 1)!),
                            count: idsFile.size, deallocator: .none)
         guard let list = (try? JSONSerialization.jsonObject(with: idsData)) as? [Any] else {
-            throw EdgeM3Error("\(idsFile.url.path): corrupt (not a JSON array)")
+            throw EdgeM3Error("\(idsFile.url.path): corrupt (not a JSON array)", kind: .corruptIndex)
         }
         ids = try list.map { x -> PassageID in
             if let s = x as? String { return .string(s) }
@@ -259,9 +260,9 @@ nonisolated public final class EdgeM3Index: @unchecked Sendable {
             if let d = x as? NSDecimalNumber, d.compare(NSDecimalNumber(value: d.int64Value)) == .orderedSame {
                 return .int(d.int64Value)
             }
-            throw EdgeM3Error("\(idsFile.url.path): corrupt (ids must be strings or integers)")
+            throw EdgeM3Error("\(idsFile.url.path): corrupt (ids must be strings or integers)", kind: .corruptIndex)
         }
-        guard ids.count == count else { throw EdgeM3Error("\(idsFile.url.path): \(ids.count) ids, \(manifestName) says \(count)") }
+        guard ids.count == count else { throw EdgeM3Error("\(idsFile.url.path): \(ids.count) ids, \(manifestName) says \(count)", kind: .corruptIndex) }
         (chunks, maxChunks) = chunkNumbers(ids)
     }
 
@@ -289,13 +290,13 @@ nonisolated public final class EdgeM3Index: @unchecked Sendable {
     }
 
     private static func checkOffsets(_ o: UnsafePointer<Int64>, _ n: Int, total: Int, _ at: String) throws {
-        guard o[0] == 0 else { throw EdgeM3Error("\(at): must start at 0; the index is corrupt") }
+        guard o[0] == 0 else { throw EdgeM3Error("\(at): must start at 0; the index is corrupt", kind: .corruptIndex) }
         var prev: Int64 = 0
         for i in 0..<n {
-            guard o[i] >= prev, o[i] <= Int64(total) else { throw EdgeM3Error("\(at): not ascending within 0..\(total); the index is corrupt") }
+            guard o[i] >= prev, o[i] <= Int64(total) else { throw EdgeM3Error("\(at): not ascending within 0..\(total); the index is corrupt", kind: .corruptIndex) }
             prev = o[i]
         }
-        guard prev == Int64(total) else { throw EdgeM3Error("\(at): must end at \(total); the index is corrupt") }
+        guard prev == Int64(total) else { throw EdgeM3Error("\(at): must end at \(total); the index is corrupt", kind: .corruptIndex) }
     }
 
     /// Search with a query embedded by the same bundle (`EdgeM3Embedder.embed`).
@@ -533,17 +534,17 @@ nonisolated final class MappedFile: @unchecked Sendable {
     init(_ url: URL) throws {
         self.url = url
         let fd = open(url.path, O_RDONLY)
-        guard fd >= 0 else { throw EdgeM3Error("\(url.path): missing; the index is corrupt") }
+        guard fd >= 0 else { throw EdgeM3Error("\(url.path): missing; the index is corrupt", kind: .corruptIndex) }
         defer { close(fd) }
         var st = stat()
-        guard fstat(fd, &st) == 0 else { throw EdgeM3Error("\(url.path): cannot read its size") }
+        guard fstat(fd, &st) == 0 else { throw EdgeM3Error("\(url.path): cannot read its size", kind: .corruptIndex) }
         size = Int(st.st_size)
         if size == 0 {
             base = nil
             return
         }
         let p = mmap(nil, size, PROT_READ, MAP_PRIVATE, fd, 0)
-        guard let p, p != MAP_FAILED else { throw EdgeM3Error("\(url.path): cannot be memory-mapped") }
+        guard let p, p != MAP_FAILED else { throw EdgeM3Error("\(url.path): cannot be memory-mapped", kind: .corruptIndex) }
         base = UnsafeRawPointer(p)
     }
 

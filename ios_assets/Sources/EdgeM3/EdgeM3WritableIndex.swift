@@ -79,7 +79,7 @@ nonisolated public final class EdgeM3WritableIndex: @unchecked Sendable {  // mu
                 let verdict = try check.step() ? check.text(0) : "no answer"
                 guard verdict == "ok" else {  // SQLite's verdict spans lines: one line (issue 38)
                     let line = verdict.split(whereSeparator: \.isNewline).joined(separator: "; ")
-                    throw EdgeM3Error("\(dbPath): damaged (\(line.prefix(200))); refusing a corrupt index database")
+                    throw EdgeM3Error("\(dbPath): damaged (\(line.prefix(200))); refusing a corrupt index database", kind: .corruptIndex)
                 }
             }
             let loaded = try EdgeM3WritableIndex.read(db, folder: folder, verifySHA256: verifySHA256, reuse: nil)
@@ -90,7 +90,8 @@ nonisolated public final class EdgeM3WritableIndex: @unchecked Sendable {  // mu
         } else {
             let manifest = folder.appendingPathComponent(EdgeM3Contract.indexManifest)
             guard FileManager.default.fileExists(atPath: manifest.path) else {
-                throw EdgeM3Error("\(folder.path): not an index (no \(EdgeM3Contract.indexDb), no \(EdgeM3Contract.indexManifest))")
+                throw EdgeM3Error("\(folder.path): not an index (no \(EdgeM3Contract.indexDb), no \(EdgeM3Contract.indexManifest))",
+                                  kind: .corruptIndex)
             }
             let (sha, tree) = try EdgeM3WritableIndex.readManifest(folder)
             let b = try EdgeM3Index(folder: folder, verifySHA256: verifySHA256)
@@ -643,7 +644,7 @@ nonisolated public final class EdgeM3WritableIndex: @unchecked Sendable {  // mu
                                               reuse: base.map { (baseName, baseSha, $0) })
         guard l.meta.dim == dim, l.meta.dense == denseStore, l.meta.colbert == colbertStore,
               sameJSON(l.meta.bundle, bundleJSON) else {
-            throw EdgeM3Error("\(db.path): dim, stores or bundle changed under this index")
+            throw EdgeM3Error("\(db.path): dim, stores or bundle changed under this index", kind: .corruptIndex)
         }
         install(l)
     }
@@ -672,7 +673,7 @@ nonisolated public final class EdgeM3WritableIndex: @unchecked Sendable {  // mu
     private static func read(_ db: SQLiteDB, folder: URL, verifySHA256: Bool,
                              reuse: (String, String, EdgeM3Index)?) throws -> Loaded {
         let at = db.path
-        func bad(_ what: String) -> EdgeM3Error { EdgeM3Error("\(at): \(what); refusing the index database") }
+        func bad(_ what: String) -> EdgeM3Error { EdgeM3Error("\(at): \(what); refusing the index database", kind: .corruptIndex) }
         let own = !db.inTransaction  // a write's reload runs inside its transaction
         if own { try db.exec("BEGIN", writing: false) }
         defer { if own { try? db.exec("COMMIT", writing: false) } }
@@ -795,10 +796,10 @@ nonisolated public final class EdgeM3WritableIndex: @unchecked Sendable {  // mu
     private static func readManifest(_ baseFolder: URL) throws -> (String, [String: Any]) {
         let url = baseFolder.appendingPathComponent(EdgeM3Contract.indexManifest)
         guard let data = FileManager.default.contents(atPath: url.path) else {
-            throw EdgeM3Error("\(url.path): missing; the index's base is gone")
+            throw EdgeM3Error("\(url.path): missing; the index's base is gone", kind: .corruptIndex)
         }
         guard let tree = (try? JSONSerialization.jsonObject(with: data)) as? [String: Any] else {
-            throw EdgeM3Error("\(url.path): corrupt (not a JSON object)")
+            throw EdgeM3Error("\(url.path): corrupt (not a JSON object)", kind: .corruptIndex)
         }
         var h = StreamingSHA256()
         data.withUnsafeBytes { h.update($0) }

@@ -34,7 +34,7 @@ nonisolated final class SQLiteDB {
             let message = h.map { String(cString: sqlite3_errmsg($0)) } ?? "out of memory"
             sqlite3_close_v2(h)  // a handle is returned even on failure (NULL is harmless)
             throw EdgeM3Error("\(path): cannot open the index database (\(message))",
-                              kind: create ? .writeFailed : .invalidInput)
+                              kind: create ? .writeFailed : .corruptIndex)
         }
         handle = h
         sqlite3_extended_result_codes(h, 1)
@@ -54,17 +54,18 @@ nonisolated final class SQLiteDB {
     var message: String { String(cString: sqlite3_errmsg(handle)) }
 
     /// The typed error of a failed call: busy (another writer), a write that could not be made
-    /// (read-only, full disk, I/O), or else a bad database (not SQLite, corrupt) when reading.
+    /// (read-only, full disk, I/O), or else a bad database (not SQLite, corrupt: corrupt_index, as
+    /// Python and Kotlin refuse any failed read of it).
     func error(_ rc: Int32, _ what: String, writing: Bool) -> EdgeM3Error {
         let primary = rc & 0xff
         let kind: EdgeM3ErrorKind
         switch primary {
         case SQLITE_BUSY, SQLITE_LOCKED: kind = .indexBusy
-        case SQLITE_NOTADB, SQLITE_CORRUPT, SQLITE_FORMAT, SQLITE_SCHEMA, SQLITE_MISMATCH: kind = .invalidInput
+        case SQLITE_NOTADB, SQLITE_CORRUPT, SQLITE_FORMAT, SQLITE_SCHEMA, SQLITE_MISMATCH: kind = .corruptIndex
         case SQLITE_READONLY, SQLITE_FULL, SQLITE_IOERR, SQLITE_CANTOPEN, SQLITE_PERM, SQLITE_NOLFS:
-            kind = writing ? .writeFailed : .invalidInput
+            kind = writing ? .writeFailed : .corruptIndex
         case SQLITE_CONSTRAINT: kind = .duplicateId
-        default: kind = writing ? .writeFailed : .invalidInput
+        default: kind = writing ? .writeFailed : .corruptIndex
         }
         let text = kind == .indexBusy
             ? "another writer holds the index (waited \(EdgeM3Contract.indexDbBusyMs) ms)"

@@ -75,7 +75,7 @@ final class EdgeM3RefusalTests: XCTestCase {
             _ = try EdgeM3WritableIndex.create(folder: aFile.appendingPathComponent("sub"), dim: 2)
         }
         try FileManager.default.createDirectory(at: folder("empty"), withIntermediateDirectories: true)
-        refuses(.invalidInput, "not an index (no \(EdgeM3Contract.indexDb), no \(EdgeM3Contract.indexManifest))") {
+        refuses(.corruptIndex, "not an index (no \(EdgeM3Contract.indexDb), no \(EdgeM3Contract.indexManifest))") {
             _ = try EdgeM3WritableIndex(folder: self.folder("empty"))
         }
     }
@@ -181,7 +181,7 @@ final class EdgeM3RefusalTests: XCTestCase {
         }
     }
 
-    // ---- databases spoiled after the fact: each refused when opened, invalid input, one line
+    // ---- databases spoiled after the fact: each refused when opened, corrupt_index, one line
 
     func testSpoiledDatabasesRefused() throws {
         let good = folder("good")
@@ -198,7 +198,7 @@ final class EdgeM3RefusalTests: XCTestCase {
             try FileManager.default.copyItem(at: good, to: f)
             let db = try SQLiteDB(path: f.appendingPathComponent(EdgeM3Contract.indexDb).path)
             try db.exec(sql)
-            refuses(.invalidInput, contains, line: line) { _ = try EdgeM3WritableIndex(folder: f).count }
+            refuses(.corruptIndex, contains, line: line) { _ = try EdgeM3WritableIndex(folder: f).count }
         }
         func meta(_ key: String, _ value: String) -> String { "UPDATE meta SET value = \(value) WHERE key = '\(key)'" }
         let v = EdgeM3Contract.indexDbVersion
@@ -288,7 +288,7 @@ final class EdgeM3RefusalTests: XCTestCase {
         }
     }
 
-    // ---- a format-1 folder spoiled after the fact: EdgeM3Index refuses it, invalid input, one line
+    // ---- a format-1 folder spoiled after the fact: EdgeM3Index refuses it, corrupt_index, one line
 
     func testSpoiledIndexFoldersRefused() throws {
         let made = folder("made")
@@ -300,7 +300,9 @@ final class EdgeM3RefusalTests: XCTestCase {
         }
         let good = made.appendingPathComponent(EdgeM3Contract.indexBasePrefix + "1")
         XCTAssertEqual(try EdgeM3Index(folder: good, bundleFiles: ["m": "a", "t": "b"]).count, 3)
-        func spoiled(_ name: String, _ contains: String, bundleFiles: [String: String]? = nil, line: UInt = #line,
+        // corrupt_index, but for the caller's bundle (`bundleFiles`): invalid input
+        func spoiled(_ name: String, _ contains: String, bundleFiles: [String: String]? = nil,
+                     kind: EdgeM3ErrorKind = .corruptIndex, line: UInt = #line,
                      _ edit: (inout [String: Any]) -> Void) throws {
             let f = folder("index-\(name)")
             try FileManager.default.copyItem(at: good, to: f)
@@ -308,7 +310,7 @@ final class EdgeM3RefusalTests: XCTestCase {
             var tree = try JSONSerialization.jsonObject(with: Data(contentsOf: m)) as! [String: Any]
             edit(&tree)
             try JSONSerialization.data(withJSONObject: tree).write(to: m)
-            refuses(.invalidInput, contains, line: line) { _ = try EdgeM3Index(folder: f, bundleFiles: bundleFiles) }
+            refuses(kind, contains, line: line) { _ = try EdgeM3Index(folder: f, bundleFiles: bundleFiles) }
         }
         func set(_ tree: inout [String: Any], _ key: String, _ sub: String, _ value: Any?) {
             var o = tree[key] as! [String: Any]
@@ -330,8 +332,8 @@ final class EdgeM3RefusalTests: XCTestCase {
         try spoiled("dense", "dense store f8 unknown") { $0["dense"] = "f8" }
         try spoiled("colbert", "colbert store f8 unknown") { $0["colbert"] = "f8" }
         try spoiled("bundle", "bundle: needs model_file") { set(&$0, "bundle", "model_file", 1) }
-        try spoiled("no-bundle", "records no bundle", bundleFiles: ["m": "a"]) { $0["bundle"] = NSNull() }
-        try spoiled("other-bundle", "index built by another bundle", bundleFiles: ["m": "z", "t": "b"]) { _ in }
+        try spoiled("no-bundle", "records no bundle", bundleFiles: ["m": "a"], kind: .invalidInput) { $0["bundle"] = NSNull() }
+        try spoiled("other-bundle", "index built by another bundle", bundleFiles: ["m": "z", "t": "b"], kind: .invalidInput) { _ in }
         try spoiled("file-name", "bad file name") { set(&$0, "files", "a/b", ["size": 1, "sha256": "x"]) }
         try spoiled("file-entry", "files.x.bin must be an object") { set(&$0, "files", "x.bin", 5) }
         try spoiled("file-size", "size must be an integer") { t in

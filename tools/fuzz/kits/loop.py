@@ -10,14 +10,15 @@ before) mutated one to four times, aware of JSON (a value replaced by an interes
 dropped, a list cut, deep nesting), of protobuf (a field dropped, duplicated, its length varint
 set to 2^31, a float score NaN, a piece's type) and of folder blobs (one file of the folder mutated,
 cut or grown), else bytes. Inputs stream to android_assets/jvm/KitFuzz.kt (one JVM, -Xmx512m), which
-runs the kit's reader and answers accepted / refused KIND / violation; a hang past HANG_SECONDS
-is a violation too. Violations go to .fuzz/kit-crashes/kotlin/TARGET/.
+runs the kit's reader and answers accepted / refused KIND / violation (a refusal by the index and
+writable targets must be corrupt_index); a hang past HANG_SECONDS is a violation too. Violations go
+to .fuzz/kit-crashes/kotlin/TARGET/.
 
 `diff` sends each mutant to the three readers (Python in this process; Kotlin; Swift through
-tools/fuzz/kits/swift/DiffMain.swift): all three refuse, or all three accept with the same
-content (the SentencePiece model's pieces, scores, types, charsmap and the ids of the texts; an
-index's search answers in every mode, rows, ids and float64 score bits). Disagreements go to
-.fuzz/kit-diff/TARGET/.
+tools/fuzz/kits/swift/DiffMain.swift): all three refuse with one kind (an index: corrupt_index),
+or all three accept with the same content (the SentencePiece model's pieces, scores, types,
+charsmap and the ids of the texts; an index's search answers in every mode, rows, ids and float64
+score bits). Disagreements go to .fuzz/kit-diff/TARGET/.
 """
 
 from __future__ import annotations
@@ -324,8 +325,8 @@ def python_answer(target: str, data: bytes) -> str:
 
     try:
         return "accepted " + (_py_spmodel(data) if target == "spmodel" else _py_index(data))
-    except EdgeM3Error as exc:
-        return f"refused - {str(exc)[:200]}"
+    except EdgeM3Error as exc:  # the kits' kind: CorruptIndexError's corrupt_index, else invalid_input
+        return f"refused {getattr(exc, 'kind', 'invalid_input')} {str(exc)[:200]}"
     except Exception as exc:  # noqa: BLE001  (the contract: reported, not raised)
         return f"violation {type(exc).__name__}: {str(exc)[:300]}"
 
@@ -408,6 +409,15 @@ def content(line: str) -> str:
     return line.split(" ", 1)[1] if verdict(line) == "accepted" and " " in line else ""
 
 
+def refusal_kind(line: str) -> str:
+    """A "refused KIND MESSAGE" answer's KIND (contract.KIT_ERROR_KINDS)."""
+    return line.split(" ", 2)[1] if verdict(line) == "refused" and " " in line else ""
+
+
+# What every reader must refuse a target's mutant with (a target not here: one kind, any, in all three).
+REFUSAL_KINDS = {"index": "corrupt_index"}
+
+
 def run_kotlin(target: str, budget: int, seed: int, out: Path, seconds: float = 0) -> dict:
     rng = random.Random(seed)
     corpus = seeds(target)
@@ -469,7 +479,9 @@ def run_diff(target: str, budget: int, seed: int, out: Path, seconds: float = 0)
             stats["executions"] += 1
             verdicts = {verdict(a) for a in answers.values()}
             contents = {content(a) for a in answers.values()}
-            if verdicts == {"refused"}:
+            kinds = {refusal_kind(a) for a in answers.values()}
+            want = REFUSAL_KINDS.get(target)
+            if verdicts == {"refused"} and len(kinds) == 1 and (want is None or kinds == {want}):
                 stats["all_refused"] += 1
             elif verdicts == {"accepted"} and len(contents) == 1:
                 stats["all_accepted"] += 1

@@ -7,6 +7,8 @@ enum class EdgeM3ErrorKind(val wire: String) {
     INVALID_INPUT("invalid_input"),
     /** A bundle file is missing, or its size or SHA-256 is not manifest.json's: copy it again. */
     CORRUPT_BUNDLE("corrupt_bundle"),
+    /** An index file is missing, malformed, or not what index.json says: build or download it again. */
+    CORRUPT_INDEX("corrupt_index"),
     /** The model file's signatures differ from manifest.json (a name, shape or dtype). */
     SIGNATURE_MISMATCH("signature_mismatch"),
     /** The embedder (or its runner) was closed: every later call fails so. */
@@ -42,6 +44,7 @@ open class EdgeM3Exception(message: String, cause: Throwable? = null) : RuntimeE
         fun of(kind: EdgeM3ErrorKind, message: String, cause: Throwable? = null): RuntimeException = when (kind) {
             EdgeM3ErrorKind.INVALID_INPUT -> EdgeM3Exception(message, cause)
             EdgeM3ErrorKind.CORRUPT_BUNDLE -> EdgeM3CorruptBundleException(message, cause)
+            EdgeM3ErrorKind.CORRUPT_INDEX -> EdgeM3CorruptIndexException(message, cause)
             EdgeM3ErrorKind.SIGNATURE_MISMATCH -> EdgeM3ModelMismatchException(message, cause)
             EdgeM3ErrorKind.RUNNER_CLOSED -> EdgeM3ClosedException(message, cause)
             EdgeM3ErrorKind.CANCELLED -> EdgeM3CancelledException(message, cause)
@@ -58,6 +61,11 @@ open class EdgeM3Exception(message: String, cause: Throwable? = null) : RuntimeE
 /** A bundle file is missing, or its size or SHA-256 is not manifest.json's: copy it again. */
 class EdgeM3CorruptBundleException(message: String, cause: Throwable? = null) : EdgeM3Exception(message, cause) {
     override val kind: EdgeM3ErrorKind get() = EdgeM3ErrorKind.CORRUPT_BUNDLE
+}
+
+/** An index file is missing, malformed, or not what index.json says: build or download it again. */
+class EdgeM3CorruptIndexException(message: String, cause: Throwable? = null) : EdgeM3Exception(message, cause) {
+    override val kind: EdgeM3ErrorKind get() = EdgeM3ErrorKind.CORRUPT_INDEX
 }
 
 /** The model file's signatures differ from manifest.json (a name, shape or dtype). */

@@ -319,10 +319,35 @@ class EdgeM3Index private constructor(
          * Opens and checks an index folder: format and version, every file's size and (unless
          * `verifySha256` is false, e.g. after a first successful open) SHA-256, the arrays' shapes,
          * and with `bundleFiles` (the bundle's manifest.json `files`: name -> sha256) that the
-         * index was built by that bundle's model and tokenizer. Any problem: one EdgeM3Exception
-         * naming the index file.
+         * index was built by that bundle's model and tokenizer. Any problem: one exception naming the
+         * index file, an [EdgeM3CorruptIndexException] (kind corrupt_index) for every refusal of the
+         * index's files, a plain [EdgeM3Exception] for an index built by another bundle.
          */
         fun open(dir: File, bundleFiles: Map<String, String>? = null, verifySha256: Boolean = true): EdgeM3Index {
+            val head = corruptIndex { readHead(dir) }
+            if (bundleFiles != null) head.checkBundle(dir, bundleFiles)
+            return corruptIndex { openFiles(dir, head, verifySha256) }
+        }
+
+        /** index.json's fields that the bundle check and the files' checks read. */
+        private data class Head(val tree: Map<String, Any?>, val w: String, val count: Int, val dim: Int,
+                                val denseStore: String, val colbertStore: String, val bundle: Map<String, Any?>) {
+            /** With the bundle's manifest.json `files` (name -> sha256): the index was built by its model and tokenizer. */
+            fun checkBundle(dir: File, bundleFiles: Map<String, String>) {
+                if (tree["bundle"] == null) throw EdgeM3Exception("$w: records no bundle, so queries cannot be checked against it")
+                for (key in listOf("model", "tokenizer")) {
+                    val file = JsonTree.str(JsonTree.field(bundle, "${key}_file", "$w: bundle"), "$w: bundle.${key}_file")
+                    val sha = JsonTree.str(JsonTree.field(bundle, "${key}_sha256", "$w: bundle"), "$w: bundle.${key}_sha256")
+                    if (bundleFiles[file] != sha) {
+                        throw EdgeM3Exception("$dir: index built by another bundle ($file sha256 ${sha.take(12)}..., " +
+                            "the bundle's is ${bundleFiles[file]?.take(12) ?: "absent"}); rebuild it with edge-m3 index")
+                    }
+                }
+            }
+        }
+
+        /** index.json read and checked field by field. */
+        private fun readHead(dir: File): Head {
             val manifestFile = File(dir, EdgeM3Contract.INDEX_MANIFEST)
             val w = manifestFile.path
             if (!manifestFile.isFile) throw EdgeM3Exception("$dir: not an index (no ${EdgeM3Contract.INDEX_MANIFEST})")
@@ -352,17 +377,12 @@ class EdgeM3Index private constructor(
                 }
                 JsonTree.obj(b, "$w: bundle")
             } ?: emptyMap()
-            if (bundleFiles != null) {
-                if (tree["bundle"] == null) throw EdgeM3Exception("$w: records no bundle, so queries cannot be checked against it")
-                for (key in listOf("model", "tokenizer")) {
-                    val file = JsonTree.str(JsonTree.field(bundle, "${key}_file", "$w: bundle"), "$w: bundle.${key}_file")
-                    val sha = JsonTree.str(JsonTree.field(bundle, "${key}_sha256", "$w: bundle"), "$w: bundle.${key}_sha256")
-                    if (bundleFiles[file] != sha) {
-                        throw EdgeM3Exception("$dir: index built by another bundle ($file sha256 ${sha.take(12)}..., " +
-                            "the bundle's is ${bundleFiles[file]?.take(12) ?: "absent"}); rebuild it with edge-m3 index")
-                    }
-                }
-            }
+            return Head(tree, w, count, dim, denseStore, colbertStore, bundle)
+        }
+
+        /** The files index.json lists (sizes, SHA-256) and the arrays' layout, checked. */
+        private fun openFiles(dir: File, head: Head, verifySha256: Boolean): EdgeM3Index {
+            val (tree, w, count, dim, denseStore, colbertStore, bundle) = head
             // Every listed file: present, its size, its SHA-256 (mapped, so hashing reads the page cache).
             val files = JsonTree.obj(JsonTree.field(tree, "files", w), "$w: files")
             val mapped = HashMap<String, ByteBuffer>()
@@ -518,6 +538,14 @@ class EdgeM3Index private constructor(
             }
         }
     }
+}
+
+/** `block`, which reads an index's files: its refusals of the plain kind (a check's, a JSON helper's)
+ *  rethrown as [EdgeM3CorruptIndexException] (kind corrupt_index), the message kept. */
+internal inline fun <T> corruptIndex(block: () -> T): T = try {
+    block()
+} catch (e: EdgeM3Exception) {
+    throw if (e.kind == EdgeM3ErrorKind.INVALID_INPUT) EdgeM3CorruptIndexException(e.message ?: "", e.cause) else e
 }
 
 /** `bytes` as UTF-8, refused when they are not (issue 38: index.json's bad bytes were read as U+FFFD

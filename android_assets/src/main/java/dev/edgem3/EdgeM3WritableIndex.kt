@@ -414,17 +414,18 @@ class EdgeM3WritableIndex private constructor(
     private fun writeError(e: IndexDbException): EdgeM3Exception = when (e.code) {
         IndexDbException.BUSY, IndexDbException.LOCKED ->
             EdgeM3IndexBusyException("$dbFile: another writer holds the index (waited ${EdgeM3Contract.INDEX_DB_BUSY_MS} ms)")
-        IndexDbException.CORRUPT, IndexDbException.NOTADB -> EdgeM3Exception("$dbFile: corrupt (${e.message})")
-        IndexDbException.ERROR -> EdgeM3Exception("$dbFile: ${e.message}")
+        IndexDbException.CORRUPT, IndexDbException.NOTADB -> EdgeM3CorruptIndexException("$dbFile: corrupt (${e.message})")
+        IndexDbException.ERROR -> EdgeM3CorruptIndexException("$dbFile: ${e.message}")
         else -> EdgeM3WriteFailedException("$dbFile: cannot write (${e.message}); nothing was written")
     }
 
+    /** A failed read of the database: busy, else corrupt_index (as Python refuses any SQLite error there). */
     private fun readError(e: IndexDbException): EdgeM3Exception = when (e.code) {
         IndexDbException.BUSY, IndexDbException.LOCKED ->
             EdgeM3IndexBusyException("$dbFile: another writer holds the index (waited ${EdgeM3Contract.INDEX_DB_BUSY_MS} ms)")
         IndexDbException.CORRUPT, IndexDbException.NOTADB ->
-            EdgeM3Exception("$dbFile: not an edge-m3 index database, or corrupt (${e.message})")
-        else -> EdgeM3Exception("$dbFile: cannot read (${e.message})")
+            EdgeM3CorruptIndexException("$dbFile: not an edge-m3 index database, or corrupt (${e.message})")
+        else -> EdgeM3CorruptIndexException("$dbFile: cannot read (${e.message})")
     }
 
     private fun check() {
@@ -468,7 +469,7 @@ class EdgeM3WritableIndex private constructor(
             d.execute("PRAGMA synchronous = NORMAL", emptyList())
             val check = d.query("PRAGMA quick_check").firstOrNull()?.get(0)
             if (check != "ok") {  // SQLite's verdict spans lines: one line (issue 38)
-                throw EdgeM3Exception("$dbFile: damaged (${check.toString().lines().joinToString("; ").take(200)}); refusing a corrupt index database")
+                throw EdgeM3CorruptIndexException("$dbFile: damaged (${check.toString().lines().joinToString("; ").take(200)}); refusing a corrupt index database")
             }
             return d
         } catch (e: Exception) {
@@ -480,18 +481,18 @@ class EdgeM3WritableIndex private constructor(
     private fun checkHeader(d: IndexDb) {
         val app = longOf(d.query("PRAGMA application_id").firstOrNull()?.get(0), "application_id")
         if (app != EdgeM3Contract.INDEX_DB_APPLICATION_ID.toLong()) {
-            throw EdgeM3Exception("$dbFile: not an edge-m3 index database (application_id $app)")
+            throw EdgeM3CorruptIndexException("$dbFile: not an edge-m3 index database (application_id $app)")
         }
         val version = longOf(d.query("PRAGMA user_version").firstOrNull()?.get(0), "user_version")
         if (version > EdgeM3Contract.INDEX_DB_VERSION) throw newer(version.toString())
         if (version < EdgeM3Contract.INDEX_DB_VERSION) throw older(version.toString())
     }
 
-    private fun newer(v: String) = EdgeM3Exception("$dbFile: format_version $v, written by a newer edge-m3 " +
+    private fun newer(v: String) = EdgeM3CorruptIndexException("$dbFile: format_version $v, written by a newer edge-m3 " +
         "(this kit reads ${EdgeM3Contract.INDEX_DB_VERSION})")
 
     /** Format 1 (a pre-release with no `chunk` column, never in a release): refused, not migrated. */
-    private fun older(v: String) = EdgeM3Exception("$dbFile: format_version $v, written by an older edge-m3 " +
+    private fun older(v: String) = EdgeM3CorruptIndexException("$dbFile: format_version $v, written by an older edge-m3 " +
         "(this kit reads ${EdgeM3Contract.INDEX_DB_VERSION}); rebuild the index")
 
     /** The whole state from the database (its meta, its base, tombstones, passages), checked. */
@@ -511,7 +512,7 @@ class EdgeM3WritableIndex private constructor(
         val newDense = need("dense").takeIf { it in EdgeM3Contract.DENSE_STORES } ?: throw bad("meta: dense ${meta["dense"]}")
         val newColbert = need("colbert").takeIf { it in EdgeM3Contract.COLBERT_STORES } ?: throw bad("meta: colbert ${meta["colbert"]}")
         val bundleJson = try { MiniJson.parse(need("bundle")) } catch (e: EdgeM3Exception) { throw bad("meta: bundle is not JSON") }
-        val newBundle = if (bundleJson == null) null else JsonTree.obj(bundleJson, "$dbFile: meta: bundle")
+        val newBundle = if (bundleJson == null) null else corruptIndex { JsonTree.obj(bundleJson, "$dbFile: meta: bundle") }
         val newBase = need("base")
         if (newBase != "" && newBase != "." && !isBaseName(newBase)) throw bad("meta: base \"$newBase\"")
         val sha = need("base_sha256")
@@ -522,17 +523,17 @@ class EdgeM3WritableIndex private constructor(
         val b = if (newBase == "") null else if (newBase == baseName && sha == baseSha && base != null) base else {
             val folder = if (newBase == ".") dir else File(dir, newBase)
             val manifest = File(folder, EdgeM3Contract.INDEX_MANIFEST)
-            if (!manifest.isFile) throw EdgeM3Exception("$dbFile: its base $folder has no ${EdgeM3Contract.INDEX_MANIFEST}")
+            if (!manifest.isFile) throw EdgeM3CorruptIndexException("$dbFile: its base $folder has no ${EdgeM3Contract.INDEX_MANIFEST}")
             val got = sha256(manifest)
-            if (got != sha) throw EdgeM3Exception("$dbFile: written for another base ($manifest sha256 ${got.take(12)}..., the database's is ${sha.take(12)}...)")
+            if (got != sha) throw EdgeM3CorruptIndexException("$dbFile: written for another base ($manifest sha256 ${got.take(12)}..., the database's is ${sha.take(12)}...)")
             EdgeM3Index.open(folder)
         }
         if (b != null) {
             if (b.dim != newDim || b.denseStore != newDense || b.colbertStore != newColbert) {
-                throw EdgeM3Exception("$dbFile: dim/dense/colbert $newDim/$newDense/$newColbert, its base's are ${b.dim}/${b.denseStore}/${b.colbertStore}")
+                throw EdgeM3CorruptIndexException("$dbFile: dim/dense/colbert $newDim/$newDense/$newColbert, its base's are ${b.dim}/${b.denseStore}/${b.colbertStore}")
             }
             val bb = if (b.bundle.isEmpty()) null else b.bundle
-            if (!sameModel(bb, newBundle)) throw EdgeM3Exception("$dbFile: written for another bundle than its base ${b.dir}")
+            if (!sameModel(bb, newBundle)) throw EdgeM3CorruptIndexException("$dbFile: written for another bundle than its base ${b.dir}")
         }
         val rem = BooleanArray(b?.count ?: 0)
         for (row in d.query("SELECT row FROM removed")) {
@@ -564,7 +565,8 @@ class EdgeM3WritableIndex private constructor(
         rebuildMaps()
     }
 
-    private fun bad(what: String) = EdgeM3Exception("$dbFile: $what; not a valid edge-m3 index database")
+    /** A refusal of the database's contents: corrupt_index. */
+    private fun bad(what: String) = EdgeM3CorruptIndexException("$dbFile: $what; not a valid edge-m3 index database")
 
     private fun checkBundle(b: Map<String, Any?>) {
         val files = bundleFiles ?: return
