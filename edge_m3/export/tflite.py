@@ -162,7 +162,6 @@ def gather_half_tables(data: bytes) -> tuple[bytes, int]:
     GATHER reads fp16 itself, but older runtimes do not). Returns the new file and the number of
     tables rewritten (0: the bytes are returned unchanged).
     """
-    import flatbuffers
     import numpy as np
     from tensorflow.lite.python import schema_py_generated as schema
 
@@ -176,14 +175,7 @@ def gather_half_tables(data: bytes) -> tuple[bytes, int]:
         return max(c.builtinCode, c.deprecatedBuiltinCode)
 
     def opcode(builtin: int, version: int) -> int:
-        for i, c in enumerate(model.operatorCodes):
-            if max(c.builtinCode, c.deprecatedBuiltinCode) == builtin and c.version == version:
-                return i
-        c = schema.OperatorCodeT()
-        c.builtinCode, c.version = builtin, version
-        c.deprecatedBuiltinCode = min(builtin, ops.PLACEHOLDER_FOR_GREATER_OP_CODES)
-        model.operatorCodes.append(c)
-        return len(model.operatorCodes) - 1
+        return operator_code(model, builtin, version)
 
     rewritten = 0
     for graph in model.subgraphs:
@@ -244,8 +236,32 @@ def gather_half_tables(data: bytes) -> tuple[bytes, int]:
         return data, 0
     _raise_min_runtime(model, BITCAST_MIN_RUNTIME)
 
+    return pack_aligned(model, len(data)), rewritten
+
+
+def operator_code(model: Any, builtin: int, version: int) -> int:
+    """The index of the object-API model's operator code (`builtin`, `version`), added if new."""
+    from tensorflow.lite.python import schema_py_generated as schema
+
+    for i, c in enumerate(model.operatorCodes):
+        if max(c.builtinCode, c.deprecatedBuiltinCode) == builtin and c.version == version:
+            return i
+    c = schema.OperatorCodeT()
+    c.builtinCode, c.version = builtin, version
+    c.deprecatedBuiltinCode = min(builtin, schema.BuiltinOperator.PLACEHOLDER_FOR_GREATER_OP_CODES)
+    model.operatorCodes.append(c)
+    return len(model.operatorCodes) - 1
+
+
+def pack_aligned(model: Any, size_hint: int) -> bytes:
+    """The object-API model as file bytes, every weight buffer on a 16-byte boundary as the
+    converter writes them (flatbuffers' own Pack aligns byte vectors to 1)."""
+    import flatbuffers
+    import numpy as np
+    from tensorflow.lite.python import schema_py_generated as schema
+
     class AlignedBuffer(schema.BufferT):  # type: ignore[misc]
-        """A weight buffer packed on a 16-byte boundary, as the converter writes them."""
+        """A weight buffer packed on a 16-byte boundary."""
 
         def Pack(self, builder: Any) -> int:  # noqa: N802 (the generated API's name)
             vec = None
@@ -265,9 +281,9 @@ def gather_half_tables(data: bytes) -> tuple[bytes, int]:
 
     for b in model.buffers:
         b.__class__ = AlignedBuffer
-    builder = flatbuffers.Builder(len(data) + (1 << 20))
+    builder = flatbuffers.Builder(size_hint + (1 << 22))
     builder.Finish(model.Pack(builder), file_identifier=b"TFL3")
-    return bytes(builder.Output()), rewritten
+    return bytes(builder.Output())
 
 
 def _raise_min_runtime(model: Any, version: str) -> None:

@@ -26,10 +26,9 @@ import numpy as np
 def row_scaled_tables(data: bytes, floats: Sequence[np.ndarray]) -> tuple[bytes, int]:
     """`data` with every per-tensor int8 GATHER table that is one of `floats` (same shape, and
     its int8 values within half a step of it) requantized with one scale per row."""
-    import flatbuffers
     from tensorflow.lite.python import schema_py_generated as schema
 
-    from edge_m3.export.tflite import BUFFER_ALIGNMENT
+    from edge_m3.export.tflite import operator_code, pack_aligned
 
     ops, types = schema.BuiltinOperator, schema.TensorType
     model = schema.ModelT.InitFromPackedBuf(data, 0)
@@ -39,14 +38,7 @@ def row_scaled_tables(data: bytes, floats: Sequence[np.ndarray]) -> tuple[bytes,
         return max(c.builtinCode, c.deprecatedBuiltinCode)
 
     def opcode(builtin: int, version: int) -> int:
-        for i, c in enumerate(model.operatorCodes):
-            if max(c.builtinCode, c.deprecatedBuiltinCode) == builtin and c.version == version:
-                return i
-        c = schema.OperatorCodeT()
-        c.builtinCode, c.version = builtin, version
-        c.deprecatedBuiltinCode = min(builtin, ops.PLACEHOLDER_FOR_GREATER_OP_CODES)
-        model.operatorCodes.append(c)
-        return len(model.operatorCodes) - 1
+        return operator_code(model, builtin, version)
 
     done: dict[int, int] = {}  # table buffer -> its row-scale buffer
 
@@ -139,28 +131,7 @@ def row_scaled_tables(data: bytes, floats: Sequence[np.ndarray]) -> tuple[bytes,
                 rewritten += 1
         graph.operators = out_ops
 
-    class AlignedBuffer(schema.BufferT):  # type: ignore[misc]
-        def Pack(self, builder: Any) -> int:  # noqa: N802
-            vec = None
-            if self.data is not None:
-                payload = np.asarray(self.data, dtype=np.uint8).tobytes()
-                builder.StartVector(1, len(payload), BUFFER_ALIGNMENT)
-                builder.head = builder.head - len(payload)
-                builder.Bytes[builder.head:builder.head + len(payload)] = payload
-                builder.vectorNumElems = len(payload)
-                vec = builder.EndVector()
-            schema.BufferStart(builder)
-            if vec is not None:
-                schema.BufferAddData(builder, vec)
-            schema.BufferAddOffset(builder, self.offset)
-            schema.BufferAddSize(builder, self.size)
-            return schema.BufferEnd(builder)
-
-    for b in model.buffers:
-        b.__class__ = AlignedBuffer
-    builder = flatbuffers.Builder(len(data) + (1 << 22))
-    builder.Finish(model.Pack(builder), file_identifier=b"TFL3")
-    return bytes(builder.Output()), rewritten
+    return pack_aligned(model, len(data)), rewritten
 
 
 def main(argv: Sequence[str] | None = None) -> int:
