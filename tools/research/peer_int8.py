@@ -451,6 +451,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--variant-seq-lens", default="",
                    help="the --variants' signatures (default --seq-lens): more lengths pad less, "
                         "which matters for a slow variant (int16x8 runs ~50x int8's time)")
+    p.add_argument("--gate-sample", type=int, default=0,
+                   help="the gate-part table (and a calibrated variant's run) on sample(gate part, "
+                        "N, seed 0) only: int16x8 costs ~80 CPU-minutes on the whole gate part")
     p.add_argument("--json", type=Path, help="also write the figures here")
     a = p.parse_args(argv)
     a.sites = [[s for s in x.split(",") if s] for x in (a.sites or [",".join(SITES)])]
@@ -515,6 +518,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     quant_of: dict[str, str] = {}  # a variant's gate (default int8's)
     calibrated: set[str] = set()
     gate_idx = [i for i, r in enumerate(records) if r["group"] not in calib_groups]
+    if a.gate_sample:  # sample(gate part, N, seed 0): as `verify --texts gate.jsonl --sample N`
+        keep = {r["group"] for r in sample(type(corpus)(tuple(records[i] for i in gate_idx)),
+                                           a.gate_sample, 0).records}
+        gate_idx = [i for i in gate_idx if records[i]["group"] in keep]
     if a.variants:
         from edge_m3.contract import RECIPES
 
@@ -530,7 +537,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                     continue
                 name = f"ours {label} {quant} ({runtime})"
                 if RECIPES[quant].calibrated:  # the gate part only: its outputs there, None elsewhere
-                    part = our_outputs(vb, runtime, [texts[i] for i in gate_idx], a.work, vb.name)
+                    tag = vb.name + (f"-gs{a.gate_sample}" if a.gate_sample else "")
+                    part = our_outputs(vb, runtime, [texts[i] for i in gate_idx], a.work, tag)
                     outs: list[Any] = [None] * len(texts)
                     for i, o in zip(gate_idx, part, strict=True):
                         outs[i] = o
@@ -556,9 +564,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if a.smooth is not None or a.peer_slice or a.variants:
         gq = [i for i in gate_idx if i < nq]
         gate_corpus = type(corpus)(tuple(records[i] for i in gate_idx))
-        print(f"\n## gate part: {len(gate_idx)} texts ({len(gq)} queries x {len(gate_idx) - len(gq)} "
+        what = f"sample(gate part, {a.gate_sample}, seed 0)" if a.gate_sample else "gate part"
+        n_calib = sum(r["group"] in calib_groups for r in records)
+        print(f"\n## {what}: {len(gate_idx)} texts ({len(gq)} queries x {len(gate_idx) - len(gq)} "
               f"passages); calibration slice: sample({a.calibration}, seed {a.calibration_seed}), "
-              f"{len(texts) - len(gate_idx)} texts in {len(calib_groups)} groups\n\n{HEAD}")
+              f"{n_calib} texts in {len(calib_groups)} groups\n\n{HEAD}")
         for name, size, outs in variants:
             f = figures(_subset(outs, gate_idx), _subset(ref, gate_idx), len(gq), gate_corpus.relevant(),
                         quant_of.get(name, "int8"))
