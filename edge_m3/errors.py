@@ -8,6 +8,10 @@ from collections.abc import Mapping, Sequence
 class EdgeM3Error(Exception):
     """Bad input (file, option, text): the message names the culprit and fits on one line."""
 
+    # The kits' error kind this refusal is (contract.KIT_ERROR_KINDS): subclasses that map to
+    # another kind (CorruptIndexError, WriteRefused) set theirs, so a harness reads `exc.kind`.
+    kind: str = "invalid_input"
+
 
 class OptionError(EdgeM3Error):
     """A bad value of one option, raised where the value is understood.

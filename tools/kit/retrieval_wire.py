@@ -199,7 +199,7 @@ def python_answers(folder: Any, log: Sequence[tuple[Any, ...]]) -> list[str]:
                 continue
             out.append("ok")
         except EdgeM3Error as exc:  # WriteRefused and CorruptIndexError carry their kit kind
-            out.append(f"error {getattr(exc, 'kind', 'invalid_input')}")
+            out.append(f"error {exc.kind}")
     if idx is not None:
         idx.close()
     return out

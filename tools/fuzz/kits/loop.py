@@ -35,7 +35,8 @@ import sys
 import time
 from pathlib import Path
 
-from tools.fuzz.harness import SEEDS, pack, rehash, unpack
+from edge_m3.retrieval.index import CorruptIndexError
+from tools.fuzz.harness import CORRUPT_INDEX_TARGETS, SEEDS, pack, rehash, unpack
 from tools.fuzz.kits.fuzz_swift import KIT_SEEDS, REGRESSIONS, ROOT, env
 
 HANG_SECONDS = 20.0
@@ -325,8 +326,8 @@ def python_answer(target: str, data: bytes) -> str:
 
     try:
         return "accepted " + (_py_spmodel(data) if target == "spmodel" else _py_index(data))
-    except EdgeM3Error as exc:  # the kits' kind: CorruptIndexError's corrupt_index, else invalid_input
-        return f"refused {getattr(exc, 'kind', 'invalid_input')} {str(exc)[:200]}"
+    except EdgeM3Error as exc:  # with the kits' kind (EdgeM3Error.kind)
+        return f"refused {exc.kind} {str(exc)[:200]}"
     except Exception as exc:  # noqa: BLE001  (the contract: reported, not raised)
         return f"violation {type(exc).__name__}: {str(exc)[:300]}"
 
@@ -415,7 +416,7 @@ def refusal_kind(line: str) -> str:
 
 
 # What every reader must refuse a target's mutant with (a target not here: one kind, any, in all three).
-REFUSAL_KINDS = {"index": "corrupt_index"}
+REFUSAL_KINDS = {t: CorruptIndexError.kind for t in CORRUPT_INDEX_TARGETS}
 
 
 def run_kotlin(target: str, budget: int, seed: int, out: Path, seconds: float = 0) -> dict:
