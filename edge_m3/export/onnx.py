@@ -307,11 +307,19 @@ def last_layers(model: Any, n: int) -> list[str]:
     return [f"/layer_{i}_" for i in sorted(found)[-n:]] if found and n else []
 
 
-def per_row_int8_tables(model: Any) -> int:
+def per_row_int8_tables(model: Any, column_scales: bool = False) -> int:
     """Each Gather from a float table becomes a Gather of int8 rows (one scale per row,
     symmetric) times the gathered rows' scales: standard ops, 1 byte a weight, and every row
     at its own resolution (onnxruntime's quantizer gives a table one scale). Returns how many
-    tables it rewrote."""
+    tables it rewrote.
+
+    `column_scales` (research, not in a recipe) first divides each column by its largest
+    magnitude (normalised to mean 1) and multiplies the gathered rows back by that [H] vector
+    (one more Mul): a few of XLM-R's word-table columns are far wider than the rest and set
+    every row's step. The table alone then costs e5-small's worst text 0.0001 of dense cosine
+    instead of 0.0018, but the whole int8 file gains little (the MatMuls of layers 0-4 set the
+    worst texts; docs/benchmarks.md, "Issue 36: where int8 loses its worst texts").
+    """
     import numpy as np
     import onnx
     from onnx import helper, numpy_helper
@@ -329,17 +337,29 @@ def per_row_int8_tables(model: Any) -> int:
             continue
         name = t.name
         table = numpy_helper.to_array(t)
+        cols = np.ones(table.shape[1], np.float32)
+        if column_scales:
+            widest = np.abs(table).max(axis=0)
+            used = widest > 0
+            if used.any():
+                cols = np.where(used, widest / widest[used].mean(), 1.0).astype(np.float32)
+            table = table / cols
         scale = (np.maximum(np.abs(table).max(axis=1), 1e-30) / 127.0).astype(np.float32)
         t.CopyFrom(numpy_helper.from_array(
             np.clip(np.round(table / scale[:, None]), -127, 127).astype(np.int8), name + "_int8"))
         graph.initializer.append(numpy_helper.from_array(scale, name + "_row_scale"))
         ids, y, p = node.input[1], node.output[0], (node.name or node.output[0]) + "/row_int8"
+        rows = y if not column_scales else p + "/rows"
         nodes += [helper.make_node("Gather", [name + "_int8", ids], [p + "/q"], name=p + "/q"),
                   helper.make_node("Cast", [p + "/q"], [p + "/f"], name=p + "/f",
                                    to=onnx.TensorProto.FLOAT),
                   helper.make_node("Gather", [name + "_row_scale", ids], [p + "/s"], name=p + "/s"),
                   helper.make_node("Unsqueeze", [p + "/s", axis_name], [p + "/s1"], name=p + "/s1"),
-                  helper.make_node("Mul", [p + "/f", p + "/s1"], [y], name=p + "/mul")]
+                  helper.make_node("Mul", [p + "/f", p + "/s1"], [rows], name=p + "/mul")]
+        if column_scales:
+            graph.initializer.append(numpy_helper.from_array(cols.astype(np.float32),
+                                                             name + "_col_scale"))
+            nodes.append(helper.make_node("Mul", [rows, name + "_col_scale"], [y], name=p + "/cols"))
         count += 1
     del graph.node[:]
     graph.node.extend(nodes)

@@ -23,9 +23,12 @@ from typing import Any
 import numpy as np
 
 
-def row_scaled_tables(data: bytes, floats: Sequence[np.ndarray]) -> tuple[bytes, int]:
+def row_scaled_tables(data: bytes, floats: Sequence[np.ndarray],
+                      column_scales: bool = False) -> tuple[bytes, int]:
     """`data` with every per-tensor int8 GATHER table that is one of `floats` (same shape, and
-    its int8 values within half a step of it) requantized with one scale per row."""
+    its int8 values within half a step of it) requantized with one scale per row (and, with
+    `column_scales`, each column first divided by its widest value, as
+    edge_m3.export.onnx.per_row_int8_tables does, and the rows multiplied back by them)."""
     from tensorflow.lite.python import schema_py_generated as schema
 
     from edge_m3.export.tflite import operator_code, pack_aligned
@@ -41,6 +44,7 @@ def row_scaled_tables(data: bytes, floats: Sequence[np.ndarray]) -> tuple[bytes,
         return operator_code(model, builtin, version)
 
     done: dict[int, int] = {}  # table buffer -> its row-scale buffer
+    col_bufs: dict[int, int] = {}  # table buffer -> its column-scale buffer
 
     def requantize(buf: int, shape: tuple[int, ...], scale: float) -> int | None:
         if buf in done:
@@ -51,6 +55,14 @@ def row_scaled_tables(data: bytes, floats: Sequence[np.ndarray]) -> tuple[bytes,
         if len(match) != 1:
             return None
         f = match[0].astype(np.float64)
+        if column_scales:
+            widest = np.abs(f).max(axis=0)
+            cols = np.where(widest > 0, widest / widest[widest > 0].mean(), 1.0)
+            f = f / cols
+            cb = schema.BufferT()
+            cb.data = np.frombuffer(cols.astype(np.float32).tobytes(), np.uint8)
+            model.buffers.append(cb)
+            col_bufs[buf] = len(model.buffers) - 1
         s = np.abs(f).max(axis=1) / 127.0
         s[s == 0] = 1.0
         rows = np.clip(np.round(f / s[:, None]), -127, 127).astype(np.int8)
@@ -95,9 +107,9 @@ def row_scaled_tables(data: bytes, floats: Sequence[np.ndarray]) -> tuple[bytes,
                 st.shape, st.type, st.buffer = np.array([table.shape[0], 1], np.int32), types.FLOAT32, sbuf
                 st.name = "row_scales"
                 graph.tensors.append(st)
-                pending[rows_t] = (op, len(graph.tensors) - 1)
+                pending[rows_t] = (op, len(graph.tensors) - 1, col_bufs.get(table.buffer))
             elif code(op) == ops.DEQUANTIZE and int(op.inputs[0]) in pending:
-                gather, st = pending.pop(int(op.inputs[0]))
+                gather, st, cbuf = pending.pop(int(op.inputs[0]))
                 final = graph.tensors[int(op.outputs[0])]
                 new = []
                 for suffix, last in (("/unit", None), ("/row_scale", 1)):
@@ -128,6 +140,25 @@ def row_scaled_tables(data: bytes, floats: Sequence[np.ndarray]) -> tuple[bytes,
                 mul.builtinOptions = schema.MulOptionsT()
                 mul.inputs, mul.outputs = np.array([unit, gs], np.int32), np.array([final_idx], np.int32)
                 out_ops += [g2, mul]
+                if cbuf is not None:  # rows x row scales -> `scaled`, then x column scales
+                    scaled = schema.TensorT()
+                    scaled.shape, scaled.type, scaled.buffer = final.shape, types.FLOAT32, 0
+                    scaled.shapeSignature, scaled.hasRank = final.shapeSignature, final.hasRank
+                    scaled.name = graph.tensors[unit].name + b"/rows" if isinstance(
+                        graph.tensors[unit].name, bytes) else graph.tensors[unit].name + "/rows"
+                    graph.tensors.append(scaled)
+                    ct = schema.TensorT()
+                    ct.shape = np.array([final.shape[-1]], np.int32)
+                    ct.type, ct.buffer, ct.name = types.FLOAT32, cbuf, "column_scales"
+                    graph.tensors.append(ct)
+                    mul.outputs = np.array([len(graph.tensors) - 2], np.int32)
+                    mul2 = schema.OperatorT()
+                    mul2.opcodeIndex = opcode(ops.MUL, 1)
+                    mul2.builtinOptionsType = schema.BuiltinOptions.MulOptions
+                    mul2.builtinOptions = schema.MulOptionsT()
+                    mul2.inputs = np.array([len(graph.tensors) - 2, len(graph.tensors) - 1], np.int32)
+                    mul2.outputs = np.array([final_idx], np.int32)
+                    out_ops.append(mul2)
                 rewritten += 1
         graph.operators = out_ops
 
@@ -143,6 +174,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--work", type=Path, required=True, help="peer_int8's work folder (reused)")
     p.add_argument("--texts", type=Path, default=default_corpus())
     p.add_argument("--max-length", type=int, default=512)
+    p.add_argument("--columns", action="store_true",
+                   help="also each column divided by its widest value first (the ONNX recipe's tables)")
     a = p.parse_args(argv)
 
     from edge_m3.checkpoint import load_checkpoint
@@ -152,12 +185,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     from tools.research.peer_int8 import HEAD, figures, flag_reference, our_outputs, row
     from tools.research.recipe_search import bundle_with
 
-    out = a.work / "ours-int8-rowtables"
+    out = a.work / ("ours-int8-rowcoltables" if a.columns else "ours-int8-rowtables")
     name = model_file("int8", "tflite")
     if not (out / "manifest.json").is_file():
         t = load_checkpoint(a.checkpoint).tensors
         floats = [np.asarray(t[k], np.float32) for k in t if k.endswith("embeddings.weight")]
-        data, n = row_scaled_tables((a.bundle / name).read_bytes(), floats)
+        data, n = row_scaled_tables((a.bundle / name).read_bytes(), floats, a.columns)
         print(f"# tables rewritten: {n} (gathers over every signature)", file=sys.stderr)
         made = a.work / "rowtables.tflite"
         made.write_bytes(data)
@@ -170,7 +203,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ref = flag_reference(a.checkpoint, texts, a.max_length, formula_pairs(sets))
     print(HEAD)
     for label, b, tag in (("ours TFLite int8 (LiteRT)", a.bundle, "ours"),
-                          ("ours TFLite int8, tables one scale per row (LiteRT)", out, out.name)):
+                          ("ours TFLite int8, tables one scale per row"
+                           + (" and per column" if a.columns else "") + " (LiteRT)", out, out.name)):
         f = figures(our_outputs(b, "litert", texts, a.work, tag), ref, nq, corpus.relevant())
         print(row(label, (b / name).stat().st_size / 1e6, f), flush=True)
     return 0
