@@ -64,8 +64,9 @@ def _build_parser() -> argparse.ArgumentParser:
                    help="trim the vocabulary to the tokens of this UTF-8 corpus (repeatable)")
     b.add_argument("--vocab-min-count", type=int, default=1)
     b.add_argument("--calibration", type=Path, default=None,
-                   help="texts the full-integer variants (int16x8) calibrate on: a corpus file "
-                        "(JSON lines: text, kind, lang, group; default: the committed fidelity sample)")
+                   help="texts the calibrated files calibrate on (int16x8; int8's ONNX smoothing): a "
+                        "corpus file (JSON lines: text, kind, lang, group; default: the committed "
+                        "fidelity sample)")
     b.add_argument("--ort", action="store_true",
                    help="with --formats onnx: also an ORT-format copy for onnxruntime mobile")
     b.add_argument("--no-self-check", action="store_true",

@@ -192,6 +192,9 @@ class FormatRecipe:
 
     tool: str  # TFLITE_CONVERTER, AI_EDGE_QUANTIZER or ONNX_EXPORTER
     name: str  # a key of that tool's registry
+    # The recipe measures activations on texts: the build calibrates on `build --calibration`
+    # (default the committed fidelity sample), so its gate is run on other texts.
+    calibrated: bool = False
 
     def __str__(self) -> str:
         return self.name
@@ -201,12 +204,12 @@ def converter(name: str) -> FormatRecipe:
     return FormatRecipe(TFLITE_CONVERTER, name)
 
 
-def quantizer(name: str) -> FormatRecipe:
-    return FormatRecipe(AI_EDGE_QUANTIZER, name)
+def quantizer(name: str, calibrated: bool = False) -> FormatRecipe:
+    return FormatRecipe(AI_EDGE_QUANTIZER, name, calibrated)
 
 
-def onnx_recipe(name: str) -> FormatRecipe:
-    return FormatRecipe(ONNX_EXPORTER, name)
+def onnx_recipe(name: str, calibrated: bool = False) -> FormatRecipe:
+    return FormatRecipe(ONNX_EXPORTER, name, calibrated)
 
 
 @dataclass(frozen=True)
@@ -229,9 +232,11 @@ class QuantRecipe:
     # Oldest LiteRT (ai-edge-litert) seen to compute the file correctly (docs/benchmarks.md,
     # issue 13): older ones may load a file and still compute it wrongly.
     oldest_litert: str = "1.0.1"
-    # Activations quantized statically: the build calibrates on texts (`build --calibration`,
-    # default the committed fidelity sample) and the file computes in integers.
-    calibrated: bool = False
+
+    @property
+    def calibrated(self) -> bool:
+        """One of its files is calibrated on texts (FormatRecipe.calibrated)."""
+        return self.tflite.calibrated or (self.onnx is not None and self.onnx.calibrated)
 
     @property
     def uses_aeq(self) -> bool:
@@ -292,9 +297,13 @@ RECIPES: dict[str, QuantRecipe] = {r.name: r for r in (
                 ram_note="fp16 on tflite-runtime 2.14 (no XNNPACK) keeps an fp32 copy of every dense "
                          "weight per signature: full-size BGE-M3 with 6 signatures took 7x the file."),
     # Per-channel scales give FULLY_CONNECTED v12: LiteRT / TF Lite >= 2.17. Passes the gate
-    # on real weights where per-tensor does not (docs/benchmarks.md, issue 13).
+    # on real weights where per-tensor does not (docs/benchmarks.md, issue 13). The ONNX file
+    # is smoothed (SmoothQuant, calibrated on text) before its per-row int8: as faithful as
+    # bge-m3-lite's int8 calibrated on the same texts (docs/benchmarks.md, issue 36); the TFLite
+    # file needs no texts (smoothing gains nothing under TF Lite's hybrid kernels).
     QuantRecipe("int8", "dynamic-range int8 weights, one scale per output channel", 1.0,
-                converter("dynamic-int8-per-channel"), onnx_recipe("dynamic-int8-per-row"), "2.17.0",
+                converter("dynamic-int8-per-channel"),
+                onnx_recipe("smoothed-int8-per-row", calibrated=True), "2.17.0",
                 _INT8_LIMITS, _INT8_TOLERANCE),
     # Per-tensor scales keep FULLY_CONNECTED at v9, which tflite-runtime 2.14 loads. Judged by
     # the default gate, which it misses on real weights: for 2.14 rigs only.
@@ -333,12 +342,13 @@ RECIPES: dict[str, QuantRecipe] = {r.name: r for r in (
     # like an activation): e5-small, table-heavy, weighs 1.89 bytes a parameter, full-size BGE-M3
     # about 1.45, a model with a small table (ModernBERT-base) about 1.25.
     QuantRecipe("int16x8", "full integer: int8 weights (int16 tables), int16 activations "
-                "calibrated on text, for NPU and GPU delegates", 1.25, quantizer("aeq-static-a16w8"),
+                "calibrated on text, for NPU and GPU delegates", 1.25,
+                quantizer("aeq-static-a16w8", calibrated=True),
                 None, "2.21.0",
                 # LiteRT 2.2.0 (the Android kit's pin) computes it bit for bit as 2.3.0 does: 36 of
                 # 36 golden outputs of e5-small's and of the tiny checkpoint's files
                 # (docs/benchmarks.md, "Issue 36: the full-integer variant").
-                INT16X8_LIMITS, _INT8_TOLERANCE, oldest_litert="2.2.0", calibrated=True,
+                INT16X8_LIMITS, _INT8_TOLERANCE, oldest_litert="2.2.0",
                 note="int16x8 is for NPU/GPU delegates that take only full-integer files (NNAPI, "
                      "QNN HTP, Edge-TPU-class NPUs, GPU delegates with int16 support): no delegate "
                      "was run here, only LiteRT's CPU kernels, where it is ~50x slower than int8; "

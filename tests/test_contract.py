@@ -73,7 +73,7 @@ def test_every_variant_is_complete() -> None:
     """Each registered variant has a recipe per format that the exporters know, thresholds the
     gate accepts and a device tolerance."""
     from edge_m3.export.aeq import AEQ_RECIPES, STATIC_RECIPES
-    from edge_m3.export.onnx import ONNX_RECIPES
+    from edge_m3.export.onnx import CALIBRATED_ONNX_RECIPES, ONNX_RECIPES
     from edge_m3.export.tflite import CONVERTER_RECIPES
     from edge_m3.harness.metrics import check_limits
 
@@ -81,11 +81,13 @@ def test_every_variant_is_complete() -> None:
     assert c.QUANTS == ("fp32", "fp16", "int8", "int8-tflite214", "int4", "int16x8")
     for r in c.RECIPES.values():
         assert r.tflite.name in registries[r.tflite.tool], (r.name, r.tflite)
-        assert r.onnx is None or (r.onnx.tool == c.ONNX_EXPORTER and r.onnx.name in ONNX_RECIPES), r.name
+        onnx_registry = CALIBRATED_ONNX_RECIPES if r.onnx and r.onnx.calibrated else ONNX_RECIPES
+        assert r.onnx is None or (r.onnx.tool == c.ONNX_EXPORTER and r.onnx.name in onnx_registry), r.name
         assert check_limits(r.thresholds, r.name) == r.thresholds
         assert 0 < r.device_tolerance.dense_cosine_min < 1 and r.device_tolerance.max_abs > 0
         assert r.min_size(1000) < r.estimated_size(1000)
-        assert r.calibrated == (r.tflite.name in STATIC_RECIPES), r.name
+        assert r.tflite.calibrated == (r.tflite.name in STATIC_RECIPES), r.name
+        assert r.calibrated == (r.tflite.calibrated or bool(r.onnx and r.onnx.calibrated)), r.name
     with pytest.raises(EdgeM3Error, match="quant int3: unknown"):
         c.recipe("int3", "quant")
     with pytest.raises(EdgeM3Error, match="quant int8pc: renamed to int8"):

@@ -19,8 +19,12 @@ from edge_m3.export.onnx import (
     ROW_INT8_MIN_ELEMENTS,
     SEQ_AXIS,
     SEQ_AXIS_MINUS_1,
+    SMOOTHED_PROJECTIONS,
+    OnnxCalibration,
+    fix_io,
     save,
     signatures,
+    smooth_projections,
 )
 from edge_m3.export.onnx_lift import (
     LIFT_MIN_ELEMENTS,
@@ -61,8 +65,17 @@ def saved_model(keras_model: Any, tmp_path_factory: pytest.TempPathFactory) -> P
 
 
 @pytest.fixture(scope="module")
-def variants(keras_model: Any, saved_model: Path, tmp_path_factory: pytest.TempPathFactory
-             ) -> dict[str, tuple[Path, dict[str, Any]]]:
+def calibration(tiny_ckpt: Path) -> Any:
+    """The golden texts as the build tokenizes calibration texts (int8's ONNX file smooths)."""
+    from edge_m3.builder.golden import golden_texts
+    from edge_m3.builder.orchestrate import calibration_ids
+
+    return calibration_ids(load_checkpoint(tiny_ckpt), None, golden_texts(), LENS)
+
+
+@pytest.fixture(scope="module")
+def variants(keras_model: Any, saved_model: Path, calibration: Any,
+             tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Path, dict[str, Any]]]:
     """All three variants; fp32 is forced to external data, as the full-size fp32 is."""
     saved = saved_model
     out = {}
@@ -70,9 +83,44 @@ def variants(keras_model: Any, saved_model: Path, tmp_path_factory: pytest.TempP
         folder = tmp_path_factory.mktemp(f"onnx_{quant}")
         threshold = 0 if quant == "fp32" else EXTERNAL_DATA_THRESHOLD
         entry = export_onnx(saved, folder, RECIPES[quant], LENS, list(HEADS),
-                                    keras_model.parameter_count(), external_threshold=threshold)
+                            keras_model.parameter_count(), external_threshold=threshold,
+                            calibration=calibration if RECIPES[quant].calibrated else None)
         out[quant] = (folder, entry)
     return out
+
+
+def test_int8_onnx_needs_calibration_texts(saved_model: Path, keras_model: Any, tmp_path: Path) -> None:
+    """A calibrated recipe without texts is a plain error, never a file smoothed on nothing."""
+    with pytest.raises(RuntimeError, match="needs calibration texts"):
+        export_onnx(saved_model, tmp_path, RECIPES["int8"], LENS, list(HEADS),
+                    keras_model.parameter_count())
+
+
+def test_smoothing_is_exact_in_float(saved_model: Path, calibration: Any, tmp_path: Path) -> None:
+    """SmoothQuant's Mul by 1/s and weight rows times s leave the float model's outputs as they
+    were (to float rounding), put one Mul before each LayerNorm-fed projection, and scale the
+    channels by the calibration texts' activations (not all 1)."""
+    import onnxruntime as ort
+
+    model = run_tf2onnx(saved_model, tmp_path)
+    fix_io(model, HEADS)
+    before = model.SerializeToString()
+    projections = [n for n in model.graph.node if n.op_type == "MatMul" and any(
+        f"/{p}" in n.name for p in SMOOTHED_PROJECTIONS)]
+    ids = sorted({tuple(r) for rows in calibration.ids.values() for r in rows})
+    assert smooth_projections(model, OnnxCalibration(ids, tmp_path)) == len(projections) > 0
+    assert not list(tmp_path.glob("calibration.onnx*"))  # its float copy is gone
+    muls = [n for n in model.graph.node if n.op_type == "Mul" and n.name.endswith("/smoothed")]
+    assert len(muls) == len(projections)
+    inits = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
+    assert all(not np.allclose(inits[m.input[1]], 1.0) for m in muls)
+    a = np.asarray([list(ids[-1])], np.int32)
+    feed = {"input_ids": a, "attention_mask": np.ones_like(a)}
+    cpu = ["CPUExecutionProvider"]
+    plain = ort.InferenceSession(before, providers=cpu).run(None, feed)
+    smoothed = ort.InferenceSession(model.SerializeToString(), providers=cpu).run(None, feed)
+    for x, y in zip(plain, smoothed, strict=True):
+        np.testing.assert_allclose(y, x, rtol=1e-4, atol=1e-5)
 
 
 @pytest.mark.parametrize("quant", QUANTS)

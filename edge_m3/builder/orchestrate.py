@@ -135,7 +135,7 @@ def build(opts: BuildOptions, quiet: bool = False) -> list[Path]:
         saved = work / "saved_model"
         # ai-edge-quantizer's weight recipes start from a trace with EMBEDDING_LOOKUP tables.
         lookup = work / "saved_model_lookup" if "tflite" in opts.formats and any(
-            r.uses_aeq and not r.calibrated for r in opts.quants) else None
+            r.uses_aeq and not r.tflite.calibrated for r in opts.quants) else None
 
         traced = _timed(rep, "build Keras model + trace signatures (child process)",
                         lambda: worker.trace(ckpt_dir, saved, opts.seq_lens, opts.heads,
@@ -159,11 +159,12 @@ def build(opts: BuildOptions, quiet: bool = False) -> list[Path]:
 
 
 def _calibration_texts(opts: BuildOptions) -> list[str] | None:
-    """The texts the calibrated variants' TFLite files calibrate on (`calibration`, else the
-    committed fidelity sample), or None when no such file is built. A bad file is one line."""
+    """The texts the calibrated files calibrate on (`calibration`, else the committed fidelity
+    sample), or None when no such file is built. A bad file is one line."""
     from edge_m3.harness.fidelity import bundled_sample, read_corpus
 
-    needed = "tflite" in opts.formats and any(r.calibrated for r in opts.quants)
+    needed = any((f := r.recipe_for(fmt)) is not None and f.calibrated
+                 for r in opts.quants for fmt in opts.formats)
     if opts.calibration is not None:  # read even when no variant needs it: a typo is one line
         corpus = read_corpus(opts.calibration, "calibration")
     elif needed:
@@ -219,7 +220,7 @@ def _build_variant(opts: BuildOptions, recipe: QuantRecipe, ckpt: Any, plan: Any
             info = _timed(rep, f"convert + quantize TFLite {quant}",
                           lambda: worker.convert_tflite(saved, tmp / name, recipe, opts.seq_lens,
                                                         params, lookup,
-                                                        calibration if recipe.calibrated else None),
+                                                        calibration if recipe.tflite.calibrated else None),
                           lambda i: f"{i['size'] / 1e6:.1f} MB" + _weights(i) + _float_ops(i))
             checks: dict[str, CheckResult] = {}
             if opts.self_check:
@@ -238,8 +239,9 @@ def _build_variant(opts: BuildOptions, recipe: QuantRecipe, ckpt: Any, plan: Any
                 self_check=checks))
         if "onnx" in opts.formats:
             entry = _timed(rep, f"export ONNX {quant}",
-                           lambda: worker.export_onnx(saved, tmp, recipe, opts.seq_lens, opts.heads,
-                                                      params, ort=opts.ort))
+                           lambda: worker.export_onnx(
+                               saved, tmp, recipe, opts.seq_lens, opts.heads, params, ort=opts.ort,
+                               calibration=calibration if recipe.onnx and recipe.onnx.calibrated else None))
             models.append(ModelEntry.from_json(entry, "models"))
         spec = bundle_tokenizer(ckpt, tmp)
         if plan is not None:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import tempfile
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +52,12 @@ ROW_INT8_MIN_ELEMENTS = 1024  # the TFLite converter's floor for quantizing a we
 # Encoder layers at the end that int8 ONNX keeps in float: on real weights (e5-small) the
 # lexical error is 0.050 with none, 0.046 with one, 0.041 with two (gate 0.05; +9% size).
 ROW_INT8_FLOAT_LAST_LAYERS = 2
+# SmoothQuant on the projections a LayerNorm feeds (the Keras layers' names: XLM-R/BERT's
+# query, key, value and ffn_in; ModernBERT's wqkv and ffn_in), alpha 0.5: their inputs' outlier
+# channels cost int8's worst texts most (docs/benchmarks.md, "Issue 36: where int8 loses its
+# worst texts"); smoothing the other two projections as well gained nothing.
+SMOOTHED_PROJECTIONS = ("query", "key", "value", "wqkv", "ffn_in")
+SMOOTH_ALPHA = 0.5
 
 
 def _rename_value(graph: Any, old: str, new: str) -> None:
@@ -298,6 +305,112 @@ def per_row_int8_matmuls(model: Any, keep_float: Sequence[str] = (), levels: int
     return count
 
 
+@dataclass(frozen=True)
+class OnnxCalibration:
+    """What a calibrated ONNX recipe measures activations on: token ids, each text at its own
+    length, and a folder for the float model's copy that onnxruntime runs."""
+
+    ids: Sequence[Sequence[int]]
+    work: Path
+
+
+def _reshape_source(graph: Any, tensor: str) -> str:
+    """The tensor that `tensor` is a Reshape (chain) of: tf2onnx gives each of Q, K and V its
+    own Reshape of the same hidden state, and the three share one smoothing scale."""
+    made_by = {o: n for n in graph.node for o in n.output}
+    while tensor in made_by and made_by[tensor].op_type == "Reshape":
+        tensor = made_by[tensor].input[0]
+    return tensor
+
+
+def activation_maxima(model: Any, tensors: Sequence[str], calib: OnnxCalibration) -> dict[str, Any]:
+    """max |x| per channel (last axis) of each of `tensors` over the calibration texts, from the
+    float model run by onnxruntime (each text alone, no padding). The model is saved beside
+    `calib.work` with its weights in a .data file (so past 2 GB too) and read back unchanged."""
+    import numpy as np
+    import onnx
+    import onnxruntime as ort
+    from onnx import helper
+
+    graph = model.graph
+    added = [helper.make_tensor_value_info(t, onnx.TensorProto.FLOAT, None) for t in tensors]
+    graph.output.extend(added)
+    path = calib.work / "calibration.onnx"
+    try:
+        onnx.save_model(model, str(path), save_as_external_data=True, all_tensors_to_one_file=True,
+                        location=path.name + ".data", size_threshold=EXTERNAL_MIN_TENSOR)
+        onnx.load_external_data_for_model(model, str(calib.work))  # the weights back in memory
+    finally:
+        for vi in added:
+            graph.output.remove(vi)
+    so = ort.SessionOptions()
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL  # the tensors as named
+    session = ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
+    dtype = {"tensor(int32)": np.int32, "tensor(int64)": np.int64}[session.get_inputs()[0].type]
+    maxima: dict[str, Any] = {}
+    for ids in calib.ids:  # inside the builder's timed "export ONNX" step (a child process)
+        a = np.asarray([list(ids)], dtype)
+        for name, x in zip(tensors, session.run(list(tensors), {INPUT_IDS: a, ATTENTION_MASK: np.ones_like(a)}),
+                           strict=True):
+            m = np.abs(x).reshape(-1, x.shape[-1]).max(axis=0)
+            maxima[name] = m if name not in maxima else np.maximum(maxima[name], m)
+    del session
+    path.unlink()
+    path.with_name(path.name + ".data").unlink()
+    return maxima
+
+
+def smooth_projections(model: Any, calib: OnnxCalibration, alpha: float = SMOOTH_ALPHA,
+                       names: Sequence[str] = SMOOTHED_PROJECTIONS) -> int:
+    """SmoothQuant (Xiao et al., 2023) on each MatMul by a float weight whose node sits in a
+    Keras layer named in `names`: per input channel s = max|X|^alpha / max|W|^(1 - alpha)
+    (clipped to [0.01, 100]; X over the calibration texts, W over every MatMul fed the same
+    hidden state), a Mul by 1/s before the MatMul and the weight's rows times s. Exact in
+    float; per-row int8 activations then lose less to the few wide channels. A Mul, not a fold
+    into the LayerNorm: post-LN encoders reuse its output as the residual. Returns how many
+    MatMuls it smoothed."""
+    import re
+
+    import numpy as np
+    from onnx import helper, numpy_helper
+
+    graph = model.graph
+    inits = {t.name: t for t in graph.initializer}
+    alternatives = "|".join(map(re.escape, names))
+    site = re.compile(rf"/({alternatives})(_\d+)?/")
+    chosen = [n for n in graph.node if n.op_type == "MatMul" and len(n.input) == 2
+              and n.input[1] in inits and len(inits[n.input[1]].dims) == 2 and site.search(n.name)]
+    if not chosen:
+        return 0
+    maxima = activation_maxima(model, sorted({n.input[0] for n in chosen}), calib)
+    groups: dict[str, list[Any]] = {}
+    for n in chosen:
+        groups.setdefault(_reshape_source(graph, n.input[0]), []).append(n)
+    muls: dict[str, Any] = {}
+    for members in groups.values():
+        weights = [numpy_helper.to_array(inits[n.input[1]]) for n in members]
+        x_max = np.max([maxima[n.input[0]] for n in members], axis=0)
+        w_max = np.max([np.abs(w).max(axis=1) for w in weights], axis=0)
+        s = np.clip(np.maximum(x_max, 1e-5) ** alpha / np.maximum(w_max, 1e-5) ** (1 - alpha),
+                    1e-2, 1e2).astype(np.float32)
+        inv = members[0].name + "/smooth_inv"
+        graph.initializer.append(numpy_helper.from_array((1 / s).astype(np.float32), inv))
+        for n, w in zip(members, weights, strict=True):
+            inits[n.input[1]].CopyFrom(numpy_helper.from_array((w * s[:, None]).astype(np.float32),
+                                                               n.input[1]))
+            out = n.name + "/smoothed"
+            muls[n.name] = helper.make_node("Mul", [n.input[0], inv], [out], name=out)
+            n.input[0] = out
+    nodes = []
+    for n in graph.node:
+        if n.name in muls:
+            nodes.append(muls[n.name])
+        nodes.append(n)
+    del graph.node[:]
+    graph.node.extend(nodes)
+    return len(muls)
+
+
 def last_layers(model: Any, n: int) -> list[str]:
     """Name fragments of the last `n` encoder layers' nodes (`/layer_<i>_`, Keras's scopes)."""
     import re
@@ -307,18 +420,19 @@ def last_layers(model: Any, n: int) -> list[str]:
     return [f"/layer_{i}_" for i in sorted(found)[-n:]] if found and n else []
 
 
-def per_row_int8_tables(model: Any, column_scales: bool = False) -> int:
+def per_row_int8_tables(model: Any, column_scales: str = "none") -> int:
     """Each Gather from a float table becomes a Gather of int8 rows (one scale per row,
     symmetric) times the gathered rows' scales: standard ops, 1 byte a weight, and every row
     at its own resolution (onnxruntime's quantizer gives a table one scale). Returns how many
     tables it rewrote.
 
-    `column_scales` (research, not in a recipe) first divides each column by its largest
-    magnitude (normalised to mean 1) and multiplies the gathered rows back by that [H] vector
-    (one more Mul): a few of XLM-R's word-table columns are far wider than the rest and set
-    every row's step. The table alone then costs e5-small's worst text 0.0001 of dense cosine
-    instead of 0.0018, but the whole int8 file gains little (the MatMuls of layers 0-4 set the
-    worst texts; docs/benchmarks.md, "Issue 36: where int8 loses its worst texts").
+    `column_scales` ("none", "vocabulary": the largest table only, or "all") first divides each
+    column by its largest magnitude (normalised to mean 1) and multiplies the gathered rows
+    back by that [H] vector (one more Mul): a few of XLM-R's word-table columns are far wider
+    than the rest and set every row's step. On e5-small the word table alone then costs the
+    worst text 0.0001 of dense cosine instead of 0.0018 (docs/benchmarks.md, "Issue 36: where
+    int8 loses its worst texts"); the position table is left alone ("all" moved one lexical
+    weight by 0.08 there).
     """
     import numpy as np
     import onnx
@@ -326,6 +440,10 @@ def per_row_int8_tables(model: Any, column_scales: bool = False) -> int:
 
     graph = model.graph
     inits = {t.name: t for t in graph.initializer}
+    if column_scales not in ("none", "vocabulary", "all"):
+        raise ValueError(f"column_scales {column_scales!r}: none, vocabulary or all")
+    tables = [inits[n.input[0]] for n in graph.node if n.op_type == "Gather" and n.input[0] in inits]
+    vocabulary = max(tables, key=lambda t: t.dims[0], default=None)
     axis_name = "edge_m3_row_axis_last"
     graph.initializer.append(numpy_helper.from_array(np.array([-1], np.int64), axis_name))
     nodes, count = [], 0
@@ -338,7 +456,8 @@ def per_row_int8_tables(model: Any, column_scales: bool = False) -> int:
         name = t.name
         table = numpy_helper.to_array(t)
         cols = np.ones(table.shape[1], np.float32)
-        if column_scales:
+        scaled = column_scales == "all" or (column_scales == "vocabulary" and t is vocabulary)
+        if scaled:
             widest = np.abs(table).max(axis=0)
             used = widest > 0
             if used.any():
@@ -349,14 +468,14 @@ def per_row_int8_tables(model: Any, column_scales: bool = False) -> int:
             np.clip(np.round(table / scale[:, None]), -127, 127).astype(np.int8), name + "_int8"))
         graph.initializer.append(numpy_helper.from_array(scale, name + "_row_scale"))
         ids, y, p = node.input[1], node.output[0], (node.name or node.output[0]) + "/row_int8"
-        rows = y if not column_scales else p + "/rows"
+        rows = p + "/rows" if scaled else y
         nodes += [helper.make_node("Gather", [name + "_int8", ids], [p + "/q"], name=p + "/q"),
                   helper.make_node("Cast", [p + "/q"], [p + "/f"], name=p + "/f",
                                    to=onnx.TensorProto.FLOAT),
                   helper.make_node("Gather", [name + "_row_scale", ids], [p + "/s"], name=p + "/s"),
                   helper.make_node("Unsqueeze", [p + "/s", axis_name], [p + "/s1"], name=p + "/s1"),
                   helper.make_node("Mul", [p + "/f", p + "/s1"], [rows], name=p + "/mul")]
-        if column_scales:
+        if scaled:
             graph.initializer.append(numpy_helper.from_array(cols.astype(np.float32),
                                                              name + "_col_scale"))
             nodes.append(helper.make_node("Mul", [rows, name + "_col_scale"], [y], name=p + "/cols"))
@@ -466,38 +585,53 @@ def _float32(model: Any) -> None:
     pass
 
 
-def _dynamic_int8_per_row(model: Any) -> None:
+def _smoothed_int8_per_row(model: Any, calib: OnnxCalibration) -> None:
+    """SmoothQuant on the LayerNorm-fed projections, then per-row int8 MatMuls (the last
+    layers float) and tables, the vocabulary table scaled per column as well as per row
+    (issue 36: as faithful as bge-m3-lite's int8, which smooths too, on the same texts)."""
+    smooth_projections(model, calib)
     # uint8-stored weights: the same products as int8 ones, but onnxruntime runs its u8 x u8
     # kernel, exact on every x86; u8 x s8 saturates int16 pair sums on AVX2 without VNNI
     # (e5-small: dense cosine 0.993, ColBERT error 0.20 there; docs/benchmarks.md, issue 26).
     per_row_int8_matmuls(model, last_layers(model, ROW_INT8_FLOAT_LAST_LAYERS),
                          unsigned_weights=True)
-    per_row_int8_tables(model)
+    per_row_int8_tables(model, column_scales="vocabulary")
 
 
 # The ONNX exporter's recipes (contract.ONNX_EXPORTER), by the name a QuantRecipe gives: each
-# rewrites the converted float model in place.
+# rewrites the converted float model in place. (The uncalibrated per-row int8 that int8 used
+# before issue 36 is int8_worst's "" spec: per_row_int8_matmuls + per_row_int8_tables.)
 ONNX_RECIPES: dict[str, Callable[[Any], Any]] = {
     "float32": _float32,
     "float16-weights": fp16_weights,
-    "dynamic-int8-per-row": _dynamic_int8_per_row,
+}
+# Those that also measure activations on calibration texts (contract.FormatRecipe.calibrated).
+CALIBRATED_ONNX_RECIPES: dict[str, Callable[[Any, OnnxCalibration], Any]] = {
+    "smoothed-int8-per-row": _smoothed_int8_per_row,
 }
 
 
 def export(saved: Path, out_dir: Path, recipe: QuantRecipe, seq_lens: Sequence[int],
            heads: Sequence[str], params: int,
-           external_threshold: int = EXTERNAL_DATA_THRESHOLD, ort: bool = False) -> dict[str, Any]:
+           external_threshold: int = EXTERNAL_DATA_THRESHOLD, ort: bool = False,
+           calibration_ids: Sequence[Sequence[int]] | None = None) -> dict[str, Any]:
     """The child's job: convert, quantize, save, check, run; return the manifest entry."""
     if recipe.onnx is None:
         raise ValueError(f"{recipe.name}: no ONNX recipe")
-    quant, rewrite = recipe.name, ONNX_RECIPES[recipe.onnx.name]
+    if recipe.onnx.calibrated and not calibration_ids:
+        raise ValueError(f"{recipe.name}: its ONNX recipe needs calibration texts")
+    quant = recipe.name
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / model_file(quant, "onnx")
     with tempfile.TemporaryDirectory(prefix="edge-m3-onnx-") as work_str:
         work = Path(work_str)
         model = run_tf2onnx(saved, work)
         widths = fix_io(model, heads)
-        rewrite(model)
+        if recipe.onnx.calibrated:
+            assert calibration_ids is not None
+            CALIBRATED_ONNX_RECIPES[recipe.onnx.name](model, OnnxCalibration(calibration_ids, work))
+        else:
+            ONNX_RECIPES[recipe.onnx.name](model)
         finish(model, quant, seq_lens, heads)
         extra = save(model, path, external_threshold)
         del model

@@ -132,13 +132,17 @@ def convert_tflite(saved: Path, out_file: Path, recipe: QuantRecipe, seq_lens: S
 
 def export_onnx(saved: Path, out_dir: Path, recipe: QuantRecipe, seq_lens: Sequence[int],
                 heads: Sequence[str], params: int, external_threshold: int | None = None,
-                ort: bool = False) -> dict[str, Any]:
+                ort: bool = False, calibration: Calibration | None = None) -> dict[str, Any]:
     """Write `model_<quant>.onnx` (plus `.data` when large, and `.ort` with its operator config
-    when `ort`) into out_dir; return its manifest entry."""
+    when `ort`) into out_dir; return its manifest entry. `calibration`: the texts a calibrated
+    recipe measures activations on (each distinct row of ids once, at its own length)."""
     job = {"saved": str(saved), "out_dir": str(out_dir), "quant": recipe.name,
            "seq_lens": list(seq_lens), "heads": list(heads), "params": params, "ort": ort}
     if external_threshold is not None:
         job["external_threshold"] = external_threshold
+    if calibration is not None:
+        rows = {tuple(ids) for per_sig in calibration.ids.values() for ids in per_sig}
+        job["calibration_ids"] = [list(r) for r in sorted(rows)]
     entry = _call("onnx", job, f"ONNX export ({recipe.name})", _ONNX_ENV)
     entry.pop("peak_rss", None)  # the child's figure, not part of the manifest entry
     return entry
@@ -194,7 +198,7 @@ def _tflite(job: dict[str, Any]) -> dict[str, Any]:
 def _onnx(job: dict[str, Any]) -> dict[str, Any]:
     from edge_m3.export.onnx import export
 
-    extra = {"external_threshold": job["external_threshold"]} if "external_threshold" in job else {}
+    extra = {k: job[k] for k in ("external_threshold", "calibration_ids") if k in job}
     return export(Path(job["saved"]), Path(job["out_dir"]), RECIPES[job["quant"]], job["seq_lens"],
                   job["heads"], job["params"], ort=job["ort"], **extra)
 

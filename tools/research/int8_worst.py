@@ -18,8 +18,8 @@ slice's activation maxima `smooth-stats-200-36.npz`). Then
 corpus and on the gate part (the corpus minus the calibration slice). A SPEC is `;`-separated
 `key=value`s, each defaulting to the shipped recipe:
 
-- `tables=row|rowcol|float`: the tables through `per_row_int8_tables` (`rowcol`: with
-  `column_scales`), or left float;
+- `tables=row|rowcol|rowcol-word|float`: the tables through `per_row_int8_tables` (`rowcol`:
+  `column_scales="all"`, `rowcol-word`: `"vocabulary"`), or left float;
 - `word=H`, `pos=H` (instead of `tables`): that table fake-quantized by scheme H (`row`,
   `rowcol`, `tensor`, `tensorcol`, `groupN`: N columns a scale), the rest float;
 - `float=10,11`: the encoder layers whose MatMuls stay float (the recipe's: the last two);
@@ -126,7 +126,8 @@ def variant(base: Any, spec: str, stats: Mapping[str, np.ndarray]) -> Any:
             if key in parts:
                 fake_table(model, frag, parts[key])
     elif parts.get("tables", "row") != "float":
-        per_row_int8_tables(model, column_scales=parts.get("tables", "row") == "rowcol")
+        cols = {"rowcol": "all", "rowcol-word": "vocabulary"}.get(parts.get("tables", "row"), "none")
+        per_row_int8_tables(model, column_scales=cols)
     if "alpha" in parts:
         smooth(model, float(parts["alpha"]), parts.get("sites", "qkv,ffn_in").split(","), stats)
     if parts.get("mm", "int8") != "float":
@@ -174,15 +175,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     from edge_m3.harness.fidelity import default_corpus, read_corpus, sample
     from edge_m3.harness.verify import formula_pairs
     from edge_m3.harness.workers import load_outputs
-    from tools.research.peer_int8 import HEAD, figures, flag_reference
+    from tools.research.peer_int8 import HEAD, figures, flag_reference, our_outputs, peer_outputs
 
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--work", type=Path, required=True, help="peer_int8's work folder")
     p.add_argument("--texts", type=Path, default=default_corpus())
     p.add_argument("--ablate", nargs="*", default=[], metavar="SPEC")
     p.add_argument("--whole", nargs="*", default=[], metavar="SPEC")
+    p.add_argument("--bundle", type=Path, action="append", default=[],
+                   help="also a built int8 bundle's ONNX file, run by the harness's bundle worker "
+                        "(as `verify` runs it: padded to its signatures), on both sets")
+    p.add_argument("--cached", action="append", default=[], metavar="TAG",
+                   help="also peer_int8's cached outputs of that tag (`ours` is the shipped int8 "
+                        "bundle's; `peer` the peer's int8), on both sets")
     p.add_argument("--calibration", type=int, default=200)
     p.add_argument("--calibration-seed", type=int, default=36)
+    p.add_argument("--calibration-file", type=Path, default=None,
+                   help="the gate part is the corpus minus this file's groups (e.g. the committed "
+                        "sample a default build calibrates on) instead of minus the slice")
     a = p.parse_args(argv)
     fp32 = a.work / "ours-fp32"
     stats_file = a.work / f"smooth-stats-{a.calibration}-{a.calibration_seed}.npz"
@@ -215,15 +225,27 @@ def main(argv: Sequence[str] | None = None) -> int:
             o = np.argsort(c)[:3]
             print(f"{spec or 'recipe':50s} min {c.min():.5f} mean {c.mean():.6f} worst "
                   + " ".join(f"#{idx[j]} {c[j]:.5f}" for j in o), flush=True)
-    if a.whole:
-        calib = {r["group"] for r in sample(corpus, a.calibration, a.calibration_seed).records}
+    if a.whole or a.bundle or a.cached:
+        calib = {r["group"] for r in (read_corpus(a.calibration_file).records if a.calibration_file
+                                      else sample(corpus, a.calibration, a.calibration_seed).records)}
         gate = [i for i, r in enumerate(records) if r["group"] not in calib]
         gate_corpus = type(corpus)(tuple(records[i] for i in gate))
         gq = sum(1 for i in gate if i < nq)
         print(HEAD.replace("file MB", "set"))
-        for spec in a.whole:
+        todo: list[tuple[str, Any]] = [(b.name, b) for b in a.bundle] + [
+            (spec, None) for spec in a.whole] + [(f"cached {t}", t) for t in a.cached]
+        for spec, what in todo:
             t0 = time.time()
-            outs = run(variant(base, spec, stats), ref, range(len(ref)), special)
+            if isinstance(what, Path):
+                outs = our_outputs(what, "onnxruntime", texts, a.work, what.name)
+            elif what == "peer":
+                ns = argparse.Namespace(work=a.work, checkpoint=(a.work / "e5ckpt").resolve(),
+                                        max_length=512)
+                outs = peer_outputs(ns, a.work / "peer-cache", texts, ref, special)[0]
+            elif what is not None:
+                outs = load_outputs(a.work / f"outs-{what}")[0]
+            else:
+                outs = run(variant(base, spec, stats), ref, range(len(ref)), special)
             for label, f in (("whole", figures(outs, ref, nq, corpus.relevant())),
                              ("gate part", figures([outs[i] for i in gate], [ref[i] for i in gate],
                                                    gq, gate_corpus.relevant()))):
