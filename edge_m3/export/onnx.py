@@ -314,10 +314,10 @@ class OnnxCalibration:
     work: Path
 
 
-def _reshape_source(graph: Any, tensor: str) -> str:
-    """The tensor that `tensor` is a Reshape (chain) of: tf2onnx gives each of Q, K and V its
-    own Reshape of the same hidden state, and the three share one smoothing scale."""
-    made_by = {o: n for n in graph.node for o in n.output}
+def _reshape_source(made_by: dict[str, Any], tensor: str) -> str:
+    """The tensor that `tensor` is a Reshape (chain) of (`made_by`: each output's node):
+    tf2onnx gives each of Q, K and V its own Reshape of the same hidden state, and the three
+    share one smoothing scale."""
     while tensor in made_by and made_by[tensor].op_type == "Reshape":
         tensor = made_by[tensor].input[0]
     return tensor
@@ -383,9 +383,10 @@ def smooth_projections(model: Any, calib: OnnxCalibration, alpha: float = SMOOTH
     if not chosen:
         return 0
     maxima = activation_maxima(model, sorted({n.input[0] for n in chosen}), calib)
+    made_by = {o: n for n in graph.node for o in n.output}  # once, not per projection
     groups: dict[str, list[Any]] = {}
     for n in chosen:
-        groups.setdefault(_reshape_source(graph, n.input[0]), []).append(n)
+        groups.setdefault(_reshape_source(made_by, n.input[0]), []).append(n)
     muls: dict[str, Any] = {}
     for members in groups.values():
         weights = [numpy_helper.to_array(inits[n.input[1]]) for n in members]
