@@ -10,6 +10,13 @@ harness's bundle worker on the fidelity corpus and prints peer_int8's figures si
 
     python -m tools.research.int8_tables --checkpoint /work/peer-run/e5ckpt \\
         --bundle /work/peer-run/ours-int8 --work /work/peer-run
+
+`--float-fc REGEX` asks the other question, where the FULLY_CONNECTED ops lose it: the int8
+filters of the ops whose output names match are stored float32 (the checkpoint's matrices, or
+with `--dequantized` their int8 values times their scales: int8 weights, float compute), with
+`--columns` the tables rewritten as above too, with `--asymmetric` every FULLY_CONNECTED's
+`asymmetric_quantize_inputs` set. E.g. `--float-fc . --dequantized` (weight-only int8 throughout),
+`--float-fc '/layer_(10|11)_1/'` (the ONNX recipe's float layers).
 """
 
 from __future__ import annotations
@@ -165,7 +172,83 @@ def row_scaled_tables(data: bytes, floats: Sequence[np.ndarray],
     return pack_aligned(model, len(data)), rewritten
 
 
+def asymmetric_inputs(data: bytes) -> tuple[bytes, int]:
+    """`data` with every FULLY_CONNECTED's `asymmetric_quantize_inputs` set: TF Lite's hybrid
+    kernel then quantizes each input row with a zero point, not symmetrically (the converter
+    leaves it off)."""
+    from tensorflow.lite.python import schema_py_generated as schema
+
+    from edge_m3.export.tflite import pack_aligned
+
+    model = schema.ModelT.InitFromPackedBuf(data, 0)
+    n = 0
+    for graph in model.subgraphs:
+        for op in graph.operators:
+            c = model.operatorCodes[op.opcodeIndex]
+            if max(c.builtinCode, c.deprecatedBuiltinCode) == schema.BuiltinOperator.FULLY_CONNECTED:
+                op.builtinOptions.asymmetricQuantizeInputs = True
+                n += 1
+    return pack_aligned(model, len(data)), n
+
+
+def float_projections(data: bytes, pattern: str, floats: Sequence[np.ndarray],
+                      dequantized: bool = False) -> tuple[bytes, int]:
+    """`data` with the int8 per-channel filter of every FULLY_CONNECTED whose output name
+    matches `pattern` stored float32: the checkpoint's matrix it was quantized from (the one of
+    `floats` within half a step of it per row, up to one factor per matrix, for the query's
+    folded 1/sqrt(d)), or with `dequantized` its int8 values times their scales (int8 weights,
+    float compute: which of the two quantizations costs the worst texts)."""
+    import re
+
+    from tensorflow.lite.python import schema_py_generated as schema
+
+    from edge_m3.export.tflite import pack_aligned
+
+    ops, types = schema.BuiltinOperator, schema.TensorType
+    model = schema.ModelT.InitFromPackedBuf(data, 0)
+    made: dict[int, int] = {}  # int8 buffer -> its float buffer
+    rx = re.compile(pattern)
+    rewritten = 0
+
+    def source(q: np.ndarray, scale: np.ndarray) -> np.ndarray:
+        deq = q.astype(np.float64) * scale[:, None]
+        if dequantized:
+            return deq
+        for f in floats:
+            if f.shape != q.shape:
+                continue
+            k = float(np.abs(deq).max() / max(np.abs(f).max(), 1e-30))
+            if np.all(np.abs(f * k - deq) <= 0.5 * scale[:, None] + 1e-6):
+                return f * k
+        raise SystemExit(f"no checkpoint matrix matches a {q.shape} filter")
+
+    for graph in model.subgraphs:
+        for op in graph.operators:
+            c = model.operatorCodes[op.opcodeIndex]
+            if max(c.builtinCode, c.deprecatedBuiltinCode) != ops.FULLY_CONNECTED:
+                continue
+            out = graph.tensors[int(op.outputs[0])].name
+            if not rx.search(out.decode() if isinstance(out, bytes) else out):
+                continue
+            w = graph.tensors[int(op.inputs[1])]
+            if w.type != types.INT8 or w.quantization is None or w.quantization.scale is None:
+                continue
+            if w.buffer not in made:
+                q = np.frombuffer(np.asarray(model.buffers[w.buffer].data, np.uint8).tobytes(),
+                                  np.int8).reshape(tuple(int(x) for x in w.shape))
+                scale = np.asarray(w.quantization.scale, np.float64)
+                b = schema.BufferT()
+                b.data = np.frombuffer(source(q, scale).astype(np.float32).tobytes(), np.uint8)
+                model.buffers.append(b)
+                made[w.buffer] = len(model.buffers) - 1
+            w.buffer, w.type, w.quantization = made[w.buffer], types.FLOAT32, None
+            rewritten += 1
+    return pack_aligned(model, len(data)), rewritten
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    import hashlib
+
     from edge_m3.harness.fidelity import default_corpus
 
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -176,6 +259,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--max-length", type=int, default=512)
     p.add_argument("--columns", action="store_true",
                    help="also each column divided by its widest value first (the ONNX recipe's tables)")
+    p.add_argument("--float-fc", default="", metavar="REGEX",
+                   help="instead: FULLY_CONNECTED filters whose output name matches stored float32")
+    p.add_argument("--dequantized", action="store_true",
+                   help="with --float-fc: their int8 values dequantized (int8 weights, float compute)")
+    p.add_argument("--asymmetric", action="store_true",
+                   help="with --float-fc: also every FULLY_CONNECTED's inputs quantized asymmetrically")
     a = p.parse_args(argv)
 
     from edge_m3.checkpoint import load_checkpoint
@@ -185,9 +274,34 @@ def main(argv: Sequence[str] | None = None) -> int:
     from tools.research.peer_int8 import HEAD, figures, flag_reference, our_outputs, row
     from tools.research.recipe_search import bundle_with
 
-    out = a.work / ("ours-int8-rowcoltables" if a.columns else "ours-int8-rowtables")
     name = model_file("int8", "tflite")
-    if not (out / "manifest.json").is_file():
+    if a.float_fc:
+        spec = f"{a.bundle.name}|{a.float_fc}|{a.dequantized}|{a.columns}|{a.asymmetric}"
+        key = hashlib.sha256(spec.encode()).hexdigest()[:8]
+        out = a.work / f"ours-int8-floatfc-{key}"
+        label = (f"ours TFLite int8, FC {a.float_fc!r} " + ("dequantized" if a.dequantized else "float")
+                 + (", tables per row and column" if a.columns else "")
+                 + (", inputs asymmetric" if a.asymmetric else ""))
+    else:
+        out = a.work / ("ours-int8-rowcoltables" if a.columns else "ours-int8-rowtables")
+        label = ("ours TFLite int8, tables one scale per row"
+                 + (" and per column" if a.columns else "") + " (LiteRT)")
+    if a.float_fc and not (out / "manifest.json").is_file():
+        t = load_checkpoint(a.checkpoint).tensors
+        floats = [np.asarray(t[k], np.float32) for k in t if np.asarray(t[k]).ndim == 2]
+        data, n = float_projections((a.bundle / name).read_bytes(), a.float_fc, floats, a.dequantized)
+        print(f"# filters stored float: {n}", file=sys.stderr)
+        if a.asymmetric:
+            data, n = asymmetric_inputs(data)
+            print(f"# FULLY_CONNECTED inputs asymmetric: {n}", file=sys.stderr)
+        if a.columns:
+            tables = [np.asarray(t[k], np.float32) for k in t if k.endswith("embeddings.weight")]
+            data, n = row_scaled_tables(data, tables, True)
+            print(f"# tables rewritten: {n}", file=sys.stderr)
+        made = a.work / "floatfc.tflite"
+        made.write_bytes(data)
+        bundle_with(a.bundle, name, made, out)
+    elif not (out / "manifest.json").is_file():
         t = load_checkpoint(a.checkpoint).tensors
         floats = [np.asarray(t[k], np.float32) for k in t if k.endswith("embeddings.weight")]
         data, n = row_scaled_tables((a.bundle / name).read_bytes(), floats, a.columns)
@@ -202,11 +316,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     sets = {"user": [], "queries": list(range(nq)), "passages": list(range(nq, len(texts)))}
     ref = flag_reference(a.checkpoint, texts, a.max_length, formula_pairs(sets))
     print(HEAD)
-    for label, b, tag in (("ours TFLite int8 (LiteRT)", a.bundle, "ours"),
-                          ("ours TFLite int8, tables one scale per row"
-                           + (" and per column" if a.columns else "") + " (LiteRT)", out, out.name)):
+    # peer_int8 caches the shipped int8 bundle's outputs as "ours"; any other base by its name.
+    base_tag = "ours" if a.bundle.name == "ours-int8" else a.bundle.name
+    for what, b, tag in ((f"{a.bundle.name} TFLite int8 (LiteRT)", a.bundle, base_tag),
+                         (label, out, out.name)):
         f = figures(our_outputs(b, "litert", texts, a.work, tag), ref, nq, corpus.relevant())
-        print(row(label, (b / name).stat().st_size / 1e6, f), flush=True)
+        print(row(what, (b / name).stat().st_size / 1e6, f), flush=True)
     return 0
 
 
