@@ -26,6 +26,10 @@ whole corpus (`peer_int8.flag_reference`, `peer_int8.figures`). Techniques:
 - smoothing: `peer_int8`'s SmoothQuant-style scaling (a MUL by 1/s before each smoothed
   projection, the Dense's input rows times s), traced for AEQ.
 
+Two int8 variants (item 1, `--only 'int8 by AEQ'`): AEQ's own int8, min-max and GPTQ, to see
+whether another rounding of the weights wins back TFLite int8's worst texts (the bar column is
+int4's: ignore it for them).
+
 fp16 block scales are not a choice: AEQ 0.10.0 always writes blockwise scales as float16 rounded
 to bfloat16's 7-bit mantissa (`transformations/quantize_tensor.py`).
 
@@ -140,6 +144,14 @@ def variants() -> dict[str, Variant]:
         "FC b32, last 10 8-bit, tables Hadamard b128": Variant("Hadamard rotation", _rules(b + "32", h128, 10)),
         "FC 8-bit but layer 0 and FFN of layer 1 4-bit b64, tables Hadamard b128":
             Variant("Hadamard rotation", _parts8(h128, ["layer_0", *_ffn([1])], (b + "64",))),
+        # Item 1 (int8), for the weights' rounding that sets TFLite int8's worst text
+        # (docs/benchmarks.md, "Issue 36: where TFLite int8 loses"): AEQ's own int8, min-max
+        # and GPTQ, every FULLY_CONNECTED per channel and the tables per row.
+        "int8 by AEQ, min-max (FC per channel, tables per row)":
+            Variant("int8 (item 1)", [("all_fc", 8, CHANNELWISE), ("embeddings", 8, CHANNELWISE)]),
+        "int8 by AEQ, FC GPTQ per channel, tables per row":
+            Variant("int8 (item 1)", [("all_fc", 8, CHANNELWISE, GPTQ), ("embeddings", 8, CHANNELWISE)],
+                    calibrated=True),
         "FC b64 GPTQ, tables b128, last 5 8-bit":
             Variant("GPTQ", _rules((b + "64", GPTQ), b + "128"), calibrated=True),
         "smoothed 0.5 at QKV + FFN in, FC b64, tables b128, last 5 8-bit":
