@@ -286,7 +286,7 @@ _INT8_LIMITS = _limits(0.995, 0.8, 0.08, 0.15, lex_p99=0.05, colbert_p99=0.03)
 # closer than int8's, the lexical weights a little further: the maxima get ~1.3x the measured
 # ones, the dense bound 2.4x its distance from 1, agreement and top-10 overlap int8's bounds.
 # On the whole gate part (1,946 texts, 2026-11-26, third pass) it misses them: dense min 0.99585
-# (two 512-token texts below 0.997: ranges calibrated on shorter texts clip), lexical 0.118,
+# (two 512-token texts below 0.997; likely ranges from shorter calibration texts), lexical 0.118,
 # ColBERT 0.120, agreement 0.852 / 0.956 / 0.941. The bounds stay (not widened to pass); the
 # note says so.
 INT16X8_LIMITS = _limits(0.997, 0.8, 0.1, 0.06, lex_p99=0.08, colbert_p99=0.025)
