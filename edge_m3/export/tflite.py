@@ -171,8 +171,7 @@ def gather_half_tables(data: bytes) -> tuple[bytes, int]:
         return data, 0
 
     def code(op: Any) -> int:
-        c = model.operatorCodes[op.opcodeIndex]
-        return max(c.builtinCode, c.deprecatedBuiltinCode)
+        return builtin_code(model, op)
 
     def opcode(builtin: int, version: int) -> int:
         return operator_code(model, builtin, version)
@@ -237,6 +236,13 @@ def gather_half_tables(data: bytes) -> tuple[bytes, int]:
     _raise_min_runtime(model, BITCAST_MIN_RUNTIME)
 
     return pack_aligned(model, len(data)), rewritten
+
+
+def builtin_code(model: Any, op: Any) -> int:
+    """An object-API operator's builtin code: codes past 127 live in `builtinCode` only, older
+    files keep theirs in `deprecatedBuiltinCode`."""
+    c = model.operatorCodes[op.opcodeIndex]
+    return max(c.builtinCode, c.deprecatedBuiltinCode)
 
 
 def operator_code(model: Any, builtin: int, version: int) -> int:

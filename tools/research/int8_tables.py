@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -38,14 +38,13 @@ def row_scaled_tables(data: bytes, floats: Sequence[np.ndarray],
     edge_m3.export.onnx.per_row_int8_tables does, and the rows multiplied back by them)."""
     from tensorflow.lite.python import schema_py_generated as schema
 
-    from edge_m3.export.tflite import operator_code, pack_aligned
+    from edge_m3.export.tflite import builtin_code, operator_code, pack_aligned
 
     ops, types = schema.BuiltinOperator, schema.TensorType
     model = schema.ModelT.InitFromPackedBuf(data, 0)
 
     def code(op: Any) -> int:
-        c = model.operatorCodes[op.opcodeIndex]
-        return max(c.builtinCode, c.deprecatedBuiltinCode)
+        return builtin_code(model, op)
 
     def opcode(builtin: int, version: int) -> int:
         return operator_code(model, builtin, version)
@@ -172,6 +171,18 @@ def row_scaled_tables(data: bytes, floats: Sequence[np.ndarray],
     return pack_aligned(model, len(data)), rewritten
 
 
+def _fully_connected(model: Any) -> Iterator[tuple[Any, Any]]:
+    """(subgraph, op) for every FULLY_CONNECTED of an object-API model, every signature's."""
+    from tensorflow.lite.python import schema_py_generated as schema
+
+    from edge_m3.export.tflite import builtin_code
+
+    for graph in model.subgraphs:
+        for op in graph.operators:
+            if builtin_code(model, op) == schema.BuiltinOperator.FULLY_CONNECTED:
+                yield graph, op
+
+
 def asymmetric_inputs(data: bytes) -> tuple[bytes, int]:
     """`data` with every FULLY_CONNECTED's `asymmetric_quantize_inputs` set: TF Lite's hybrid
     kernel then quantizes each input row with a zero point, not symmetrically (the converter
@@ -182,12 +193,9 @@ def asymmetric_inputs(data: bytes) -> tuple[bytes, int]:
 
     model = schema.ModelT.InitFromPackedBuf(data, 0)
     n = 0
-    for graph in model.subgraphs:
-        for op in graph.operators:
-            c = model.operatorCodes[op.opcodeIndex]
-            if max(c.builtinCode, c.deprecatedBuiltinCode) == schema.BuiltinOperator.FULLY_CONNECTED:
-                op.builtinOptions.asymmetricQuantizeInputs = True
-                n += 1
+    for _, op in _fully_connected(model):
+        op.builtinOptions.asymmetricQuantizeInputs = True
+        n += 1
     return pack_aligned(model, len(data)), n
 
 
@@ -204,7 +212,7 @@ def float_projections(data: bytes, pattern: str, floats: Sequence[np.ndarray],
 
     from edge_m3.export.tflite import pack_aligned
 
-    ops, types = schema.BuiltinOperator, schema.TensorType
+    types = schema.TensorType
     model = schema.ModelT.InitFromPackedBuf(data, 0)
     made: dict[int, int] = {}  # int8 buffer -> its float buffer
     rx = re.compile(pattern)
@@ -222,27 +230,23 @@ def float_projections(data: bytes, pattern: str, floats: Sequence[np.ndarray],
                 return f * k
         raise SystemExit(f"no checkpoint matrix matches a {q.shape} filter")
 
-    for graph in model.subgraphs:
-        for op in graph.operators:
-            c = model.operatorCodes[op.opcodeIndex]
-            if max(c.builtinCode, c.deprecatedBuiltinCode) != ops.FULLY_CONNECTED:
-                continue
-            out = graph.tensors[int(op.outputs[0])].name
-            if not rx.search(out.decode() if isinstance(out, bytes) else out):
-                continue
-            w = graph.tensors[int(op.inputs[1])]
-            if w.type != types.INT8 or w.quantization is None or w.quantization.scale is None:
-                continue
-            if w.buffer not in made:
-                q = np.frombuffer(np.asarray(model.buffers[w.buffer].data, np.uint8).tobytes(),
-                                  np.int8).reshape(tuple(int(x) for x in w.shape))
-                scale = np.asarray(w.quantization.scale, np.float64)
-                b = schema.BufferT()
-                b.data = np.frombuffer(source(q, scale).astype(np.float32).tobytes(), np.uint8)
-                model.buffers.append(b)
-                made[w.buffer] = len(model.buffers) - 1
-            w.buffer, w.type, w.quantization = made[w.buffer], types.FLOAT32, None
-            rewritten += 1
+    for graph, op in _fully_connected(model):
+        out = graph.tensors[int(op.outputs[0])].name
+        if not rx.search(out.decode() if isinstance(out, bytes) else out):
+            continue
+        w = graph.tensors[int(op.inputs[1])]
+        if w.type != types.INT8 or w.quantization is None or w.quantization.scale is None:
+            continue
+        if w.buffer not in made:
+            q = np.frombuffer(np.asarray(model.buffers[w.buffer].data, np.uint8).tobytes(),
+                              np.int8).reshape(tuple(int(x) for x in w.shape))
+            scale = np.asarray(w.quantization.scale, np.float64)
+            b = schema.BufferT()
+            b.data = np.frombuffer(source(q, scale).astype(np.float32).tobytes(), np.uint8)
+            model.buffers.append(b)
+            made[w.buffer] = len(model.buffers) - 1
+        w.buffer, w.type, w.quantization = made[w.buffer], types.FLOAT32, None
+        rewritten += 1
     return pack_aligned(model, len(data)), rewritten
 
 
@@ -264,7 +268,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--dequantized", action="store_true",
                    help="with --float-fc: their int8 values dequantized (int8 weights, float compute)")
     p.add_argument("--asymmetric", action="store_true",
-                   help="with --float-fc: also every FULLY_CONNECTED's inputs quantized asymmetrically")
+                   help="also every FULLY_CONNECTED's inputs quantized asymmetrically")
     a = p.parse_args(argv)
 
     from edge_m3.checkpoint import load_checkpoint
@@ -275,38 +279,37 @@ def main(argv: Sequence[str] | None = None) -> int:
     from tools.research.recipe_search import bundle_with
 
     name = model_file("int8", "tflite")
-    if a.float_fc:
+    if a.float_fc or a.asymmetric:
         spec = f"{a.bundle.name}|{a.float_fc}|{a.dequantized}|{a.columns}|{a.asymmetric}"
         key = hashlib.sha256(spec.encode()).hexdigest()[:8]
         out = a.work / f"ours-int8-floatfc-{key}"
-        label = (f"ours TFLite int8, FC {a.float_fc!r} " + ("dequantized" if a.dequantized else "float")
-                 + (", tables per row and column" if a.columns else "")
-                 + (", inputs asymmetric" if a.asymmetric else ""))
+        table_part = (", tables per row and column" if a.columns
+                      else "" if a.float_fc else ", tables one scale per row")
+        label = ("ours TFLite int8"
+                 + (f", FC {a.float_fc!r} " + ("dequantized" if a.dequantized else "float")
+                    if a.float_fc else "")
+                 + table_part + (", inputs asymmetric" if a.asymmetric else ""))
     else:
         out = a.work / ("ours-int8-rowcoltables" if a.columns else "ours-int8-rowtables")
         label = ("ours TFLite int8, tables one scale per row"
                  + (" and per column" if a.columns else "") + " (LiteRT)")
-    if a.float_fc and not (out / "manifest.json").is_file():
+    if not (out / "manifest.json").is_file():
+        # One pipeline: filters (--float-fc), inputs (--asymmetric), then the tables (always
+        # without --float-fc; with it, only when --columns asks).
         t = load_checkpoint(a.checkpoint).tensors
-        floats = [np.asarray(t[k], np.float32) for k in t if np.asarray(t[k]).ndim == 2]
-        data, n = float_projections((a.bundle / name).read_bytes(), a.float_fc, floats, a.dequantized)
-        print(f"# filters stored float: {n}", file=sys.stderr)
+        data = (a.bundle / name).read_bytes()
+        if a.float_fc:
+            floats = [np.asarray(t[k], np.float32) for k in t if np.asarray(t[k]).ndim == 2]
+            data, n = float_projections(data, a.float_fc, floats, a.dequantized)
+            print(f"# filters stored float: {n}", file=sys.stderr)
         if a.asymmetric:
             data, n = asymmetric_inputs(data)
             print(f"# FULLY_CONNECTED inputs asymmetric: {n}", file=sys.stderr)
-        if a.columns:
+        if a.columns or not a.float_fc:
             tables = [np.asarray(t[k], np.float32) for k in t if k.endswith("embeddings.weight")]
-            data, n = row_scaled_tables(data, tables, True)
-            print(f"# tables rewritten: {n}", file=sys.stderr)
-        made = a.work / "floatfc.tflite"
-        made.write_bytes(data)
-        bundle_with(a.bundle, name, made, out)
-    elif not (out / "manifest.json").is_file():
-        t = load_checkpoint(a.checkpoint).tensors
-        floats = [np.asarray(t[k], np.float32) for k in t if k.endswith("embeddings.weight")]
-        data, n = row_scaled_tables((a.bundle / name).read_bytes(), floats, a.columns)
-        print(f"# tables rewritten: {n} (gathers over every signature)", file=sys.stderr)
-        made = a.work / "rowtables.tflite"
+            data, n = row_scaled_tables(data, tables, a.columns)
+            print(f"# tables rewritten: {n} (gathers over every signature)", file=sys.stderr)
+        made = a.work / f"{out.name}.tflite"
         made.write_bytes(data)
         bundle_with(a.bundle, name, made, out)
     corpus = read_corpus(a.texts)
