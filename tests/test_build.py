@@ -316,8 +316,8 @@ def test_int16x8_is_full_integer_and_computes_like_fp32(tiny_ckpt: Path, tmp_pat
                                                          capsys) -> None:
     """The full-integer variant: ai-edge-quantizer's static int16 activations with int8 weights,
     calibrated on the committed fidelity sample (the default). Every op of the encoder computes
-    in integers but LayerNorm's variance (SQUARED_DIFFERENCE, NEG: no int16 kernel in AEQ's
-    policy); the output tail (sparse head, L2 norms, the three outputs) is float by the recipe,
+    in integers but LayerNorm's statistics (the variance, `+ epsilon`, RSQRT: STATIC_FLOAT_NORM,
+    one float island a LayerNorm); the output tail (sparse head, L2 norms, the three outputs) is float by the recipe,
     and every signature shares one set of activation ranges. Inputs stay
     int32, outputs float32; LiteRT runs it close to fp32. A bad --calibration is one line;
     without one, the committed sample."""
@@ -351,6 +351,7 @@ def test_int16x8_is_full_integer_and_computes_like_fp32(tiny_ckpt: Path, tmp_pat
     layers = 2 * json.loads((tiny_ckpt / "config.json").read_text())["num_hidden_layers"] + 1
     n = len(lengths)  # every count is per signature
     assert float_ops(path) == {"CAST": n, "NEG": layers * n, "SQUARED_DIFFERENCE": layers * n,
+                               "MEAN": layers * n, "ADD": layers * n, "RSQRT": layers * n,
                                "SQUARE": 2 * n, "SUM": 2 * n, "SQRT": 2 * n, "MAXIMUM": 2 * n,
                                "DIV": 2 * n,  # the sparse head: its product, slice and mask
                                "FULLY_CONNECTED": n, "STRIDED_SLICE": n, "MUL": n}

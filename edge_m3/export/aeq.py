@@ -122,16 +122,34 @@ STATIC_FLOAT_TAIL = (r"/(Square|Sum|Sqrt|Maximum)(_\d+)?\d*;$|^StatefulPartition
                      r"|/sparse_linear(_\d+)?/")
 
 
-def static_recipe(activation_bits: int) -> list[dict[str, Any]]:
+# Each LayerNorm's statistics stay float too: the variance (SQUARED_DIFFERENCE and NEG, which
+# AEQ's int16 policy has no kernel for, then MEAN), `+ epsilon` and RSQRT, one float island a
+# LayerNorm, as the two ops AEQ leaves float made anyway (no more float-integer boundaries). In
+# int16 they lost the long texts (docs/benchmarks.md, "Issue 36: int16x8's LayerNorm"): the
+# variance's range is set by the few massive activations (e5-small: 124.8, a step of 0.0038),
+# while a token's variance is ~0.5, and LiteRT 2.3.0's int16 RSQRT reads inputs of a few dozen
+# steps wrong: 1/sqrt(0.25) (65 steps) came out 1.52 for 2.01, right only from ~140 steps up.
+STATIC_FLOAT_NORM = r"/moments/(SquaredDifference|variance)\d*;$|_norm(_\d+)?/(add|Rsqrt)\d*;$"
+# Calibrated ranges widened (tensor-name pattern -> factor): 1/sqrt(variance), now float, goes
+# back to int16 for the LayerNorm's products, and a text whose variance is below every
+# calibration text's (a list of short names: 0.23 where the texts' least was 0.26) was clipped
+# there. Twice its range costs one of int16's 15 bits.
+STATIC_HEADROOM: dict[str, float] = {r"_norm(_\d+)?/Rsqrt\d*$": 2.0}
+
+
+def static_recipe(activation_bits: int,
+                  float_scopes: Sequence[str] = (STATIC_FLOAT_TAIL, STATIC_FLOAT_NORM)
+                  ) -> list[dict[str, Any]]:
     """AEQ's JSON recipe: every op AEQ can quantize with `activation_bits` static activations
     (symmetric for 16, as LiteRT's int16 kernels need) and int8 per-channel weights, but the
-    output tail (STATIC_FLOAT_TAIL), which stays float."""
+    ops `float_scopes` match (the output tail and LayerNorm's statistics), which stay float."""
     from ai_edge_quantizer import qtyping, recipe_manager
 
     rm = recipe_manager.RecipeManager()
     rm.add_static_config(".*", qtyping.TFLOperationName.ALL_SUPPORTED, activation_bits, 8)
-    rm.add_quantization_config(STATIC_FLOAT_TAIL, qtyping.TFLOperationName.ALL_SUPPORTED,
-                               algorithm_key="no_quantize")
+    for scope in float_scopes:
+        rm.add_quantization_config(scope, qtyping.TFLOperationName.ALL_SUPPORTED,
+                                   algorithm_key="no_quantize")
     return rm.get_quantization_recipe()
 
 
@@ -153,15 +171,23 @@ def calibration_feed(calibration: Mapping[str, Sequence[Sequence[int]]],
 
 
 def quantize_static(src: Path, dst: Path, activation_bits: int,
-                    calibration: Mapping[str, Sequence[Sequence[int]]], pad_id: int) -> None:
+                    calibration: Mapping[str, Sequence[Sequence[int]]], pad_id: int,
+                    float_scopes: Sequence[str] = (STATIC_FLOAT_TAIL, STATIC_FLOAT_NORM),
+                    headroom: Mapping[str, float] = STATIC_HEADROOM) -> None:
     """Calibrate the float .tflite `src` on the given token ids (per signature), then quantize
-    it statically into `dst`."""
+    it statically into `dst`: the ops `float_scopes` match stay float, the ranges of the
+    tensors `headroom`'s patterns match are widened by its factors (tools/research/int16_norm
+    passes others)."""
     from ai_edge_quantizer import quantizer
 
     q = quantizer.Quantizer(str(src))
-    q.load_quantization_recipe(static_recipe(activation_bits))
-    ranges = q.calibrate(calibration_feed(calibration, pad_id), num_threads=1)
-    q.quantize(shared_ranges(src, ranges)).export_model(str(dst), overwrite=True)
+    q.load_quantization_recipe(static_recipe(activation_bits, float_scopes))
+    ranges = shared_ranges(src, q.calibrate(calibration_feed(calibration, pad_id), num_threads=1))
+    for pattern, factor in headroom.items():
+        ranges = {k: {**v, "min": v["min"] * factor, "max": v["max"] * factor}
+                  if "min" in v and "max" in v and re.search(pattern, k) else v
+                  for k, v in ranges.items()}
+    q.quantize(ranges).export_model(str(dst), overwrite=True)
 
 
 def shared_ranges(src: Path, ranges: dict[str, Any]) -> dict[str, Any]:
