@@ -317,8 +317,8 @@ def test_int16x8_is_full_integer_and_computes_like_fp32(tiny_ckpt: Path, tmp_pat
     """The full-integer variant: ai-edge-quantizer's static int16 activations with int8 weights,
     calibrated on the committed fidelity sample (the default). Every op of the encoder computes
     in integers but LayerNorm's statistics (the variance, `+ epsilon`, RSQRT: STATIC_FLOAT_NORM,
-    one float island a LayerNorm); the output tail (sparse head, L2 norms, the three outputs) is float by the recipe,
-    and every signature shares one set of activation ranges. Inputs stay
+    one float island a LayerNorm); the output tail (sparse head, L2 norms, the three outputs)
+    is float by the recipe, and every signature shares one set of activation ranges. Inputs stay
     int32, outputs float32; LiteRT runs it close to fp32. A bad --calibration is one line;
     without one, the committed sample."""
     pytest.importorskip("ai_edge_quantizer")
