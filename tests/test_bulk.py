@@ -297,6 +297,42 @@ def test_lanes_in_processes_equal_one_lane_and_stop_in_one_line(tiny_bundles: di
     assert broken.proc.poll() is not None
 
 
+def test_lane_exits_when_its_job_is_killed(tiny_bundles: dict[str, Path]) -> None:
+    """A job killed mid-chunk (SIGKILL: the resume test does it) closes every pipe of its lanes
+    at once. The lane's reply writer then fails on its result pipe and again on stderr; the lane
+    must still exit, not wait for ever on its full reply queue (it did: an orphan holding its
+    model, found after a CI run). stderr is closed first so the second failure is certain."""
+    from edge_m3.bulk.engine import BulkEmbedder
+    from edge_m3.bulk.lanes import REPLIES_AHEAD, ids_frame, read_frame, text_frame, write_frame
+    from edge_m3.bundle import load_bundle
+    from edge_m3.harness.corpus import Row
+    from edge_m3.runtime import RUNTIMES
+    from edge_m3.runtime.pipeline import special_rows
+
+    bundle = tiny_bundles["int8"]
+    heads = ("dense", "sparse", "colbert")
+    with BulkEmbedder(load_bundle(bundle), RUNTIMES["litert"], 1, heads, lanes=1) as job:
+        _, encs, _ = job.encode([Row(i, i, t) for i, t in enumerate(TEXTS * 40)])
+        request, special = ids_frame(job.pipe, encs), special_rows(job.pipe.tokenizer)
+    lane = subprocess.Popen([sys.executable, "-m", "edge_m3.bulk.lanes", str(bundle), "litert", "1",
+                             ",".join(heads), ""],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        assert read_frame(lane.stdout) == {}  # type: ignore[arg-type]  # its model is open
+        write_frame(lane.stdin, text_frame(json.dumps(special)))  # type: ignore[arg-type]
+        for _ in range(REPLIES_AHEAD + 3):  # a reply is larger than the pipe: the writer blocks
+            write_frame(lane.stdin, request)  # type: ignore[arg-type]
+        lane.stdin.flush()  # type: ignore[union-attr]
+        time.sleep(2)  # the replies queue up behind the blocked writer
+        for end in (lane.stderr, lane.stdout, lane.stdin):  # the job is gone
+            end.close()  # type: ignore[union-attr]
+        assert lane.wait(timeout=60) == 1
+    finally:
+        if lane.poll() is None:
+            lane.kill()
+            lane.wait()
+
+
 def test_lane_frames_carry_plain_arrays_only() -> None:
     """The pipe between the job and its lanes holds numbers, never objects: a frame round-trips,
     an object dtype or an oversized header is refused, a cut stream ends cleanly."""

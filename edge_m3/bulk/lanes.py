@@ -226,10 +226,14 @@ def _serve(argv: Sequence[str]) -> int:
                 write_frame(proto, reply)
         except BaseException as exc:  # noqa: BLE001 - the parent reads EOF and this line
             # (a closed pipe: the parent is gone). Exit at once: a thread that died quietly
-            # would leave the parent waiting for a reply forever.
-            sys.stderr.write(f"lane reply writer: {exc or type(exc).__name__}\n")
-            sys.stderr.flush()
-            os._exit(1)
+            # would leave the parent waiting for a reply forever, and this process blocked on
+            # the full reply queue for ever once the parent is gone. The line itself may fail
+            # (a killed parent closed stderr too): exit whatever it does.
+            try:
+                sys.stderr.write(f"lane reply writer: {exc or type(exc).__name__}\n")
+                sys.stderr.flush()
+            finally:
+                os._exit(1)
 
     threading.Thread(target=read_requests, daemon=True).start()
     writer = threading.Thread(target=write_replies, daemon=True)
