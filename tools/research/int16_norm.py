@@ -120,6 +120,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     from edge_m3.contract import model_file
     from edge_m3.harness.fidelity import read_corpus, sample
+    from edge_m3.harness.metrics import cosine
     from edge_m3.harness.verify import formula_pairs
     from tools.research.peer_int8 import HEAD, figures, flag_reference, our_outputs, row
 
@@ -142,19 +143,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     base = our_outputs(a.work / "ours-int16x8", "litert", [texts[i] for i in gate], a.work, "ours-int16x8")
     name = model_file("int16x8", "tflite")
 
-    def cos(x: Any, y: Any) -> float:
-        x, y = np.asarray(x, np.float64), np.asarray(y, np.float64)
-        return float(x @ y / np.linalg.norm(x) / np.linalg.norm(y))
-
     if a.screen:
-        base_cos = [cos(o["dense_vecs"], ref[i]["dense_vecs"]) for o, i in zip(base, gate, strict=True)]
+        base_cos = [cosine(o["dense_vecs"], ref[i]["dense_vecs"]) for o, i in zip(base, gate, strict=True)]
         worst = sorted(range(len(gate)), key=lambda k: base_cos[k])[:20]
         keep = {r["group"] for r in sample(type(corpus)(tuple(records[i] for i in gate)), a.screen, 0).records}
         pick = sorted(set(worst) | {k for k, i in enumerate(gate) if records[i]["group"] in keep})
         outs = our_outputs(out, "litert", [texts[gate[k]] for k in pick], a.work,
                            f"{out.name}-screen{a.screen}")
-        new = [cos(o["dense_vecs"], ref[gate[k]]["dense_vecs"]) for o, k in zip(outs, pick, strict=True)]
-        print("| text | tokens | shipped int16x8 | this variant |\n| --- | --- | --- | --- |")
+        new = [cosine(o["dense_vecs"], ref[gate[k]]["dense_vecs"]) for o, k in zip(outs, pick, strict=True)]
+        print("| text | tokens | the recipe before (ours-int16x8) | this variant |\n| --- | --- | --- | --- |")
         for k, c in sorted(zip(pick, new, strict=True), key=lambda kc: base_cos[kc[0]])[:25]:
             i = gate[k]
             print(f"| {records[i]['lang']} {records[i]['kind']} {texts[i][:30]!r} | "
@@ -168,7 +165,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         gate_corpus = type(corpus)(tuple(records[i] for i in gate))
         sub = [ref[i] for i in gate]
         print(f"## gate part: {len(gate)} texts\n\n{HEAD}")
-        for label, b, o in (("shipped int16x8", a.work / "ours-int16x8", base), (out.name, out, outs)):
+        before = ("the recipe before (ours-int16x8)", a.work / "ours-int16x8", base)
+        for label, b, o in (before, (out.name, out, outs)):
             f = figures(o, sub, len(gq), gate_corpus.relevant(), "int16x8")
             print(row(label, (b / name).stat().st_size / 1e6, f), flush=True)
     return 0
