@@ -79,11 +79,12 @@ def build(a: argparse.Namespace, out: Path) -> None:
     from edge_m3.export.tflite import convert_float
     from edge_m3.export.trace import trace_checkpoint
     from edge_m3.harness.fidelity import read_corpus
+    from tools.research.peer_int8 import CALIBRATION, CALIBRATION_SEED, slice_path
     from tools.research.recipe_search import bundle_with
 
     if a.norm.startswith("split:"):
         split_layer_norm(float(a.norm.split(":", 1)[1]))
-    texts = [r["text"] for r in read_corpus(a.work / "calibration-slice-200-36.jsonl").records]
+    texts = [r["text"] for r in read_corpus(slice_path(a.work, CALIBRATION, CALIBRATION_SEED)).records]
     calib = calibration_ids(load_checkpoint(a.checkpoint), None, texts, SEQ_LENS)
     with tempfile.TemporaryDirectory(prefix="int16-norm-", dir=a.work) as tmp:
         saved, flt = Path(tmp) / "saved", Path(tmp) / "float.tflite"
@@ -119,10 +120,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     a = p.parse_args(argv)
 
     from edge_m3.contract import model_file
-    from edge_m3.harness.fidelity import read_corpus, sample
+    from edge_m3.harness.fidelity import read_corpus
     from edge_m3.harness.metrics import cosine
     from edge_m3.harness.verify import formula_pairs
-    from tools.research.peer_int8 import HEAD, figures, flag_reference, our_outputs, row
+    from tools.research.peer_int8 import (
+        CALIBRATION,
+        CALIBRATION_SEED,
+        HEAD,
+        figures,
+        flag_reference,
+        gate_sample,
+        our_outputs,
+        row,
+        split_corpus,
+    )
 
     spec = f"{a.norm}|{a.float_ops}|{a.headroom:g}|{a.headroom_on}"
     key = hashlib.sha256(spec.encode()).hexdigest()[:8]
@@ -138,16 +149,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     nq = len(corpus.queries)
     sets = {"user": [], "queries": list(range(nq)), "passages": list(range(nq, len(texts)))}
     ref = flag_reference(a.checkpoint, texts, 512, formula_pairs(sets))
-    calib = {r["group"] for r in sample(corpus, 200, 36).records}
-    gate = [i for i, r in enumerate(records) if r["group"] not in calib]
+    _, gate = split_corpus(corpus, CALIBRATION, CALIBRATION_SEED)
     base = our_outputs(a.work / "ours-int16x8", "litert", [texts[i] for i in gate], a.work, "ours-int16x8")
     name = model_file("int16x8", "tflite")
 
     if a.screen:
         base_cos = [cosine(o["dense_vecs"], ref[i]["dense_vecs"]) for o, i in zip(base, gate, strict=True)]
         worst = sorted(range(len(gate)), key=lambda k: base_cos[k])[:20]
-        keep = {r["group"] for r in sample(type(corpus)(tuple(records[i] for i in gate)), a.screen, 0).records}
-        pick = sorted(set(worst) | {k for k, i in enumerate(gate) if records[i]["group"] in keep})
+        keep = set(gate_sample(corpus, gate, a.screen))
+        pick = sorted(set(worst) | {k for k, i in enumerate(gate) if i in keep})
         outs = our_outputs(out, "litert", [texts[gate[k]] for k in pick], a.work,
                            f"{out.name}-screen{a.screen}")
         new = [cosine(o["dense_vecs"], ref[gate[k]]["dense_vecs"]) for o, k in zip(outs, pick, strict=True)]

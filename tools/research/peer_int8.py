@@ -425,6 +425,33 @@ HEAD = (f"| variant | file MB | dense cos min | p1 | mean {ERROR_HEADS}| its gat
         "named) |\n|" + " --- |" * 9)
 
 
+CALIBRATION, CALIBRATION_SEED = 200, 36  # the slice every calibrated variant here was built on
+
+
+def split_corpus(corpus: Any, n: int, seed: int) -> tuple[set[str], list[int]]:
+    """The calibration groups (sample(corpus, n, seed): whole groups) and the gate part's indices
+    into queries-then-passages: one split for every research tool, so their figures compare."""
+    from edge_m3.harness.fidelity import sample
+
+    groups = {r["group"] for r in sample(corpus, n, seed).records}
+    records = [*corpus.queries, *corpus.passages]
+    return groups, [i for i, r in enumerate(records) if r["group"] not in groups]
+
+
+def gate_sample(corpus: Any, gate_idx: Sequence[int], n: int) -> list[int]:
+    """The indices of sample(gate part, n, seed 0), as `verify --texts gate.jsonl --sample n`."""
+    from edge_m3.harness.fidelity import sample
+
+    records = [*corpus.queries, *corpus.passages]
+    keep = {r["group"] for r in sample(type(corpus)(tuple(records[i] for i in gate_idx)), n, 0).records}
+    return [i for i in gate_idx if records[i]["group"] in keep]
+
+
+def slice_path(work: Path, n: int, seed: int) -> Path:
+    """Where the calibration slice's texts are written (JSON lines), for `build --calibration`."""
+    return work / f"calibration-slice-{n}-{seed}.jsonl"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     from edge_m3.harness.fidelity import default_corpus
 
@@ -440,8 +467,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--sites", action="append", default=None,
                    help=f"projections to smooth, a comma list of {', '.join(SITES)} (default all); "
                         "repeat for several smoothed variants")
-    p.add_argument("--calibration", type=int, default=200, help="texts of the calibration slice")
-    p.add_argument("--calibration-seed", type=int, default=36)
+    p.add_argument("--calibration", type=int, default=CALIBRATION, help="texts of the calibration slice")
+    p.add_argument("--calibration-seed", type=int, default=CALIBRATION_SEED)
     p.add_argument("--peer-slice", action="store_true",
                    help="also the peer calibrated on the calibration slice (not its own texts)")
     p.add_argument("--variants", default="",
@@ -464,7 +491,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     from edge_m3.bundle import load_bundle
     from edge_m3.contract import model_file
-    from edge_m3.harness.fidelity import read_corpus, sample
+    from edge_m3.harness.fidelity import read_corpus
     from edge_m3.harness.verify import formula_pairs
 
     corpus = read_corpus(a.texts)
@@ -487,8 +514,7 @@ def main(argv: Sequence[str] | None = None) -> int:
          our_outputs(ours_dir, "litert", texts, a.work, "ours")),
         ("ours ONNX int8 (onnxruntime)", mb(ours_dir, "onnx"),
          our_outputs(ours_dir, "onnxruntime", texts, a.work, "ours"))]
-    calib = sample(corpus, a.calibration, a.calibration_seed)
-    calib_groups = {r["group"] for r in calib.records}
+    calib_groups, gate_idx = split_corpus(corpus, a.calibration, a.calibration_seed)
     peer, peer_meta = peer_outputs(a, peer_cache, texts, ref, special)
     peer_mb = sum((peer_cache / f).stat().st_size for f in ("model_int8.onnx", "model_int8.onnx_data")) / 1e6
     variants.append((f"bge-m3-lite {peer_meta['bge_m3_lite']} int8 (onnxruntime "
@@ -517,15 +543,12 @@ def main(argv: Sequence[str] | None = None) -> int:
                           our_outputs(sm, "onnxruntime", texts, a.work, sm.name))]
     quant_of: dict[str, str] = {}  # a variant's gate (default int8's)
     calibrated: set[str] = set()
-    gate_idx = [i for i, r in enumerate(records) if r["group"] not in calib_groups]
-    if a.gate_sample:  # sample(gate part, N, seed 0): as `verify --texts gate.jsonl --sample N`
-        keep = {r["group"] for r in sample(type(corpus)(tuple(records[i] for i in gate_idx)),
-                                           a.gate_sample, 0).records}
-        gate_idx = [i for i in gate_idx if records[i]["group"] in keep]
+    if a.gate_sample:
+        gate_idx = gate_sample(corpus, gate_idx, a.gate_sample)
     if a.variants:
         from edge_m3.contract import RECIPES
 
-        slice_file = a.work / f"calibration-slice-{a.calibration}-{a.calibration_seed}.jsonl"
+        slice_file = slice_path(a.work, a.calibration, a.calibration_seed)
         slice_file.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records
                                       if r["group"] in calib_groups), "utf-8")
         for quant in [q for q in a.variants.split(",") if q]:
