@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
-from edge_m3.errors import EdgeM3Error, OptionError
+from edge_m3.errors import EdgeM3Error, OptionError, disk_full
 
 if TYPE_CHECKING:  # the options types; their modules are imported only when a command runs
     from edge_m3.builder import BuildOptions
@@ -474,6 +474,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         sys.stderr.write("edge-m3: interrupted; nothing was replaced\n")
         return 130
+    except Exception as exc:  # a full disk is the user's to fix: one line (errors.disk_full)
+        full = disk_full(exc)
+        if full is None:
+            raise
+        sys.stderr.write(f"edge-m3: error: {full}\n")
+        return EXIT_USAGE
 
 
 if __name__ == "__main__":

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import errno
+import os
+import shutil
+import tempfile
 from collections.abc import Mapping, Sequence
 
 
@@ -39,3 +43,48 @@ def one_line(detail: object, limit: int = 200) -> str:
     breaks and runs of white space made single spaces, cut at `limit` characters."""
     text = " ".join(str(detail).split())
     return text if len(text) <= limit else text[:limit - 1] + "…"
+
+
+# The errnos of a full disk or an exhausted quota.
+DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
+
+
+class DiskFull(EdgeM3Error):
+    """A write failed for want of space: the machine's disk, not the user's input, but theirs to
+    fix, so one line naming the file and what is free there, never a traceback (a build writes
+    GBs of temporary files; the previous bundle is untouched, as on any failed build)."""
+
+    kind = "write_failed"  # the kits' kind for a write a full disk refused
+
+
+def disk_full(exc: BaseException) -> DiskFull | None:
+    """`exc` (or an exception it was raised from) as a DiskFull if it is a full disk's, else
+    None (raise it as it is). An OSError tells by its errno; TensorFlow's file writers raise
+    their own type (ResourceExhaustedError: "PATH; No space left on device"), told by the C
+    library's message. A failed write() names no file: the free space is then TMPDIR's."""
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if isinstance(exc, OSError) and exc.errno in DISK_FULL:
+            return _disk_full(os.fsdecode(exc.filename) if exc.filename else None)
+        text = str(exc)
+        for code in DISK_FULL:
+            if not isinstance(exc, OSError) and os.strerror(code) in text:
+                where = text.split(";", 1)[0].strip() if ";" in text else ""
+                return _disk_full(where if os.path.isabs(where) else None)
+        exc = exc.__cause__ or exc.__context__
+    return None
+
+
+def _disk_full(where: str | None) -> DiskFull:
+    probe = os.path.dirname(os.path.abspath(where)) if where else tempfile.gettempdir()
+    while probe and not os.path.isdir(probe) and probe != os.path.dirname(probe):
+        probe = os.path.dirname(probe)
+    try:
+        n = shutil.disk_usage(probe).free
+        free = f"{n / 1e9:.1f} GB" if n >= 1e9 else f"{n / 1e6:.0f} MB"
+        free += f" free in {probe}"
+    except OSError:
+        free = f"free space in {probe} unknown"
+    return DiskFull(f"no space left on the disk{f' writing {where}' if where else ''} ({free}): "
+                    "free some space, or point TMPDIR (temporary files) or the output at a larger disk")

@@ -159,6 +159,44 @@ def test_failed_build_keeps_previous_bundle(bundles: dict[str, Path], tiny_ckpt:
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bundle"]  # no partial dirs
 
 
+def test_full_disk_is_one_line_and_keeps_previous_bundle(bundles: dict[str, Path], tiny_ckpt: Path,
+                                                         tmp_path: Path) -> None:
+    """A real full disk: the CLI builds with TMPDIR on a 256 KB tmpfs (mounted in a mount
+    namespace of the child's own, `unshare -rm`), so TensorFlow's SavedModel writer fails with
+    ENOSPC in the trace child (ResourceExhaustedError, not an OSError). The user gets exit 2 and
+    one line naming the file and the free space, no traceback, and the bundle at --out as it was.
+    Root (CI) can always make the namespace; elsewhere the test skips when the kernel refuses."""
+    import shutil
+    import subprocess
+    import sys
+
+    target = tmp_path / "bundle"
+    shutil.copytree(bundles["fp32"], target)
+    before = {p.name: sha256_file(p) for p in target.iterdir()}
+    small = tmp_path / "small"
+    small.mkdir()
+    mount = f'mount -t tmpfs -o size=256k tmpfs "{small}"'
+    if subprocess.run(["unshare", "-rm", "sh", "-c", mount], capture_output=True).returncode != 0:
+        if os.geteuid() == 0:
+            pytest.fail("unshare -rm + mount tmpfs failed as root")
+        pytest.skip("this kernel refuses a user's mount namespace (unshare -rm)")
+    build_args = ["-m", "edge_m3.cli", "build", "--checkpoint", str(tiny_ckpt), "--quant", "fp32",
+                  "--seq-lens", "8", "--out", str(target), "--kits", "none", "--no-self-check", "-q"]
+    done = subprocess.run(["unshare", "-rm", "sh", "-c", f'{mount} && exec "$@"', "sh",
+                           sys.executable, *build_args],
+                          env={**os.environ, "TMPDIR": str(small), "HF_HUB_OFFLINE": "1"},
+                          capture_output=True, text=True, timeout=600)
+    ours = [ln for ln in done.stderr.splitlines() if ln.startswith("edge-m3:")]
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert "Traceback" not in done.stderr, done.stderr[-2000:]
+    assert len(ours) == 1 and ours[0].startswith("edge-m3: error: tracing the Keras model: no space "
+                                                 f"left on the disk writing {small}/"), ours
+    assert " free in " in ours[0] and "TMPDIR" in ours[0], ours
+    assert {p.name: sha256_file(p) for p in target.iterdir()} == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bundle", "small"]
+    assert list(small.iterdir()) == []  # the tmpfs was the child's namespace's alone
+
+
 @pytest.mark.parametrize("args, needle", [
     (["--quant", "int3"], "--quant int3"),
     (["--quant", "int8pc"], "renamed to int8"),

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from edge_m3.errors import EdgeM3Error
+from edge_m3.errors import EdgeM3Error, disk_full
 
 ERROR_PREFIX = "edge-m3: error: "
 
@@ -55,6 +55,12 @@ class Finished:
     def result(self) -> dict[str, Any]:
         """The JSON object the child printed last (`job_main`)."""
         return json.loads(self.stdout.strip().splitlines()[-1])
+
+    @property
+    def reported(self) -> bool:
+        """Whether the child failed with its own one-line error (`child_main`): the user's."""
+        return self.returncode != 0 and any(
+            ln.startswith(ERROR_PREFIX) for ln in (self.stdout + "\n" + self.stderr).splitlines())
 
     @property
     def error(self) -> str | None:
@@ -119,9 +125,12 @@ def run_jobs(jobs: Sequence[Job], parallel: bool = False,
 
 
 def run_json(job: Job, env: Mapping[str, str] | None = None) -> dict[str, Any]:
-    """One job's result. A failure here is the builder's, not the user's: RuntimeError with the
-    child's last words."""
+    """One job's result. A failure the child reported as the user's (`child_main`: bad input, a
+    full disk) is an EdgeM3Error with its line; any other is the builder's: RuntimeError with
+    the child's last words."""
     done = run_jobs([job], env=env)[0]
+    if done.reported:
+        raise EdgeM3Error(done.error or job.what)
     if done.returncode != 0:
         raise RuntimeError(f"{job.what} failed: " + " | ".join(done.tail(5)))
     return done.result()
@@ -134,6 +143,12 @@ def child_main(main: Callable[[list[str]], int]) -> None:
         raise SystemExit(main(sys.argv[1:]))
     except EdgeM3Error as exc:
         sys.stderr.write(ERROR_PREFIX + " ".join(str(exc).split()) + "\n")
+        raise SystemExit(2) from None
+    except Exception as exc:  # re-raised unless a full disk's (errors.disk_full)
+        full = disk_full(exc)
+        if full is None:
+            raise
+        sys.stderr.write(ERROR_PREFIX + str(full) + "\n")
         raise SystemExit(2) from None
 
 
