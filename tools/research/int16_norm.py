@@ -31,7 +31,10 @@ It calibrates on peer_int8's slice (`calibration-slice-200-36.jsonl`, as `ours-i
 `--float-ops '' --headroom 1` rebuilds that file's outputs to the last digit) and judges on the
 gate part: `--screen N` runs the 20 worst texts of `ours-int16x8` plus sample(gate part, N,
 seed 0) and prints both files' dense cosines; `--whole` prints peer_int8's figures of both on
-the whole gate part (1,946 texts, ~50 CPU-minutes each file).
+the whole gate part (1,946 texts, ~50 CPU-minutes each file); `--probe N` runs only the variant,
+on the query behind the ColBERT maximum (PROBE) and sample(gate part, N, seed 0), and prints that
+query's ColBERT vectors' cosines to FlagEmbedding's (about a minute: the bisection of
+docs/benchmarks.md, "int16x8's ColBERT maximum", used it with `--float-ops "NORM|SCOPE"`).
 """
 
 from __future__ import annotations
@@ -47,6 +50,9 @@ from typing import Any
 import numpy as np
 
 SEQ_LENS = (16, 32, 64, 128, 256, 512)  # the shipped int16x8 research bundle's
+# The gate part's ColBERT maximum (0.121, the recipe's file): every one of its 25 largest pair
+# errors is this 6-token query's, through its `</s>` vector (`--probe`).
+PROBE = "سانداوه‌ای"
 
 
 def split_layer_norm(clip: float) -> None:
@@ -116,6 +122,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--headroom-on", default=on, metavar="REGEX",
                    help="of these tensors ('' for every one)")
     p.add_argument("--screen", type=int, default=0, metavar="N")
+    p.add_argument("--probe", type=int, default=0, metavar="N",
+                   help="the ColBERT-maximum query (PROBE) and sample(gate part, N, seed 0), "
+                        "without the earlier file's outputs: per-token ColBERT cosines")
     p.add_argument("--whole", action="store_true")
     a = p.parse_args(argv)
 
@@ -150,8 +159,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     sets = {"user": [], "queries": list(range(nq)), "passages": list(range(nq, len(texts)))}
     ref = flag_reference(a.checkpoint, texts, 512, formula_pairs(sets))
     _, gate = split_corpus(corpus, CALIBRATION, CALIBRATION_SEED)
-    base = our_outputs(a.work / "ours-int16x8", "litert", [texts[i] for i in gate], a.work, "ours-int16x8")
     name = model_file("int16x8", "tflite")
+    if a.probe:
+        pick = [texts.index(PROBE), *gate_sample(corpus, gate, a.probe)]
+        outs = our_outputs(out, "litert", [texts[i] for i in pick], a.work, f"{out.name}-probe{a.probe}")
+        col = [[cosine(x, y) for x, y in zip(o["colbert_vecs"], ref[i]["colbert_vecs"], strict=True)]
+               for o, i in zip(outs, pick, strict=True)]
+        dense = [cosine(o["dense_vecs"], ref[i]["dense_vecs"]) for o, i in zip(outs, pick, strict=True)]
+        print(f"{PROBE!r}'s ColBERT vectors (ids {list(map(int, ref[pick[0]]['input_ids']))}, the last "
+              f"`</s>`'s), cosine to FlagEmbedding's: {' '.join(f'{c:.3f}' for c in col[0])}")
+        print(f"{len(pick)} texts: dense min {min(dense):.5f}, mean {np.mean(dense):.5f}; ColBERT vector "
+              f"cosine min {min(min(c) for c in col):.4f}; file {(out / name).stat().st_size / 1e6:.1f} MB")
+    if not (a.screen or a.whole):
+        return 0
+    base = our_outputs(a.work / "ours-int16x8", "litert", [texts[i] for i in gate], a.work, "ours-int16x8")
 
     if a.screen:
         base_cos = [cosine(o["dense_vecs"], ref[i]["dense_vecs"]) for o, i in zip(base, gate, strict=True)]
