@@ -56,18 +56,20 @@ class Finished:
         """The JSON object the child printed last (`job_main`)."""
         return json.loads(self.stdout.strip().splitlines()[-1])
 
+    def _lines(self) -> list[str]:
+        return [ln for ln in (self.stdout + "\n" + self.stderr).splitlines() if ln.strip()]
+
     @property
     def reported(self) -> bool:
         """Whether the child failed with its own one-line error (`child_main`): the user's."""
-        return self.returncode != 0 and any(
-            ln.startswith(ERROR_PREFIX) for ln in (self.stdout + "\n" + self.stderr).splitlines())
+        return self.returncode != 0 and any(ln.startswith(ERROR_PREFIX) for ln in self._lines())
 
     @property
     def error(self) -> str | None:
         """None on success, else one line: the child's own error line, or its last words."""
         if self.returncode == 0:
             return None
-        lines = [ln for ln in (self.stdout + "\n" + self.stderr).splitlines() if ln.strip()]
+        lines = self._lines()
         mine = [ln for ln in lines if ln.startswith(ERROR_PREFIX)]
         if mine:
             return f"{self.what}: {mine[-1].removeprefix(ERROR_PREFIX)}"
