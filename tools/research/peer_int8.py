@@ -405,6 +405,37 @@ def figures(ours: Sequence[Mapping[str, Any]], ref: Sequence[Mapping[str, Any]],
     return f
 
 
+def colbert_worst(ours: Sequence[Mapping[str, Any]], ref: Sequence[Mapping[str, Any]], nq: int,
+                  texts: Sequence[str], n: int) -> str:
+    """Whose are the `n` largest ColBERT pair errors (queries first, as `figures`): each such
+    query with its count and its vectors' cosines to the reference's, and the maximum and p99
+    without those queries: is a variant's maximum its own, or one query every file misses?"""
+    from edge_m3.contract import COLBERT_VECS
+    from edge_m3.harness.metrics import cosine, score_matrices
+
+    queries, passages = list(range(nq)), list(range(nq, len(ref)))
+    err = np.abs(score_matrices(ours, queries, passages, ["colbert"])["colbert"]
+                 - score_matrices(ref, queries, passages, ["colbert"])["colbert"])
+    top = np.argsort(-err, axis=None, kind="stable")[:n]
+    counts: dict[int, int] = {}
+    for q in np.unravel_index(top, err.shape)[0]:
+        counts[int(q)] = counts.get(int(q), 0) + 1
+    parts = []
+    for q, c in counts.items():
+        cos = [cosine(x, y) for x, y in zip(ours[q][COLBERT_VECS], ref[q][COLBERT_VECS], strict=True)]
+        vecs = " ".join(f"{x:.3f}" for x in cos)
+        parts.append(f"{texts[q][:40]!r} x{c} (max {err[q].max():.3f}; vectors {vecs})")
+    rest = np.delete(err, list(counts), axis=0)
+    eos: dict[int, list[float]] = {}  # the last (`</s>`) vector's cosine, by the query's token count
+    for q in queries:
+        eos.setdefault(min(len(ref[q]["input_ids"]), 12), []).append(
+            cosine(ours[q][COLBERT_VECS][-1], ref[q][COLBERT_VECS][-1]))
+    by_len = " ".join(f"{k}{'+' if k == 12 else ''}: {min(v):.3f}" for k, v in sorted(eos.items()))
+    return (f"  {n} largest ColBERT pair errors ({err.flat[top[-1]]:.3f} and up): {'; '.join(parts)}; "
+            f"without those queries: max {rest.max():.3f}, p99 {np.percentile(rest, 99):.3f}\n"
+            f"  queries' `</s>` vector, least cosine by token count: {by_len}")
+
+
 def row(name: str, mb: float, f: Mapping[str, Any]) -> str:
     d = f["dense_cosine"]["all"]
     fails = [x.split(":")[0] for x in f["failed"] if "rss" not in x]
@@ -481,6 +512,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--gate-sample", type=int, default=0,
                    help="the gate-part table (and a calibrated variant's run) on sample(gate part, "
                         "N, seed 0) only: int16x8 costs ~80 CPU-minutes on the whole gate part")
+    p.add_argument("--worst", type=int, default=0, metavar="N",
+                   help="under each row, the queries behind its N largest ColBERT pair errors "
+                        "and the maximum without them")
     p.add_argument("--json", type=Path, help="also write the figures here")
     a = p.parse_args(argv)
     a.sites = [[s for s in x.split(",") if s] for x in (a.sites or [",".join(SITES)])]
@@ -582,6 +616,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         out_json[name] = {"all": {k: f[k] for k in f if k not in ("dense_cosine",)} |
                           {"dense_cosine": f["dense_cosine"]["all"]}}
         print(row(name, size, f), flush=True)
+        if a.worst:
+            print(colbert_worst(outs, ref, nq, texts, a.worst), flush=True)
     print(f"\npeer: tokenizer ids equal to FlagEmbedding's on {peer_meta['tokenizer_ids_match']:.4f} "
           f"of the texts; corpus texts among its calibration texts: {peer_meta['calibration_overlap']}")
     if a.smooth is not None or a.peer_slice or a.variants:
@@ -598,6 +634,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             out_json.setdefault(name, {})["gate_part"] = {k: f[k] for k in f if k not in ("dense_cosine",)} | {
                 "dense_cosine": f["dense_cosine"]["all"]}
             print(row(name, size, f), flush=True)
+            if a.worst:
+                print(colbert_worst(_subset(outs, gate_idx), _subset(ref, gate_idx), len(gq),
+                                    _subset(texts, gate_idx), a.worst), flush=True)
     if a.json:
         a.json.write_text(json.dumps(out_json, indent=1, default=float))
     return 0
