@@ -408,8 +408,9 @@ def figures(ours: Sequence[Mapping[str, Any]], ref: Sequence[Mapping[str, Any]],
 def colbert_worst(ours: Sequence[Mapping[str, Any]], ref: Sequence[Mapping[str, Any]], nq: int,
                   texts: Sequence[str], n: int) -> str:
     """Whose are the `n` largest ColBERT pair errors (queries first, as `figures`): each such
-    query with its count and its vectors' cosines to the reference's, and the maximum and p99
-    without those queries: is a variant's maximum its own, or one query every file misses?"""
+    query with its count and its vectors' cosines to the reference's, the maximum and p99
+    without those queries, and the least cosine of every query's `</s>` vector by its token
+    count: is a variant's maximum its own, or a kind of query every file misses?"""
     from edge_m3.contract import COLBERT_VECS
     from edge_m3.harness.metrics import cosine, score_matrices
 
