@@ -81,6 +81,20 @@ def test_the_contract_can_fail() -> None:
     assert harness.check(harness.Target("index", corrupt), b"") == harness.REFUSED
 
 
+def test_refusal_hiding_a_memory_error_is_a_violation() -> None:
+    """A fuzzing child's address-space limit turns a huge allocation into a MemoryError; a reader
+    that wraps every exception as a refusal (safeload's `except Exception: ... from None`) must
+    not hide it (the memo-index finding of `torch_pickle`)."""
+    def wrapped(data: bytes) -> None:
+        try:
+            raise MemoryError
+        except Exception:
+            raise EdgeM3Error("x.bin: cannot read the archive's pickle (MemoryError)") from None
+
+    with pytest.raises(harness.ContractViolation, match="running out of memory"):
+        harness.check(_target(wrapped), b"", bounded=False)
+
+
 def test_hang_is_a_violation(monkeypatch: pytest.MonkeyPatch) -> None:
     import time
 

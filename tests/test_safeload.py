@@ -170,6 +170,29 @@ def test_archive_cannot_rewrite_validated_refs(tmp_path: Path) -> None:
         read_torch_archive(tmp_path / "evil.pt")
 
 
+@pytest.mark.parametrize("pkl", [b"\x80\x02}rag\xac\x1f\x89u}.", b"\x80\x02}p531392353\n.", b"\x80\x02}q\xff."])
+def test_memo_index_past_the_pickle_refused_without_allocating(tmp_path: Path, pkl: bytes) -> None:
+    """LONG_BINPUT 531392353 (the first: 12 bytes) made CPython's unpickler grow its memo array to
+    8 GB (issue 38, found by fuzzing `torch_pickle`); PUT and BINPUT name entries the same way.
+    A pickler numbers its memo 0, 1, 2...: an index past the opcodes before it is refused."""
+    import tracemalloc
+
+    with zipfile.ZipFile(tmp_path / "memo.pt", "w") as z:
+        z.writestr("archive/data.pkl", pkl)
+    tracemalloc.start()
+    try:
+        with pytest.raises(EdgeM3Error, match=r"memo\.pt: 'archive/data\.pkl' stores memo entry \d+ after "
+                                              r"\d+ opcodes") as info:
+            read_torch_archive(tmp_path / "memo.pt")
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert "\n" not in str(info.value)
+    assert peak < 16 << 20, peak
+    torch.save({f"w{i}": torch.full((2,), float(i)) for i in range(300)}, tmp_path / "many.pt")
+    _assert_same(read_torch_archive(tmp_path / "many.pt"), _torch_load(tmp_path / "many.pt"))  # LONG_BINPUTs
+
+
 def test_legacy_truncated_and_non_archives_refused(tmp_path: Path) -> None:
     legacy = tmp_path / "legacy.pt"
     torch.save({"w": torch.ones(2)}, legacy, _use_new_zipfile_serialization=False)

@@ -197,15 +197,24 @@ def _open_zip(path: Path) -> zipfile.ZipFile:
 _MAX_PICKLE = 1 << 28  # a state dict's data.pkl: tens of KB for BGE-M3's 400 tensors
 
 
+_MEMO_PUTS = frozenset({"PUT", "BINPUT", "LONG_BINPUT"})
+
+
 def _pickle_bytes(archive: zipfile.ZipFile, name: str, source: Path) -> bytes:
     """data.pkl, its length fields checked against its size by a walk of its opcodes before the
     unpickler runs: CPython's allocates a BYTEARRAY8's declared length before reading it, so a
-    length of 2^31 in a few bytes of pickle would allocate 2 GB."""
+    length of 2^31 in a few bytes of pickle would allocate 2 GB. Likewise a memo index: CPython's
+    unpickler grows its memo array to twice the index a PUT names (LONG_BINPUT 531392353 in a
+    12-byte pickle: 8 GB), while a pickler numbers its memo 0, 1, 2..., one entry per object, so
+    an index is always below the number of opcodes before it."""
     if archive.getinfo(name).file_size > _MAX_PICKLE:
         raise EdgeM3Error(f"{source}: '{name}' is larger than {_MAX_PICKLE >> 20} MB; not a state dict")
     raw = archive.read(name)
-    for _ in pickletools.genops(raw):  # ValueError at a length past the end, an unknown opcode
-        pass
+    # ValueError at a length past the end, an unknown opcode
+    for n, (op, arg, _pos) in enumerate(pickletools.genops(raw)):
+        if op.name in _MEMO_PUTS and not 0 <= arg < n:
+            raise EdgeM3Error(f"{source}: '{name}' stores memo entry {arg} after {n} opcodes; "
+                              "no pickler numbers its memo so, refused")
     return raw
 
 

@@ -80,6 +80,8 @@ def check(t: Target, data: bytes, bounded: bool = True) -> str:
             t.run(data)
     except EdgeM3Error as exc:
         msg = str(exc)
+        if _out_of_memory(exc):  # a fuzzing child's address-space limit, refused by a catch-all
+            raise ContractViolation(f"{t.name}: a refusal after running out of memory: {msg[:300]}") from exc
         if not msg.strip() or len(msg.splitlines()) != 1:
             raise ContractViolation(f"{t.name}: the refusal is not one line: {msg[:300]!r}") from exc
         if t.name in CORRUPT_INDEX_TARGETS and not isinstance(exc, CorruptIndexError):
@@ -89,6 +91,20 @@ def check(t: Target, data: bytes, bounded: bool = True) -> str:
     except Exception as exc:  # the contract: nothing but EdgeM3Error may escape a reader
         raise ContractViolation(f"{t.name}: {type(exc).__name__}: {str(exc)[:300]}") from exc
     return ACCEPTED
+
+
+def _out_of_memory(exc: BaseException) -> bool:
+    """Was `exc` raised while handling a MemoryError? A reader that turns every exception into a
+    refusal (`except Exception: raise EdgeM3Error(...) from None`) would hide the allocation the
+    address-space limit stopped; `from None` hides the context from a traceback, not from here."""
+    seen: set[int] = set()
+    cur: BaseException | None = exc
+    while cur is not None and id(cur) not in seen:
+        if isinstance(cur, MemoryError):
+            return True
+        seen.add(id(cur))
+        cur = cur.__cause__ or cur.__context__
+    return False
 
 
 class _Hang(Exception):
