@@ -173,7 +173,7 @@ def test_archive_cannot_rewrite_validated_refs(tmp_path: Path) -> None:
 @pytest.mark.parametrize("pkl", [b"\x80\x02}rag\xac\x1f\x89u}.", b"\x80\x02}p531392353\n.", b"\x80\x02}q\xff."])
 def test_memo_index_past_the_pickle_refused_without_allocating(tmp_path: Path, pkl: bytes) -> None:
     """LONG_BINPUT 531392353 (the first: 12 bytes) made CPython's unpickler grow its memo array to
-    8 GB (issue 38, found by fuzzing `torch_pickle`); PUT and BINPUT name entries the same way.
+    8 GB (issue 38, found from a `torch_pickle` fuzz run); PUT and BINPUT name entries the same way.
     A pickler numbers its memo 0, 1, 2...: an index past the opcodes before it is refused."""
     import tracemalloc
 
