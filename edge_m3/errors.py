@@ -6,7 +6,7 @@ import errno
 import os
 import shutil
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 
 
 class EdgeM3Error(Exception):
@@ -57,22 +57,29 @@ class DiskFull(EdgeM3Error):
     kind = "write_failed"  # the kits' kind for a write a full disk refused
 
 
+def chain(exc: BaseException | None) -> Iterator[BaseException]:
+    """`exc` and the exceptions it was raised from or while handling (`__cause__`, else
+    `__context__`, which `raise ... from None` hides from a traceback but keeps), each once."""
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        yield exc
+        exc = exc.__cause__ or exc.__context__
+
+
 def disk_full(exc: BaseException) -> DiskFull | None:
     """`exc` (or an exception it was raised from) as a DiskFull if it is a full disk's, else
     None (raise it as it is). An OSError tells by its errno; TensorFlow's file writers raise
     their own type (ResourceExhaustedError: "PATH; No space left on device"), told by the C
     library's message. A failed write() names no file: the free space is then TMPDIR's."""
-    seen: set[int] = set()
-    while exc is not None and id(exc) not in seen:
-        seen.add(id(exc))
-        if isinstance(exc, OSError) and exc.errno in DISK_FULL:
-            return _disk_full(os.fsdecode(exc.filename) if exc.filename else None)
-        text = str(exc)
+    for e in chain(exc):
+        if isinstance(e, OSError) and e.errno in DISK_FULL:
+            return _disk_full(os.fsdecode(e.filename) if e.filename else None)
+        text = str(e)
         for code in DISK_FULL:
-            if not isinstance(exc, OSError) and os.strerror(code) in text:
+            if not isinstance(e, OSError) and os.strerror(code) in text:
                 where = text.split(";", 1)[0].strip() if ";" in text else ""
                 return _disk_full(where if os.path.isabs(where) else None)
-        exc = exc.__cause__ or exc.__context__
     return None
 
 

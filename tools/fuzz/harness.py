@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from edge_m3.errors import EdgeM3Error
+from edge_m3.errors import EdgeM3Error, chain
 from edge_m3.retrieval.index import CorruptIndexError
 
 ACCEPTED, REFUSED = "accepted", "refused"
@@ -97,14 +97,7 @@ def _out_of_memory(exc: BaseException) -> bool:
     """Was `exc` raised while handling a MemoryError? A reader that turns every exception into a
     refusal (`except Exception: raise EdgeM3Error(...) from None`) would hide the allocation the
     address-space limit stopped; `from None` hides the context from a traceback, not from here."""
-    seen: set[int] = set()
-    cur: BaseException | None = exc
-    while cur is not None and id(cur) not in seen:
-        if isinstance(cur, MemoryError):
-            return True
-        seen.add(id(cur))
-        cur = cur.__cause__ or cur.__context__
-    return False
+    return any(isinstance(e, MemoryError) for e in chain(exc))
 
 
 class _Hang(Exception):

@@ -1,7 +1,7 @@
 """Each token's spread before each LayerNorm, in the float model (issue 36: the ColBERT maximum).
 
-Every 8-bit file's largest ColBERT pair errors are the `</s>` vectors of two- and three-word
-queries (`peer_int8 --worst 25`). This prints, for such queries, the standard deviation over the
+Every 8-bit file's largest ColBERT pair errors are the `</s>` vectors of 6- and 7-token
+queries (`peer_int8 --worst 150`). This prints, for such queries, the standard deviation over the
 hidden units of each LayerNorm's input (the residual sum after attention, `att`, and after the
 FFN, `ffn`) per token, from the checkpoint's own float model (transformers' XLM-R, which
 FlagEmbedding runs): where a `</s>` takes on `<s>`'s large activations in the middle layers,
