@@ -173,14 +173,17 @@ class Tokenizer:
         alternatives = sorted(self._special_of, key=len, reverse=True)  # leftmost-longest
         self._special_re = re.compile("|".join(map(re.escape, alternatives))) if alternatives else None
         self._word_ids: dict[str, list[int]] = {}
-        self._row: np.ndarray | None = None
-        vm = self.spec.vocab_map
-        if vm:
-            name = str(vm.get("file", ""))
-            if not name or Path(name).name != name:
-                raise EdgeM3Error(f"manifest.json: vocab_map file {name!r} must be a file name in the bundle")
-            reach = max(top, *(int(i) for i in s.values())) + 1  # the largest id encode gives
-            self._row = _load_row_map(path.parent / name, self.spec, reach)
+        self._row: np.ndarray | None = self.read_row_map(path.parent) if self.spec.vocab_map else None
+
+    def read_row_map(self, folder: Path) -> np.ndarray:
+        """The manifest's vocab_map file in the bundle folder `folder` (a trimmed vocabulary):
+        original id -> table row, for every id `encode` can give."""
+        name = str((self.spec.vocab_map or {}).get("file", ""))
+        if not name or Path(name).name != name:
+            raise EdgeM3Error(f"manifest.json: vocab_map file {name!r} must be a file name in the bundle")
+        top = self.piece_count - 1 + self.spec.id_offset
+        reach = max(top, *(int(i) for i in self.spec.special_ids.values())) + 1  # the largest id encode gives
+        return _load_row_map(folder / name, self.spec, reach)
 
     def words(self, text: str) -> list[str]:
         """The text as the reference tokenizer sees it: charsmap per grapheme, then split on

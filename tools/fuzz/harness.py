@@ -157,6 +157,19 @@ def scratch() -> Path:
     return d
 
 
+def base_folder(name: str, files: dict[str, bytes]) -> Path:
+    """`files` written once as scratch folder `name`, which `scratch` never clears: the intact
+    rest of a bundle that a one-file target reads around each input."""
+    scratch()
+    assert _base is not None
+    root = _base / f"base-{name}"
+    if not root.exists():
+        root.mkdir()
+        for file, data in files.items():
+            (root / file).write_bytes(data)
+    return root
+
+
 def scratch_file(name: str, data: bytes) -> Path:
     """`data` written as `name` in a fresh scratch directory."""
     path = scratch() / name

@@ -1,20 +1,44 @@
-"""golden.json (harness.check.read_golden, golden_entry, replay_exact) in an otherwise intact
-bundle: the committed tiny bundle seed with this input as its golden.json."""
+"""golden.json (harness.check.read_golden, golden_entry, replay_exact) of an otherwise intact
+bundle: the committed tiny trimmed bundle seed, verified and its tokenizer read once, with this
+input as its golden.json. The other files never change, so each input goes through golden.json's
+readers alone; every file of a folder at once is the `bundle` target's."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from functools import cache
+from typing import Any
 
-from edge_m3.contract import GOLDEN
-from tools.fuzz.targets.bundle import base, exercise, open_bundle
+from edge_m3.bundle.bundle import Bundle, load_bundle
+from edge_m3.contract import GOLDEN, MANIFEST
+from edge_m3.harness.check import golden_entry, read_golden, replay_exact
+from tools.fuzz.harness import base_folder, rehash
+from tools.fuzz.targets.bundle import base
 
 BASE = "tiny-trimmed"
 
 
+@dataclass
+class _Opened(Bundle):
+    """The verified base bundle, whose tokenizer (read once) every replay reuses."""
+
+    opened: Any = None
+
+    def tokenizer(self) -> Any:
+        return self.opened
+
+
 @cache
-def _files() -> dict[str, bytes]:
-    return base(BASE)
+def _bundle() -> _Opened:
+    files = base(BASE)
+    rehash(files, MANIFEST)
+    bundle = load_bundle(base_folder(BASE, files))
+    return _Opened(bundle.path, bundle.manifest, bundle.tokenizer())
 
 
 def run(data: bytes) -> None:
-    exercise(open_bundle(_files() | {GOLDEN: data}))
+    bundle = _bundle()
+    (bundle.path / GOLDEN).write_bytes(data)
+    golden = read_golden(bundle)
+    golden_entry(bundle, golden)
+    assert all(isinstance(p, str) for p in replay_exact(bundle, golden))

@@ -1,25 +1,38 @@
-"""vocab_map.json (tokenizer._load_row_map, vocab.row_map) in an otherwise intact trimmed
-bundle: the committed tiny trimmed bundle seed with this input as its vocab_map.json."""
+"""vocab_map.json (Tokenizer.read_row_map: tokenizer._load_row_map, vocab.row_map) of an
+otherwise intact trimmed bundle: the committed tiny trimmed bundle seed, verified and its
+tokenizer read once, with this input as its vocab_map.json read as the tokenizer reads it at
+open; then every text's ids (encoded once) mapped to rows. Every file of a folder at once is
+the `bundle` target's."""
 
 from __future__ import annotations
 
+import copy
 from functools import cache
+from pathlib import Path
+from typing import Any
 
-from edge_m3.contract import VOCAB_MAP
-from tools.fuzz.harness import TEXTS
-from tools.fuzz.targets.bundle import base, open_bundle
+from edge_m3.bundle.bundle import load_bundle
+from edge_m3.contract import MANIFEST
+from tools.fuzz.harness import TEXTS, base_folder, rehash
+from tools.fuzz.targets.bundle import base
 
 BASE = "tiny-trimmed"
 
 
 @cache
-def _files() -> dict[str, bytes]:
-    return base(BASE)
+def _opened() -> tuple[Any, Path, list[list[int]]]:
+    files = base(BASE)
+    rehash(files, MANIFEST)
+    bundle = load_bundle(base_folder(BASE, files))
+    tok = bundle.tokenizer()
+    return tok, bundle.path, [tok.encode(text) for text in TEXTS]
 
 
 def run(data: bytes) -> None:
-    bundle = open_bundle(_files() | {VOCAB_MAP: data})
-    tok = bundle.tokenizer()
-    rows = bundle.manifest.tokenizer.model_rows
-    for text in TEXTS:
-        assert all(0 <= r < rows for r in tok.to_model_ids(tok.encode(text)))
+    tok, folder, encoded = _opened()
+    (folder / tok.spec.vocab_map["file"]).write_bytes(data)
+    mapped = copy.copy(tok)
+    mapped._row = tok.read_row_map(folder)
+    rows = tok.spec.model_rows
+    for ids in encoded:
+        assert all(0 <= r < rows for r in mapped.to_model_ids(ids))

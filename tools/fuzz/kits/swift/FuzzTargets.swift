@@ -30,15 +30,7 @@ let fuzzRoot: URL = {
 func unpack(_ data: [UInt8]) -> [(String, [UInt8])] {
     let mark = Array("\n==> ".utf8), end = Array(" <==\n".utf8)
     let b: [UInt8] = [0x0A] + data
-    func find(_ pat: [UInt8], from: Int) -> Int? {
-        guard pat.count <= b.count else { return nil }
-        var i = from
-        while i + pat.count <= b.count {
-            if b[i] == pat[0] && Array(b[i..<(i + pat.count)]) == pat { return i }
-            i += 1
-        }
-        return nil
-    }
+    func find(_ pat: [UInt8], from: Int) -> Int? { firstIndex(of: pat, in: b, from: from) }
     var starts: [Int] = []
     var at = 0
     while let i = find(mark, from: at) { starts.append(i); at = i + mark.count }
@@ -59,9 +51,20 @@ func unpack(_ data: [UInt8]) -> [(String, [UInt8])] {
     return files
 }
 
-private func findIn(_ b: [UInt8], _ pat: [UInt8]) -> Int? {
-    guard pat.count <= b.count else { return nil }
-    for i in 0...(b.count - pat.count) where b[i] == pat[0] && Array(b[i..<(i + pat.count)]) == pat { return i }
+private func findIn(_ b: [UInt8], _ pat: [UInt8]) -> Int? { firstIndex(of: pat, in: b, from: 0) }
+
+/// The first `i >= from` where `b[i...]` starts with `pat`, compared in place (no slice copied
+/// per position: a 40 KB folder blob is scanned on every input).
+private func firstIndex(of pat: [UInt8], in b: [UInt8], from: Int) -> Int? {
+    guard !pat.isEmpty, pat.count <= b.count, from >= 0 else { return nil }
+    var i = from
+    outer: while i + pat.count <= b.count {
+        for k in 0..<pat.count where b[i + k] != pat[k] {
+            i += 1
+            continue outer
+        }
+        return i
+    }
     return nil
 }
 
@@ -71,16 +74,12 @@ func baseFiles(_ kind: String, _ seed: String) -> [(String, [UInt8])] {
     return unpack([UInt8](d))
 }
 
-func replacing(_ files: [(String, [UInt8])], _ name: String, _ data: [UInt8]) -> [(String, [UInt8])] {
-    files.filter { $0.0 != name } + [(name, data)]
-}
-
-/// A fresh scratch folder (RAM-backed under /dev/shm when there) holding `files`, and `manifest`'s
-/// `files` entries rewritten to their sha256 and size (harness.rehash: issue 38's attacker edits a
-/// folder's files and its manifest together).
-func writeFolder(_ files: [(String, [UInt8])], rehash manifest: String?) throws -> URL {
+/// A fresh scratch folder `sub` (RAM-backed under /dev/shm when there) holding `files`, and
+/// `manifest`'s `files` entries rewritten to their sha256 and size (harness.rehash: issue 38's
+/// attacker edits a folder's files and its manifest together).
+func writeFolder(_ files: [(String, [UInt8])], rehash manifest: String?, into sub: String = "in") throws -> URL {
     let fm = FileManager.default
-    let root = scratchRoot.appendingPathComponent("in", isDirectory: true)
+    let root = scratchRoot.appendingPathComponent(sub, isDirectory: true)
     try? fm.removeItem(at: root)
     try fm.createDirectory(at: root, withIntermediateDirectories: true)
     var byName: [String: [UInt8]] = [:]
@@ -182,22 +181,51 @@ func openBundle(_ files: [(String, [UInt8])]) throws {
     }
 }
 
-/// `golden`: golden.json in the committed tiny trimmed bundle.
+/// A committed bundle seed opened once as the embedder opens it (`openBundle`'s steps, its
+/// model file checked), for the targets that fuzz one file of it: the other files never change,
+/// so each input goes through that one file's reader alone, as the kit reads it at open. The
+/// whole folder, every file at once, is the `bundle` target's.
+struct OpenedBase: @unchecked Sendable {
+    let pipeline: Pipeline
+    let tokenizer: any EdgeM3Tokenizer
+
+    init(_ seed: String) {
+        let dir = try! writeFolder(baseFiles("bundle", seed), rehash: EdgeM3Contract.manifest, into: "base-\(seed)")
+        let b = try! EdgeM3Embedder.openBundle(directory: dir, checksumMemo: nil)
+        (pipeline, tokenizer) = (b.pipeline, b.tokenizer)
+    }
+
+    var spec: TokenizerSpec { pipeline.manifest.tokenizer }
+}
+
+let trimmedBase = OpenedBase("tiny-trimmed")
+let wordpieceBase = OpenedBase("tiny-wordpiece")
+
+/// `data` as the file `name` of a fresh scratch folder: the readers below take a URL.
+func scratchFile(_ name: String, _ data: [UInt8]) throws -> URL {
+    try writeFolder([(name, data)], rehash: nil).appendingPathComponent(name)
+}
+
+/// `golden`: golden.json of the committed tiny trimmed bundle (the tests' strict reader), every
+/// case's ids then fitted to the bundle's signatures.
 func fuzzGolden(_ data: [UInt8]) throws {
-    try openBundle(replacing(trimmedBundle, EdgeM3Contract.golden, data))
+    let g = try Golden(contentsOf: scratchFile(EdgeM3Contract.golden, data))
+    for c in g.cases { _ = try trimmedBase.pipeline.encode(ids: c.expected.inputIds) }
 }
 
-/// `vocab_map`: vocab_map.json in the committed tiny trimmed bundle.
+/// `vocab_map`: vocab_map.json of the committed tiny trimmed bundle, read as Pipeline(directory:)
+/// reads it (VocabMap against the manifest's tokenizer, then the pipeline), then every text's rows.
 func fuzzVocabMap(_ data: [UInt8]) throws {
-    try openBundle(replacing(trimmedBundle, EdgeM3Contract.vocabMap, data))
+    let spec = trimmedBase.spec
+    let vocab = try VocabMap(contentsOf: scratchFile(spec.vocabMapFile ?? EdgeM3Contract.vocabMap, data), tokenizer: spec)
+    try exercise(trimmedBase.tokenizer, spec, pipeline: Pipeline(manifest: trimmedBase.pipeline.manifest, vocab: vocab))
 }
 
-let trimmedBundle = baseFiles("bundle", "tiny-trimmed")
-let wordpieceBundle = baseFiles("bundle", "tiny-wordpiece")
-
-/// `wordpiece`: vocab.txt in the committed tiny WordPiece bundle.
+/// `wordpiece`: vocab.txt of the committed tiny WordPiece bundle, read as openTokenizer reads a
+/// bundle's tokenizer file, then every text through it and the bundle's pipeline.
 func fuzzWordpiece(_ data: [UInt8]) throws {
-    try openBundle(replacing(wordpieceBundle, "vocab.txt", data))
+    let spec = wordpieceBase.spec
+    try exercise(openTokenizer(spec: spec) { _ in data }, spec, pipeline: wordpieceBase.pipeline)
 }
 
 /// `bpe`: a byte-level BPE folder (manifest.json's tokenizer entry and bpe.json).
