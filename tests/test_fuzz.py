@@ -112,6 +112,17 @@ def test_folder_blobs_round_trip_and_stay_inside() -> None:
         harness.pack({"x": b"\n==> y <==\n"})
 
 
+def test_one_file_targets_read_the_input_not_their_base() -> None:
+    """`golden` and `vocab_map` open their base bundle once and read each input in a scratch
+    folder: a bad file is that reader's refusal, and no input reaches the other's base."""
+    seeds = {name: next((harness.SEEDS / name).iterdir()).read_bytes() for name in ("golden", "vocab_map")}
+    for first, second in (("vocab_map", "golden"), ("golden", "vocab_map")):
+        for bad in (b"{}", b"[1, 2]", b'{"kept_ids": [0]}', b"\xff"):
+            assert harness.check(harness.target(first), bad) == harness.REFUSED, (first, bad)
+        assert harness.check(harness.target(second), seeds[second]) == harness.ACCEPTED
+        assert harness.check(harness.target(first), seeds[first]) == harness.ACCEPTED
+
+
 @pytest.mark.parametrize("name", harness.TARGETS)
 def test_brief_fuzz_run(name: str, tmp_path: Path) -> None:
     """A bounded atheris run from the committed corpus finds no violation (a fixed seed, so a

@@ -158,15 +158,15 @@ def scratch() -> Path:
 
 
 def base_folder(name: str, files: dict[str, bytes]) -> Path:
-    """`files` written once as scratch folder `name`, which `scratch` never clears: the intact
-    rest of a bundle that a one-file target reads around each input."""
+    """`files` written as scratch folder `name`, which `scratch` never clears: the intact bundle
+    a one-file target opens once (the inputs go to `scratch`, never into it)."""
     scratch()
     assert _base is not None
     root = _base / f"base-{name}"
-    if not root.exists():
-        root.mkdir()
-        for file, data in files.items():
-            (root / file).write_bytes(data)
+    shutil.rmtree(root, ignore_errors=True)
+    root.mkdir()
+    for file, data in files.items():
+        (root / file).write_bytes(data)
     return root
 
 

@@ -1,18 +1,19 @@
 """golden.json (harness.check.read_golden, golden_entry, replay_exact) of an otherwise intact
 bundle: the committed tiny trimmed bundle seed, verified and its tokenizer read once, with this
-input as its golden.json. The other files never change, so each input goes through golden.json's
-readers alone; every file of a folder at once is the `bundle` target's."""
+input as its golden.json (in a scratch folder of its own: the base is never written to). The
+other files never change, so each input goes through golden.json's readers alone; every file of
+a folder at once is the `bundle` target's."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache
 from typing import Any
 
 from edge_m3.bundle.bundle import Bundle, load_bundle
 from edge_m3.contract import GOLDEN, MANIFEST
 from edge_m3.harness.check import golden_entry, read_golden, replay_exact
-from tools.fuzz.harness import base_folder, rehash
+from tools.fuzz.harness import base_folder, rehash, scratch_file
 from tools.fuzz.targets.bundle import base
 
 BASE = "tiny-trimmed"
@@ -37,8 +38,7 @@ def _bundle() -> _Opened:
 
 
 def run(data: bytes) -> None:
-    bundle = _bundle()
-    (bundle.path / GOLDEN).write_bytes(data)
+    bundle = replace(_bundle(), path=scratch_file(GOLDEN, data).parent)  # the base stays intact
     golden = read_golden(bundle)
     golden_entry(bundle, golden)
     assert all(isinstance(p, str) for p in replay_exact(bundle, golden))

@@ -1,38 +1,36 @@
 """vocab_map.json (Tokenizer.read_row_map: tokenizer._load_row_map, vocab.row_map) of an
 otherwise intact trimmed bundle: the committed tiny trimmed bundle seed, verified and its
-tokenizer read once, with this input as its vocab_map.json read as the tokenizer reads it at
-open; then every text's ids (encoded once) mapped to rows. Every file of a folder at once is
-the `bundle` target's."""
+tokenizer read once, with this input as its vocab_map.json (in a scratch folder of its own),
+read as the tokenizer reads it at open; then every text's ids (encoded once) mapped to rows.
+Every file of a folder at once is the `bundle` target's."""
 
 from __future__ import annotations
 
 import copy
 from functools import cache
-from pathlib import Path
 from typing import Any
 
 from edge_m3.bundle.bundle import load_bundle
 from edge_m3.contract import MANIFEST
-from tools.fuzz.harness import TEXTS, base_folder, rehash
+from tools.fuzz.harness import TEXTS, base_folder, rehash, scratch_file
 from tools.fuzz.targets.bundle import base
 
 BASE = "tiny-trimmed"
 
 
 @cache
-def _opened() -> tuple[Any, Path, list[list[int]]]:
+def _opened() -> tuple[Any, list[list[int]]]:
     files = base(BASE)
     rehash(files, MANIFEST)
     bundle = load_bundle(base_folder(BASE, files))
     tok = bundle.tokenizer()
-    return tok, bundle.path, [tok.encode(text) for text in TEXTS]
+    return tok, [tok.encode(text) for text in TEXTS]
 
 
 def run(data: bytes) -> None:
-    tok, folder, encoded = _opened()
-    (folder / tok.spec.vocab_map["file"]).write_bytes(data)
+    tok, encoded = _opened()
     mapped = copy.copy(tok)
-    mapped._row = tok.read_row_map(folder)
+    mapped._row = tok.read_row_map(scratch_file(tok.spec.vocab_map["file"], data).parent)
     rows = tok.spec.model_rows
     for ids in encoded:
         assert all(0 <= r < rows for r in mapped.to_model_ids(ids))
