@@ -389,6 +389,25 @@ def recipes(*names: str) -> tuple[QuantRecipe, ...]:
 
 
 FILE_ENTRY_KEYS = ("sha256", "size")  # manifest.json `files.<name>`: hex digest (string), bytes (integer)
+# A bundle file's name as manifest.json gives it (tokenizer.file, tokenizer.vocab_map.file,
+# models[].file, extra_files and ort files, the keys of `files`) names a file in the bundle's own
+# folder, never a path: "../x" or "/x" had every reader open a file outside the bundle that no
+# sha256 covers (issue 38). Read by the kits' checkedFileName (EdgeM3Contract, generated).
+NOT_FILE_NAMES = ("", ".", "..")
+FILE_NAME_SEPARATORS = ("/", "\\")
+
+
+def is_file_name(name: Any) -> bool:
+    """`name` is a file name in the bundle's folder by the rule above (not a path, not `..`)."""
+    return isinstance(name, str) and name not in NOT_FILE_NAMES and not any(
+        s in name for s in FILE_NAME_SEPARATORS)
+
+
+def file_name(name: Any, where: str) -> str:
+    """`name` if it is a file name in the bundle (is_file_name), else one line naming `where`."""
+    if not is_file_name(name):
+        raise _bad(where, f"{name!r} is not a file name in the bundle (a name, not a path)")
+    return name
 
 
 def _bad(what: str, why: str) -> EdgeM3Error:
@@ -551,7 +570,7 @@ class ModelEntry:
         fmt = _field(d, "format", str, where)
         if fmt not in FORMATS:
             raise _bad(f"{where}.format", f"{fmt!r} is not one of {', '.join(FORMATS)}")
-        return cls(
+        entry = cls(
             format=fmt, file=_field(d, "file", str, where), quant=_field(d, "quant", str, where),
             signatures=[Signature.from_json(s, f"{where}.signatures")
                         for s in _field(d, "signatures", list, where)],
@@ -561,6 +580,12 @@ class ModelEntry:
             sequence_axis=_field(d, "sequence_axis", str, where, None),
             extra_files=list(_field(d, "extra_files", list, where, [])),
             ort=_field(d, "ort", dict, where, None))
+        file_name(entry.file, f"{where}.file")
+        for i, name in enumerate(entry.extra_files):
+            file_name(name, f"{where}.extra_files[{i}]")
+        for key in ("file", "ops_config") if entry.ort else ():
+            file_name(entry.ort.get(key), f"{where}.ort.{key}")  # type: ignore[union-attr]
+        return entry
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"ort": self.ort} if self.ort else {}
@@ -632,12 +657,17 @@ class TokenizerSpec:
             vocab_map = d.get("vocab_map")
             if vocab_map is not None and not isinstance(vocab_map, Mapping):
                 raise TypeError(f"vocab_map must be an object or null, got {type(vocab_map).__name__}")
-            return cls(special_ids=special, sp_unk_id=int(d["sp_unk_id"]),
+            file = str(d.get("file", SENTENCEPIECE))
+            spec = cls(special_ids=special, sp_unk_id=int(d["sp_unk_id"]),
                        id_offset=int(d["id_offset"]), vocab_size=int(d["vocab_size"]),
                        vocab_map=vocab_map, special_tokens=tokens,
-                       file=str(d.get("file", SENTENCEPIECE)), kind=kind, options=dict(options))
+                       file=file, kind=kind, options=dict(options))
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise EdgeM3Error(f"{MANIFEST}: bad tokenizer entry ({exc!r})") from None
+        file_name(file, "tokenizer.file")
+        if vocab_map is not None:
+            file_name(vocab_map.get("file"), "tokenizer.vocab_map.file")
+        return spec
 
     def to_manifest(self) -> dict[str, Any]:
         out = {"file": self.file, "kind": self.kind, "special_ids": dict(self.special_ids),
@@ -709,6 +739,7 @@ class Manifest:
             raise _bad("heads", f"{heads} not a subset of {list(HEADS)}")
         files = _field(d, "files", dict, "", {})
         for name, entry in files.items():
+            file_name(name, f"files.{name}")
             digest, size = FILE_ENTRY_KEYS
             if not isinstance(entry, dict) or not isinstance(entry.get(digest), str) \
                     or not isinstance(entry.get(size), int):

@@ -11,12 +11,14 @@ About 2.5 minutes with the builds.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 from pathlib import Path
 
 import pytest
 
+from tools.fuzz import harness
 from tools.fuzz.kits import fuzz_swift, loop
 
 SWIFT_SECONDS = 4  # per target; libFuzzer's -runs bounds the fast ones
@@ -66,3 +68,33 @@ def test_three_readers_agree(kit_jar: Path, fuzz_exe: Path, target: str, tmp_pat
     assert stats["disagreements"] == 0, sorted(p.read_text() for p in tmp_path.glob("*.txt"))
     seeds = [p for d in fuzz_swift.SEED_DIRS[target] for p in d.iterdir() if p.is_file()]
     assert stats["all_accepted"] >= len(seeds)  # the seeds at least: their content compared
+
+
+def test_manifest_file_names_are_not_paths(kit_jar: Path, fuzz_exe: Path) -> None:
+    """A file name from manifest.json that is a path or not a name ("../x", "/x", "a\\b", "..", "")
+    is refused by all three manifest readers (contract.is_file_name, each kit's checkedFileName):
+    before, each opened the file it named, outside the bundle and under no sha256."""
+    seed = json.loads((harness.SEEDS / "manifest" / "tiny-trimmed.json").read_bytes())
+    assert seed["tokenizer"]["vocab_map"]["file"]  # the trimmed seed names all three
+    edits = (lambda m, v: m["tokenizer"].update(file=v),
+             lambda m, v: m["tokenizer"]["vocab_map"].update(file=v),
+             lambda m, v: m["models"][0].update(file=v))
+    cases = []
+    for edit in edits:
+        for bad in ("../outside.model", "/etc/hosts", "a\\b", "..", ""):
+            m = json.loads(json.dumps(seed))
+            edit(m, bad)
+            cases.append(json.dumps(m).encode())
+    kits = [loop.kotlin(), loop.swift()]
+    try:
+        for data in [json.dumps(seed).encode(), *cases]:
+            want = "accepted" if data == json.dumps(seed).encode() else "refused"
+            assert harness.check(harness.target("manifest"), data) == {"accepted": harness.ACCEPTED,
+                                                                      "refused": harness.REFUSED}[want]
+            for kit in kits:
+                answer = kit.ask("manifest", data)
+                assert loop.verdict(answer) == want, (kit.name, data[:200], answer)
+                assert want == "accepted" or "not a file name in the bundle" in answer, answer
+    finally:
+        for kit in kits:
+            kit.close()

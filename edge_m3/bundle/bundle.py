@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from edge_m3.common.files import sha256_file
-from edge_m3.contract import MANIFEST, Manifest, ModelEntry
+from edge_m3.contract import GOLDEN, MANIFEST, Manifest, ModelEntry
 from edge_m3.errors import EdgeM3Error
 
 
@@ -50,10 +50,14 @@ def load_bundle(path: Path, verify: bool = True) -> Bundle:
         raise EdgeM3Error(f"{mpath}: not found (is {path} an edge-m3 bundle?)")
     manifest = Manifest.read(mpath)
     if verify:
+        # Every file a reader opens is one whose sha256 is checked here (names: Manifest.read).
+        read = [*manifest.shipped_files(), *([GOLDEN] if (path / GOLDEN).exists() else [])]
+        unlisted = [name for name in read if name not in manifest.files]
+        if unlisted:
+            raise EdgeM3Error(f"{mpath}: {unlisted[0]} is not in files (no sha256 to check it "
+                              "against); refusing a modified or corrupt bundle")
         for name, entry in manifest.files.items():
             fpath = path / name
-            if Path(name).name != name:
-                raise EdgeM3Error(f"{mpath}: file name {name!r} is not a plain name in the bundle")
             if not fpath.is_file():
                 raise EdgeM3Error(f"{fpath}: listed in the manifest but missing")
             if fpath.stat().st_size != entry["size"] or sha256_file(fpath) != entry["sha256"]:

@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from edge_m3.contract import CHUNK_OVERLAP_PERCENT, VOCAB_MAP, XLMR_SPECIAL_TOKENS, TokenizerSpec
+from edge_m3.contract import CHUNK_OVERLAP_PERCENT, VOCAB_MAP, XLMR_SPECIAL_TOKENS, TokenizerSpec, file_name
 from edge_m3.errors import EdgeM3Error
 from edge_m3.tokenizer.spmodel import (
     CONTROL,
@@ -178,9 +178,7 @@ class Tokenizer:
     def read_row_map(self, folder: Path) -> np.ndarray:
         """The manifest's vocab_map file in the bundle folder `folder` (a trimmed vocabulary):
         original id -> table row, for every id `encode` can give."""
-        name = str((self.spec.vocab_map or {}).get("file", ""))
-        if not name or Path(name).name != name:
-            raise EdgeM3Error(f"manifest.json: vocab_map file {name!r} must be a file name in the bundle")
+        name = file_name((self.spec.vocab_map or {}).get("file"), "tokenizer.vocab_map.file")
         top = self.piece_count - 1 + self.spec.id_offset
         reach = max(top, *(int(i) for i in self.spec.special_ids.values())) + 1  # the largest id encode gives
         return _load_row_map(folder / name, self.spec, reach)

@@ -65,7 +65,9 @@ LISTS = {"SPECIAL_KEYS": c.SPECIAL_KEYS, "LEXICAL_SKIP_KEYS": c.LEXICAL_SKIP_KEY
          # the writable index (issue 35): its tables, created in this order, and its meta keys
          "INDEX_DB_SCHEMA": c.INDEX_DB_SCHEMA, "INDEX_DB_META_KEYS": c.INDEX_DB_META_KEYS,
          # a byte-level BPE bundle's `options.normalizer` values ("" for none)
-         "BPE_NORMALIZERS": c.BPE_NORMALIZERS}
+         "BPE_NORMALIZERS": c.BPE_NORMALIZERS,
+         # a file name from manifest.json is not a path (issue 38; contract.is_file_name)
+         "NOT_FILE_NAMES": c.NOT_FILE_NAMES, "FILE_NAME_SEPARATORS": c.FILE_NAME_SEPARATORS}
 # Retrieval (issue 25): lists of doubles and string maps.
 DOUBLE_LISTS = {"DEFAULT_MODE_WEIGHTS": c.DEFAULT_MODE_WEIGHTS}
 STRING_MAPS = {"INDEX_ARRAYS": c.INDEX_ARRAYS}

@@ -75,7 +75,7 @@ TYPES = (
     KitType("TokenizerSpec", "The manifest's `tokenizer` entry: the kind, its file (sentencepiece.bpe.model, "
             "vocab.txt, bpe.json), the special ids and strings; EdgeM3Tokenizer.open picks the class by kind.",
             _keys(c.TokenizerSpec), (
-                Field("file", "file", "String"),
+                Field("file", "file", "String", hook="checkedFileName"),
                 Field("special", "special_ids", "SpecialIds"),
                 Field("specialTokens", "special_tokens", "tokens", "hook", "checkedSpecialTokens",
                       "The strings the reference turns into special ids wherever the text holds them; "
@@ -83,8 +83,8 @@ TYPES = (
                 Field("spUnkId", "sp_unk_id", "Int"),
                 Field("idOffset", "id_offset", "Int"),
                 Field("vocabSize", "vocab_size", "Int"),
-                Field("vocabMapFile", "vocab_map", "file?", doc="`vocab_map.file`: the trimmed vocabulary's "
-                      "row map, null for the full vocabulary."),
+                Field("vocabMapFile", "vocab_map", "file?", hook="checkedFileName",
+                      doc="`vocab_map.file`: the trimmed vocabulary's row map, null for the full vocabulary."),
                 Field("kind", "kind", "String", "absent", "checkedTokenizerKind",
                       "How the bundle tokenizes (EdgeM3Contract.TOKENIZER_KINDS); absent: "
                       f"{c.XLMR_SENTENCEPIECE}.",
@@ -111,7 +111,7 @@ TYPES = (
         Field("outputs", "outputs", "[TensorSpec]", "empty"))),
     KitType("ModelEntry", "One model file of the bundle; its signatures sorted by length, never empty.",
             _keys(c.ModelEntry), (
-                Field("format", "format", "String"), Field("file", "file", "String"),
+                Field("format", "format", "String"), Field("file", "file", "String", hook="checkedFileName"),
                 Field("quant", "quant", "String", "empty"), Field("signatures", "signatures", "[Signature]")),
             mutable=False, init_hook="signatures:checkedSignatures"),
     KitType("FileEntry", "A shipped file's SHA-256 (lowercase hex) and size in bytes.", c.FILE_ENTRY_KEYS,

@@ -49,6 +49,8 @@ nonisolated public enum EdgeM3Contract {
     public static let indexDbSchema: [String] = ["CREATE TABLE meta (key TEXT PRIMARY KEY NOT NULL, value TEXT NOT NULL)", "CREATE TABLE passages (seq INTEGER PRIMARY KEY AUTOINCREMENT, id NOT NULL, chunk INTEGER NOT NULL, dense BLOB NOT NULL, dense_scale BLOB, lex_tokens BLOB NOT NULL, lex_weights BLOB NOT NULL, colbert BLOB, colbert_scale BLOB, UNIQUE (id, chunk))", "CREATE TABLE removed (row INTEGER PRIMARY KEY NOT NULL)"]
     public static let indexDbMetaKeys: [String] = ["format", "format_version", "dim", "dense", "colbert", "bundle", "base", "base_sha256", "generation"]
     public static let bpeNormalizers: [String] = ["", "NFC"]
+    public static let notFileNames: [String] = ["", ".", ".."]
+    public static let fileNameSeparators: [String] = ["/", "\\"]
     public static let defaultModeWeights: [Double] = [1.0, 1.0, 1.0]
     public static let indexArrays: [String: String] = ["dense": "dense.bin", "dense_scale": "dense_scale.bin", "sparse_tokens": "sparse_tokens.bin", "sparse_offsets": "sparse_offsets.bin", "sparse_rows": "sparse_rows.bin", "sparse_weights": "sparse_weights.bin", "colbert_offsets": "colbert_offsets.bin", "colbert": "colbert.bin", "colbert_scale": "colbert_scale.bin"]
 

@@ -92,13 +92,13 @@ nonisolated public struct TokenizerSpec: Codable, Hashable, Sendable {
 
     public init(from decoder: Decoder) throws {
         let c = try decoder.container(keyedBy: CodingKeys.self)
-        let file = try c.decode(String.self, forKey: .file)
+        let file = try checkedFileName(try c.decode(String.self, forKey: .file))
         let special = try c.decode(SpecialIds.self, forKey: .special)
         let specialTokens = try checkedSpecialTokens(c.decodeIfPresent([String: String].self, forKey: .specialTokens), at: c.codingPath + [CodingKeys.specialTokens])
         let spUnkId = try c.decode(Int.self, forKey: .spUnkId)
         let idOffset = try c.decode(Int.self, forKey: .idOffset)
         let vocabSize = try c.decode(Int.self, forKey: .vocabSize)
-        let vocabMapFile = try c.decodeIfPresent(FileRef.self, forKey: .vocabMapFile)?.file
+        let vocabMapFile = try checkedFileName(try c.decodeIfPresent(FileRef.self, forKey: .vocabMapFile)?.file)
         let kind = try checkedTokenizerKind(try c.contains(.kind) ? c.decode(String.self, forKey: .kind) : EdgeM3Contract.xlmrSentencepiece)
         let options = try kind != EdgeM3Contract.byteLevelBpe ? c.decodeIfPresent(WordPieceOptions.self, forKey: .options) : nil
         let bpeOptions = try kind == EdgeM3Contract.byteLevelBpe ? c.decodeIfPresent(BpeOptions.self, forKey: .options) : nil
@@ -315,7 +315,7 @@ nonisolated public struct ModelEntry: Codable, Hashable, Sendable {
     public init(from decoder: Decoder) throws {
         let c = try decoder.container(keyedBy: CodingKeys.self)
         let format = try c.decode(String.self, forKey: .format)
-        let file = try c.decode(String.self, forKey: .file)
+        let file = try checkedFileName(try c.decode(String.self, forKey: .file))
         let quant = try c.decodeIfPresent(String.self, forKey: .quant) ?? ""
         let signatures = try c.decode([Signature].self, forKey: .signatures)
         try self.init(format: format, file: file, quant: quant, signatures: signatures)

@@ -93,6 +93,18 @@ nonisolated extension ModelEntry {
     public var longest: Signature { signatures[signatures.count - 1] }
 }
 
+/// A file name from manifest.json (tokenizer.file, tokenizer.vocab_map.file, models[].file): a
+/// name in the bundle's folder, never a path (edge_m3/contract.py is_file_name: "../x" or "/x"
+/// opened a file outside the bundle).
+nonisolated func checkedFileName(_ name: String) throws -> String {
+    if EdgeM3Contract.notFileNames.contains(name) || EdgeM3Contract.fileNameSeparators.contains(where: { name.contains($0) }) {
+        throw EdgeM3Error("manifest.json: '\(escapedControls(name))' is not a file name in the bundle (a name, not a path)")
+    }
+    return name
+}
+
+nonisolated func checkedFileName(_ name: String?) throws -> String? { try name.map(checkedFileName) }
+
 /// `tokenizer.kind`: one of EdgeM3Contract.tokenizerKinds.
 nonisolated func checkedTokenizerKind(_ kind: String) throws -> String {
     if !EdgeM3Contract.tokenizerKinds.contains(kind) { throw unknownTokenizerKind(kind) }

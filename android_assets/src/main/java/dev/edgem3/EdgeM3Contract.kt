@@ -50,6 +50,8 @@ object EdgeM3Contract {
     val INDEX_DB_SCHEMA: List<String> = listOf("CREATE TABLE meta (key TEXT PRIMARY KEY NOT NULL, value TEXT NOT NULL)", "CREATE TABLE passages (seq INTEGER PRIMARY KEY AUTOINCREMENT, id NOT NULL, chunk INTEGER NOT NULL, dense BLOB NOT NULL, dense_scale BLOB, lex_tokens BLOB NOT NULL, lex_weights BLOB NOT NULL, colbert BLOB, colbert_scale BLOB, UNIQUE (id, chunk))", "CREATE TABLE removed (row INTEGER PRIMARY KEY NOT NULL)")
     val INDEX_DB_META_KEYS: List<String> = listOf("format", "format_version", "dim", "dense", "colbert", "bundle", "base", "base_sha256", "generation")
     val BPE_NORMALIZERS: List<String> = listOf("", "NFC")
+    val NOT_FILE_NAMES: List<String> = listOf("", ".", "..")
+    val FILE_NAME_SEPARATORS: List<String> = listOf("/", "\\")
     val DEFAULT_MODE_WEIGHTS: List<Double> = listOf(1.0, 1.0, 1.0)
     val INDEX_ARRAYS: Map<String, String> = mapOf("dense" to "dense.bin", "dense_scale" to "dense_scale.bin", "sparse_tokens" to "sparse_tokens.bin", "sparse_offsets" to "sparse_offsets.bin", "sparse_rows" to "sparse_rows.bin", "sparse_weights" to "sparse_weights.bin", "colbert_offsets" to "colbert_offsets.bin", "colbert" to "colbert.bin", "colbert_scale" to "colbert_scale.bin")
 

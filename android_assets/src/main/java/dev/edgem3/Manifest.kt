@@ -43,13 +43,13 @@ class TokenizerSpec(
         fun fromJson(tree: Any?, where: String = "${EdgeM3Contract.MANIFEST}: tokenizer"): TokenizerSpec {
             val t = JsonTree.obj(tree, where)
             return TokenizerSpec(
-                JsonTree.str(JsonTree.field(t, "file", where), "$where.file"),
+                checkedFileName(JsonTree.str(JsonTree.field(t, "file", where), "$where.file"), "$where.file"),
                 SpecialIds.fromJson(JsonTree.field(t, "special_ids", where), "$where.special_ids"),
                 checkedSpecialTokens(t["special_tokens"], "$where.special_tokens"),
                 JsonTree.int(JsonTree.field(t, "sp_unk_id", where), "$where.sp_unk_id"),
                 JsonTree.int(JsonTree.field(t, "id_offset", where), "$where.id_offset"),
                 JsonTree.int(JsonTree.field(t, "vocab_size", where), "$where.vocab_size"),
-                t["vocab_map"]?.let { JsonTree.str(JsonTree.field(JsonTree.obj(it, "$where.vocab_map"), "file", "$where.vocab_map"), "$where.vocab_map.file") },
+                checkedFileName(t["vocab_map"]?.let { JsonTree.str(JsonTree.field(JsonTree.obj(it, "$where.vocab_map"), "file", "$where.vocab_map"), "$where.vocab_map.file") }, "$where.vocab_map"),
                 checkedTokenizerKind(if (t.containsKey("kind")) JsonTree.str(t["kind"], "$where.kind") else EdgeM3Contract.XLMR_SENTENCEPIECE, "$where.kind"),
                 t["options"]?.takeIf { t["kind"] != EdgeM3Contract.BYTE_LEVEL_BPE }?.let { WordPieceOptions.fromJson(it, "$where.options") },
                 t["options"]?.takeIf { t["kind"] == EdgeM3Contract.BYTE_LEVEL_BPE }?.let { BpeOptions.fromJson(it, "$where.options") }
@@ -163,7 +163,7 @@ class ModelEntry(
             val t = JsonTree.obj(tree, where)
             return ModelEntry(
                 JsonTree.str(JsonTree.field(t, "format", where), "$where.format"),
-                JsonTree.str(JsonTree.field(t, "file", where), "$where.file"),
+                checkedFileName(JsonTree.str(JsonTree.field(t, "file", where), "$where.file"), "$where.file"),
                 if (t["quant"] == null) "" else JsonTree.str(t["quant"], "$where.quant"),
                 JsonTree.list(JsonTree.field(t, "signatures", where), "$where.signatures").mapIndexed { i, x -> Signature.fromJson(x, "$where.signatures[$i]") }
             )

@@ -39,6 +39,19 @@ internal fun checkedSchemaVersion(version: Int, where: String): Int {
     return version
 }
 
+/** A file name from manifest.json (tokenizer.file, tokenizer.vocab_map.file, models[].file): a
+ *  name in the bundle's folder, never a path (edge_m3/contract.py is_file_name: "../x" or "/x"
+ *  opened a file outside the bundle). */
+internal fun checkedFileName(name: String, where: String): String {
+    if (name in EdgeM3Contract.NOT_FILE_NAMES || EdgeM3Contract.FILE_NAME_SEPARATORS.any { name.contains(it) }) {
+        throw EdgeM3Exception("$where: ${quoted(name)} is not a file name in the bundle (a name, not a path)")
+    }
+    return name
+}
+
+@JvmName("checkedFileNameOrNull")
+internal fun checkedFileName(name: String?, where: String): String? = name?.let { checkedFileName(it, where) }
+
 /** A model's signatures: at least one, each with room for <s> and </s>, sorted by length. */
 internal fun checkedSignatures(signatures: List<Signature>, file: String): List<Signature> {
     if (signatures.isEmpty()) throw EdgeM3Exception("manifest.json: $file has no signatures")
