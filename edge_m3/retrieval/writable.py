@@ -368,7 +368,7 @@ class WritableIndex:
                 if bad != "ok":
                     raise CorruptIndexError(f"{where}: damaged ({one_line(bad)}); refusing a corrupt index "
                                             "database")
-        except sqlite3.Error as exc:
+        except DB_ERRORS as exc:
             if self.db is not None:
                 self.db.close()
                 self.db = None
@@ -389,7 +389,7 @@ class WritableIndex:
             removed = [r for (r,) in self.db.execute("SELECT row FROM removed ORDER BY row")]
             rows = self.db.execute("SELECT id, chunk, dense, dense_scale, lex_tokens, lex_weights, colbert, "
                                    "colbert_scale FROM passages ORDER BY seq").fetchall()
-        except sqlite3.Error as exc:
+        except DB_ERRORS as exc:
             raise _corrupt(where, exc) from None
         missing = [k for k in INDEX_DB_META_KEYS if not isinstance(meta.get(k), str)]
         if missing:
@@ -515,7 +515,7 @@ class WritableIndex:
             return
         try:
             version = self.db.execute("PRAGMA data_version").fetchone()[0]
-        except sqlite3.Error as exc:
+        except DB_ERRORS as exc:
             raise CorruptIndexError(f"{self.path / INDEX_DB}: unreadable ({one_line(exc)})") from None
         if version != self._version:
             self._load()
@@ -661,7 +661,7 @@ class WritableIndex:
         except _Retry:
             self._load()
             return self._write(adds, removes, replace)
-        except sqlite3.Error as exc:
+        except DB_ERRORS as exc:
             raise _refusal(exc, self.path / INDEX_DB) from None
         for r in tomb:
             self._removed.insert(bisect_left(self._removed, r), r)
@@ -691,7 +691,7 @@ class WritableIndex:
         folder = self.path / name
         try:
             db.execute("BEGIN IMMEDIATE")  # no other writer until the swap
-        except sqlite3.Error as exc:
+        except DB_ERRORS as exc:
             raise _refusal(exc, self.path / INDEX_DB) from None
         try:
             if self._stale_inside():
@@ -879,6 +879,12 @@ class WritableIndex:
 
 class _Retry(Exception):
     """Another connection committed between our check and our lock: reload and check again."""
+
+
+# What reading or writing the database raises: SQLite's errors, and a UnicodeDecodeError where
+# CPython decodes SQLite's message or a text value as UTF-8 and a malformed file holds other bytes
+# (a damaged schema's "near ..." message; issue 38, regression writable/schema-message-not-utf8).
+DB_ERRORS = (sqlite3.Error, UnicodeDecodeError)
 
 
 def _corrupt(where: str, exc: BaseException) -> CorruptIndexError:

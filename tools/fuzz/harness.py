@@ -44,9 +44,14 @@ REGRESSIONS = FUZZ_DIR / "regressions"
 # One module per target in tools/fuzz/targets, each with `run(data: bytes) -> None`.
 TARGETS = ("spmodel", "safetensors", "torch_pickle", "manifest", "bundle", "golden", "vocab_map",
            "index", "corpus_jsonl", "corpus_parquet", "wordpiece", "vocab_txt", "st_layout",
-           "model_config")
+           "model_config", "bpe", "writable")
 # Targets whose input is all an index's files: every refusal is corrupt_index (a CorruptIndexError).
-CORRUPT_INDEX_TARGETS = ("index",)
+CORRUPT_INDEX_TARGETS = ("index", "writable")
+# Targets whose inputs the kits' targets of the same name take as they are (tools/fuzz/kits): each
+# side's regression inputs are replayed by the other's (the `wordpiece` inputs differ: a
+# checkpoint's tokenizer files here, a bundle's vocab.txt in the kits).
+SHARED_WITH_KITS = ("spmodel", "manifest", "bundle", "golden", "vocab_map", "index", "bpe", "writable")
+KIT_REGRESSIONS = Path(__file__).resolve().parent / "kits" / "regressions"
 
 
 class ContractViolation(Exception):
@@ -67,9 +72,10 @@ def target(name: str) -> Target:
 
 
 def inputs(name: str) -> list[Path]:
-    """The committed seeds and regression inputs of a target, in name order."""
-    return sorted(p for d in (SEEDS / name, REGRESSIONS / name) if d.is_dir()
-                  for p in d.iterdir() if p.is_file())
+    """The committed seeds and regression inputs of a target (with the kits' regression inputs of
+    a target they share), in name order."""
+    dirs = (SEEDS / name, REGRESSIONS / name, *([KIT_REGRESSIONS / name] if name in SHARED_WITH_KITS else []))
+    return sorted(p for d in dirs if d.is_dir() for p in d.iterdir() if p.is_file())
 
 
 def check(t: Target, data: bytes, bounded: bool = True) -> str:

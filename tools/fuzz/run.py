@@ -27,6 +27,7 @@ with atheris.instrument_imports(include=["edge_m3"]):
 
     # Every reader a target can reach, instrumented here (imports inside functions come later).
     from tools.fuzz.targets import (  # noqa: F401
+        bpe,
         bundle,
         corpus_jsonl,
         corpus_parquet,
@@ -41,6 +42,7 @@ with atheris.instrument_imports(include=["edge_m3"]):
         vocab_map,
         vocab_txt,
         wordpiece,
+        writable,
     )
 
 ADDRESS_SPACE_EXTRA = 3 << 29  # beyond what the imports reserved

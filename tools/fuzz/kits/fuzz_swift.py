@@ -5,8 +5,9 @@ index, writable; tools/fuzz/kits/swift/FuzzTargets.swift).
 tools/fuzz/kits/swift/build.sh compiles the kit's sources and the targets with
 -sanitize=fuzzer,address (never into Package.swift's products). The run starts from the Python
 targets' committed seeds (tools/fuzz/seeds, read in place; the WordPiece vocab.txt cut from the
-tiny WordPiece bundle seed), the kits' own (tools/fuzz/kits/seeds: BPE, index.sqlite) and the
-regression inputs (tools/fuzz/kits/regressions/TARGET, replayed in CI by tests/test_fuzz_kits.py).
+tiny WordPiece bundle seed) and the regression inputs (tools/fuzz/kits/regressions/TARGET, and
+the Python ones, tools/fuzz/regressions/TARGET, of the targets whose inputs are alike:
+harness.SHARED_WITH_KITS; replayed in CI by tests/test_fuzz_kits.py).
 New inputs go to .fuzz/kit-corpus/TARGET, a violation to .fuzz/kit-crashes/TARGET/. Bounds: 20 s
 per input (-timeout), 2 GB RSS (-rss_limit_mb) and 1 GB per allocation (-malloc_limit_mb).
 `--replay FILE...` runs inputs once each.
@@ -20,11 +21,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tools.fuzz.harness import SEEDS, rss_limit_mb, unpack
+from tools.fuzz.harness import REGRESSIONS as PY_REGRESSIONS
+from tools.fuzz.harness import SEEDS, SHARED_WITH_KITS, rss_limit_mb, unpack
 
 ROOT = Path(__file__).resolve().parents[3]
 KITS = Path(__file__).resolve().parent
-KIT_SEEDS = KITS / "seeds"
 REGRESSIONS = KITS / "regressions"
 HANG_SECONDS = 20
 MALLOC_LIMIT_MB = 1024
@@ -32,7 +33,7 @@ MALLOC_LIMIT_MB = 1024
 SEED_DIRS = {
     "spmodel": [SEEDS / "spmodel"], "manifest": [SEEDS / "manifest"], "bundle": [SEEDS / "bundle"],
     "golden": [SEEDS / "golden"], "vocab_map": [SEEDS / "vocab_map"], "wordpiece": [],
-    "bpe": [KIT_SEEDS / "bpe"], "index": [SEEDS / "index"], "writable": [KIT_SEEDS / "writable"],
+    "bpe": [SEEDS / "bpe"], "index": [SEEDS / "index"], "writable": [SEEDS / "writable"],
 }
 TARGETS = tuple(SEED_DIRS)
 
@@ -56,8 +57,12 @@ def seed_dirs(target: str) -> list[Path]:
         vocab = unpack((SEEDS / "bundle" / "tiny-wordpiece").read_bytes())["vocab.txt"]
         (d / "tiny-wordpiece-vocab.txt").write_bytes(vocab)
         dirs.append(d)
-    reg = REGRESSIONS / target
-    return [*dirs, *([reg] if reg.is_dir() else [])]
+    return [*dirs, *(d for d in regressions(target) if d.is_dir())]
+
+
+def regressions(target: str) -> list[Path]:
+    """The regression folders the kits replay for `target`: theirs, and Python's when shared."""
+    return [REGRESSIONS / target, *([PY_REGRESSIONS / target] if target in SHARED_WITH_KITS else [])]
 
 
 def flags(target: str, crashes: Path, max_len: int) -> list[str]:

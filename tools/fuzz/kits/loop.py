@@ -37,7 +37,7 @@ from pathlib import Path
 
 from edge_m3.retrieval.index import CorruptIndexError
 from tools.fuzz.harness import CORRUPT_INDEX_TARGETS, SEEDS, pack, rehash, unpack
-from tools.fuzz.kits.fuzz_swift import KIT_SEEDS, REGRESSIONS, ROOT, env
+from tools.fuzz.kits.fuzz_swift import REGRESSIONS, ROOT, SEED_DIRS, env, regressions
 
 HANG_SECONDS = 20.0
 KOTLIN_TARGETS = ("spmodel", "manifest", "bundle", "golden", "vocab_map", "wordpiece", "bpe", "index",
@@ -51,13 +51,10 @@ INTERESTING = (0, -1, 1, 2, 255, 65535, 2**31 - 1, 2**31, 2**32, 2**63 - 1, 2**6
 
 def seeds(target: str) -> list[bytes]:
     """What the Kotlin loop and the differential start from (the kits' libFuzzer seeds)."""
-    dirs = {"spmodel": [SEEDS / "spmodel"], "manifest": [SEEDS / "manifest"], "bundle": [SEEDS / "bundle"],
-            "golden": [SEEDS / "golden"], "vocab_map": [SEEDS / "vocab_map"], "bpe": [KIT_SEEDS / "bpe"],
-            "index": [SEEDS / "index"], "writable": [KIT_SEEDS / "writable"], "wordpiece": []}[target]
-    out = [p.read_bytes() for d in dirs for p in sorted(d.iterdir()) if p.is_file()]
+    out = [p.read_bytes() for d in SEED_DIRS[target] for p in sorted(d.iterdir()) if p.is_file()]
     if target == "wordpiece":
         out.append(unpack((SEEDS / "bundle" / "tiny-wordpiece").read_bytes())["vocab.txt"])
-    for d in (REGRESSIONS / target, REGRESSIONS / "kotlin" / target):
+    for d in (*regressions(target), REGRESSIONS / "kotlin" / target):
         if d.is_dir():
             out += [p.read_bytes() for p in sorted(d.iterdir()) if p.is_file()]
     return out

@@ -1,7 +1,8 @@
-"""Writes the kits' extra seeds (tools/fuzz/kits/seeds/): `python -m tools.fuzz.kits.make_seeds`.
+"""Writes two targets' seeds into tools/fuzz/seeds/: `python -m tools.fuzz.kits.make_seeds`.
 
-The kits read what tools/fuzz/seeds/ already holds (SentencePiece model, bundles, vocab_map,
-golden, WordPiece vocabulary, index folders); only two inputs are theirs alone: a byte-level BPE
+tools/fuzz/make_seeds.py writes the others (SentencePiece model, bundles, vocab_map, golden,
+WordPiece vocabulary, index folders); these two came with the kits' targets, and the Python
+targets of the same names read them as well: a byte-level BPE
 folder (bpe.json and the manifest's tokenizer entry, a 400-token BPE trained as
 tests/support/bpe.py trains ModernBERT's) and the writable index's index.sqlite (issue 35), one
 per store pair, each holding four passages (one of two chunks), one removed.
@@ -15,9 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from tools.fuzz.harness import pack
-
-KIT_SEEDS = Path(__file__).resolve().parent / "seeds"
+from tools.fuzz.harness import SEEDS, pack
 
 
 def bpe_folder() -> bytes:
@@ -54,14 +53,14 @@ def writable_db(dense: str, colbert: str) -> bytes:
 
 
 def main() -> None:
-    (KIT_SEEDS / "bpe").mkdir(parents=True, exist_ok=True)
-    (KIT_SEEDS / "bpe" / "modernbert-400").write_bytes(bpe_folder())
-    (KIT_SEEDS / "writable").mkdir(parents=True, exist_ok=True)
+    (SEEDS / "bpe").mkdir(parents=True, exist_ok=True)
+    (SEEDS / "bpe" / "modernbert-400").write_bytes(bpe_folder())
+    (SEEDS / "writable").mkdir(parents=True, exist_ok=True)
     for dense, colbert in (("float32", "fp16"), ("int8", "int8"), ("float32", "none")):
-        (KIT_SEEDS / "writable" / f"{dense}-{colbert}.sqlite").write_bytes(writable_db(dense, colbert))
-    for p in sorted(KIT_SEEDS.rglob("*")):
+        (SEEDS / "writable" / f"{dense}-{colbert}.sqlite").write_bytes(writable_db(dense, colbert))
+    for p in sorted(SEEDS.rglob("*")):
         if p.is_file():
-            print(p.relative_to(KIT_SEEDS), p.stat().st_size)
+            print(p.relative_to(SEEDS), p.stat().st_size)
 
 
 if __name__ == "__main__":
