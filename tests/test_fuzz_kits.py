@@ -78,7 +78,8 @@ def test_manifest_file_names_are_not_paths(kit_jar: Path, fuzz_exe: Path) -> Non
     assert seed["tokenizer"]["vocab_map"]["file"]  # the trimmed seed names all three
     edits = (lambda m, v: m["tokenizer"].update(file=v),
              lambda m, v: m["tokenizer"]["vocab_map"].update(file=v),
-             lambda m, v: m["models"][0].update(file=v))
+             lambda m, v: m["models"][0].update(file=v),
+             lambda m, v: m["files"].update({v: {"sha256": "0" * 64, "size": 1}}))
     cases = []
     for edit in edits:
         for bad in ("../outside.model", "/etc/hosts", "a\\b", "..", ""):
@@ -95,6 +96,25 @@ def test_manifest_file_names_are_not_paths(kit_jar: Path, fuzz_exe: Path) -> Non
                 answer = kit.ask("manifest", data)
                 assert loop.verdict(answer) == want, (kit.name, data[:200], answer)
                 assert want == "accepted" or "not a file name in the bundle" in answer, answer
+    finally:
+        for kit in kits:
+            kit.close()
+
+
+def test_a_model_the_manifest_does_not_list_is_refused(kit_jar: Path, fuzz_exe: Path) -> None:
+    """A bundle whose manifest drops the model's `files` entry: no sha256 to check it against, so
+    all three refuse it (Swift loaded it unchecked before; Kotlin and Python refused it)."""
+    files = harness.unpack((harness.SEEDS / "bundle" / "tiny").read_bytes())
+    m = json.loads(files["manifest.json"])
+    del m["files"][m["models"][0]["file"]]
+    files["manifest.json"] = json.dumps(m).encode()
+    data = harness.pack(files)
+    assert harness.check(harness.target("bundle"), data) == harness.REFUSED
+    kits = [loop.kotlin(), loop.swift()]
+    try:
+        for kit in kits:
+            answer = kit.ask("bundle", data)
+            assert loop.verdict(answer) == "refused" and "no files entry" in answer, (kit.name, answer)
     finally:
         for kit in kits:
             kit.close()

@@ -123,7 +123,7 @@ TYPES = (
                 Field("quant", "quant", "String"), Field("hiddenSize", "hidden_size", "Int"),
                 Field("maxLength", "max_length", "Int"), Field("heads", "heads", "[String]"),
                 Field("tokenizer", "tokenizer", "TokenizerSpec"), Field("models", "models", "[ModelEntry]"),
-                Field("files", "files", "{FileEntry}", "empty")), mutable=False),
+                Field("files", "files", "{FileEntry}", "empty", "checkedFileNames")), mutable=False),
 )
 
 

@@ -118,12 +118,11 @@ nonisolated public final class EdgeM3Embedder: @unchecked Sendable {  // mutable
         let pipeline = try Pipeline(directory: directory, format: "tflite")
         let tokenizer = try openTokenizer(directory: directory, spec: pipeline.manifest.tokenizer)
         let file = directory.appendingPathComponent(pipeline.model.file)
-        let entry = pipeline.manifest.files[pipeline.model.file]
-        if let entry {
-            try FileCheck.verify(file, against: entry, memo: checksumMemo)
-        } else if !FileManager.default.fileExists(atPath: file.path) {
-            throw EdgeM3Error("\(pipeline.model.file): not found in \(directory.path)", kind: .corruptBundle)
+        // No entry, no check: refused as the Android kit and Python refuse it.
+        guard let entry = pipeline.manifest.files[pipeline.model.file] else {
+            throw EdgeM3Error("\(EdgeM3Contract.manifest): no files entry for \(pipeline.model.file)")
         }
+        try FileCheck.verify(file, against: entry, memo: checksumMemo)
         return (pipeline, tokenizer, file, entry)
     }
 

@@ -401,7 +401,7 @@ nonisolated public struct Manifest: Codable, Hashable, Sendable {
         let heads = try c.decode([String].self, forKey: .heads)
         let tokenizer = try c.decode(TokenizerSpec.self, forKey: .tokenizer)
         let models = try c.decode([ModelEntry].self, forKey: .models)
-        let files = try c.decodeIfPresent([String: FileEntry].self, forKey: .files) ?? [:]
+        let files = try checkedFileNames(try c.decodeIfPresent([String: FileEntry].self, forKey: .files) ?? [:])
         self.init(schemaVersion: schemaVersion, quant: quant, hiddenSize: hiddenSize, maxLength: maxLength, heads: heads, tokenizer: tokenizer, models: models, files: files)
     }
 

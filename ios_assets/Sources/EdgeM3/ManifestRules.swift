@@ -105,6 +105,12 @@ nonisolated func checkedFileName(_ name: String) throws -> String {
 
 nonisolated func checkedFileName(_ name: String?) throws -> String? { try name.map(checkedFileName) }
 
+/// `files`: every key a file name (checkedFileName).
+nonisolated func checkedFileNames(_ files: [String: FileEntry]) throws -> [String: FileEntry] {
+    for name in files.keys { _ = try checkedFileName(name) }
+    return files
+}
+
 /// `tokenizer.kind`: one of EdgeM3Contract.tokenizerKinds.
 nonisolated func checkedTokenizerKind(_ kind: String) throws -> String {
     if !EdgeM3Contract.tokenizerKinds.contains(kind) { throw unknownTokenizerKind(kind) }

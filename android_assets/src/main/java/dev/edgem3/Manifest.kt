@@ -211,7 +211,7 @@ class Manifest(
                 JsonTree.list(JsonTree.field(t, "heads", where), "$where: heads").mapIndexed { i, x -> JsonTree.str(x, "$where: heads[$i]") },
                 TokenizerSpec.fromJson(JsonTree.field(t, "tokenizer", where), "$where: tokenizer"),
                 JsonTree.list(JsonTree.field(t, "models", where), "$where: models").mapIndexed { i, x -> ModelEntry.fromJson(x, "$where: models[$i]") },
-                if (t["files"] == null) emptyMap() else JsonTree.obj(t["files"], "$where: files").entries.associate { (name, x) -> name to FileEntry.fromJson(x, "$where: files.$name") }
+                checkedFileNames(if (t["files"] == null) emptyMap() else JsonTree.obj(t["files"], "$where: files").entries.associate { (name, x) -> name to FileEntry.fromJson(x, "$where: files.$name") }, "$where: files")
             )
         }
     }

@@ -49,6 +49,12 @@ internal fun checkedFileName(name: String, where: String): String {
     return name
 }
 
+/** `files`: every key a file name (checkedFileName). */
+internal fun checkedFileNames(files: Map<String, FileEntry>, where: String): Map<String, FileEntry> {
+    for (name in files.keys) checkedFileName(name, "$where.$name")
+    return files
+}
+
 @JvmName("checkedFileNameOrNull")
 internal fun checkedFileName(name: String?, where: String): String? = name?.let { checkedFileName(it, where) }
 
