@@ -9,7 +9,7 @@ refused before any runtime, TensorFlow or torch is imported (see _NO_HEAVY_IMPOR
 that comes after the model ran has already cost the user the run.
 
 Placeholders in a case's arguments: <tmp> the test's dir (holding good.txt, bad-utf8.txt,
-empty.txt, blank.txt, not.json, other.json, a-file, a-dir), <ckpt> the tiny checkpoint, <fp32>
+empty.txt, blank.txt, not.json, deep.json, other.json, a-file, a-dir), <ckpt> the tiny checkpoint, <fp32>
 and <int8> the shared read-only bundles (TFLite only; int8 is per-channel, which tflite-runtime
 2.14 cannot run), <bad> a private copy of the fp32 bundle after the case's corruption, <index> a
 shared read-only index of the fp32 bundle (no ColBERT), <badindex> a private copy of it with a
@@ -81,11 +81,26 @@ def _golden_no_cases(b: Path) -> None:
     _relist(b, add=GOLDEN)
 
 
+def _tokenizer_file_a_path(b: Path) -> None:
+    """A manifest naming a tokenizer outside the bundle (issue 38: read before, unverified)."""
+    m = json.loads((b / MANIFEST).read_text(encoding="utf-8"))
+    m["tokenizer"]["file"] = "../" + m["tokenizer"]["file"]
+    (b / MANIFEST).write_text(json.dumps(m), encoding="utf-8")
+
+
+def _tokenizer_unlisted(b: Path) -> None:
+    """The tokenizer file present but not in `files`: no sha256 to check it against."""
+    m = json.loads((b / MANIFEST).read_text(encoding="utf-8"))
+    _relist(b, drop=m["tokenizer"]["file"])
+
+
 CORRUPT: dict[str, tuple[Callable[[Path], None], str]] = {  # name: (corruption, what the line names)
     "manifest-not-json": (_manifest_not_json, f"<bad>/{MANIFEST}"),
     "manifest-not-an-object": (_manifest_not_an_object, f"<bad>/{MANIFEST}"),
     "model-bytes-changed": (_model_bytes_changed, f"<bad>/{MODEL}"),
     "listed-file-deleted": (_model_deleted, f"<bad>/{MODEL}"),
+    "tokenizer-file-a-path": (_tokenizer_file_a_path, f"<bad>/{MANIFEST}"),
+    "tokenizer-unlisted": (_tokenizer_unlisted, f"<bad>/{MANIFEST}"),
 }
 
 # Each bundle command with otherwise valid arguments; <B> is the bundle.
@@ -224,6 +239,8 @@ CASES: list[tuple[str, Callable[[Path], None] | None, list[str], tuple[str, ...]
      ("--thresholds", "<tmp>/no.json")),
     ("verify-thresholds-not-json", None, [*VERIFY, "--thresholds", "<tmp>/not.json"],
      ("--thresholds", "<tmp>/not.json")),
+    ("verify-thresholds-deep-json", None, [*VERIFY, "--thresholds", "<tmp>/deep.json"],
+     ("--thresholds", "<tmp>/deep.json")),
     ("verify-thresholds-no-variant", None, [*VERIFY, "--thresholds", "<tmp>/other.json"],
      ("--thresholds", "<tmp>/other.json")),
     # ---- outputs that cannot be written: refused before any model is loaded
@@ -348,6 +365,7 @@ def test_bad_input_is_one_line_and_writes_nothing(
     (tmp / "empty.txt").write_bytes(b"")
     (tmp / "blank.txt").write_bytes(b"\n  \n")
     (tmp / "not.json").write_text("{not json", encoding="utf-8")
+    (tmp / "deep.json").write_text("[" * 100_000, encoding="utf-8")  # past Python's recursion limit
     query = {"text": "q", "lang": "en", "group": "g", "kind": "query"}
     (tmp / "queries.jsonl").write_text(json.dumps(query) + "\n", encoding="utf-8")
     (tmp / "bad.jsonl").write_text(json.dumps(query) + "\n" + json.dumps({**query, "kind": "doc"})

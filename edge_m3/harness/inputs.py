@@ -41,7 +41,7 @@ def load_thresholds(path: Path | None, recipe: QuantRecipe,
     source = str(path)
     try:
         data = json.loads(Path(path).read_text("utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:
         raise OptionError(field, source, f"unreadable ({exc})") from None
     if not isinstance(data, dict) or not isinstance(data.get(quant), dict):
         raise OptionError(field, source, f"no entry for variant '{quant}'")

@@ -377,7 +377,7 @@ def read_ids(path: Path) -> list[Any]:
     for line in read_texts(path, "ids"):
         try:
             v = json.loads(line)
-        except ValueError:
+        except (ValueError, RecursionError):  # not JSON (or nested past Python's stack): the line itself
             v = line
         out.append(v if isinstance(v, int | str) and not isinstance(v, bool) else line)
     return out

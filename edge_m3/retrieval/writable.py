@@ -39,6 +39,7 @@ from edge_m3.contract import (
     INDEX_MANIFEST,
     INDEX_POSTING_WEIGHTS,
     LEXICAL_WEIGHTS,
+    is_file_name,
     mode_signals,
 )
 from edge_m3.errors import EdgeM3Error, OptionError, one_line
@@ -404,7 +405,7 @@ class WritableIndex:
         try:
             dim, gen = int(meta["dim"]), int(meta["generation"])
             bundle_json = json.loads(meta["bundle"])
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: a bundle of deeply nested lists
             raise CorruptIndexError(f"{where}: meta dim, generation or bundle malformed") from None
         if dim < 1 or gen < 0 or meta["dense"] not in DENSE_STORES or meta["colbert"] not in COLBERT_STORES:
             raise CorruptIndexError(f"{where}: meta dim, dense or colbert malformed")
@@ -930,11 +931,11 @@ def _remove_root_base(path: Path) -> None:
     manifest = path / INDEX_MANIFEST
     try:
         listed = list(json.loads(manifest.read_text(encoding="utf-8")).get("files", {}))
-    except (OSError, ValueError, AttributeError):
+    except (OSError, ValueError, AttributeError, RecursionError):
         listed = []
     manifest.unlink(missing_ok=True)
     for name in listed:
-        if Path(name).name == name and name not in (INDEX_DB,) and not name.startswith(INDEX_BASE_PREFIX):
+        if is_file_name(name) and name not in (INDEX_DB,) and not name.startswith(INDEX_BASE_PREFIX):
             (path / name).unlink(missing_ok=True)
 
 
