@@ -9,7 +9,7 @@ refused before any runtime, TensorFlow or torch is imported (see _NO_HEAVY_IMPOR
 that comes after the model ran has already cost the user the run.
 
 Placeholders in a case's arguments: <tmp> the test's dir (holding good.txt, bad-utf8.txt,
-empty.txt, blank.txt, not.json, deep.json, other.json, a-file, a-dir), <ckpt> the tiny checkpoint, <fp32>
+empty.txt, blank.txt, not.json, deep.json(l), other.json, a-file, a-dir), <ckpt> the tiny checkpoint, <fp32>
 and <int8> the shared read-only bundles (TFLite only; int8 is per-channel, which tflite-runtime
 2.14 cannot run), <bad> a private copy of the fp32 bundle after the case's corruption, <index> a
 shared read-only index of the fp32 bundle (no ColBERT), <badindex> a private copy of it with a
@@ -209,6 +209,8 @@ CASES: list[tuple[str, Callable[[Path], None] | None, list[str], tuple[str, ...]
     # ---- verify on a corpus (issue 26): a bad line, no passage, --sample without a corpus
     ("verify-corpus-bad-line", None, [*VERIFY, "--texts", "<tmp>/bad.jsonl"],
      ("--texts", "<tmp>/bad.jsonl", "line 2")),
+    ("verify-corpus-deep-json", None, [*VERIFY, "--texts", "<tmp>/deep.jsonl"],
+     ("--texts", "<tmp>/deep.jsonl", "line 1")),
     ("verify-corpus-no-passage", None, [*VERIFY, "--texts", "<tmp>/queries.jsonl"],
      ("--texts", "<tmp>/queries.jsonl")),
     ("verify-sample-without-corpus", None, [*VERIFY, "--texts", "<tmp>/good.txt", "--sample", "9"],
@@ -365,7 +367,8 @@ def test_bad_input_is_one_line_and_writes_nothing(
     (tmp / "empty.txt").write_bytes(b"")
     (tmp / "blank.txt").write_bytes(b"\n  \n")
     (tmp / "not.json").write_text("{not json", encoding="utf-8")
-    (tmp / "deep.json").write_text("[" * 100_000, encoding="utf-8")  # past Python's recursion limit
+    for deep in ("deep.json", "deep.jsonl"):  # nested past Python's recursion limit
+        (tmp / deep).write_text("[" * 100_000, encoding="utf-8")
     query = {"text": "q", "lang": "en", "group": "g", "kind": "query"}
     (tmp / "queries.jsonl").write_text(json.dumps(query) + "\n", encoding="utf-8")
     (tmp / "bad.jsonl").write_text(json.dumps(query) + "\n" + json.dumps({**query, "kind": "doc"})

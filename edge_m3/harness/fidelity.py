@@ -79,7 +79,7 @@ def read_corpus(path: Path, field: str = "texts") -> Corpus:
 def _record(line: str, n: int, path: Path, field: str) -> Mapping[str, Any]:
     try:
         r = json.loads(line)
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:  # RecursionError: nested past Python's stack
         raise OptionError(field, path, f"line {n}: not JSON ({exc})") from None
     if not isinstance(r, dict):
         raise OptionError(field, path, f"line {n}: not a JSON object")
