@@ -662,7 +662,7 @@ class TokenizerSpec:
                        id_offset=int(d["id_offset"]), vocab_size=int(d["vocab_size"]),
                        vocab_map=vocab_map, special_tokens=tokens,
                        file=file, kind=kind, options=dict(options))
-        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        except (KeyError, TypeError, ValueError, AttributeError, OverflowError) as exc:  # 1e999: int(inf)
             raise EdgeM3Error(f"{MANIFEST}: bad tokenizer entry ({exc!r})") from None
         file_name(file, "tokenizer.file")
         if vocab_map is not None:
