@@ -107,8 +107,8 @@ def golden_entry(bundle: Bundle, golden: Mapping[str, Any]) -> ModelEntry:
     """The model file golden.json was recorded from (outputs of another file differ)."""
     entry = next((m for m in bundle.manifest.models if m.file == golden["model_file"]), None)
     if entry is None:
-        raise EdgeM3Error(f"{bundle.path / GOLDEN}: model_file {golden['model_file']} is not in "
-                          "the manifest")
+        raise EdgeM3Error(f"{bundle.path / GOLDEN}: model_file {golden['model_file']!r} is not in "
+                          "the manifest")  # !r: the file's string on one line, whatever it holds
     return entry
 
 
