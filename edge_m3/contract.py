@@ -392,15 +392,17 @@ FILE_ENTRY_KEYS = ("sha256", "size")  # manifest.json `files.<name>`: hex digest
 # A bundle file's name as manifest.json gives it (tokenizer.file, tokenizer.vocab_map.file,
 # models[].file, extra_files and ort files, the keys of `files`) names a file in the bundle's own
 # folder, never a path: "../x" or "/x" had every reader open a file outside the bundle that no
-# sha256 covers (issue 38). Read by the kits' checkedFileName (EdgeM3Contract, generated).
+# sha256 covers (issue 38); nor holds a line break (LINE_BREAKS). Read by the kits'
+# checkedFileName (EdgeM3Contract, generated).
 NOT_FILE_NAMES = ("", ".", "..")
 FILE_NAME_SEPARATORS = ("/", "\\")
 
 
 def is_file_name(name: Any) -> bool:
-    """`name` is a file name in the bundle's folder by the rule above (not a path, not `..`)."""
+    """`name` is a file name in the bundle's folder by the rule above (not a path, not `..`, no
+    line break: every refusal that names the file stays one line)."""
     return isinstance(name, str) and name not in NOT_FILE_NAMES and not any(
-        s in name for s in FILE_NAME_SEPARATORS)
+        s in name for s in (*FILE_NAME_SEPARATORS, *LINE_BREAKS))
 
 
 def file_name(name: Any, where: str) -> str:
@@ -739,7 +741,7 @@ class Manifest:
             raise _bad("heads", f"{heads} not a subset of {list(HEADS)}")
         files = _field(d, "files", dict, "", {})
         for name, entry in files.items():
-            file_name(name, f"files.{name}")
+            file_name(name, "files")  # the name itself is shown with repr: one line
             digest, size = FILE_ENTRY_KEYS
             if not isinstance(entry, dict) or not isinstance(entry.get(digest), str) \
                     or not isinstance(entry.get(size), int):

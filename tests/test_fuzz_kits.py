@@ -71,7 +71,7 @@ def test_three_readers_agree(kit_jar: Path, fuzz_exe: Path, target: str, tmp_pat
 
 
 def test_manifest_file_names_are_not_paths(kit_jar: Path, fuzz_exe: Path) -> None:
-    """A file name from manifest.json that is a path or not a name ("../x", "/x", "a\\b", "..", "")
+    """A manifest file name that is a path, or not a name ("../x", "/x", "a\\b", "..", "", a line feed)
     is refused by all three manifest readers (contract.is_file_name, each kit's checkedFileName):
     before, each opened the file it named, outside the bundle and under no sha256."""
     seed = json.loads((harness.SEEDS / "manifest" / "tiny-trimmed.json").read_bytes())
@@ -82,7 +82,7 @@ def test_manifest_file_names_are_not_paths(kit_jar: Path, fuzz_exe: Path) -> Non
              lambda m, v: m["files"].update({v: {"sha256": "0" * 64, "size": 1}}))
     cases = []
     for edit in edits:
-        for bad in ("../outside.model", "/etc/hosts", "a\\b", "..", ""):
+        for bad in ("../outside.model", "/etc/hosts", "a\\b", "..", "", "bpe.jso\n", "a\u2028b"):
             m = json.loads(json.dumps(seed))
             edit(m, bad)
             cases.append(json.dumps(m).encode())

@@ -94,10 +94,11 @@ nonisolated extension ModelEntry {
 }
 
 /// A file name from manifest.json (tokenizer.file, tokenizer.vocab_map.file, models[].file): a
-/// name in the bundle's folder, never a path (edge_m3/contract.py is_file_name: "../x" or "/x"
-/// opened a file outside the bundle).
+/// name in the bundle's folder, never a path, no line break (edge_m3/contract.py is_file_name:
+/// "../x" or "/x" opened a file outside the bundle).
 nonisolated func checkedFileName(_ name: String) throws -> String {
-    if EdgeM3Contract.notFileNames.contains(name) || EdgeM3Contract.fileNameSeparators.contains(where: { name.contains($0) }) {
+    if EdgeM3Contract.notFileNames.contains(name) || EdgeM3Contract.fileNameSeparators.contains(where: { name.contains($0) })
+        || name.unicodeScalars.contains(where: { EdgeM3Contract.lineBreakEscapes[$0] != nil }) {
         throw EdgeM3Error("manifest.json: '\(escapedControls(name))' is not a file name in the bundle (a name, not a path)")
     }
     return name

@@ -40,10 +40,11 @@ internal fun checkedSchemaVersion(version: Int, where: String): Int {
 }
 
 /** A file name from manifest.json (tokenizer.file, tokenizer.vocab_map.file, models[].file): a
- *  name in the bundle's folder, never a path (edge_m3/contract.py is_file_name: "../x" or "/x"
- *  opened a file outside the bundle). */
+ *  name in the bundle's folder, never a path, no line break (edge_m3/contract.py is_file_name:
+ *  "../x" or "/x" opened a file outside the bundle). */
 internal fun checkedFileName(name: String, where: String): String {
-    if (name in EdgeM3Contract.NOT_FILE_NAMES || EdgeM3Contract.FILE_NAME_SEPARATORS.any { name.contains(it) }) {
+    if (name in EdgeM3Contract.NOT_FILE_NAMES || EdgeM3Contract.FILE_NAME_SEPARATORS.any { name.contains(it) } ||
+        name.any { it in EdgeM3Contract.LINE_BREAK_ESCAPES }) {
         throw EdgeM3Exception("$where: ${quoted(name)} is not a file name in the bundle (a name, not a path)")
     }
     return name
