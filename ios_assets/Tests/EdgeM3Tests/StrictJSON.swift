@@ -26,6 +26,10 @@ enum StrictJSON {
 struct StrictJSONParser {
     let bytes: [UInt8]
     var pos = 0
+    var depth = 0
+    /// Arrays and objects nested deeper are refused, not recursed into until the stack overflows
+    /// (issue 38: 20,000 `[` overflowed the stack; golden.json nests 5 deep).
+    static let maxDepth = 128
 
     init(bytes: [UInt8]) { self.bytes = bytes }
 
@@ -47,8 +51,12 @@ struct StrictJSONParser {
     mutating func value() throws -> Any {
         if pos >= bytes.count { throw error("unexpected end") }
         let c = bytes[pos]
-        if c == UInt8(ascii: "{") { return try obj() }
-        if c == UInt8(ascii: "[") { return try array() }
+        if c == UInt8(ascii: "{") || c == UInt8(ascii: "[") {
+            depth += 1
+            defer { depth -= 1 }
+            if depth > StrictJSONParser.maxDepth { throw error("nested deeper than \(StrictJSONParser.maxDepth)") }
+            return c == UInt8(ascii: "{") ? try obj() : try array()
+        }
         if c == UInt8(ascii: "\"") { return try string() }
         if c == UInt8(ascii: "-") || (c >= UInt8(ascii: "0") && c <= UInt8(ascii: "9")) { return try number() }
         if startsWith("true") { pos += 4; return true }
