@@ -6,7 +6,7 @@ from __future__ import annotations
 from edge_m3.bundle.bundle import Bundle, load_bundle
 from edge_m3.contract import MANIFEST
 from edge_m3.harness.check import golden_entry, read_golden, replay_exact
-from tools.fuzz.harness import SEEDS, TEXTS, rehash, unpack, write_folder
+from tools.fuzz.harness import SEEDS, TEXTS, base_folder, rehash, unpack, write_folder
 
 
 def open_bundle(files: dict[str, bytes]) -> Bundle:
@@ -30,6 +30,14 @@ def exercise(bundle: Bundle) -> None:
 def base(seed: str) -> dict[str, bytes]:
     """The files of one committed bundle seed (the golden and vocab_map targets fuzz one file of it)."""
     return unpack((SEEDS / "bundle" / seed).read_bytes())
+
+
+def opened_base(seed: str) -> Bundle:
+    """One committed bundle seed written once (harness.base_folder) and opened verified, as an
+    app opens it: the intact bundle a one-file target reads each input around."""
+    files = base(seed)
+    rehash(files, MANIFEST)
+    return load_bundle(base_folder(seed, files))
 
 
 def run(data: bytes) -> None:

@@ -10,11 +10,11 @@ from dataclasses import dataclass, replace
 from functools import cache
 from typing import Any
 
-from edge_m3.bundle.bundle import Bundle, load_bundle
-from edge_m3.contract import GOLDEN, MANIFEST
+from edge_m3.bundle.bundle import Bundle
+from edge_m3.contract import GOLDEN
 from edge_m3.harness.check import golden_entry, read_golden, replay_exact
-from tools.fuzz.harness import base_folder, rehash, scratch_file
-from tools.fuzz.targets.bundle import base
+from tools.fuzz.harness import scratch_file
+from tools.fuzz.targets.bundle import opened_base
 
 BASE = "tiny-trimmed"
 
@@ -31,9 +31,7 @@ class _Opened(Bundle):
 
 @cache
 def _bundle() -> _Opened:
-    files = base(BASE)
-    rehash(files, MANIFEST)
-    bundle = load_bundle(base_folder(BASE, files))
+    bundle = opened_base(BASE)
     return _Opened(bundle.path, bundle.manifest, bundle.tokenizer())
 
 

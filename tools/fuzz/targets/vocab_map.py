@@ -10,20 +10,15 @@ import copy
 from functools import cache
 from typing import Any
 
-from edge_m3.bundle.bundle import load_bundle
-from edge_m3.contract import MANIFEST
-from tools.fuzz.harness import TEXTS, base_folder, rehash, scratch_file
-from tools.fuzz.targets.bundle import base
+from tools.fuzz.harness import TEXTS, scratch_file
+from tools.fuzz.targets.bundle import opened_base
 
 BASE = "tiny-trimmed"
 
 
 @cache
 def _opened() -> tuple[Any, list[list[int]]]:
-    files = base(BASE)
-    rehash(files, MANIFEST)
-    bundle = load_bundle(base_folder(BASE, files))
-    tok = bundle.tokenizer()
+    tok = opened_base(BASE).tokenizer()
     return tok, [tok.encode(text) for text in TEXTS]
 
 
