@@ -18,7 +18,8 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, ClassVar
 
-from edge_m3.errors import EdgeM3Error, OptionError
+from edge_m3.errors import LINE_BREAKS, EdgeM3Error, OptionError
+from edge_m3.errors import escape_line_breaks as escape_line_breaks  # the kits' rule, read here
 
 # --------------------------------------------------------------------------- names
 
@@ -112,16 +113,9 @@ KIT_EXCEPTION_CLASSES = {
     "signature_mismatch": "EdgeM3ModelMismatchException",
     "runner_closed": "EdgeM3ClosedException",
 }
-# What `str.splitlines` splits on (issue 38: the harnesses' "one line"): an error message holding a
-# string from a file (a name, a token) escapes each of these as Python's repr does, so that a
-# refusal is one line in every language. Generated into both kits, whose exception constructors
-# (Kotlin's EdgeM3Exception, Swift's EdgeM3Error.init) apply `escape_line_breaks` to every message.
-LINE_BREAKS = "\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"
-
-
-def escape_line_breaks(message: str) -> str:
-    """`message` with every line break escaped as Python's repr escapes it: one line."""
-    return "".join(repr(ch)[1:-1] if ch in LINE_BREAKS else ch for ch in message)
+# LINE_BREAKS and escape_line_breaks (issue 38: the harnesses' "one line") are defined in
+# edge_m3.errors, beside EdgeM3Error, which applies the rule to every message; imported above so
+# that the kits' generator reads them here with every other rule of the contract.
 
 
 def weight_cache_name(model_sha256: str, runtime_key: str) -> str:

@@ -8,13 +8,34 @@ import shutil
 import tempfile
 from collections.abc import Iterator, Mapping, Sequence
 
+# The characters Python's str.splitlines breaks a line at. A message quoting a string from a file
+# (a name, a token) escapes each of these as Python's repr does, so that a refusal is one line in
+# every language. Generated into both kits (through edge_m3.contract, which holds the kits' rules),
+# whose exception constructors (Kotlin's EdgeM3Exception, Swift's EdgeM3Error.init) apply
+# `escape_line_breaks` to every message, as EdgeM3Error's does here.
+LINE_BREAKS = "\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"
+
+
+def escape_line_breaks(message: str) -> str:
+    """`message` with every line break escaped as Python's repr escapes it: one line."""
+    return "".join(repr(ch)[1:-1] if ch in LINE_BREAKS else ch for ch in message)
+
 
 class EdgeM3Error(Exception):
-    """Bad input (file, option, text): the message names the culprit and fits on one line."""
+    """Bad input (file, option, text): the message names the culprit and fits on one line.
+
+    The line breaks of a message are escaped here, once for every raise (as the kits' exception
+    constructors do): a name or key quoted from a file cannot break a refusal into two lines
+    (the fuzzers found three such messages, each quoting a field a different way)."""
 
     # The kits' error kind this refusal is (contract.KIT_ERROR_KINDS): subclasses that map to
     # another kind (CorruptIndexError, WriteRefused) set theirs, so a harness reads `exc.kind`.
     kind: str = "invalid_input"
+
+    def __init__(self, *args: object) -> None:
+        if args and isinstance(args[0], str):
+            args = (escape_line_breaks(args[0]), *args[1:])
+        super().__init__(*args)
 
 
 class OptionError(EdgeM3Error):
@@ -35,7 +56,7 @@ class OptionError(EdgeM3Error):
         why = self.why.format(*(flags.get(m, m) for m in self.mentions)) if self.mentions else self.why
         head = [flags.get(self.field, self.field)] if self.field else []
         head += [] if self.value is None else [str(self.value)]
-        return f"{' '.join(head)}: {why}" if head else why
+        return escape_line_breaks(f"{' '.join(head)}: {why}" if head else why)
 
 
 def one_line(detail: object, limit: int = 200) -> str:

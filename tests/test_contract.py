@@ -175,6 +175,22 @@ def test_line_breaks_are_what_splitlines_splits_on() -> None:
     assert c.escape_line_breaks("a\r\nb\u2028") == "a\\r\\nb\\u2028"
 
 
+def test_every_python_refusal_is_one_line() -> None:
+    """EdgeM3Error escapes its message's line breaks itself, as the kits' exception constructors
+    do, so no message quoting a file's string can be two lines (issue 38's findings 5 to 7 were
+    three such messages): every subclass, and an OptionError's line as the CLI renders it."""
+    from edge_m3.errors import DiskFull, EdgeM3Error, OptionError
+    from edge_m3.retrieval.index import CorruptIndexError
+    from edge_m3.retrieval.writable import WriteRefused
+    name = "".join(f"x{ch}" for ch in c.LINE_BREAKS)
+    for exc in (EdgeM3Error(f"bad {name}"), DiskFull(f"full {name}"), CorruptIndexError(f"bad {name}"),
+                WriteRefused("unknown_id", f"no {name}"), OptionError("texts", name, f"why {name}")):
+        assert str(exc).splitlines() == [str(exc)] and c.escape_line_breaks(name) in str(exc), exc
+    assert OptionError("texts", name, "why").render({"texts": "--texts"}).splitlines() == [
+        f"--texts {c.escape_line_breaks(name)}: why"]
+    assert str(EdgeM3Error("plain: one line")) == "plain: one line" and EdgeM3Error().args == ()
+
+
 def _imports(path: Path, module: str) -> set[str]:
     """Every edge_m3 module `module` imports, at top level or inside functions."""
     out = set()

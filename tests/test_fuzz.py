@@ -48,8 +48,15 @@ def test_the_contract_can_fail() -> None:
     def index_error(data: bytes) -> None:
         raise IndexError(data)
 
+    class Unescaped(EdgeM3Error):
+        def __str__(self) -> str:  # past EdgeM3Error's own escaping of line breaks
+            return "file.json: line one\nline two"
+
     def two_lines(_: bytes) -> None:
-        raise EdgeM3Error("file.json: line one\nline two")
+        raise Unescaped()
+
+    def blank(_: bytes) -> None:
+        raise EdgeM3Error(" ")
 
     def recursion(_: bytes) -> None:
         json.loads("[" * 100_000)
@@ -63,7 +70,7 @@ def test_the_contract_can_fail() -> None:
         allocation(b"")
         raise EdgeM3Error("x: refused")
 
-    for fn in (index_error, two_lines, recursion, allocation, refused_after_allocation):
+    for fn in (index_error, two_lines, blank, recursion, allocation, refused_after_allocation):
         with pytest.raises(harness.ContractViolation):
             harness.check(_target(fn), b"x")
     assert harness.check(_target(lambda _: None), b"") == harness.ACCEPTED
