@@ -870,6 +870,20 @@ INDEX_ARRAYS = {
 }
 # dtype names in the manifest -> numpy's little-endian spelling (the kits read the same bytes).
 INDEX_DTYPES = {"float32": "<f4", "float16": "<f2", "int8": "i1", "int32": "<i4", "int64": "<i8"}
+# An index's width (index.json's `dim`, a writable index's meta `dim`): 1 to INDEX_MAX_DIM. No
+# text-embedding model's hidden size comes near it (BGE-M3's is 1024); a larger one is a corrupt
+# file, refused as corrupt_index before a reader sizes anything by it (a query of 2^31 floats, or
+# `dim * 4` past an integer's range, as Swift's writable reader trapped on before issue 38).
+INDEX_MAX_DIM = 65536
+# The integers a writable index's meta holds as text (format_version, dim, generation): ASCII
+# decimal digits only, no sign, space or other script's digits (each language's own integer parser
+# accepts a different superset), and at most 2^63 - 1.
+INDEX_DB_INT_MAX = 2**63 - 1
+# What an index's `bundle` (index.json's entry, a writable index's meta `bundle`) must hold as
+# strings when it is not null: the model and tokenizer that embedded the passages (Python's
+# retrieval.index.BundleIdentity; `quant` and `path` are informational). Anything else is refused
+# as corrupt_index by all three readers.
+INDEX_BUNDLE_KEYS = ("model_file", "model_sha256", "tokenizer_file", "tokenizer_sha256")
 # A passage longer than the largest signature is split into windows of W = L - 2 tokens that
 # overlap by W * CHUNK_OVERLAP_PERCENT // 100 tokens (docs/index-format.md, "Passages and
 # chunks"); rows sharing an id are one passage's chunks, and search ranks passages by their best.

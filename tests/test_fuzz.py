@@ -16,7 +16,7 @@ import pytest
 
 from edge_m3.errors import EdgeM3Error
 from edge_m3.retrieval.index import CorruptIndexError
-from tools.fuzz import harness
+from tools.fuzz import harness, writable_lies
 
 ROOT = Path(__file__).resolve().parents[1]
 CASES = [(name, path) for name in harness.TARGETS for path in harness.inputs(name)]
@@ -186,3 +186,18 @@ LIES = {  # issue 38 point 5: each array cut short or its shape a lie, the manif
 @pytest.mark.parametrize("mutate", LIES.values(), ids=LIES.keys())
 def test_index_lying_about_its_arrays_is_refused(mutate: object) -> None:
     assert harness.check(harness.target("index"), _lying_index(mutate)) == harness.REFUSED
+
+
+@pytest.mark.parametrize("name", sorted(writable_lies.LIES))
+def test_a_lying_writable_database_is_refused_at_open(name: str, tmp_path: Path) -> None:
+    """A database SQLite reads but whose content breaks docs/index-format.md's rules (a column
+    the stores do not use, a text vector, a scale not > 0, text not UTF-8, meta integers past
+    their rule): refused when opened, as corrupt_index in one line (before, Python took most of
+    them, and one was a ValueError traceback)."""
+    from edge_m3.contract import INDEX_DB
+    from edge_m3.retrieval.writable import WritableIndex
+
+    (tmp_path / INDEX_DB).write_bytes(writable_lies.build(name))
+    with pytest.raises(CorruptIndexError) as err:
+        WritableIndex.open(tmp_path).close()
+    assert str(err.value).splitlines() == [str(err.value)]

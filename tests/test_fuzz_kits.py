@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tools.fuzz import harness
+from tools.fuzz import harness, writable_lies
 from tools.fuzz.kits import fuzz_swift, loop
 
 SWIFT_SECONDS = 4  # per target; libFuzzer's -runs bounds the fast ones
@@ -115,6 +115,26 @@ def test_a_model_the_manifest_does_not_list_is_refused(kit_jar: Path, fuzz_exe: 
         for kit in kits:
             answer = kit.ask("bundle", data)
             assert loop.verdict(answer) == "refused" and "no files entry" in answer, (kit.name, answer)
+    finally:
+        for kit in kits:
+            kit.close()
+
+
+def test_a_lying_writable_database_is_refused_by_all_three(kit_jar: Path, fuzz_exe: Path) -> None:
+    """Each database of tools/fuzz/writable_lies.py (a seed changed through SQLite: a column the
+    stores do not use, a text vector, a scale not > 0, text that is not UTF-8, meta integers past
+    their rule) is refused by all three readers as corrupt_index, and its seed accepted by all
+    three: the differential's findings of 2026-11-27, one of them a crash of the Swift kit."""
+    kits = [loop.kotlin(), loop.swift()]
+    try:
+        for seed in ("float32-fp16.sqlite", "float32-none.sqlite", "int8-int8.sqlite"):
+            data = (harness.SEEDS / "writable" / seed).read_bytes()
+            answers = [loop.python_answer("writable", data)] + [kit.ask("writable", data) for kit in kits]
+            assert {loop.verdict(a) for a in answers} == {"accepted"} and len(set(answers)) == 1, answers
+        for name in writable_lies.LIES:
+            data = writable_lies.build(name)
+            answers = [loop.python_answer("writable", data)] + [kit.ask("writable", data) for kit in kits]
+            assert all(loop.refusal_kind(a) == "corrupt_index" for a in answers), (name, answers)
     finally:
         for kit in kits:
             kit.close()

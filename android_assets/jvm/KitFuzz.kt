@@ -126,10 +126,12 @@ class KitFuzz(private val fuzzDir: File) {
             require2(hits.size <= minOf(3, count)) { "$mode: ${hits.size} hits" }
             require2(hits.all { it.row in 0 until count }) { "$mode: row out of range" }
             mode + " " + hits.joinToString(" ") { h ->
-                val bits = if (h.score.isNaN()) "nan" else String.format("%016x", java.lang.Double.doubleToRawLongBits(h.score))
-                "${h.row}:${idText(id(h.row))}:$bits"
+                "${h.row}:${idText(id(h.row))}:${scoreBits(h.score)}"
             }
         }
+
+    private fun scoreBits(score: Double): String =
+        if (score.isNaN()) "nan" else String.format("%016x", java.lang.Double.doubleToRawLongBits(score))
 
     private fun idText(id: Any): String = if (id is String) "s" + hex(id.toByteArray()) else "i$id"
 
@@ -143,12 +145,27 @@ class KitFuzz(private val fuzzDir: File) {
         return "${idx.count} ${idx.dim} " + answers(idx.count, idx.colbertStore, { idx.search(q, 3, it) }, { idx.ids[it] })
     }
 
+    /** The passage and row counts, the width, then every search mode per passage and per chunk:
+     *  "MODE[/chunks] row:id:chunk:scorebits ..." joined by ";" (the differential's form, as loop.py writes it). */
     private fun writable(data: ByteArray): String {
         val dir = writeFolder(mapOf(EdgeM3Contract.INDEX_DB to data), null)
         val idx = EdgeM3WritableIndex.open(dir, JdbcIndexDbDriver)
         try {
             val q = query(idx.dim, intArrayOf(5, 6, 9))
-            return "${idx.count} " + answers(idx.rows, idx.colbertStore, { idx.search(q, 3, it) }, { "" })
+            val n = idx.count
+            val rows = idx.rows
+            val parts = EdgeM3Contract.SCORE_MODES.filter { idx.colbertStore != "none" || !it.contains("colbert") }.flatMap { mode ->
+                listOf(false, true).map { chunks ->
+                    val hits = idx.search(q, 3, mode, chunks = chunks)
+                    require2(hits.size <= minOf(3, if (chunks) rows else n)) { "$mode: ${hits.size} hits" }
+                    require2(hits.all { it.row in 0 until rows }) { "$mode: row out of range" }
+                    require2(chunks || hits.map { idx.id(it.row) }.toSet().size == hits.size) { "$mode: a passage twice" }
+                    (listOf(if (chunks) "$mode/chunks" else mode) + hits.map { h ->
+                        "${h.row}:${idText(idx.id(h.row))}:${h.chunk}:${scoreBits(h.score)}"
+                    }).joinToString(" ")
+                }
+            }
+            return "$n $rows ${idx.dim} " + parts.joinToString(";")
         } finally {
             idx.close()
         }

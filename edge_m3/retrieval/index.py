@@ -27,11 +27,13 @@ from edge_m3.contract import (
     DENSE_VECS,
     HYBRID_CANDIDATES,
     INDEX_ARRAYS,
+    INDEX_BUNDLE_KEYS,
     INDEX_DTYPES,
     INDEX_FORMAT,
     INDEX_FORMAT_VERSION,
     INDEX_IDS,
     INDEX_MANIFEST,
+    INDEX_MAX_DIM,
     INDEX_POSTING_WEIGHTS,
     LEXICAL_WEIGHTS,
     MANIFEST,
@@ -116,10 +118,8 @@ class BundleIdentity:
 
     @classmethod
     def from_json(cls, d: Any, where: str) -> BundleIdentity:
-        keys = ("model_file", "model_sha256", "tokenizer_file", "tokenizer_sha256")
-        if not isinstance(d, dict) or not all(isinstance(d.get(k), str) for k in keys):
-            raise CorruptIndexError(f"{where}: bundle: needs model_file, model_sha256, tokenizer_file, "
-                                    "tokenizer_sha256 (strings)")
+        if not isinstance(d, dict) or not all(isinstance(d.get(k), str) for k in INDEX_BUNDLE_KEYS):
+            raise CorruptIndexError(f"{where}: bundle: needs {', '.join(INDEX_BUNDLE_KEYS)} (strings)")
         return cls(d["model_file"], d["model_sha256"], d["tokenizer_file"], d["tokenizer_sha256"],
                    str(d.get("quant", "")), str(d.get("path", "")))
 
@@ -562,7 +562,8 @@ def read_manifest(path: Path) -> dict[str, Any]:
                                 f"(this edge-m3 reads {INDEX_FORMAT_VERSION})")
     checks: list[tuple[str, Callable[[Any], bool], str]] = [
         ("count", lambda v: isinstance(v, int) and v >= 0, "an integer >= 0"),
-        ("dim", lambda v: isinstance(v, int) and v > 0, "an integer > 0"),
+        ("dim", lambda v: isinstance(v, int) and 0 < v <= INDEX_MAX_DIM,
+         f"an integer from 1 to {INDEX_MAX_DIM}"),
         ("dense", lambda v: isinstance(v, str) and v in DENSE_STORES, f"one of {', '.join(DENSE_STORES)}"),
         ("colbert", lambda v: isinstance(v, str) and v in COLBERT_STORES,
          f"one of {', '.join(COLBERT_STORES)}"),

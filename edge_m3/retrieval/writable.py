@@ -33,10 +33,12 @@ from edge_m3.contract import (
     INDEX_DB_APPLICATION_ID,
     INDEX_DB_BUSY_MS,
     INDEX_DB_FORMAT,
+    INDEX_DB_INT_MAX,
     INDEX_DB_META_KEYS,
     INDEX_DB_SCHEMA,
     INDEX_DB_VERSION,
     INDEX_MANIFEST,
+    INDEX_MAX_DIM,
     INDEX_POSTING_WEIGHTS,
     LEXICAL_WEIGHTS,
     is_file_name,
@@ -192,6 +194,13 @@ def _blob(x: np.ndarray | None) -> bytes | None:
     return None if x is None else np.ascontiguousarray(x).tobytes()
 
 
+def _meta_int(text: str) -> int | None:
+    """A meta integer (contract.INDEX_DB_INT_MAX): ASCII digits only, at most 2^63 - 1; else None."""
+    if not (text.isascii() and text.isdigit()) or int(text) > INDEX_DB_INT_MAX:
+        return None
+    return int(text)
+
+
 def _unblob(b: Any, dtype: str, count: int | None, where: str) -> np.ndarray:
     """A column's bytes as a little-endian array; refuse a length that is not `count` items."""
     item = np.dtype(dtype).itemsize
@@ -264,8 +273,8 @@ class WritableIndex:
             raise OptionError("dense", dense, f"unknown (choose from {', '.join(DENSE_STORES)})")
         if colbert not in COLBERT_STORES:
             raise OptionError("colbert", colbert, f"unknown (choose from {', '.join(COLBERT_STORES)})")
-        if isinstance(dim, bool) or not isinstance(dim, int) or dim < 1:
-            raise OptionError("dim", dim, "must be an integer >= 1")
+        if isinstance(dim, bool) or not isinstance(dim, int) or not 1 <= dim <= INDEX_MAX_DIM:
+            raise OptionError("dim", dim, f"must be an integer from 1 to {INDEX_MAX_DIM}")
         path = Path(path)
         if (path / INDEX_DB).exists() or (path / INDEX_MANIFEST).exists():
             raise EdgeM3Error(f"{path}: already holds an index")
@@ -358,6 +367,11 @@ class WritableIndex:
                 app = self.db.execute("PRAGMA application_id").fetchone()[0]
             if app != INDEX_DB_APPLICATION_ID:
                 raise CorruptIndexError(f"{where}: not an edge-m3 index database (application_id {app})")
+            version = self.db.execute("PRAGMA user_version").fetchone()[0]  # the header's, as the kits read it
+            if version != INDEX_DB_VERSION:
+                who = "an older" if version < INDEX_DB_VERSION else "a newer"
+                raise CorruptIndexError(f"{where}: user_version {version}: written by {who} edge-m3 (this one "
+                                        f"reads {INDEX_DB_VERSION})")
             if self.db.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
                 try:
                     self.db.execute("PRAGMA journal_mode = WAL")
@@ -386,33 +400,43 @@ class WritableIndex:
         where = str(self.path / INDEX_DB)
         try:
             self._version = self.db.execute("PRAGMA data_version").fetchone()[0]
-            meta = dict(self.db.execute("SELECT key, value FROM meta").fetchall())
+            meta_rows = self.db.execute("SELECT key, value FROM meta").fetchall()
             removed = [r for (r,) in self.db.execute("SELECT row FROM removed ORDER BY row")]
             rows = self.db.execute("SELECT id, chunk, dense, dense_scale, lex_tokens, lex_weights, colbert, "
                                    "colbert_scale FROM passages ORDER BY seq").fetchall()
         except DB_ERRORS as exc:
             raise _corrupt(where, exc) from None
-        missing = [k for k in INDEX_DB_META_KEYS if not isinstance(meta.get(k), str)]
+        if any(not isinstance(k, str) or not isinstance(v, str) for k, v in meta_rows):
+            raise CorruptIndexError(f"{where}: meta holds a key or value that is not text; not an edge-m3 "
+                                    "index database")
+        meta = dict(meta_rows)
+        missing = [k for k in INDEX_DB_META_KEYS if k not in meta]
         if missing:
             raise CorruptIndexError(f"{where}: meta lacks {', '.join(missing)}; not an edge-m3 index database")
         if meta["format"] != INDEX_DB_FORMAT:
             raise CorruptIndexError(f"{where}: format {meta['format']!r} is not {INDEX_DB_FORMAT}")
-        if not meta["format_version"].isdigit() or int(meta["format_version"]) != INDEX_DB_VERSION:
-            older = meta["format_version"].isdigit() and int(meta["format_version"]) < INDEX_DB_VERSION
+        version = _meta_int(meta["format_version"])
+        if version != INDEX_DB_VERSION:
+            older = version is not None and version < INDEX_DB_VERSION
             raise CorruptIndexError(f"{where}: format_version {meta['format_version']!r}: written by "
                                     f"{'an older' if older else 'a newer'} edge-m3 (this one reads "
                                     f"{INDEX_DB_VERSION})")
+        dim, gen = _meta_int(meta["dim"]), _meta_int(meta["generation"])
         try:
-            dim, gen = int(meta["dim"]), int(meta["generation"])
             bundle_json = json.loads(meta["bundle"])
         except (ValueError, RecursionError):  # RecursionError: a bundle of deeply nested lists
-            raise CorruptIndexError(f"{where}: meta dim, generation or bundle malformed") from None
-        if dim < 1 or gen < 0 or meta["dense"] not in DENSE_STORES or meta["colbert"] not in COLBERT_STORES:
+            raise CorruptIndexError(f"{where}: meta bundle malformed") from None
+        if dim is None or gen is None:
+            raise CorruptIndexError(f"{where}: meta dim or generation malformed")
+        stores = meta["dense"] in DENSE_STORES and meta["colbert"] in COLBERT_STORES
+        if not 1 <= dim <= INDEX_MAX_DIM or not stores:
             raise CorruptIndexError(f"{where}: meta dim, dense or colbert malformed")
         base = meta["base"]
         if base not in ("", ".") and not (base.startswith(INDEX_BASE_PREFIX)
                                           and base[len(INDEX_BASE_PREFIX):].isdigit()):
             raise CorruptIndexError(f"{where}: meta base {base!r} is not a base folder name")
+        if (base == "") != (meta["base_sha256"] == ""):  # a base's sha256 is set with it, and only then
+            raise CorruptIndexError(f"{where}: meta base_sha256 {meta['base_sha256']!r} for base {base!r}")
         self.dim, self.generation = dim, gen
         self.dense_store, self.colbert_store = meta["dense"], meta["colbert"]
         self.bundle = None if bundle_json is None else BundleIdentity.from_json(bundle_json, where)
@@ -456,23 +480,35 @@ class WritableIndex:
         d = self.dim
         dense_b, dscale_b, tok_b, w_b, col_b, cscale_b = cols
         int8 = self.dense_store == "int8"
+        c8 = self.colbert_store == "int8"
+        uses = (("dense_scale", dscale_b, int8), ("colbert", col_b, self.has_colbert),
+                ("colbert_scale", cscale_b, c8))
+        unused = [name for name, b, used in uses if b is not None and not used]
+        if unused:  # a column the stores do not use is NULL
+            raise CorruptIndexError(f"{where}: a passage holds {unused[0]}, which a {self.dense_store} dense / "
+                                    f"{self.colbert_store} ColBERT index does not store; refusing a corrupt "
+                                    "index database")
         dense = _unblob(dense_b, "i1" if int8 else "<f4", d, where)
         dscale = _unblob(dscale_b, "<f4", 1, where) if int8 else None
         tok = _unblob(tok_b, "<i4", None, where)
         w = _unblob(w_b, "<f4", len(tok), where)
-        finite = np.isfinite(dscale).all() if int8 else np.isfinite(dense).all()
+        # every scale finite and > 0, every float32 and float16 value finite (format 1's rule)
+        finite = (np.isfinite(dscale) & (dscale > 0)).all() if int8 else np.isfinite(dense).all()
         if (np.diff(tok.astype(np.int64)) <= 0).any() or not (np.isfinite(w) & (w > 0)).all() or not finite:
             raise CorruptIndexError(f"{where}: a passage's vectors are malformed; refusing a corrupt index "
                                     "database")
         col = cscale = None
         if self.colbert_store != "none":
-            c8 = self.colbert_store == "int8"
             col = _unblob(col_b, "i1" if c8 else "<f2", None, where)
             if len(col) % d:
                 raise CorruptIndexError(f"{where}: a passage's ColBERT column is not [m, {d}]; refusing a "
                                         "corrupt index database")
             col = col.reshape(-1, d)
             cscale = _unblob(cscale_b, "<f4", len(col), where) if c8 else None
+            if not ((np.isfinite(cscale) & (cscale > 0)).all() if c8 else np.isfinite(col).all()):
+                what = "scale is not finite and > 0" if c8 else "value is not finite"
+                raise CorruptIndexError(f"{where}: a passage's ColBERT {what}; refusing a corrupt index "
+                                        "database")
         return Stored(dense, dscale, tok, w, col, cscale)
 
     def _open_base(self, name: str, sha: str | None) -> None:

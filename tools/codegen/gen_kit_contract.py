@@ -53,7 +53,7 @@ INTS = {"DEVICE_THREADS": c.DEVICE_THREADS, "WEIGHT_CACHE_KEY_CHARS": c.WEIGHT_C
         "INDEX_FORMAT_VERSION": c.INDEX_FORMAT_VERSION, "HYBRID_CANDIDATES": c.HYBRID_CANDIDATES,
         # the writable index (issue 35)
         "INDEX_DB_VERSION": c.INDEX_DB_VERSION, "INDEX_DB_APPLICATION_ID": c.INDEX_DB_APPLICATION_ID,
-        "INDEX_DB_BUSY_MS": c.INDEX_DB_BUSY_MS,
+        "INDEX_DB_BUSY_MS": c.INDEX_DB_BUSY_MS, "INDEX_MAX_DIM": c.INDEX_MAX_DIM,
         # chunks of a long passage (issue 35, docs/index-format.md "Passages and chunks")
         "CHUNK_OVERLAP_PERCENT": c.CHUNK_OVERLAP_PERCENT}
 LISTS = {"SPECIAL_KEYS": c.SPECIAL_KEYS, "LEXICAL_SKIP_KEYS": c.LEXICAL_SKIP_KEYS, "QUANTS": c.QUANTS,
@@ -64,6 +64,8 @@ LISTS = {"SPECIAL_KEYS": c.SPECIAL_KEYS, "LEXICAL_SKIP_KEYS": c.LEXICAL_SKIP_KEY
          "TOKENIZER_KINDS": c.TOKENIZER_KINDS,
          # the writable index (issue 35): its tables, created in this order, and its meta keys
          "INDEX_DB_SCHEMA": c.INDEX_DB_SCHEMA, "INDEX_DB_META_KEYS": c.INDEX_DB_META_KEYS,
+         # an index's `bundle`: the strings it must hold when not null
+         "INDEX_BUNDLE_KEYS": c.INDEX_BUNDLE_KEYS,
          # a byte-level BPE bundle's `options.normalizer` values ("" for none)
          "BPE_NORMALIZERS": c.BPE_NORMALIZERS,
          # a file name from manifest.json is not a path (issue 38; contract.is_file_name)

@@ -37,6 +37,7 @@ nonisolated public enum EdgeM3Contract {
     public static let indexDbVersion = 2
     public static let indexDbApplicationId = 1162687305
     public static let indexDbBusyMs = 5000
+    public static let indexMaxDim = 65536
     public static let chunkOverlapPercent = 25
     public static let specialKeys: [String] = ["bos", "pad", "eos", "unk", "mask"]
     public static let lexicalSkipKeys: [String] = ["bos", "eos", "pad", "unk"]
@@ -48,6 +49,7 @@ nonisolated public enum EdgeM3Contract {
     public static let tokenizerKinds: [String] = ["xlmr-sentencepiece", "wordpiece", "byte-level-bpe"]
     public static let indexDbSchema: [String] = ["CREATE TABLE meta (key TEXT PRIMARY KEY NOT NULL, value TEXT NOT NULL)", "CREATE TABLE passages (seq INTEGER PRIMARY KEY AUTOINCREMENT, id NOT NULL, chunk INTEGER NOT NULL, dense BLOB NOT NULL, dense_scale BLOB, lex_tokens BLOB NOT NULL, lex_weights BLOB NOT NULL, colbert BLOB, colbert_scale BLOB, UNIQUE (id, chunk))", "CREATE TABLE removed (row INTEGER PRIMARY KEY NOT NULL)"]
     public static let indexDbMetaKeys: [String] = ["format", "format_version", "dim", "dense", "colbert", "bundle", "base", "base_sha256", "generation"]
+    public static let indexBundleKeys: [String] = ["model_file", "model_sha256", "tokenizer_file", "tokenizer_sha256"]
     public static let bpeNormalizers: [String] = ["", "NFC"]
     public static let notFileNames: [String] = ["", ".", ".."]
     public static let fileNameSeparators: [String] = ["/", "\\"]

@@ -89,7 +89,7 @@ nonisolated public final class EdgeM3Index: @unchecked Sendable {
         }
         count = try int(tree, "count", "")
         dim = try int(tree, "dim", "")
-        guard count >= 0, dim >= 1 else { throw EdgeM3Error("\(w): count \(count), dim \(dim)", kind: .corruptIndex) }
+        guard count >= 0, dim >= 1, dim <= EdgeM3Contract.indexMaxDim else { throw EdgeM3Error("\(w): count \(count), dim \(dim)", kind: .corruptIndex) }
         denseStore = try field(tree, "dense", "")
         colbertStore = try field(tree, "colbert", "")
         guard EdgeM3Contract.denseStores.contains(denseStore) else { throw EdgeM3Error("\(w): dense store \(denseStore) unknown", kind: .corruptIndex) }
@@ -97,7 +97,7 @@ nonisolated public final class EdgeM3Index: @unchecked Sendable {
         // Absent or null: built without a bundle (Python's Index), so queries cannot be checked against
         // one; present, it names the model and tokenizer by strings (as Python's BundleIdentity).
         let rawBundle = tree["bundle"].flatMap { $0 is NSNull ? nil : $0 }
-        let bundleKeys = ["model_file", "model_sha256", "tokenizer_file", "tokenizer_sha256"]
+        let bundleKeys = EdgeM3Contract.indexBundleKeys
         if let raw = rawBundle {
             guard let b = raw as? [String: Any], bundleKeys.allSatisfy({ b[$0] is String }) else {
                 throw EdgeM3Error("\(folder.path): bundle: needs \(bundleKeys.joined(separator: ", ")) (strings)", kind: .corruptIndex)

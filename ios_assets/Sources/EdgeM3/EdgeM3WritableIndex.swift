@@ -123,7 +123,9 @@ nonisolated public final class EdgeM3WritableIndex: @unchecked Sendable {  // mu
     public static func create(folder: URL, dim: Int, dense: String = "float32", colbert: String = "fp16",
                               bundle: [String: String]? = nil, embedder: EdgeM3Embedder? = nil,
                               durable: Bool = false) throws -> EdgeM3WritableIndex {
-        guard dim >= 1 else { throw EdgeM3Error("dim: must be at least 1, got \(dim)") }
+        guard dim >= 1, dim <= EdgeM3Contract.indexMaxDim else {
+            throw EdgeM3Error("dim: must be from 1 to \(EdgeM3Contract.indexMaxDim), got \(dim)")
+        }
         guard EdgeM3Contract.denseStores.contains(dense) else {
             throw EdgeM3Error("dense: \(dense) unknown (choose from \(EdgeM3Contract.denseStores.joined(separator: ", ")))")
         }
@@ -691,9 +693,13 @@ nonisolated public final class EdgeM3WritableIndex: @unchecked Sendable {  // mu
         }
         var meta: [String: String] = [:]
         let m = try db.prepare("SELECT key, value FROM meta")
-        while try m.step() { meta[m.text(0)] = m.text(1) }
+        while try m.step() {
+            guard m.isText(0), m.isText(1) else { throw bad("meta holds a key or value that is not text") }
+            guard let key = m.utf8Text(0), let value = m.utf8Text(1) else { throw bad("meta holds text that is not UTF-8") }
+            meta[key] = value
+        }
         guard meta["format"] == EdgeM3Contract.indexDbFormat else { throw bad("meta format \(meta["format"] ?? "missing")") }
-        guard let fv = meta["format_version"].flatMap({ Int($0) }) else { throw bad("meta format_version missing or malformed") }
+        guard let fv = meta["format_version"].flatMap(metaInt) else { throw bad("meta format_version missing or malformed") }
         guard fv <= EdgeM3Contract.indexDbVersion else {
             throw bad("written by a newer edge-m3 (format_version \(fv), this kit reads \(EdgeM3Contract.indexDbVersion))")
         }
@@ -701,22 +707,26 @@ nonisolated public final class EdgeM3WritableIndex: @unchecked Sendable {  // mu
             throw bad("written by an older edge-m3 (format_version \(fv), this kit reads \(EdgeM3Contract.indexDbVersion))")
         }
         for key in EdgeM3Contract.indexDbMetaKeys where meta[key] == nil { throw bad("meta \(key) missing") }
-        guard let dim = Int(meta["dim"]!), dim >= 1 else { throw bad("meta dim malformed") }
+        guard let dim = metaInt(meta["dim"]!), dim >= 1, dim <= EdgeM3Contract.indexMaxDim else { throw bad("meta dim malformed") }
         let dense = meta["dense"]!, colbert = meta["colbert"]!
         guard EdgeM3Contract.denseStores.contains(dense), EdgeM3Contract.colbertStores.contains(colbert) else {
             throw bad("meta dense or colbert store unknown")
         }
         guard let bundle = try? JSONSerialization.jsonObject(with: Data(meta["bundle"]!.utf8), options: [.fragmentsAllowed]),
               bundle is NSNull || bundle is [String: Any] else { throw bad("meta bundle is not a JSON object or null") }
-        guard let generation = Int(meta["generation"]!), generation >= 0 else { throw bad("meta generation malformed") }
+        if let b = bundle as? [String: Any], !EdgeM3Contract.indexBundleKeys.allSatisfy({ b[$0] is String }) {
+            throw bad("meta bundle: needs \(EdgeM3Contract.indexBundleKeys.joined(separator: ", ")) (strings)")
+        }
+        guard let generation = metaInt(meta["generation"]!) else { throw bad("meta generation malformed") }
         let baseName = meta["base"]!, baseSha = meta["base_sha256"]!
         let prefix = EdgeM3Contract.indexBasePrefix
         guard baseName == "" || baseName == "." || (baseName.hasPrefix(prefix) && Int(baseName.dropFirst(prefix.count)) != nil) else {
             throw bad("meta base \"\(baseName)\" malformed")
         }
         var base: EdgeM3Index?
+        guard (baseName == "") == (baseSha == "") else { throw bad("meta base_sha256 \"\(baseSha)\" for base \"\(baseName)\"") }
         if baseName == "" {
-            guard baseSha == "" else { throw bad("meta base_sha256 set without a base") }
+            base = nil
         } else if let reuse, reuse.0 == baseName, reuse.1 == baseSha {
             base = reuse.2
         } else {
@@ -761,7 +771,8 @@ nonisolated public final class EdgeM3WritableIndex: @unchecked Sendable {  // mu
             if p.isInteger(1) {
                 id = .int(p.int64(1))
             } else if p.isText(1) {
-                id = .string(p.text(1))
+                guard let text = p.utf8Text(1) else { throw bad("passage seq \(p.int64(0)): an id that is not UTF-8") }
+                id = .string(text)
             } else {
                 throw bad("a passage id is neither an integer nor a string")
             }
@@ -772,11 +783,16 @@ nonisolated public final class EdgeM3WritableIndex: @unchecked Sendable {  // mu
                           + "(a passage's chunks are 0, 1, ... in consecutive seqs)")
             }
             last = (id, chunk + 1)
-            func blob(_ c: Int32) -> [UInt8]? { p.isNull(c) ? nil : p.blob(c) }
-            guard let s = StoredPassage(seq: p.int64(0), id: id, chunk: Int(chunk), dense: blob(3), denseScale: blob(4),
-                                        tokens: blob(5), weights: blob(6), colbert: blob(7), colbertScale: blob(8), dim: dim,
-                                        denseStore: dense, colbertStore: colbert) else {
-                throw bad("passage seq \(p.int64(0)) has blobs of the wrong length, or bad lexical weights")
+            func blob(_ c: Int32) throws -> [UInt8]? {  // a cell of another type (text, a number) is not read as bytes
+                if p.isNull(c) { return nil }
+                guard p.isBlob(c) else { throw bad("passage seq \(p.int64(0)): a vector column that is not a blob") }
+                return p.blob(c)
+            }
+            guard let s = StoredPassage(seq: p.int64(0), id: id, chunk: Int(chunk), dense: try blob(3), denseScale: try blob(4),
+                                        tokens: try blob(5), weights: try blob(6), colbert: try blob(7),
+                                        colbertScale: try blob(8), dim: dim, denseStore: dense, colbertStore: colbert) else {
+                throw bad("passage seq \(p.int64(0)) has blobs of the wrong length, bad lexical weights, or a value not finite "
+                          + "(or a scale not > 0)")
             }
             passages.append(s)
         }
@@ -1005,7 +1021,7 @@ nonisolated public final class EdgeM3WritableIndex: @unchecked Sendable {  // mu
         formatter.formatOptions = [.withInternetDateTime]
         var bundleValue: JSONValue = .null
         if let b = bundleJSON as? [String: Any] {
-            let order = ["model_file", "model_sha256", "tokenizer_file", "tokenizer_sha256", "quant", "path"]
+            let order = EdgeM3Contract.indexBundleKeys + ["quant", "path"]
             let keys = order.filter { b[$0] != nil } + b.keys.filter { !order.contains($0) }.sorted()
             bundleValue = .object(keys.map { ($0, .string(b[$0] as? String ?? "\(b[$0]!)")) })
         }
@@ -1096,13 +1112,16 @@ nonisolated struct StoredPassage: Sendable {
         int8Dense = denseStore == "int8"
         self.colbertStore = colbertStore
         guard let dense, let tokens, let weights, tokens.count % 4 == 0, tokens.count == weights.count else { return nil }
+        // Every scale finite and > 0, every float32 and float16 value finite (format 1's rule, docs/index-format.md).
         if int8Dense {
             guard dense.count == dim, let denseScale, denseScale.count == 4 else { return nil }
             denseCodes = values(dense)
             self.denseScale = (values(denseScale) as [Float])[0]
+            guard self.denseScale > 0, self.denseScale.isFinite else { return nil }
         } else {
             guard dense.count == dim * 4, denseScale == nil else { return nil }
             denseValues = values(dense)
+            guard denseValues.allSatisfy({ $0.isFinite }) else { return nil }
         }
         self.tokens = values(tokens)
         self.weights = values(weights)
@@ -1116,10 +1135,12 @@ nonisolated struct StoredPassage: Sendable {
             colbertRows = colbert.count / dim
             colbertCodes = values(colbert)
             colbertScales = values(colbertScale)
+            guard colbertScales.allSatisfy({ $0 > 0 && $0.isFinite }) else { return nil }
         default:
             guard let colbert, colbertScale == nil, colbert.count % (2 * dim) == 0 else { return nil }
             colbertRows = colbert.count / (2 * dim)
             colbertHalf = values(colbert)
+            guard colbertHalf.allSatisfy({ $0 & 0x7c00 != 0x7c00 }) else { return nil }  // a half's all-ones exponent: inf or NaN
         }
     }
 
@@ -1273,10 +1294,17 @@ nonisolated private func posixWrite(_ fd: Int32, _ p: UnsafeRawPointer, _ n: Int
 
 nonisolated private func posixClose(_ fd: Int32) { close(fd) }
 
+/// A meta integer (contract.INDEX_DB_INT_MAX): ASCII digits only (Int(_:) alone takes a sign), at
+/// most 2^63 - 1 (Int's range on 64-bit platforms); else nil.
+nonisolated func metaInt(_ v: String) -> Int? {
+    guard !v.isEmpty, v.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) else { return nil }
+    return Int(v)
+}
+
 /// Two `bundle` entries (NSNull or objects) naming the same model and tokenizer files and sha256s
 /// (`quant` and `path` are informational).
 nonisolated func sameModel(_ a: Any, _ b: Any) -> Bool {
-    let keys = ["model_file", "model_sha256", "tokenizer_file", "tokenizer_sha256"]
+    let keys = EdgeM3Contract.indexBundleKeys
     switch (a as? [String: Any], b as? [String: Any]) {
     case (nil, nil): return a is NSNull && b is NSNull
     case let (x?, y?): return keys.allSatisfy { (x[$0] as? String) != nil && (x[$0] as? String) == (y[$0] as? String) }

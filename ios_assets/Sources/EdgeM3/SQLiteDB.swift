@@ -170,6 +170,16 @@ nonisolated final class Statement {
     }
 
     /// A blob column's bytes (empty for NULL or an empty blob).
+    /// A text cell as UTF-8, strictly: nil when its bytes are not UTF-8 (never read with
+    /// replacement characters, which the platforms' decoders place differently; Python's sqlite3
+    /// refuses such text too). Valid exactly when decoding and encoding again gives the same bytes.
+    func utf8Text(_ c: Int32) -> String? {
+        let s = text(c)
+        guard let p = sqlite3_column_text(handle, c) else { return s }
+        let n = Int(sqlite3_column_bytes(handle, c))
+        return s.utf8.elementsEqual(UnsafeBufferPointer(start: p, count: n)) ? s : nil
+    }
+
     func blob(_ c: Int32) -> [UInt8] {
         guard let p = sqlite3_column_blob(handle, c) else { return [] }
         let n = Int(sqlite3_column_bytes(handle, c))

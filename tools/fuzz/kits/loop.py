@@ -1,24 +1,28 @@
 """The Kotlin kit's fuzzing and the three-way differential (issue 38, items 2 and 3).
 
     python -m tools.fuzz.kits.loop kotlin TARGET --budget N [--seed S]
-    python -m tools.fuzz.kits.loop diff {spmodel,index} --budget N [--seed S]
+    python -m tools.fuzz.kits.loop diff {spmodel,index,writable} --budget N [--seed S]
 
 No coverage-guided JVM fuzzer installs from the registries here (Jazzer is on Maven Central only;
 neither PyPI nor Debian has it), so the Kotlin kit gets a seeded, structure-aware mutational loop
 with a fixed budget: each input is a committed seed (or an accepted mutant with content not seen
 before) mutated one to four times, aware of JSON (a value replaced by an interesting one, a key
 dropped, a list cut, deep nesting), of protobuf (a field dropped, duplicated, its length varint
-set to 2^31, a float score NaN, a piece's type) and of folder blobs (one file of the folder mutated,
-cut or grown), else bytes. Inputs stream to android_assets/jvm/KitFuzz.kt (one JVM, -Xmx512m), which
-runs the kit's reader and answers accepted / refused KIND / violation (a refusal by the index and
-writable targets must be corrupt_index); a hang past HANG_SECONDS is a violation too. Violations go
-to .fuzz/kit-crashes/kotlin/TARGET/.
+set to 2^31, a float score NaN, a piece's type), of folder blobs (one file of the folder mutated,
+cut or grown) and of SQLite databases (a writable index's index.sqlite changed through SQLite
+itself: a meta value, a passage's cell retyped, cut, grown or its bytes mutated, a row deleted,
+copied or added to `removed`, a table dropped), else bytes. Inputs stream to
+android_assets/jvm/KitFuzz.kt (one JVM, -Xmx512m), which runs the kit's reader and answers
+accepted / refused KIND / violation (a refusal by the index and writable targets must be
+corrupt_index); a hang past HANG_SECONDS is a violation too. Violations go to
+.fuzz/kit-crashes/kotlin/TARGET/.
 
 `diff` sends each mutant to the three readers (Python in this process; Kotlin; Swift through
 tools/fuzz/kits/swift/DiffMain.swift): all three refuse with one kind (an index: corrupt_index),
 or all three accept with the same content (the SentencePiece model's pieces, scores, types,
 charsmap and the ids of the texts; an index's search answers in every mode, rows, ids and float64
-score bits). Disagreements go to .fuzz/kit-diff/TARGET/.
+score bits; a writable index's passage and row counts and the same answers per passage and per
+chunk). Disagreements go to .fuzz/kit-diff/TARGET/.
 """
 
 from __future__ import annotations
@@ -29,9 +33,11 @@ import json
 import os
 import random
 import select
+import sqlite3
 import struct
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -42,7 +48,7 @@ from tools.fuzz.kits.fuzz_swift import REGRESSIONS, ROOT, SEED_DIRS, env, regres
 HANG_SECONDS = 20.0
 KOTLIN_TARGETS = ("spmodel", "manifest", "bundle", "golden", "vocab_map", "wordpiece", "bpe", "index",
                   "writable")
-DIFF_TARGETS = ("spmodel", "index")
+DIFF_TARGETS = ("spmodel", "index", "writable")
 TEXTS = ("Hello wörld, ＡＢＣ ﬁ 123 <mask> [MASK] </s>", "日本語のテキスト 👍🏽 e\u0301", "x" * 120, "")
 INTERESTING = (0, -1, 1, 2, 255, 65535, 2**31 - 1, 2**31, 2**32, 2**63 - 1, 2**63, -(2**31), 1e308, 0.5, -0.0)
 
@@ -235,6 +241,99 @@ def mutate_file(name: str, b: bytes, rng: random.Random) -> bytes:
     return mutate_bytes(b, rng)
 
 
+# Values a cell of a writable index's database may be set to, of every SQLite storage class.
+SQL_VALUES = (None, 0, -1, 1, 7, 2**31 - 1, 2**31, 2**63 - 1, -(2**63), 0.5, -0.0, 1e308, float("inf"),
+              float("nan"), "", "x", "0", "1e999", "float32", "fp16", "int8", "none", "null", "[]", "{}",
+              '"a"', "\n", "+2", " 2", "-0", "\u0662", "\u00b2", "\uff19", "65536", "65537",
+              "9223372036854775807", "9223372036854775808", b"", b"\x00" * 4,
+              b"\xff" * 8, b"\x00\x00\xc0\x7f" * 8)
+SQL_SCHEMA_EDITS = ("DROP TABLE removed", "DROP TABLE meta", "ALTER TABLE passages ADD COLUMN extra",
+                    "DELETE FROM sqlite_sequence", "UPDATE sqlite_sequence SET seq = 9223372036854775807",
+                    "DROP INDEX IF EXISTS sqlite_autoindex_passages_1", "VACUUM")
+
+
+class RawText(bytes):
+    """Bytes stored as a TEXT cell (`CAST(? AS TEXT)`): text that need not be UTF-8."""
+
+
+def _mark(v: object) -> str:
+    return "CAST(? AS TEXT)" if isinstance(v, RawText) else "?"
+
+
+def _bind(v: object) -> object:
+    return bytes(v) if isinstance(v, RawText) else v
+
+
+def _sql_value(rng: random.Random, old: object) -> object:
+    """A new value for a cell: `old` mutated in its own class (a blob's bytes, a JSON text, an
+    integer made interesting), text that is not UTF-8, or any class's interesting value."""
+    if rng.random() < 0.3:
+        return rng.choice(SQL_VALUES)
+    if rng.random() < 0.05:  # a text cell of bytes SQLite does not check (a truncated or stray UTF-8 byte)
+        text = old.encode("utf-8", "surrogateescape") if isinstance(old, str) else b"x"
+        bad = rng.choice([b"\xff", b"\xc3", b"\xed\xa0\x80", b"\x00"])
+        return RawText(text[:rng.randrange(len(text) + 1)] + bad)
+    if isinstance(old, bytes):
+        if rng.random() < 0.4:  # an array cut short or grown, as an index's .bin files are
+            n = len(old)
+            return (old * 3)[:rng.choice([0, 1, 2, 4, 8, n // 2, n - 1, n + 4, n * 2])]
+        return mutate_bytes(old, rng)
+    if isinstance(old, str):
+        return mutate_json(old.encode("utf-8", "surrogateescape"), rng).decode("utf-8", "replace")
+    if isinstance(old, int):
+        return rng.choice([v for v in INTERESTING if isinstance(v, int)] + [old + 1, old - 1])
+    return rng.choice(SQL_VALUES)
+
+
+def mutate_sqlite(b: bytes, rng: random.Random) -> bytes:
+    """A writable index's database changed through SQLite itself, so that most mutants are
+    well-formed databases whose content lies (a retyped cell, a blob cut short, a meta value
+    past its range, a row copied or deleted) and reach the readers past quick_check; bytes
+    mutated when `b` is no database SQLite can change."""
+    shm = "/dev/shm" if Path("/dev/shm").is_dir() else None
+    with tempfile.NamedTemporaryFile(dir=shm, suffix=".sqlite") as f:
+        f.write(b)
+        f.flush()
+        try:
+            con = sqlite3.connect(f.name, isolation_level=None)
+            try:
+                con.execute("PRAGMA journal_mode=DELETE")
+                tables = [r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+                op = rng.random()
+                if op < 0.05 or not tables:
+                    con.execute(rng.choice(SQL_SCHEMA_EDITS))
+                else:
+                    table = rng.choice(tables)  # text that may not be UTF-8 read as it is:
+                    con.text_factory = lambda b: b.decode("utf-8", "surrogateescape")
+                    cur = con.execute(f'SELECT rowid, * FROM "{table}" LIMIT 200')
+                    cols = [d[0] for d in cur.description][1:]
+                    rows = cur.fetchall()
+                    if op < 0.12 and rows:
+                        con.execute(f'DELETE FROM "{table}" WHERE rowid = ?', (rng.choice(rows)[0],))
+                    elif op < 0.25 and rows:  # a copy with one cell changed, in place of any it collides with
+                        row = list(rng.choice(rows)[1:])
+                        i = rng.randrange(len(row))
+                        row[i] = _sql_value(rng, row[i])
+                        names = ", ".join(f'"{c}"' for c in cols if c != "seq")
+                        vals = [v for c, v in zip(cols, row, strict=True) if c != "seq"]
+                        marks = ", ".join(map(_mark, vals))
+                        con.execute(f'INSERT OR REPLACE INTO "{table}" ({names}) VALUES ({marks})',
+                                    [_bind(v) for v in vals])
+                    elif rows:
+                        row = rng.choice(rows)
+                        i = rng.randrange(len(cols))
+                        v = _sql_value(rng, row[i + 1])
+                        con.execute(f'UPDATE "{table}" SET "{cols[i]}" = {_mark(v)} WHERE rowid = ?',
+                                    (_bind(v), row[0]))
+                    else:
+                        con.execute(rng.choice(SQL_SCHEMA_EDITS))
+            finally:
+                con.close()
+        except (sqlite3.Error, ValueError, OverflowError):
+            return mutate_bytes(b, rng)
+        return Path(f.name).read_bytes()
+
+
 def mutate(target: str, b: bytes, rng: random.Random) -> bytes:
     for _ in range(rng.randint(1, 4)):
         if target in ("bundle", "index", "bpe"):
@@ -254,6 +353,8 @@ def mutate(target: str, b: bytes, rng: random.Random) -> bytes:
             b = mutate_proto(b, rng) if rng.random() < 0.85 else mutate_bytes(b, rng)
         elif target in ("manifest", "golden", "vocab_map"):
             b = mutate_json(b, rng) if rng.random() < 0.85 else mutate_bytes(b, rng)
+        elif target == "writable":
+            b = mutate_sqlite(b, rng) if rng.random() < 0.85 else mutate_bytes(b, rng)
         else:
             b = mutate_bytes(b, rng)
     return b
@@ -322,7 +423,8 @@ def python_answer(target: str, data: bytes) -> str:
     from edge_m3.errors import EdgeM3Error
 
     try:
-        return "accepted " + (_py_spmodel(data) if target == "spmodel" else _py_index(data))
+        answer = {"spmodel": _py_spmodel, "index": _py_index, "writable": _py_writable}[target]
+        return "accepted " + answer(data)
     except EdgeM3Error as exc:  # with the kits' kind (EdgeM3Error.kind)
         return f"refused {exc.kind} {str(exc)[:200]}"
     except Exception as exc:  # noqa: BLE001  (the contract: reported, not raised)
@@ -387,6 +489,34 @@ def _py_index(data: bytes) -> str:
         hs = [f"{h.row}:{_id(idx.ids[h.row])}:{_bits(h.score)}" for h in hits]
         parts.append(" ".join([mode, *hs]))
     return f"{n} {d} " + ";".join(parts)
+
+
+def _py_writable(data: bytes) -> str:
+    """The passage and row counts, the width, then every search mode the stores support, per
+    passage and per chunk: "MODE[/chunks] row:id:chunk:scorebits ..." (the kits' form)."""
+    import numpy as np
+
+    from edge_m3.contract import COLBERT_VECS, DENSE_VECS, INDEX_DB, LEXICAL_WEIGHTS, SCORE_MODES, mode_signals
+    from edge_m3.retrieval.writable import WritableIndex
+    from tools.fuzz.harness import write_folder
+
+    idx = WritableIndex.open(write_folder({INDEX_DB: data}))
+    try:
+        n, rows, d = len(idx), idx.rows, idx.dim
+        query = {DENSE_VECS: np.full(d, 0.25, np.float32),
+                 LEXICAL_WEIGHTS: {"5": 0.5, "6": 0.5, "9": 0.5, "7": 0.25},
+                 COLBERT_VECS: np.full((2, d), 0.25, np.float32)}
+        parts = []
+        for mode in SCORE_MODES:
+            if "colbert" in mode_signals(mode) and not idx.has_colbert:
+                continue
+            for chunks in (False, True):
+                hits = idx.search(query, 3, mode, chunks=chunks)
+                hs = [f"{h.row}:{_id(h.id)}:{h.chunk}:{_bits(h.score)}" for h in hits]
+                parts.append(" ".join([mode + ("/chunks" if chunks else ""), *hs]))
+        return f"{n} {rows} {d} " + ";".join(parts)
+    finally:
+        idx.close()
 
 
 def _bits(score: float) -> str:

@@ -3,7 +3,8 @@
 // serves this loop instead of fuzzing (one build for both; ASan still watches). stdin: per
 // input a line "TARGET LENGTH" then LENGTH bytes; stdout: one line per input, "accepted CONTENT"
 // (the SentencePiece model's pieces, scores and charsmap, then the ids of the texts; an index's
-// search answers), "refused KIND MESSAGE" (an EdgeM3Error) or "violation ..." (any other error).
+// search answers; a writable index's counts and answers per passage and per chunk), "refused
+// KIND MESSAGE" (an EdgeM3Error) or "violation ..." (any other error).
 // A trap ends the process: the driver reports it with the input.
 import Foundation
 
@@ -40,26 +41,31 @@ func idText(_ id: EdgeM3Index.PassageID) -> String {
     }
 }
 
+/// The differential's query (as loop.py and KitFuzz.kt make it): 0.25 everywhere, the tokens at 0.5, "7" at 0.25.
+func diffQuery(dim: Int, tokens: [Int32]) throws -> Retrieval.Vectors {
+    var lex = [String: Float]()
+    for t in tokens { lex[String(t)] = 0.5 }
+    lex["7"] = 0.25
+    return Retrieval.Vectors(dense: Array(repeating: 0.25, count: dim), lexical: try Retrieval.Lexical(lex),
+                             colbert: Array(repeating: Array(repeating: 0.25, count: dim), count: 2))
+}
+
 func indexContent(_ data: [UInt8]) throws -> String {
     let dir = try writeFolder(unpack(data), rehash: nil)  // loop.py rehashed it once for all three
     let idx = try EdgeM3Index(folder: dir)
     var tokens: [Int32] = []
     if let t = idx.sparseTokens { for i in 0..<min(3, idx.tokenCount) { tokens.append(t[i]) } }
-    var lex = [String: Float]()
-    for t in tokens { lex[String(t)] = 0.5 }
-    lex["7"] = 0.25
-    let q = Retrieval.Vectors(dense: Array(repeating: 0.25, count: idx.dim), lexical: try Retrieval.Lexical(lex),
-                              colbert: Array(repeating: Array(repeating: 0.25, count: idx.dim), count: 2))
+    let q = try diffQuery(dim: idx.dim, tokens: tokens)
     var parts: [String] = []
     for mode in EdgeM3Contract.scoreModes where idx.colbertStore != "none" || !mode.contains("colbert") {
         let hits = try idx.search(q, k: 3, mode: mode)
-        let hs = hits.map { h in
-            "\(h.row):\(idText(idx.ids[h.row])):" + (h.score.isNaN ? "nan" : String(format: "%016llx", h.score.bitPattern))
-        }
+        let hs = hits.map { "\($0.row):\(idText(idx.ids[$0.row])):\(scoreBits($0.score))" }
         parts.append(([mode] + hs).joined(separator: " "))
     }
     return "\(idx.count) \(idx.dim) " + parts.joined(separator: ";")
 }
+
+func scoreBits(_ score: Double) -> String { score.isNaN ? "nan" : String(format: "%016llx", score.bitPattern) }
 
 enum DiffMain {
     static func main() {
@@ -92,6 +98,7 @@ enum DiffMain {
                 switch target {
                 case "spmodel": line = "accepted " + (try spmodelContent(data))
                 case "index": line = "accepted " + (try indexContent(data))
+                case "writable": line = "accepted " + (try writableAnswers(data, query: { try diffQuery(dim: $0, tokens: $1) }))
                 default:
                     guard let t = fuzzTargets[target] else { line = "violation unknown target \(target)"; break }
                     try t(data)

@@ -38,6 +38,7 @@ object EdgeM3Contract {
     const val INDEX_DB_VERSION = 2
     const val INDEX_DB_APPLICATION_ID = 1162687305
     const val INDEX_DB_BUSY_MS = 5000
+    const val INDEX_MAX_DIM = 65536
     const val CHUNK_OVERLAP_PERCENT = 25
     val SPECIAL_KEYS: List<String> = listOf("bos", "pad", "eos", "unk", "mask")
     val LEXICAL_SKIP_KEYS: List<String> = listOf("bos", "eos", "pad", "unk")
@@ -49,6 +50,7 @@ object EdgeM3Contract {
     val TOKENIZER_KINDS: List<String> = listOf("xlmr-sentencepiece", "wordpiece", "byte-level-bpe")
     val INDEX_DB_SCHEMA: List<String> = listOf("CREATE TABLE meta (key TEXT PRIMARY KEY NOT NULL, value TEXT NOT NULL)", "CREATE TABLE passages (seq INTEGER PRIMARY KEY AUTOINCREMENT, id NOT NULL, chunk INTEGER NOT NULL, dense BLOB NOT NULL, dense_scale BLOB, lex_tokens BLOB NOT NULL, lex_weights BLOB NOT NULL, colbert BLOB, colbert_scale BLOB, UNIQUE (id, chunk))", "CREATE TABLE removed (row INTEGER PRIMARY KEY NOT NULL)")
     val INDEX_DB_META_KEYS: List<String> = listOf("format", "format_version", "dim", "dense", "colbert", "bundle", "base", "base_sha256", "generation")
+    val INDEX_BUNDLE_KEYS: List<String> = listOf("model_file", "model_sha256", "tokenizer_file", "tokenizer_sha256")
     val BPE_NORMALIZERS: List<String> = listOf("", "NFC")
     val NOT_FILE_NAMES: List<String> = listOf("", ".", "..")
     val FILE_NAME_SEPARATORS: List<String> = listOf("/", "\\")

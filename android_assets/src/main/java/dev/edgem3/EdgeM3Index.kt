@@ -256,7 +256,7 @@ class EdgeM3Index private constructor(
 
     companion object {
         /** What index.json's `bundle` entry must hold as strings when present (as Python's BundleIdentity). */
-        private val BUNDLE_KEYS = listOf("model_file", "model_sha256", "tokenizer_file", "tokenizer_sha256")
+        private val BUNDLE_KEYS = EdgeM3Contract.INDEX_BUNDLE_KEYS
 
         /**
          * docs/index-format.md "Passages and chunks": with `chunks`, the best `k` rows; else the row
@@ -364,7 +364,7 @@ class EdgeM3Index private constructor(
             }
             val count = JsonTree.int(JsonTree.field(tree, "count", w), "$w: count")
             val dim = JsonTree.int(JsonTree.field(tree, "dim", w), "$w: dim")
-            if (count < 0 || dim < 1) throw EdgeM3Exception("$w: count $count, dim $dim")
+            if (count < 0 || dim < 1 || dim > EdgeM3Contract.INDEX_MAX_DIM) throw EdgeM3Exception("$w: count $count, dim $dim")
             val denseStore = JsonTree.str(JsonTree.field(tree, "dense", w), "$w: dense")
             val colbertStore = JsonTree.str(JsonTree.field(tree, "colbert", w), "$w: colbert")
             if (denseStore !in EdgeM3Contract.DENSE_STORES) throw EdgeM3Exception("$w: dense store $denseStore unknown")

@@ -6,6 +6,8 @@ import java.io.FileOutputStream
 import java.io.IOException
 import java.nio.ByteBuffer
 import java.nio.ByteOrder
+import java.nio.charset.CharacterCodingException
+import java.nio.charset.CodingErrorAction
 import java.security.MessageDigest
 import java.text.SimpleDateFormat
 import java.util.Date
@@ -499,25 +501,32 @@ class EdgeM3WritableIndex private constructor(
     private fun load(d: IndexDb) {
         checkHeader(d)
         val meta = HashMap<String, String>()
-        for (row in d.query("SELECT key, value FROM meta")) {
-            val k = row[0] as? String ?: throw bad("meta: a key that is not text")
-            meta[k] = row[1] as? String ?: throw bad("meta: $k is not text")
+        // The text as stored (CAST AS BLOB): text that is not UTF-8 is refused, never read with
+        // replacement characters (the platform's decoders differ; Python's sqlite3 refuses it).
+        for (row in d.query("SELECT key, value, CAST(key AS BLOB), CAST(value AS BLOB) FROM meta")) {
+            if (row[0] !is String) throw bad("meta: a key that is not text")
+            val k = utf8(row[2]) ?: throw bad("meta: a key that is not UTF-8")
+            if (row[1] !is String) throw bad("meta: $k is not text")
+            meta[k] = utf8(row[3]) ?: throw bad("meta: $k is not UTF-8")
         }
         fun need(k: String) = meta[k] ?: throw bad("meta: no $k")
         if (need("format") != EdgeM3Contract.INDEX_DB_FORMAT) throw bad("meta: format ${meta["format"]}, not ${EdgeM3Contract.INDEX_DB_FORMAT}")
-        val fv = need("format_version").toLongOrNull() ?: throw bad("meta: format_version ${meta["format_version"]}")
+        val fv = metaInt(need("format_version")) ?: throw bad("meta: format_version ${meta["format_version"]}")
         if (fv > EdgeM3Contract.INDEX_DB_VERSION) throw newer(fv.toString())
         if (fv < EdgeM3Contract.INDEX_DB_VERSION) throw older(fv.toString())
-        val newDim = need("dim").toIntOrNull()?.takeIf { it > 0 } ?: throw bad("meta: dim ${meta["dim"]}")
+        val newDim = metaInt(need("dim"))?.takeIf { it in 1L..EdgeM3Contract.INDEX_MAX_DIM.toLong() }?.toInt() ?: throw bad("meta: dim ${meta["dim"]}")
         val newDense = need("dense").takeIf { it in EdgeM3Contract.DENSE_STORES } ?: throw bad("meta: dense ${meta["dense"]}")
         val newColbert = need("colbert").takeIf { it in EdgeM3Contract.COLBERT_STORES } ?: throw bad("meta: colbert ${meta["colbert"]}")
         val bundleJson = try { MiniJson.parse(need("bundle")) } catch (e: EdgeM3Exception) { throw bad("meta: bundle is not JSON") }
+        if (bundleJson != null && (bundleJson !is Map<*, *> || EdgeM3Contract.INDEX_BUNDLE_KEYS.any { bundleJson[it] !is String })) {
+            throw bad("meta: bundle: needs ${EdgeM3Contract.INDEX_BUNDLE_KEYS.joinToString(", ")} (strings)")
+        }
         val newBundle = if (bundleJson == null) null else corruptIndex { JsonTree.obj(bundleJson, "$dbFile: meta: bundle") }
         val newBase = need("base")
         if (newBase != "" && newBase != "." && !isBaseName(newBase)) throw bad("meta: base \"$newBase\"")
         val sha = need("base_sha256")
         if ((newBase == "") != (sha == "")) throw bad("meta: base_sha256 \"$sha\" for base \"$newBase\"")
-        val gen = need("generation").toLongOrNull()?.takeIf { it >= 0 } ?: throw bad("meta: generation ${meta["generation"]}")
+        val gen = metaInt(need("generation")) ?: throw bad("meta: generation ${meta["generation"]}")
         if (newBundle != null && bundleFiles != null) checkBundle(newBundle)
         // The base: kept when the same one is already mapped.
         val b = if (newBase == "") null else if (newBase == baseName && sha == baseSha && base != null) base else {
@@ -551,8 +560,9 @@ class EdgeM3WritableIndex private constructor(
         val ps = ArrayList<Stored>()
         // A passage's chunks are 0, 1, ... in consecutive seqs (one transaction wrote them).
         val seen = HashSet<Any>()
-        for (row in d.query("SELECT seq, id, chunk, dense, dense_scale, lex_tokens, lex_weights, colbert, colbert_scale " +
-                "FROM passages ORDER BY seq")) {
+        for (row in d.query("SELECT seq, id, chunk, dense, dense_scale, lex_tokens, lex_weights, colbert, colbert_scale, " +
+                "CAST(id AS BLOB) FROM passages ORDER BY seq")) {
+            if (row[1] is String) row[1] = utf8(row[9]) ?: throw bad("passages: seq ${row[0]}: an id that is not UTF-8")
             val p = Stored.read(row, newDim, newDense, newColbert) { bad(it) }
             val last = ps.lastOrNull()
             val inOrder = if (p.chunk == 0) seen.add(p.id) else last != null && last.id == p.id && last.chunk + 1 == p.chunk
@@ -563,6 +573,18 @@ class EdgeM3WritableIndex private constructor(
         baseName = newBase; baseSha = sha; generation = gen; base = b; removed = rem
         passages.clear(); passages.addAll(ps)
         rebuildMaps()
+    }
+
+    /** A meta integer (contract.INDEX_DB_INT_MAX): ASCII digits only (toLongOrNull alone takes a sign
+     *  and other scripts' digits), at most 2^63 - 1; else null. */
+    private fun metaInt(v: String): Long? = if (v.isNotEmpty() && v.all { it in '0'..'9' }) v.toLongOrNull() else null
+
+    /** A text cell's bytes (`CAST(x AS BLOB)`) as UTF-8, strictly; null when they are not UTF-8. */
+    private fun utf8(raw: Any?): String? = try {
+        Charsets.UTF_8.newDecoder().onMalformedInput(CodingErrorAction.REPORT).onUnmappableCharacter(CodingErrorAction.REPORT)
+            .decode(ByteBuffer.wrap(raw as? ByteArray ?: ByteArray(0))).toString()
+    } catch (e: CharacterCodingException) {
+        null
     }
 
     /** A refusal of the database's contents: corrupt_index. */
@@ -863,7 +885,7 @@ class EdgeM3WritableIndex private constructor(
         /** A new index with no base in `dir` (created if missing; it must hold no index). */
         fun create(dir: File, dim: Int, dense: String, colbert: String, bundle: Map<String, Any?>?,
                    driver: IndexDbDriver): EdgeM3WritableIndex {
-            if (dim < 1) throw EdgeM3Exception("dim: must be at least 1, got $dim")
+            if (dim < 1 || dim > EdgeM3Contract.INDEX_MAX_DIM) throw EdgeM3Exception("dim: must be from 1 to ${EdgeM3Contract.INDEX_MAX_DIM}, got $dim")
             if (dense !in EdgeM3Contract.DENSE_STORES) throw EdgeM3Exception("dense store $dense unknown")
             if (colbert !in EdgeM3Contract.COLBERT_STORES) throw EdgeM3Exception("colbert store $colbert unknown")
             if (File(dir, EdgeM3Contract.INDEX_DB).exists() || File(dir, EdgeM3Contract.INDEX_MANIFEST).exists()) {
@@ -877,7 +899,7 @@ class EdgeM3WritableIndex private constructor(
         /** index.json's `bundle` as Python's BundleIdentity.to_json writes it. */
         private fun identity(b: Map<String, Any?>): Map<String, Any?> {
             val out = LinkedHashMap<String, Any?>()
-            for (k in listOf("model_file", "model_sha256", "tokenizer_file", "tokenizer_sha256")) {
+            for (k in EdgeM3Contract.INDEX_BUNDLE_KEYS) {
                 out[k] = b[k] as? String ?: throw EdgeM3Exception("bundle: needs $k (a string)")
             }
             out["quant"] = (b["quant"] ?: "").toString()
@@ -932,7 +954,7 @@ class EdgeM3WritableIndex private constructor(
         /** Two bundle identities (index.json's `bundle`) name the same model and tokenizer files and sha256s. */
         private fun sameModel(a: Map<String, Any?>?, b: Map<String, Any?>?): Boolean {
             if (a == null || b == null) return a == null && b == null
-            return listOf("model_file", "model_sha256", "tokenizer_file", "tokenizer_sha256").all { a[it] == b[it] && a[it] is String }
+            return EdgeM3Contract.INDEX_BUNDLE_KEYS.all { a[it] == b[it] && a[it] is String }
         }
 
         private fun setMeta(d: IndexDb, key: String, value: String) =
@@ -1138,10 +1160,13 @@ internal class Stored(
                 if (dense.size != dim || denseScale == null || denseScale.size != 4) throw bad("$w: dense of ${dense.size} bytes (want $dim int8 and a 4-byte scale)")
                 denseCodes = dense
                 scale = le(denseScale).getFloat(0)
+                if (!(scale > 0f) || !finite(scale)) throw bad("$w: dense_scale $scale (want finite and > 0)")
             } else {
-                if (dense.size != dim * 4 || denseScale != null) throw bad("$w: dense of ${dense.size} bytes (want ${dim * 4})")
+                if (denseScale != null) throw bad("$w: a dense_scale in a float32 index")
+                if (dense.size != dim * 4) throw bad("$w: dense of ${dense.size} bytes (want ${dim * 4})")
                 val f = le(dense).asFloatBuffer()
                 denseF32 = FloatArray(dim) { f.get(it) }
+                if (!denseF32.all { finite(it) }) throw bad("$w: a dense value that is not finite")
             }
             val tokens = blob(5, "lex_tokens") ?: ByteArray(0)
             val weights = blob(6, "lex_weights") ?: ByteArray(0)
@@ -1163,20 +1188,23 @@ internal class Stored(
             when (colbertStore) {
                 "none" -> if (col != null || colScale != null) throw bad("$w: ColBERT vectors in an index without them")
                 "fp16" -> {
-                    val c = col ?: ByteArray(0)
-                    if (c.size % (2 * dim) != 0 || colScale != null) throw bad("$w: colbert of ${c.size} bytes (fp16, dim $dim)")
+                    val c = col ?: throw bad("$w: no colbert in an fp16 ColBERT index")
+                    if (colScale != null) throw bad("$w: a colbert_scale in an fp16 ColBERT index")
+                    if (c.size % (2 * dim) != 0) throw bad("$w: colbert of ${c.size} bytes (fp16, dim $dim)")
                     rows = c.size / (2 * dim)
                     val sb = le(c).asShortBuffer()
                     half = ShortArray(rows * dim) { sb.get(it) }
+                    if (half.any { (it.toInt() and 0x7c00) == 0x7c00 }) throw bad("$w: a colbert value that is not finite")
                 }
                 else -> {
-                    val c = col ?: ByteArray(0)
-                    val sc = colScale ?: ByteArray(0)
+                    val c = col ?: throw bad("$w: no colbert in an int8 ColBERT index")
+                    val sc = colScale ?: throw bad("$w: no colbert_scale in an int8 ColBERT index")
                     if (c.size % dim != 0 || sc.size != c.size / dim * 4) throw bad("$w: colbert of ${c.size} bytes, scales of ${sc.size} (int8, dim $dim)")
                     rows = c.size / dim
                     codes = c
                     val fb = le(sc).asFloatBuffer()
                     scales = FloatArray(rows) { fb.get(it) }
+                    if (scales.any { !(it > 0f) || !finite(it) }) throw bad("$w: a colbert_scale not finite and > 0")
                 }
             }
             return Stored(id, chunk, denseF32, denseCodes, scale, lexical, rows, half, codes, scales)
