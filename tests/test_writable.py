@@ -425,3 +425,15 @@ def test_add_remove_compact_commands(tiny_bundles: dict[str, Path], tmp_path: Pa
     assert sorted(p.name for p in ix.iterdir()) == [f"{INDEX_BASE_PREFIX}1", INDEX_DB]
     assert main(["compact", str(tmp_path / "nothing")]) == 2
     assert main(["add", str(ix), str(tmp_path / "nope.jsonl")]) == 2
+
+
+def test_create_refuses_a_width_outside_the_contract(tmp_path: Path) -> None:
+    """dim 1 to INDEX_MAX_DIM, as every reader holds index.json and the database to (the kits'
+    create refuses the same; RefusalCheck.kt, EdgeM3RefusalTests.swift)."""
+    from edge_m3.contract import INDEX_MAX_DIM
+    from edge_m3.errors import OptionError
+
+    for dim in (0, INDEX_MAX_DIM + 1):
+        with pytest.raises(OptionError, match=f"must be an integer from 1 to {INDEX_MAX_DIM}"):
+            WritableIndex.create(tmp_path / str(dim), dim)
+    WritableIndex.create(tmp_path / "max", INDEX_MAX_DIM).close()

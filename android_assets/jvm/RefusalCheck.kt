@@ -58,8 +58,12 @@ private fun writableChecks(work: File, truth: LocalBundle, want: List<Embedding>
     val files = truth.manifest.files.mapValues { it.value.sha256 }
 
     // create's refusals
-    cases.refuses("writable-create-dim", EdgeM3ErrorKind.INVALID_INPUT, "dim: must be at least 1, got 0") {
+    val maxDim = EdgeM3Contract.INDEX_MAX_DIM
+    cases.refuses("writable-create-dim", EdgeM3ErrorKind.INVALID_INPUT, "dim: must be from 1 to $maxDim, got 0") {
         EdgeM3WritableIndex.create(folder(), 0, "float32", "none", null, db)
+    }
+    cases.refuses("writable-create-dim-past-max", EdgeM3ErrorKind.INVALID_INPUT, "dim: must be from 1 to $maxDim, got ${maxDim + 1}") {
+        EdgeM3WritableIndex.create(folder(), maxDim + 1, "float32", "none", null, db)
     }
     cases.refuses("writable-create-dense", EdgeM3ErrorKind.INVALID_INPUT, "dense store f8 unknown") {
         EdgeM3WritableIndex.create(folder(), dim, "f8", "none", null, db)

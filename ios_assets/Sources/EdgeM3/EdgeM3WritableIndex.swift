@@ -724,9 +724,8 @@ nonisolated public final class EdgeM3WritableIndex: @unchecked Sendable {  // mu
             throw bad("meta base \"\(baseName)\" malformed")
         }
         var base: EdgeM3Index?
-        guard (baseName == "") == (baseSha == "") else { throw bad("meta base_sha256 \"\(baseSha)\" for base \"\(baseName)\"") }
-        if baseName == "" {
-            base = nil
+        if baseName == "" {  // (a base with an empty sha256 is refused below: no manifest's sha256 is "")
+            guard baseSha == "" else { throw bad("meta base_sha256 set without a base") }
         } else if let reuse, reuse.0 == baseName, reuse.1 == baseSha {
             base = reuse.2
         } else {

@@ -56,8 +56,11 @@ final class EdgeM3RefusalTests: XCTestCase {
     // ---- create and open
 
     func testCreateAndOpenRefusals() throws {
-        refuses(.invalidInput, "dim: must be at least 1, got 0") {
+        refuses(.invalidInput, "dim: must be from 1 to \(EdgeM3Contract.indexMaxDim), got 0") {
             _ = try EdgeM3WritableIndex.create(folder: self.folder("a"), dim: 0)
+        }
+        refuses(.invalidInput, "dim: must be from 1 to \(EdgeM3Contract.indexMaxDim), got \(EdgeM3Contract.indexMaxDim + 1)") {
+            _ = try EdgeM3WritableIndex.create(folder: self.folder("a"), dim: EdgeM3Contract.indexMaxDim + 1)
         }
         refuses(.invalidInput, "dense: f8 unknown") {
             _ = try EdgeM3WritableIndex.create(folder: self.folder("a"), dim: 2, dense: "f8")
