@@ -3,9 +3,10 @@
 Swift: the libFuzzer targets (tools/fuzz/kits/swift, -sanitize=fuzzer,address, never in the
 package's products) replay every committed seed and regression input, then fuzz each target
 briefly. Kotlin: the seeded structure-aware mutational loop (no coverage-guided JVM fuzzer installs
-here) over the same readers, a fixed budget each. Differential: the SentencePiece and index readers
-of Python, Kotlin and Swift agree on the same mutated files (all refuse with one kind, an index's
-corrupt_index, or all accept with the same pieces, scores and ids, or the same search answers).
+here) over the same readers, a fixed budget each. Differential: the SentencePiece, index and
+writable-index readers of Python, Kotlin and Swift agree on the same mutated files (all refuse
+with one kind, an index's corrupt_index, or all accept with the same pieces, scores and ids, or
+the same search answers); a writable index's database is mutated through SQLite itself.
 About 2.5 minutes with the builds.
 """
 

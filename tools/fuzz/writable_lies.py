@@ -52,6 +52,7 @@ LIES: dict[str, tuple[str, list]] = {
     "dim-past-max": (_F16, [_meta("dim", "65537"), "DELETE FROM passages"]),
     "generation-past-int64": (_F16, [_meta("generation", "9223372036854775808")]),
     "generation-signed": (_F16, [_meta("generation", "+0")]),
+    "generation-5000-digits": (_F16, [_meta("generation", "1" * 5000)]),
     "user-version-newer": (_F16, ["PRAGMA user_version = 16777218"]),
     # Swift trapped on `dim * 4` (a crash); Python raised ValueError from int("²") (a traceback)
     "dim-int64-max": (_F16, [_meta("dim", "9223372036854775807")]),
