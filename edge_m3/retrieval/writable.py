@@ -249,19 +249,23 @@ class WritableIndex:
         if not self.path.is_dir():
             raise EdgeM3Error(f"{self.path}: not a folder (an index folder holds {INDEX_MANIFEST} "
                               f"and/or {INDEX_DB})")
-        if (self.path / INDEX_DB).exists():
-            self._connect()
-            self._load()
-        elif (self.path / INDEX_MANIFEST).is_file():
-            self._open_base(".", None)
-            self.base_name = "."
-        else:
-            raise CorruptIndexError(f"{self.path}: neither {INDEX_MANIFEST} nor {INDEX_DB} "
-                                    "(is it an edge-m3 index?)")
-        if bundle is not None and self.bundle is None:
-            raise EdgeM3Error(f"{self.path}: records no bundle, so queries cannot be checked against it")
-        if bundle is not None and self.bundle is not None:
-            self.bundle.check(bundle, str(self.path))
+        try:
+            if (self.path / INDEX_DB).exists():
+                self._connect()
+                self._load()
+            elif (self.path / INDEX_MANIFEST).is_file():
+                self._open_base(".", None)
+                self.base_name = "."
+            else:
+                raise CorruptIndexError(f"{self.path}: neither {INDEX_MANIFEST} nor {INDEX_DB} "
+                                        "(is it an edge-m3 index?)")
+            if bundle is not None and self.bundle is None:
+                raise EdgeM3Error(f"{self.path}: records no bundle, so queries cannot be checked against it")
+            if bundle is not None and self.bundle is not None:
+                self.bundle.check(bundle, str(self.path))
+        except BaseException:  # a refused index holds no connection (and no file) until the GC finds it
+            self.close()
+            raise
         return self
 
     @classmethod
