@@ -197,9 +197,10 @@ def _blob(x: np.ndarray | None) -> bytes | None:
 def _meta_int(text: str) -> int | None:
     """A meta integer (contract.INDEX_DB_INT_MAX): ASCII digits only, at most 2^63 - 1; else None."""
     # (the length first: int() of over 4,300 digits raises ValueError rather than read them)
-    if not (text.isascii() and text.isdigit()) or len(text) > 19 or int(text) > INDEX_DB_INT_MAX:
+    if not (text.isascii() and text.isdigit()) or len(text) > 19:
         return None
-    return int(text)
+    value = int(text)
+    return value if value <= INDEX_DB_INT_MAX else None
 
 
 def _unblob(b: Any, dtype: str, count: int | None, where: str) -> np.ndarray:

@@ -22,6 +22,7 @@ import re
 import resource
 import shutil
 import signal
+import struct
 import tempfile
 import tracemalloc
 from collections.abc import Callable, Iterator
@@ -181,6 +182,19 @@ def scratch_file(name: str, data: bytes) -> Path:
     path = scratch() / name
     path.write_bytes(data)
     return path
+
+
+# --------------------------------------------------------------------------- the differential's form
+
+def score_bits(score: float) -> str:
+    """A score as the differential compares it: float64 bits, or "nan" (as the kits write it)."""
+    return "nan" if score != score else struct.pack(">d", score).hex()
+
+
+def id_text(pid: object) -> str:
+    """A passage id as the differential compares it: "s" + UTF-8 hex, or "i" + the integer."""
+    return "s" + pid.encode().hex() if isinstance(pid, str) else f"i{pid}"
+
 
 
 # --------------------------------------------------------------------------- folder blobs

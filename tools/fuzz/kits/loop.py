@@ -473,7 +473,7 @@ def _py_index(data: bytes) -> str:
         mode_signals,
     )
     from edge_m3.retrieval.index import Index
-    from tools.fuzz.harness import write_folder
+    from tools.fuzz.harness import id_text, score_bits, write_folder
 
     idx = Index.load(write_folder(unpack(data)))  # rehashed by run_diff
     n, d = len(idx), idx.dim
@@ -486,45 +486,15 @@ def _py_index(data: bytes) -> str:
         if "colbert" in mode_signals(mode) and not idx.has_colbert:
             continue
         hits = idx.search(query, 3, mode)
-        hs = [f"{h.row}:{_id(idx.ids[h.row])}:{_bits(h.score)}" for h in hits]
+        hs = [f"{h.row}:{id_text(idx.ids[h.row])}:{score_bits(h.score)}" for h in hits]
         parts.append(" ".join([mode, *hs]))
     return f"{n} {d} " + ";".join(parts)
 
 
 def _py_writable(data: bytes) -> str:
-    """The passage and row counts, the width, then every search mode the stores support, per
-    passage and per chunk: "MODE[/chunks] row:id:chunk:scorebits ..." (the kits' form)."""
-    import numpy as np
+    from tools.fuzz.targets.writable import answers
 
-    from edge_m3.contract import COLBERT_VECS, DENSE_VECS, INDEX_DB, LEXICAL_WEIGHTS, SCORE_MODES, mode_signals
-    from edge_m3.retrieval.writable import WritableIndex
-    from tools.fuzz.harness import write_folder
-
-    idx = WritableIndex.open(write_folder({INDEX_DB: data}))
-    try:
-        n, rows, d = len(idx), idx.rows, idx.dim
-        query = {DENSE_VECS: np.full(d, 0.25, np.float32),
-                 LEXICAL_WEIGHTS: {"5": 0.5, "6": 0.5, "9": 0.5, "7": 0.25},
-                 COLBERT_VECS: np.full((2, d), 0.25, np.float32)}
-        parts = []
-        for mode in SCORE_MODES:
-            if "colbert" in mode_signals(mode) and not idx.has_colbert:
-                continue
-            for chunks in (False, True):
-                hits = idx.search(query, 3, mode, chunks=chunks)
-                hs = [f"{h.row}:{_id(h.id)}:{h.chunk}:{_bits(h.score)}" for h in hits]
-                parts.append(" ".join([mode + ("/chunks" if chunks else ""), *hs]))
-        return f"{n} {rows} {d} " + ";".join(parts)
-    finally:
-        idx.close()
-
-
-def _bits(score: float) -> str:
-    return "nan" if score != score else struct.pack(">d", score).hex()
-
-
-def _id(pid: object) -> str:
-    return "s" + pid.encode().hex() if isinstance(pid, str) else f"i{pid}"
+    return answers(data, lambda _: 0.25)
 
 
 # --------------------------------------------------------------------------- the loops

@@ -4,20 +4,27 @@ its stores support, per passage and per chunk: answers inside the index, a passa
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from edge_m3.contract import COLBERT_VECS, DENSE_VECS, INDEX_DB, LEXICAL_WEIGHTS, SCORE_MODES, mode_signals
 from edge_m3.retrieval.writable import WritableIndex
-from tools.fuzz.harness import write_folder
+from tools.fuzz.harness import id_text, score_bits, write_folder
 
 
-def run(data: bytes) -> None:
+def answers(data: bytes, fill: Callable[[int], float]) -> str:
+    """The passage and row counts, the width, then every search mode per passage and per chunk,
+    each checked: "MODE[/chunks] row:id:chunk:scorebits ..." joined by ";" (the differential's
+    form, as KitFuzz.kt and the Swift harness's `writableAnswers` write it). The query's vectors
+    are `fill(dim)` everywhere."""
     idx = WritableIndex.open(write_folder({INDEX_DB: data}))
     try:
         n, rows, d = len(idx), idx.rows, idx.dim
-        query = {DENSE_VECS: np.full(d, d ** -0.5, np.float32),
+        query = {DENSE_VECS: np.full(d, fill(d), np.float32),
                  LEXICAL_WEIGHTS: {"5": 0.5, "6": 0.5, "9": 0.5, "7": 0.25},
-                 COLBERT_VECS: np.full((2, d), d ** -0.5, np.float32)}
+                 COLBERT_VECS: np.full((2, d), fill(d), np.float32)}
+        parts = []
         for mode in SCORE_MODES:
             if "colbert" in mode_signals(mode) and not idx.has_colbert:
                 continue
@@ -26,5 +33,12 @@ def run(data: bytes) -> None:
                 assert len(hits) <= min(3, rows if chunks else n), (mode, chunks, hits)
                 assert all(0 <= h.row < rows for h in hits), (mode, chunks, hits)
                 assert chunks or len({h.id for h in hits}) == len(hits), (mode, hits)
+                hs = [f"{h.row}:{id_text(h.id)}:{h.chunk}:{score_bits(h.score)}" for h in hits]
+                parts.append(" ".join([mode + ("/chunks" if chunks else ""), *hs]))
+        return f"{n} {rows} {d} " + ";".join(parts)
     finally:
         idx.close()
+
+
+def run(data: bytes) -> None:
+    answers(data, lambda d: d ** -0.5)

@@ -41,21 +41,12 @@ func idText(_ id: EdgeM3Index.PassageID) -> String {
     }
 }
 
-/// The differential's query (as loop.py and KitFuzz.kt make it): 0.25 everywhere, the tokens at 0.5, "7" at 0.25.
-func diffQuery(dim: Int, tokens: [Int32]) throws -> Retrieval.Vectors {
-    var lex = [String: Float]()
-    for t in tokens { lex[String(t)] = 0.5 }
-    lex["7"] = 0.25
-    return Retrieval.Vectors(dense: Array(repeating: 0.25, count: dim), lexical: try Retrieval.Lexical(lex),
-                             colbert: Array(repeating: Array(repeating: 0.25, count: dim), count: 2))
-}
-
 func indexContent(_ data: [UInt8]) throws -> String {
     let dir = try writeFolder(unpack(data), rehash: nil)  // loop.py rehashed it once for all three
     let idx = try EdgeM3Index(folder: dir)
     var tokens: [Int32] = []
     if let t = idx.sparseTokens { for i in 0..<min(3, idx.tokenCount) { tokens.append(t[i]) } }
-    let q = try diffQuery(dim: idx.dim, tokens: tokens)
+    let q = try fuzzQuery(dim: idx.dim, tokens: tokens, value: 0.25)
     var parts: [String] = []
     for mode in EdgeM3Contract.scoreModes where idx.colbertStore != "none" || !mode.contains("colbert") {
         let hits = try idx.search(q, k: 3, mode: mode)
@@ -98,7 +89,7 @@ enum DiffMain {
                 switch target {
                 case "spmodel": line = "accepted " + (try spmodelContent(data))
                 case "index": line = "accepted " + (try indexContent(data))
-                case "writable": line = "accepted " + (try writableAnswers(data, query: { try diffQuery(dim: $0, tokens: $1) }))
+                case "writable": line = "accepted " + (try writableAnswers(data, query: { try fuzzQuery(dim: $0, tokens: $1, value: 0.25) }))
                 default:
                     guard let t = fuzzTargets[target] else { line = "violation unknown target \(target)"; break }
                     try t(data)

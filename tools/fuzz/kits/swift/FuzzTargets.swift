@@ -242,9 +242,10 @@ func fuzzBpe(_ data: [UInt8]) throws {
     try exercise(tok, spec)
 }
 
-/// A query of width `dim` touching the index's first tokens (as tools/fuzz/targets/index.py).
-func fuzzQuery(dim: Int, tokens: [Int32]) throws -> Retrieval.Vectors {
-    let x = Float(1.0 / Double(dim).squareRoot())
+/// A query of width `dim` touching the index's first tokens (as tools/fuzz/targets/index.py): its
+/// vectors `value` everywhere (1/sqrt(dim) unless given; the differential's is 0.25, as loop.py's).
+func fuzzQuery(dim: Int, tokens: [Int32], value: Float? = nil) throws -> Retrieval.Vectors {
+    let x = value ?? Float(1.0 / Double(dim).squareRoot())
     var lex = [String: Float]()
     for t in tokens { lex[String(t)] = 0.5 }
     lex["7"] = 0.25

@@ -255,9 +255,6 @@ class EdgeM3Index private constructor(
     }
 
     companion object {
-        /** What index.json's `bundle` entry must hold as strings when present (as Python's BundleIdentity). */
-        private val BUNDLE_KEYS = EdgeM3Contract.INDEX_BUNDLE_KEYS
-
         /**
          * docs/index-format.md "Passages and chunks": with `chunks`, the best `k` rows; else the row
          * search with `k' = k * perPassage` (P, the most chunks of one passage), the first hit of each
@@ -372,8 +369,8 @@ class EdgeM3Index private constructor(
             // null: built without a bundle (Python's Index), so queries cannot be checked against one.
             // Present, it names the model and tokenizer by strings (edge_m3.retrieval.index.BundleIdentity).
             val bundle = tree["bundle"]?.let { b ->
-                if (b !is Map<*, *> || BUNDLE_KEYS.any { b[it] !is String }) {
-                    throw EdgeM3Exception("$dir: bundle: needs ${BUNDLE_KEYS.joinToString(", ")} (strings)")
+                if (b !is Map<*, *> || EdgeM3Contract.INDEX_BUNDLE_KEYS.any { b[it] !is String }) {
+                    throw EdgeM3Exception("$dir: bundle: needs ${EdgeM3Contract.INDEX_BUNDLE_KEYS.joinToString(", ")} (strings)")
                 }
                 JsonTree.obj(b, "$w: bundle")
             } ?: emptyMap()
