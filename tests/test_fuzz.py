@@ -7,6 +7,7 @@ memory bounds. Then each target is fuzzed briefly with atheris (a bounded number
 
 from __future__ import annotations
 
+import hashlib
 import json
 import subprocess
 import sys
@@ -117,6 +118,33 @@ def test_folder_blobs_round_trip_and_stay_inside() -> None:
     assert harness.unpack(hostile) == {"ok": b"1"}
     with pytest.raises(ValueError):
         harness.pack({"x": b"\n==> y <==\n"})
+
+
+def test_rehash_keeps_the_manifest_as_it_was_written() -> None:
+    """The rehash fixes each changed entry's sha256 and size in the input's own text, so the
+    manifest's own mutations reach the reader; it writes the whole manifest again only when an
+    entry's old values are not found once (two entries of one digest)."""
+    def right(files: dict[str, bytes]) -> bool:
+        entries = json.loads(files["manifest.json"])["files"]
+        return all(e["sha256"] == hashlib.sha256(files[n]).hexdigest() and e["size"] == len(files[n])
+                   for n, e in entries.items() if n in files)
+
+    files = harness.unpack((harness.SEEDS / "bundle" / "tiny").read_bytes())
+    harness.rehash(files, "manifest.json")
+    assert right(files)
+    files["manifest.json"] = files["manifest.json"].replace(b'"schema_version": 1', b'"schema_version":\t1')
+    again = {**files, "golden.json": b"{}"}
+    harness.rehash(again, "manifest.json")
+    assert right(again) and b'"schema_version":\t1' in again["manifest.json"]  # kept, fixed in place
+    unchanged = dict(files)
+    harness.rehash(unchanged, "manifest.json")
+    assert unchanged["manifest.json"] is files["manifest.json"]  # nothing to fix: the same bytes
+    twins = {**files, "golden.json": files["sentencepiece.bpe.model"]}  # one digest for two entries
+    harness.rehash(twins, "manifest.json")
+    assert right(twins) and b'"schema_version":\t1' in twins["manifest.json"]
+    twins["golden.json"] = b"{}"
+    harness.rehash(twins, "manifest.json")
+    assert right(twins) and b'"schema_version":\t1' not in twins["manifest.json"]  # written again
 
 
 def test_one_file_targets_read_the_input_not_their_base() -> None:

@@ -46,11 +46,17 @@ def test_swift_target(fuzz_exe: Path, target: str, tmp_path: Path) -> None:
     replay = subprocess.run([str(fuzz_exe), *flags, *map(str, _committed(target))], env=env,
                             capture_output=True, text=True, timeout=300)
     assert replay.returncode == 0, replay.stderr[-4000:]
+    seeds = [p for d in fuzz_swift.real_seed_dirs(target) for p in sorted(d.iterdir()) if p.is_file()]
+    verdicts = subprocess.run([str(fuzz_exe), *flags, *map(str, seeds)],
+                              env={**env, "EDGE_M3_FUZZ_VERDICTS": "1"}, capture_output=True, text=True,
+                              timeout=300)
+    got = [line for line in verdicts.stderr.splitlines() if line.startswith("verdict: ")]
+    assert got == ["verdict: accepted"] * len(seeds), (seeds, got)  # past the harness's rehash
     corpus = tmp_path / "corpus"
     corpus.mkdir()
     run = subprocess.run([str(fuzz_exe), *flags, f"-runs={SWIFT_RUNS}", f"-max_total_time={SWIFT_SECONDS}",
                           "-seed=38", str(corpus), *map(str, fuzz_swift.seed_dirs(target))],
-                         env=env, capture_output=True, text=True, timeout=300)
+                         env=fuzz_swift.env(target, fuzzing=True), capture_output=True, text=True, timeout=300)
     found = [p.name for p in tmp_path.iterdir() if p.name.startswith(("crash-", "timeout-", "oom-", "leak-"))]
     assert run.returncode == 0 and not found, f"{found}\n{run.stderr[-4000:]}"
     assert "stat::number_of_executed_units" in run.stderr

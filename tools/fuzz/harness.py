@@ -245,18 +245,55 @@ def write_folder(files: dict[str, bytes]) -> Path:
 def rehash(files: dict[str, bytes], manifest: str) -> None:
     """Rewrite the manifest's `files` entries (sha256, size) to match the files given: issue 38's
     attacker, who edits a folder's files and its manifest together, so that the fuzzer's edits
-    reach the reader past the hash check."""
+    reach the reader past the hash check. An entry that already matches is left as it is, and a
+    changed one is edited in the input's own text where its old values are found (`_splice_entry`),
+    so the manifest's own mutations reach the reader as they were made; the whole manifest is
+    written again only when that fails. The kits' harness does the same (FuzzTargets.swift)."""
     try:
         m = json.loads(files[manifest])
     except (KeyError, ValueError, RecursionError):
         return
     if not isinstance(m, dict) or not isinstance(m.get("files"), dict):
         return
+    text: bytes | None = files[manifest]
+    changed = False
     for name, entry in m["files"].items():
         if isinstance(entry, dict) and name in files:
-            entry["sha256"] = hashlib.sha256(files[name]).hexdigest()
-            entry["size"] = len(files[name])
-    files[manifest] = json.dumps(m).encode()
+            sha, size = hashlib.sha256(files[name]).hexdigest(), len(files[name])
+            old_sha, old_size = entry.get("sha256"), entry.get("size")
+            if old_sha == sha and type(old_size) is int and old_size == size:
+                continue
+            if text is not None and isinstance(old_sha, str) and type(old_size) is int:
+                text = _splice_entry(text, old_sha, old_size, sha, size)
+            else:
+                text = None
+            entry["sha256"], entry["size"] = sha, size
+            changed = True
+    if text is not None:
+        files[manifest] = text
+    elif changed:
+        files[manifest] = json.dumps(m).encode()
+
+
+def _splice_entry(raw: bytes, old_sha: str, old_size: int, sha: str, size: int) -> bytes | None:
+    """`raw` with one entry's digest and size replaced in place: the old digest's one occurrence
+    (quoted), then the first `"size": N` after it before a `}` (N the old size, a whole number);
+    None when either is not found so."""
+    quoted = f'"{old_sha}"'.encode()
+    i = raw.find(quoted)
+    if i < 0 or raw.find(quoted, i + 1) >= 0:
+        return None
+    out = raw[:i] + f'"{sha}"'.encode() + raw[i + len(quoted):]
+    key = f'"size": {old_size}'.encode()
+    close = out.find(b"}", i)
+    close = len(out) if close < 0 else close
+    j = out.find(key, i)
+    while 0 <= j < close:
+        end = j + len(key)
+        if end == len(out) or out[end:end + 1] not in b"0123456789.eE":
+            return out[:j] + f'"size": {size}'.encode() + out[end:]
+        j = out.find(key, j + 1)
+    return None
 
 
 RSS_LIMIT_MB = 2048  # libFuzzer's bound past the process's peak when it starts (rss_limit_mb)

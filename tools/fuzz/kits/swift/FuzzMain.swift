@@ -7,6 +7,9 @@ import Foundation
 
 nonisolated(unsafe) var fuzzName = ""
 nonisolated(unsafe) var fuzzTarget: (([UInt8]) throws -> Void)? = nil
+/// EDGE_M3_FUZZ_VERDICTS=1: one "verdict: accepted" or "verdict: refused KIND" line per input on
+/// stderr (tests/test_fuzz_kits.py: every seed must be accepted, past the harness's rehash).
+nonisolated(unsafe) var printVerdicts = false
 /// Targets whose input is all an index's files: every refusal must be corrupt_index.
 let indexTargets: Set<String> = ["index", "writable"]
 
@@ -22,6 +25,7 @@ public func fuzzInitialize(_ argc: UnsafeMutablePointer<Int32>, _ argv: UnsafeMu
         exit(2)
     }
     fuzzTarget = t
+    printVerdicts = ProcessInfo.processInfo.environment["EDGE_M3_FUZZ_VERDICTS"] == "1"
     return 0
 }
 
@@ -30,7 +34,9 @@ public func fuzzTestOneInput(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int3
     let bytes = size == 0 || data == nil ? [] : Array(UnsafeBufferPointer(start: data, count: size))
     do {
         try fuzzTarget!(bytes)
+        if printVerdicts { FileHandle.standardError.write(Data("verdict: accepted\n".utf8)) }
     } catch let e as EdgeM3Error {
+        if printVerdicts { FileHandle.standardError.write(Data("verdict: refused \(e.kind.rawValue)\n".utf8)) }
         if e.message.isEmpty || e.message.unicodeScalars.contains(where: { EdgeM3Contract.lineBreakEscapes[$0] != nil }) || EdgeM3ErrorKind(rawValue: e.kind.rawValue) == nil {
             fatalError("\(fuzzName): the refusal is not one line: \(e.message.prefix(300).debugDescription)")
         }
