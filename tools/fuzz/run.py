@@ -24,6 +24,7 @@ with atheris.instrument_imports(include=["edge_m3"]):
     import edge_m3.tokenizer.unigram  # noqa: F401
     import edge_m3.tokenizer.vocab  # noqa: F401
     from tools.fuzz import harness
+    from tools.fuzz.mend import mend_trace_cmp
 
     # Every reader a target can reach, instrumented here (imports inside functions come later).
     from tools.fuzz.targets import (  # noqa: F401
@@ -75,6 +76,7 @@ def main(argv: list[str] | None = None) -> int:
              f"-runs={args.runs}", f"-max_total_time={args.seconds}"]
 
     def one(data: bytes) -> None:
+        mend_trace_cmp()
         try:
             harness.check(t, data, bounded=False)
         except harness.ContractViolation as exc:  # atheris prints only the outer traceback
