@@ -906,7 +906,8 @@ INDEX_BASE_PREFIX = "base-"
 # A second writer waits this long for the first one's transaction, then is refused ("busy").
 INDEX_DB_BUSY_MS = 5000
 # meta keys (values are text): format, format_version, dim, dense, colbert, bundle (JSON, or
-# "null"), base ("" none, "." the folder itself, or INDEX_BASE_PREFIX + n), base_sha256 (sha256 of
+# "null"), base ("" none, "." the folder itself, or INDEX_BASE_PREFIX + n, n an integer as the
+# others: ASCII digits, at most INDEX_DB_INT_MAX), base_sha256 (sha256 of
 # the base's INDEX_MANIFEST, "" without a base), generation (decimal, +1 per compaction).
 INDEX_DB_META_KEYS = ("format", "format_version", "dim", "dense", "colbert", "bundle", "base",
                       "base_sha256", "generation")

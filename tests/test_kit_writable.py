@@ -1156,3 +1156,31 @@ def test_a_passage_removed_in_part_is_refused_in_three_languages(kotlin_ops, swi
                 WritableIndex.open(folder)
         else:
             assert WritableIndex.open(folder).ids() == [2]
+
+
+def test_a_base_folder_name_is_one_rule_in_three_languages(kotlin_ops, swift_ops, tmp_path: Path) -> None:
+    """The database's base is "", "." or INDEX_BASE_PREFIX + a meta integer (ASCII digits, at most
+    2^63 - 1) in Python, Kotlin and Swift alike. Before, each parsed the number its own way and
+    opened a folder the other two refused: Python other scripts' digits ("base-²"), Swift a sign
+    ("base-+1"), Python and Kotlin a number past 2^63 - 1."""
+    from edge_m3.retrieval.writable import WritableIndex
+
+    good = tmp_path / "good"
+    _base_with_db(good, kotlin_ops)
+    assert kotlin_ops(good, [("open",), ("compact",), ("count",)]) == ["ok", "ok", "count 3"]
+    con = sqlite3.connect(good / INDEX_DB)
+    base = con.execute("SELECT value FROM meta WHERE key = 'base'").fetchone()[0]
+    con.close()
+    assert base.startswith(INDEX_BASE_PREFIX) and (good / base).is_dir()
+    for n, suffix in enumerate(("+1", "\u00b2", "\u0661", "9" * 20)):
+        folder = tmp_path / f"case-{n}"
+        shutil.copytree(good, folder)
+        (folder / base).rename(folder / (INDEX_BASE_PREFIX + suffix))
+        _set_meta(folder, "base", INDEX_BASE_PREFIX + suffix)
+        want = ["error corrupt_index", "error invalid_input"]
+        assert kotlin_ops(folder, [("open",), ("count",)]) == want, suffix
+        assert swift_ops(folder, [("open",), ("count",)]) == want, suffix
+        with pytest.raises(CorruptIndexError, match="not a base folder name"):
+            WritableIndex.open(folder)
+    assert swift_ops(good, [("open",), ("count",)]) == ["ok", "count 3"]
+    assert len(WritableIndex.open(good)) == 3

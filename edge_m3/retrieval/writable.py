@@ -203,6 +203,11 @@ def _meta_int(text: str) -> int | None:
     return value if value <= INDEX_DB_INT_MAX else None
 
 
+def _base_generation(name: str) -> int | None:
+    """The n of a base folder's name, INDEX_BASE_PREFIX + n (n a meta integer); else None."""
+    return _meta_int(name[len(INDEX_BASE_PREFIX):]) if name.startswith(INDEX_BASE_PREFIX) else None
+
+
 def _unblob(b: Any, dtype: str, count: int | None, where: str) -> np.ndarray:
     """A column's bytes as a little-endian array; refuse a length that is not `count` items."""
     item = np.dtype(dtype).itemsize
@@ -438,8 +443,7 @@ class WritableIndex:
         if not 1 <= dim <= INDEX_MAX_DIM or not stores:
             raise CorruptIndexError(f"{where}: meta dim, dense or colbert malformed")
         base = meta["base"]
-        if base not in ("", ".") and not (base.startswith(INDEX_BASE_PREFIX)
-                                          and base[len(INDEX_BASE_PREFIX):].isdigit()):
+        if base not in ("", ".") and _base_generation(base) is None:
             raise CorruptIndexError(f"{where}: meta base {base!r} is not a base folder name")
         if (base == "") != (meta["base_sha256"] == ""):  # a base's sha256 is set with it, and only then
             raise CorruptIndexError(f"{where}: meta base_sha256 {meta['base_sha256']!r} for base {base!r}")
@@ -782,9 +786,8 @@ class WritableIndex:
         for p in self.path.iterdir():
             name = p.name[1:].split(".", 1)[0] if p.name.startswith(".") and (
                 ".building-" in p.name or ".old-" in p.name) else p.name
-            gen = name[len(INDEX_BASE_PREFIX):]
-            if p.is_dir() and name.startswith(INDEX_BASE_PREFIX) and gen.isdigit() \
-                    and int(gen) <= self.generation and p.name != keep:
+            gen = _base_generation(name)
+            if p.is_dir() and gen is not None and gen <= self.generation and p.name != keep:
                 shutil.rmtree(p, ignore_errors=True)
         if keep != "." and (old == "." or (self.path / INDEX_MANIFEST).exists()):
             _remove_root_base(self.path)

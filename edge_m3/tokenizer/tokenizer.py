@@ -27,6 +27,7 @@ offset) comes from the manifest, never from scattered constants.
 
 from __future__ import annotations
 
+import copy
 import re
 from collections.abc import Sequence
 from pathlib import Path
@@ -182,6 +183,14 @@ class Tokenizer:
         top = self.piece_count - 1 + self.spec.id_offset
         reach = max(top, *(int(i) for i in self.spec.special_ids.values())) + 1  # the largest id encode gives
         return _load_row_map(folder / name, self.spec, reach)
+
+    def with_row_map(self, folder: Path) -> Tokenizer:
+        """This tokenizer reading its rows from the vocab_map file in `folder` instead (nothing
+        else read again): the row map alone, as the tokenizer reads it at open (issue 38's
+        `vocab_map` fuzz target)."""
+        other = copy.copy(self)
+        other._row = self.read_row_map(folder)
+        return other
 
     def words(self, text: str) -> list[str]:
         """The text as the reference tokenizer sees it: charsmap per grapheme, then split on

@@ -720,7 +720,7 @@ nonisolated public final class EdgeM3WritableIndex: @unchecked Sendable {  // mu
         guard let generation = metaInt(meta["generation"]!) else { throw bad("meta generation malformed") }
         let baseName = meta["base"]!, baseSha = meta["base_sha256"]!
         let prefix = EdgeM3Contract.indexBasePrefix
-        guard baseName == "" || baseName == "." || (baseName.hasPrefix(prefix) && Int(baseName.dropFirst(prefix.count)) != nil) else {
+        guard baseName == "" || baseName == "." || (baseName.hasPrefix(prefix) && metaInt(String(baseName.dropFirst(prefix.count))) != nil) else {
             throw bad("meta base \"\(baseName)\" malformed")
         }
         var base: EdgeM3Index?

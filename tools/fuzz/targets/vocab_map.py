@@ -1,4 +1,4 @@
-"""vocab_map.json (Tokenizer.read_row_map: tokenizer._load_row_map, vocab.row_map) of an
+"""vocab_map.json (Tokenizer.with_row_map: tokenizer._load_row_map, vocab.row_map) of an
 otherwise intact trimmed bundle: the committed tiny trimmed bundle seed, verified and its
 tokenizer read once, with this input as its vocab_map.json (in a scratch folder of its own),
 read as the tokenizer reads it at open; then every text's ids (encoded once) mapped to rows.
@@ -6,7 +6,6 @@ Every file of a folder at once is the `bundle` target's."""
 
 from __future__ import annotations
 
-import copy
 from functools import cache
 from typing import Any
 
@@ -24,8 +23,7 @@ def _opened() -> tuple[Any, list[list[int]]]:
 
 def run(data: bytes) -> None:
     tok, encoded = _opened()
-    mapped = copy.copy(tok)
-    mapped._row = tok.read_row_map(scratch_file(tok.spec.vocab_map["file"], data).parent)
+    mapped = tok.with_row_map(scratch_file(tok.spec.vocab_map["file"], data).parent)
     rows = tok.spec.model_rows
     for ids in encoded:
         assert all(0 <= r < rows for r in mapped.to_model_ids(ids))

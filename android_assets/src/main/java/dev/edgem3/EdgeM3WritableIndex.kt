@@ -575,10 +575,6 @@ class EdgeM3WritableIndex private constructor(
         rebuildMaps()
     }
 
-    /** A meta integer (contract.INDEX_DB_INT_MAX): ASCII digits only (toLongOrNull alone takes a sign
-     *  and other scripts' digits), at most 2^63 - 1; else null. */
-    private fun metaInt(v: String): Long? = if (v.isNotEmpty() && v.all { it in '0'..'9' }) v.toLongOrNull() else null
-
     /** A text cell's bytes (`CAST(x AS BLOB)`) as UTF-8, strictly; null when they are not UTF-8. */
     private fun utf8(raw: Any?): String? = try {
         Charsets.UTF_8.newDecoder().onMalformedInput(CodingErrorAction.REPORT).onUnmappableCharacter(CodingErrorAction.REPORT)
@@ -655,7 +651,7 @@ class EdgeM3WritableIndex private constructor(
             val temporary = name.startsWith(".") && (name.contains(".building-") || name.contains(".old-"))
             val base = if (temporary) name.substring(1).substringBefore('.') else name
             if (!f.isDirectory || !isBaseName(base) || name == baseName) continue
-            val g = base.substring(EdgeM3Contract.INDEX_BASE_PREFIX.length).toLongOrNull() ?: continue
+            val g = metaInt(base.substring(EdgeM3Contract.INDEX_BASE_PREFIX.length)) ?: continue
             if (g <= generation) deleteTree(f)
         }
         if (baseName != ".") deleteRootBase()
@@ -960,9 +956,14 @@ class EdgeM3WritableIndex private constructor(
         private fun setMeta(d: IndexDb, key: String, value: String) =
             d.execute("UPDATE meta SET value = ? WHERE key = ?", listOf(value, key))
 
+        /** A meta integer (contract.INDEX_DB_INT_MAX): ASCII digits only (toLongOrNull alone takes a sign
+         *  and other scripts' digits), at most 2^63 - 1; else null. */
+        private fun metaInt(v: String): Long? = if (v.isNotEmpty() && v.all { it in '0'..'9' }) v.toLongOrNull() else null
+
+        /** A base folder's name: INDEX_BASE_PREFIX + n, n a meta integer. */
         private fun isBaseName(name: String): Boolean {
             val p = EdgeM3Contract.INDEX_BASE_PREFIX
-            return name.startsWith(p) && name.length > p.length && name.substring(p.length).all { it in '0'..'9' }
+            return name.startsWith(p) && metaInt(name.substring(p.length)) != null
         }
 
         /** An id as the index keys it: a Long (Int widened) or a String. */
