@@ -127,6 +127,20 @@ def test_a_model_the_manifest_does_not_list_is_refused(kit_jar: Path, fuzz_exe: 
             kit.close()
 
 
+def test_the_kotlin_loop_rehashes_every_seed_past_the_hash_check(kit_jar: Path) -> None:
+    """Kotlin's loop rewrites a folder's manifest hashes as Python's and Swift's harnesses do (in
+    the manifest's own text): a seed it failed to rehash would be refused at the hash check, and
+    its mutants would fuzz nothing past it (the bundle seeds' manifests need it)."""
+    kit = loop.kotlin()
+    try:
+        for target in ("bundle", "index"):
+            for seed in sorted((harness.SEEDS / target).iterdir()):
+                answer = kit.ask(target, seed.read_bytes())
+                assert loop.verdict(answer) == "accepted", (target, seed.name, answer)
+    finally:
+        kit.close()
+
+
 def test_a_lying_writable_database_is_refused_by_all_three(kit_jar: Path, fuzz_exe: Path) -> None:
     """Each database of tools/fuzz/writable_lies.py (a seed changed through SQLite: a column the
     stores do not use, a text vector, a scale not > 0, text that is not UTF-8, meta integers past

@@ -187,26 +187,74 @@ class KitFuzz(private val fuzzDir: File) {
         return root
     }
 
+    /** harness.rehash: each changed entry's sha256 and size edited in the manifest's own text
+     *  (`splicedEntry`), an entry that matches left as it is; the whole manifest is written again
+     *  only when an old value is not found once, so its own mutations reach the reader as made. */
     private fun rehash(files: MutableMap<String, ByteArray>, manifest: String) {
         val raw = files[manifest] ?: return
         @Suppress("UNCHECKED_CAST")
         val m = (try { MiniJson.parse(String(raw, Charsets.UTF_8)) } catch (e: EdgeM3Exception) { null }) as? Map<String, Any?> ?: return
         @Suppress("UNCHECKED_CAST")
         val entries = m["files"] as? Map<String, Any?> ?: return
+        var text: ByteArray? = raw  // null once an edit could not be made in place
+        var changed = false
         val out = LinkedHashMap<String, Any?>(m)
         out["files"] = entries.mapValues { (name, e) ->
             val data = files[name]
             if (e is Map<*, *> && data != null) {
-                LinkedHashMap<Any?, Any?>(e).also {
-                    it["sha256"] = hex(MessageDigest.getInstance("SHA-256").digest(data))
-                    it["size"] = data.size.toLong()
+                val sha = hex(MessageDigest.getInstance("SHA-256").digest(data))
+                val size = data.size.toLong()
+                val oldSha = e["sha256"] as? String
+                val oldSize = e["size"] as? Long
+                if (oldSha == sha && oldSize == size) {
+                    e
+                } else {
+                    val t = text
+                    text = if (t != null && oldSha != null && oldSize != null) splicedEntry(t, oldSha, oldSize, sha, size) else null
+                    changed = true
+                    LinkedHashMap<Any?, Any?>(e).also {
+                        it["sha256"] = sha
+                        it["size"] = size
+                    }
                 }
             } else e
         }
-        files[manifest] = toJson(out).toByteArray()
+        files[manifest] = text ?: if (changed) toJson(out).toByteArray() else raw
     }
 
     companion object {
+        /** harness._splice_entry: `raw` with one entry's digest and size replaced in place (the old
+         *  digest's one occurrence, quoted, then the first `"size": N` after it before a `}`); null
+         *  when either is not found so. */
+        private fun splicedEntry(raw: ByteArray, oldSha: String, oldSize: Long, sha: String, size: Long): ByteArray? {
+            val quoted = "\"$oldSha\"".toByteArray()
+            val i = indexOf(raw, quoted, 0)
+            if (i < 0 || indexOf(raw, quoted, i + 1) >= 0) return null
+            val out = raw.copyOfRange(0, i) + "\"$sha\"".toByteArray() + raw.copyOfRange(i + quoted.size, raw.size)
+            val key = "\"size\": $oldSize".toByteArray()
+            val close = indexOf(out, "}".toByteArray(), i).let { if (it < 0) out.size else it }
+            var j = indexOf(out, key, i)
+            while (j in 0 until close) {
+                val end = j + key.size
+                if (end == out.size || out[end].toChar() !in "0123456789.eE") {
+                    return out.copyOfRange(0, j) + "\"size\": $size".toByteArray() + out.copyOfRange(end, out.size)
+                }
+                j = indexOf(out, key, j + 1)
+            }
+            return null
+        }
+
+        private fun indexOf(hay: ByteArray, needle: ByteArray, from: Int): Int {
+            var i = from
+            while (i + needle.size <= hay.size) {
+                var k = 0
+                while (k < needle.size && hay[i + k] == needle[k]) k++
+                if (k == needle.size) return i
+                i++
+            }
+            return -1
+        }
+
         fun hex(b: ByteArray): String = b.joinToString("") { String.format("%02x", it) }
 
         /** harness.unpack: `\n==> NAME <==\n` then the bytes, per file; unsafe names dropped. */
