@@ -52,7 +52,8 @@ class KitFuzz(private val fuzzDir: File) {
         "bpe" -> { bpe(unpack(data)); "" }
         "index" -> index(unpack(data), rehash = true)
         "index-diff" -> index(unpack(data), rehash = false)  // loop.py rehashed it once for all three
-        "writable" -> writable(data)
+        "writable" -> writable(data, every = false)
+        "writable-diff" -> writable(data, every = true)  // loop.py's differential: every passage
         else -> throw IllegalArgumentException("unknown target $target")
     }
 
@@ -146,18 +147,20 @@ class KitFuzz(private val fuzzDir: File) {
     }
 
     /** The passage and row counts, the width, then every search mode per passage and per chunk:
-     *  "MODE[/chunks] row:id:chunk:scorebits ..." joined by ";" (the differential's form, as loop.py writes it). */
-    private fun writable(data: ByteArray): String {
+     *  "MODE[/chunks] row:id:chunk:scorebits ..." joined by ";" (the differential's form, as loop.py writes it).
+     *  The top 3, or with `every` k = the row count: every passage and chunk in the answer. */
+    private fun writable(data: ByteArray, every: Boolean): String {
         val dir = writeFolder(mapOf(EdgeM3Contract.INDEX_DB to data), null)
         val idx = EdgeM3WritableIndex.open(dir, JdbcIndexDbDriver)
         try {
             val q = query(idx.dim, intArrayOf(5, 6, 9))
             val n = idx.count
             val rows = idx.rows
+            val k = if (every) maxOf(rows, 1) else 3
             val parts = EdgeM3Contract.SCORE_MODES.filter { idx.colbertStore != "none" || !it.contains("colbert") }.flatMap { mode ->
                 listOf(false, true).map { chunks ->
-                    val hits = idx.search(q, 3, mode, chunks = chunks)
-                    require2(hits.size <= minOf(3, if (chunks) rows else n)) { "$mode: ${hits.size} hits" }
+                    val hits = idx.search(q, k, mode, chunks = chunks)
+                    require2(hits.size <= minOf(k, if (chunks) rows else n)) { "$mode: ${hits.size} hits" }
                     require2(hits.all { it.row in 0 until rows }) { "$mode: row out of range" }
                     require2(chunks || hits.map { idx.id(it.row) }.toSet().size == hits.size) { "$mode: a passage twice" }
                     (listOf(if (chunks) "$mode/chunks" else mode) + hits.map { h ->

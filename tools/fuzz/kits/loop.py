@@ -494,7 +494,7 @@ def _py_index(data: bytes) -> str:
 def _py_writable(data: bytes) -> str:
     from tools.fuzz.targets.writable import answers
 
-    return answers(data, lambda _: 0.25)
+    return answers(data, lambda _: 0.25, every=True)
 
 
 # --------------------------------------------------------------------------- the loops
@@ -556,6 +556,13 @@ def _judge(kit: Kit, target: str, data: bytes, stats: dict, out: Path, seen: set
         seen.add(key)
 
 
+def diff_ask(kit: Kit, target: str, data: bytes) -> str:
+    """A kit's answer in the differential's form: Kotlin's `index-diff` (the files as given, not
+    rehashed again) and `writable-diff` (every passage), Swift's DiffMain (always that form)."""
+    wire = {"index": "index-diff", "writable": "writable-diff"} if kit.name == "kotlin" else {}
+    return kit.ask(wire.get(target, target), data)
+
+
 def run_diff(target: str, budget: int, seed: int, out: Path, seconds: float = 0) -> dict:
     rng = random.Random(seed)
     corpus = seeds(target)
@@ -567,13 +574,12 @@ def run_diff(target: str, budget: int, seed: int, out: Path, seconds: float = 0)
         while stats["executions"] < budget and not (seconds and time.monotonic() - t0 > seconds):
             data = corpus[i] if i < len(corpus) else mutate(target, rng.choice(corpus), rng)
             i += 1
-            if target == "index":  # one rehash for all three (each kit's own would re-serialize index.json)
+            if target == "index":  # one rehash for all three: the same files reach each reader
                 files = unpack(data)
                 rehash(files, "index.json")
                 data = pack(files)
-            wire = {"index": "index-diff"}.get(target, target)
-            answers = ({"python": python_answer(target, data)} |
-                       {k.name: k.ask(wire if k.name == "kotlin" else target, data) for k in kits})
+            answers = {"python": python_answer(target, data)}
+            answers |= {k.name: diff_ask(k, target, data) for k in kits}
             stats["executions"] += 1
             verdicts = {verdict(a) for a in answers.values()}
             contents = {content(a) for a in answers.values()}

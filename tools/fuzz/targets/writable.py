@@ -13,24 +13,25 @@ from edge_m3.retrieval.writable import WritableIndex
 from tools.fuzz.harness import id_text, score_bits, write_folder
 
 
-def answers(data: bytes, fill: Callable[[int], float]) -> str:
+def answers(data: bytes, fill: Callable[[int], float], every: bool = False) -> str:
     """The passage and row counts, the width, then every search mode per passage and per chunk,
     each checked: "MODE[/chunks] row:id:chunk:scorebits ..." joined by ";" (the differential's
     form, as KitFuzz.kt and the Swift harness's `writableAnswers` write it). The query's vectors
-    are `fill(dim)` everywhere."""
+    are `fill(dim)` everywhere. The top 3, or with `every` (the differential) k = the row count:
+    every passage and every chunk, each with its score, in the answer."""
     idx = WritableIndex.open(write_folder({INDEX_DB: data}))
     try:
         n, rows, d = len(idx), idx.rows, idx.dim
         query = {DENSE_VECS: np.full(d, fill(d), np.float32),
                  LEXICAL_WEIGHTS: {"5": 0.5, "6": 0.5, "9": 0.5, "7": 0.25},
                  COLBERT_VECS: np.full((2, d), fill(d), np.float32)}
-        parts = []
+        parts, k = [], max(rows, 1) if every else 3
         for mode in SCORE_MODES:
             if "colbert" in mode_signals(mode) and not idx.has_colbert:
                 continue
             for chunks in (False, True):
-                hits = idx.search(query, 3, mode, chunks=chunks)
-                assert len(hits) <= min(3, rows if chunks else n), (mode, chunks, hits)
+                hits = idx.search(query, k, mode, chunks=chunks)
+                assert len(hits) <= min(k, rows if chunks else n), (mode, chunks, hits)
                 assert all(0 <= h.row < rows for h in hits), (mode, chunks, hits)
                 assert chunks or len({h.id for h in hits}) == len(hits), (mode, hits)
                 hs = [f"{h.row}:{id_text(h.id)}:{h.chunk}:{score_bits(h.score)}" for h in hits]

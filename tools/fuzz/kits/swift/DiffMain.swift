@@ -89,7 +89,7 @@ enum DiffMain {
                 switch target {
                 case "spmodel": line = "accepted " + (try spmodelContent(data))
                 case "index": line = "accepted " + (try indexContent(data))
-                case "writable": line = "accepted " + (try writableAnswers(data, query: { try fuzzQuery(dim: $0, tokens: $1, value: 0.25) }))
+                case "writable": line = "accepted " + (try writableAnswers(data, every: true, query: { try fuzzQuery(dim: $0, tokens: $1, value: 0.25) }))
                 default:
                     guard let t = fuzzTargets[target] else { line = "violation unknown target \(target)"; break }
                     try t(data)

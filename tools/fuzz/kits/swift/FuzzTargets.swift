@@ -353,16 +353,18 @@ func fuzzIndex(_ data: [UInt8]) throws {
 /// passages' blobs), then every search mode its stores support, per passage and per chunk, each
 /// checked; the answers in the differential's form (DiffMain.swift, loop.py, KitFuzz.kt): the
 /// passage and row counts, the width, then "MODE[/chunks] row:id:chunk:scorebits ..." joined by ";".
-func writableAnswers(_ data: [UInt8], query: (Int, [Int32]) throws -> Retrieval.Vectors) throws -> String {
+/// The top 3, or with `every` (the differential) k = the row count: every passage and chunk.
+func writableAnswers(_ data: [UInt8], every: Bool = false, query: (Int, [Int32]) throws -> Retrieval.Vectors) throws -> String {
     let dir = try writeFolder([(EdgeM3Contract.indexDb, data)], rehash: nil)
     let idx = try EdgeM3WritableIndex(folder: dir)
     let n = try idx.count, rows = try idx.rows  // passages, and their chunks' rows
     let q = try query(idx.dim, [5, 6, 9])
+    let k = every ? max(rows, 1) : 3
     var parts: [String] = []
     for mode in EdgeM3Contract.scoreModes where idx.colbertStore != "none" || !mode.contains("colbert") {
         for chunks in [false, true] {
-            let hits = try idx.search(q, k: 3, mode: mode, chunks: chunks)
-            try require(hits.count <= min(3, chunks ? rows : n), "\(mode): \(hits.count) hits")
+            let hits = try idx.search(q, k: k, mode: mode, chunks: chunks)
+            try require(hits.count <= min(k, chunks ? rows : n), "\(mode): \(hits.count) hits")
             try require(hits.allSatisfy { $0.row >= 0 && $0.row < rows }, "\(mode): row out of range")
             try require(chunks || Set(hits.map(\.id)).count == hits.count, "\(mode): a passage twice")
             let hs = hits.map { "\($0.row):\(idText($0.id)):\($0.chunk):\(scoreBits($0.score))" }
