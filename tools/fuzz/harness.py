@@ -248,7 +248,7 @@ def rehash(files: dict[str, bytes], manifest: str) -> None:
     reach the reader past the hash check. An entry that already matches is left as it is, and a
     changed one is edited in the input's own text where its old values are found (`_splice_entry`),
     so the manifest's own mutations reach the reader as they were made; the whole manifest is
-    written again only when that fails. The kits' harness does the same (FuzzTargets.swift)."""
+    written again only when that fails. The kits' harnesses do the same (FuzzTargets.swift, KitFuzz.kt)."""
     try:
         m = json.loads(files[manifest])
     except (KeyError, ValueError, RecursionError):
