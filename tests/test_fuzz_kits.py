@@ -42,16 +42,16 @@ def _committed(target: str) -> list[Path]:
 def test_swift_target(fuzz_exe: Path, target: str, tmp_path: Path) -> None:
     """Every committed input meets the contract, then a brief run from them finds no violation."""
     flags = fuzz_swift.flags(target, tmp_path, 1 << 16)
-    env = fuzz_swift.env(target)
-    replay = subprocess.run([str(fuzz_exe), *flags, *map(str, _committed(target))], env=env,
+    committed = _committed(target)  # the real seeds first, then the regression inputs
+    seeds = [p for d in fuzz_swift.real_seed_dirs(target) for p in sorted(d.iterdir()) if p.is_file()]
+    assert committed[:len(seeds)] == seeds
+    replay = subprocess.run([str(fuzz_exe), *flags, *map(str, committed)],
+                            env={**fuzz_swift.env(target), "EDGE_M3_FUZZ_VERDICTS": "1"},
                             capture_output=True, text=True, timeout=300)
     assert replay.returncode == 0, replay.stderr[-4000:]
-    seeds = [p for d in fuzz_swift.real_seed_dirs(target) for p in sorted(d.iterdir()) if p.is_file()]
-    verdicts = subprocess.run([str(fuzz_exe), *flags, *map(str, seeds)],
-                              env={**env, "EDGE_M3_FUZZ_VERDICTS": "1"}, capture_output=True, text=True,
-                              timeout=300)
-    got = [line for line in verdicts.stderr.splitlines() if line.startswith("verdict: ")]
-    assert got == ["verdict: accepted"] * len(seeds), (seeds, got)  # past the harness's rehash
+    got = [line for line in replay.stderr.splitlines() if line.startswith("verdict: ")]
+    assert len(got) == len(committed), got
+    assert got[:len(seeds)] == ["verdict: accepted"] * len(seeds), (seeds, got)  # past the harness's rehash
     corpus = tmp_path / "corpus"
     corpus.mkdir()
     run = subprocess.run([str(fuzz_exe), *flags, f"-runs={SWIFT_RUNS}", f"-max_total_time={SWIFT_SECONDS}",
