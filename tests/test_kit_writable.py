@@ -980,15 +980,28 @@ def test_kotlin_hybrid_candidates_over_many_rows(kotlin_ops, tmp_path: Path) -> 
         assert g == p == w, f"op {n} {op[0]}: kotlin {g!r}, python {p!r}, fresh build {w!r}"
 
 
-def test_kotlin_compaction_collects_only_its_own_garbage(kotlin_ops, tmp_path: Path) -> None:
+@pytest.mark.parametrize("language", ["python", "kotlin", "swift"])
+def test_a_compaction_collects_only_its_own_garbage(language: str, kotlin_ops, swift_ops,
+                                                    tmp_path: Path) -> None:
     """A compaction deletes the replaced root base, a killed compaction's leftovers of its own
-    generation and their temporaries, never a later generation (another process's, in progress)."""
+    generation and their temporaries, never a later generation (another process's compaction in
+    progress, or its base just committed), in each language alike. Before, Swift deleted every
+    `base-*` folder but its own and every `.base-*` temporary: a base another process had just
+    committed was lost."""
+    from edge_m3.retrieval.writable import WritableIndex
+
     folder = tmp_path / "gc"
     _base_with_db(folder, kotlin_ops)
     for leftover in ("base-1", ".base-1.building-x1", ".base-1.old-x2", "base-5", ".base-6.building-x3"):
         (folder / leftover).mkdir()
         (folder / leftover / "dense.bin").write_bytes(b"junk")
-    assert kotlin_ops(folder, [("open",), ("compact",), ("count",)]) == ["ok", "ok", "count 3"]
+    if language == "python":
+        with WritableIndex.open(folder) as ix:
+            ix.compact()
+            assert len(ix) == 3
+    else:
+        run = kotlin_ops if language == "kotlin" else swift_ops
+        assert run(folder, [("open",), ("compact",), ("count",)]) == ["ok", "ok", "count 3"]
     left = sorted(p.name for p in folder.iterdir() if not p.name.startswith(INDEX_DB))
     assert left == [".base-6.building-x3", "base-1", "base-5"]
     assert (folder / "base-1" / INDEX_MANIFEST).is_file()

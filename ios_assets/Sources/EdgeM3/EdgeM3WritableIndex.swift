@@ -854,7 +854,9 @@ nonisolated public final class EdgeM3WritableIndex: @unchecked Sendable {  // mu
         }
         if link(tmp, final) != 0 {
             let err = errno
-            if err == EEXIST { return false }
+            // EEXIST: another process made it first. ENOENT with a database in place: that
+            // process's garbage collection took this temporary (it deletes database temporaries).
+            if err == EEXIST || (err == ENOENT && access(final, F_OK) == 0) { return false }
             throw EdgeM3Error("\(final): cannot create the index database (\(String(cString: strerror(err))))", kind: .writeFailed)
         }
         syncFolder(folder)
@@ -863,16 +865,28 @@ nonisolated public final class EdgeM3WritableIndex: @unchecked Sendable {  // mu
 
     // ------------------------------------------------------------------ garbage, compaction
 
-    /// Deletes what no database references (the caller holds the writer lock): other `base-*`
-    /// folders, unfinished `.base-*` builds and database temporaries, and a root base once the
-    /// database has moved on (its index.json first, then its files).
+    /// Deletes what no database references (the caller holds the writer lock): `base-<n>` folders
+    /// other than this one's (a kill's leftovers, written but never swapped in) and their
+    /// half-written temporaries (`.base-<n>.building-*`, `.base-<n>.old-*`), generations up to
+    /// this one only (a later one may be another process's compaction in progress, or its base
+    /// just committed), database temporaries, and a root base once the database has moved on
+    /// (its index.json first, then its files).
     private func collectGarbage() {
         let fm = FileManager.default
         guard let names = try? fm.contentsOfDirectory(atPath: folder.path) else { return }
         let prefix = EdgeM3Contract.indexBasePrefix
-        for name in names where (name.hasPrefix(prefix) && name != baseName) || name.hasPrefix(".\(prefix)")
-            || name.hasPrefix(".\(EdgeM3Contract.indexDb).tmp-") {
-            try? fm.removeItem(at: folder.appendingPathComponent(name))
+        for name in names {
+            let url = folder.appendingPathComponent(name)
+            if name.hasPrefix(".\(EdgeM3Contract.indexDb).tmp-") {
+                try? fm.removeItem(at: url)
+                continue
+            }
+            let temporary = name.hasPrefix(".") && (name.contains(".building-") || name.contains(".old-"))
+            let base = temporary ? String(name.dropFirst().prefix { $0 != "." }) : name
+            var isDir: ObjCBool = false
+            guard base.hasPrefix(prefix), name != baseName, fm.fileExists(atPath: url.path, isDirectory: &isDir), isDir.boolValue,
+                  let g = metaInt(String(base.dropFirst(prefix.count))), g <= generation else { continue }
+            try? fm.removeItem(at: url)
         }
         if baseName != "." { deleteBase(".") }
     }
