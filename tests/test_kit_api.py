@@ -92,6 +92,7 @@ REFUSAL_CASES = {
     "writable-text-no-embedder", "writable-update-text-no-embedder", "writable-nothing-changed",
     "writable-text-embedded", "writable-closed-count", "writable-closed-add", "writable-closed-search",
     "writable-score-mode-overloads", "index-score-mode-overloads", "writable-open-another-bundle",
+    "writable-hit-id-survives-another-writer",
     "writable-db-application-id", "writable-db-user-version-newer", "writable-db-user-version-older",
     "writable-db-meta-key-not-text", "writable-db-meta-value-not-text", "writable-db-meta-missing",
     "writable-db-meta-format", "writable-db-meta-format-version", "writable-db-meta-format-version-newer",

@@ -162,9 +162,10 @@ class KitFuzz(private val fuzzDir: File) {
                     val hits = idx.search(q, k, mode, chunks = chunks)
                     require2(hits.size <= minOf(k, if (chunks) rows else n)) { "$mode: ${hits.size} hits" }
                     require2(hits.all { it.row in 0 until rows }) { "$mode: row out of range" }
-                    require2(chunks || hits.map { idx.id(it.row) }.toSet().size == hits.size) { "$mode: a passage twice" }
+                    require2(hits.all { it.id == idx.id(it.row) }) { "$mode: a hit's id is not its row's" }
+                    require2(chunks || hits.map { it.id }.toSet().size == hits.size) { "$mode: a passage twice" }
                     (listOf(if (chunks) "$mode/chunks" else mode) + hits.map { h ->
-                        "${h.row}:${idText(idx.id(h.row))}:${h.chunk}:${scoreBits(h.score)}"
+                        "${h.row}:${idText(h.id)}:${h.chunk}:${scoreBits(h.score)}"
                     }).joinToString(" ")
                 }
             }

@@ -198,6 +198,7 @@ private fun writableChecks(work: File, truth: LocalBundle, want: List<Embedding>
         x.remove(0)
     }
     fun hits(h: List<EdgeM3Index.Hit>) = h.joinToString { "${it.row}/${it.chunk}/${it.score.toRawBits()}" }
+    fun hitsW(h: List<EdgeM3WritableIndex.Hit>) = h.joinToString { "${it.row}/${it.id}/${it.chunk}/${it.score.toRawBits()}" }
     val modes = ScoreMode.values().filter { m ->
         !(m.wire.contains("colbert") && colbert == "none") && !(m.wire.contains("sparse") && v[0].lexical == null)
     }
@@ -208,8 +209,27 @@ private fun writableChecks(work: File, truth: LocalBundle, want: List<Embedding>
                 val a = listOf(x.search(want[2], 3, m), x.search(v[2], 3, m), x.search(want[2], 3, m, w, true), x.search(v[2], 3, m, w))
                 val b = listOf(x.search(want[2], 3, m.wire), x.search(v[2], 3, m.wire), x.search(want[2], 3, m.wire, w, true),
                     x.search(v[2], 3, m.wire, w))
-                if (a.map(::hits) != b.map(::hits)) "${m.wire}: ${a.map(::hits)} vs ${b.map(::hits)}" else null
+                if (a.map(::hitsW) != b.map(::hitsW)) "${m.wire}: ${a.map(::hitsW)} vs ${b.map(::hitsW)}" else null
             }.firstOrNull()
+        }
+    }
+    // A hit carries its passage's id, read with its row: another writer's commit renumbers the rows,
+    // and id(row) after it names another passage (or none).
+    cases.case("writable-hit-id-survives-another-writer") {
+        val dir = folder()
+        EdgeM3WritableIndex.create(dir, dim, "float32", colbert, identity, db).use { x ->
+            for (i in v.indices) x.add(i, v[i])
+            val hits = x.search(v[v.size - 1], v.size, "dense", chunks = true)
+            val then = hits.map { x.id(it.row) }
+            EdgeM3WritableIndex.open(dir, db, files).use { it.remove(0) }
+            val rows = x.rows  // reloads the other connection's commit
+            val now = hits.map { h -> try { x.id(h.row) } catch (e: EdgeM3Exception) { null } }
+            when {
+                hits.size != v.size || rows != v.size - 1 -> "${hits.size} hits, $rows rows"
+                hits.map { it.id } != then -> "hit ids ${hits.map { it.id }}, rows' ids at the search $then"
+                now == then -> "no row was renumbered: the case proves nothing"
+                else -> null
+            }
         }
     }
     cases.case("index-score-mode-overloads") {

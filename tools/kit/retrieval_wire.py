@@ -18,6 +18,9 @@ from edge_m3.contract import COLBERT_VECS, DENSE_VECS, LEXICAL_WEIGHTS
 
 KOTLIN_MAIN = "dev.edgem3.RetrievalCheckKt"
 SWIFT_PRODUCT = "edge-m3-retrieval"
+# Set for a kit's `ops` when other processes write the folder at once: each search is run once
+# (a second one, through the ScoreMode overloads, may see their commits).
+CONCURRENT_ENV = "EDGE_M3_OPS_CONCURRENT"
 
 
 def h32(x: Any) -> str:

@@ -257,6 +257,9 @@ func ops(_ dir: String, _ path: String) throws {
         guard let index else { throw EdgeM3Error("no index open") }
         return index
     }
+    // Other processes write the folder at once (retrieval_wire.CONCURRENT_ENV): a second search may
+    // see their commits, so the ScoreMode overloads are not searched again.
+    let concurrent = ProcessInfo.processInfo.environment["EDGE_M3_OPS_CONCURRENT"] != nil
     var out = ""
     for _ in 0..<(try t.int()) {
         let op = try t.next()
@@ -292,10 +295,12 @@ func ops(_ dir: String, _ path: String) throws {
                 guard scope == "passages" || scope == "chunks" else { throw OpLogError.bad("unknown scope \"\(scope)\"") }
                 let q = try t.vectors()
                 let hits = try current().search(q, k: k, mode: mode, weights: weights, chunks: scope == "chunks")
-                try sameByEnum(hits, mode: mode, weights: weights, chunks: scope == "chunks",
-                               key: { "\($0.row):\($0.chunk):\(hex($0.score))" }) { m, w in
-                    if let w { return try current().search(q, k: k, mode: m, weights: w, chunks: scope == "chunks") }
-                    return try current().search(q, k: k, mode: m)
+                if !concurrent {
+                    try sameByEnum(hits, mode: mode, weights: weights, chunks: scope == "chunks",
+                                   key: { "\($0.row):\(idToken($0.id)):\($0.chunk):\(hex($0.score))" }) { m, w in
+                        if let w { return try current().search(q, k: k, mode: m, weights: w, chunks: scope == "chunks") }
+                        return try current().search(q, k: k, mode: m)
+                    }
                 }
                 answer = "hits \(hits.count)" + hits.map { " \($0.row) \(idToken($0.id)) \($0.chunk) \(hex($0.score))" }.joined()
             default: throw OpLogError.bad("unknown operation \"\(op)\"")

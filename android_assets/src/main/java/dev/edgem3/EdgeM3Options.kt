@@ -137,10 +137,10 @@ fun EdgeM3Index.search(query: Retrieval.Vectors, k: Int, mode: ScoreMode,
 
 /** `EdgeM3WritableIndex.search` with the mode as an enum. */
 fun EdgeM3WritableIndex.search(query: Embedding, k: Int, mode: ScoreMode,
-                               weights: DoubleArray = Retrieval.DEFAULT_WEIGHTS, chunks: Boolean = false): List<EdgeM3Index.Hit> =
+                               weights: DoubleArray = Retrieval.DEFAULT_WEIGHTS, chunks: Boolean = false): List<EdgeM3WritableIndex.Hit> =
     search(query, k, mode.wire, weights, chunks)
 
 /** `EdgeM3WritableIndex.search` with the mode as an enum. */
 fun EdgeM3WritableIndex.search(query: Retrieval.Vectors, k: Int, mode: ScoreMode,
-                               weights: DoubleArray = Retrieval.DEFAULT_WEIGHTS, chunks: Boolean = false): List<EdgeM3Index.Hit> =
+                               weights: DoubleArray = Retrieval.DEFAULT_WEIGHTS, chunks: Boolean = false): List<EdgeM3WritableIndex.Hit> =
     search(query, k, mode.wire, weights, chunks)

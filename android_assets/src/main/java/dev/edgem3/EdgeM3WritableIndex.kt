@@ -35,6 +35,15 @@ class EdgeM3WritableIndex private constructor(
     /** A bundle's manifest.json files (name -> sha256): the index must have been built by it. */
     private val bundleFiles: Map<String, String>?
 ) : Closeable {
+    /**
+     * One search result: the logical row, its passage's id and chunk number, the exact score. The id
+     * is read with the row under one lock: a later call reloads what another writer (a thread, or
+     * another process) committed and renumbers the rows, so `id(row)` after it may name another passage.
+     */
+    class Hit(val row: Int, val id: Any, val chunk: Int, val score: Double) {
+        override fun toString(): String = "Hit(row=$row, id=$id, chunk=$chunk, score=$score)"
+    }
+
     /** Vector width: the bundle's hidden size. */
     var dim: Int = 0
         private set
@@ -113,7 +122,7 @@ class EdgeM3WritableIndex private constructor(
     }
 
     fun search(query: Embedding, k: Int, mode: String, weights: DoubleArray = Retrieval.DEFAULT_WEIGHTS,
-               chunks: Boolean = false): List<EdgeM3Index.Hit> =
+               chunks: Boolean = false): List<Hit> =
         search(Retrieval.Vectors.of(query), k, mode, weights, chunks)
 
     /**
@@ -124,7 +133,7 @@ class EdgeM3WritableIndex private constructor(
      */
     @Synchronized
     fun search(query: Retrieval.Vectors, k: Int, mode: String, weights: DoubleArray = Retrieval.DEFAULT_WEIGHTS,
-               chunks: Boolean = false): List<EdgeM3Index.Hit> {
+               chunks: Boolean = false): List<Hit> {
         refresh()
         // A passage is removed whole, so its surviving base rows are chunks 0..n-1.
         var most = 0
@@ -132,6 +141,7 @@ class EdgeM3WritableIndex private constructor(
         if (b != null) for (r in survivors) most = maxOf(most, b.chunk(r) + 1)
         for (r in storedOf.values) most = maxOf(most, r.size)
         return EdgeM3Index.passageHits(k, most, chunks, { rowSearch(query, it, mode, weights) }, ::id, ::chunk)
+            .map { Hit(it.row, id(it.row), it.chunk, it.score) }
     }
 
     /** The best `k` logical rows (chunk numbers not filled in: `passageHits` does). */
