@@ -52,7 +52,7 @@ internal fun checkedFileName(name: String, where: String): String {
 
 /** `files`: every key a file name (checkedFileName). */
 internal fun checkedFileNames(files: Map<String, FileEntry>, where: String): Map<String, FileEntry> {
-    for (name in files.keys) checkedFileName(name, "$where.$name")
+    for (name in files.keys) checkedFileName(name, where)  // the name is shown once, quoted
     return files
 }
 
