@@ -97,7 +97,7 @@ func writeFolder(_ files: [(String, [UInt8])], rehash manifest: String?, into su
         for (name, entry) in entries {
             guard var e = entry as? [String: Any], let data = byName[name] else { continue }
             let digest = sha256Hex(data)
-            let oldSha = e["sha256"] as? String, oldSize = (e["size"] as? NSNumber)?.stringValue
+            let oldSha = e["sha256"] as? String, oldSize = integerText(e["size"])
             if oldSha == digest, oldSize == String(data.count) { continue }
             if let t = text, let oldSha, let oldSize {
                 text = splicedEntry(t, sha: oldSha, size: oldSize, to: digest, data.count)
@@ -149,6 +149,13 @@ func clearScratch(_ root: URL) throws {
     for path in scratchMade.removeValue(forKey: root.path) ?? [] where unlink(path) != 0 { rmdir(path) }
     if rmdir(root.path) != 0 && errno != ENOENT { try FileManager.default.removeItem(at: root) }
     guard mkdir(root.path, 0o755) == 0 else { throw FuzzAssert(description: "scratch folder \(root.path): errno \(errno)") }
+}
+
+/// A JSON integer's text, as the Python and Kotlin harnesses read a size (`type(x) is int`, a
+/// Long): Foundation gives `true` and `1.0` as NSNumbers too, whose text is "1" and "1.0".
+func integerText(_ v: Any?) -> String? {
+    guard let n = v as? NSNumber, "qlisQLIS".contains(String(cString: n.objCType)) else { return nil }
+    return n.stringValue
 }
 
 /// `raw` with one `files` entry's digest and size replaced in place: the old digest's one
