@@ -905,6 +905,11 @@ INDEX_DB_APPLICATION_ID = 0x454D3349
 INDEX_BASE_PREFIX = "base-"
 # A second writer waits this long for the first one's transaction, then is refused ("busy").
 INDEX_DB_BUSY_MS = 5000
+# A reload is one committed state: when another connection commits while one reads the database
+# and the base it names (a compaction deletes the base it replaced right after its commit), the
+# reader reads again (PRAGMA data_version before and after); after this many tries in a row it
+# reads under the writer lock (BEGIN IMMEDIATE: no commit, no compaction meanwhile).
+INDEX_DB_RELOADS = 3
 # meta keys (values are text): format, format_version, dim, dense, colbert, bundle (JSON, or
 # "null"), base ("" none, "." the folder itself, or INDEX_BASE_PREFIX + n, n an integer as the
 # others: ASCII digits, at most INDEX_DB_INT_MAX), base_sha256 (sha256 of

@@ -495,8 +495,15 @@ class Index:
     @classmethod
     def load(cls, path: Path, bundle: Any = None, verify: bool = True) -> Index:
         """Memory-map a saved index; refuse (CorruptIndexError, one line) a corrupt one, and with
-        `bundle` (a loaded Bundle) one built by another model (EdgeM3Error)."""
-        path = Path(path)
+        `bundle` (a loaded Bundle) one built by another model (EdgeM3Error). A file that goes
+        while it is read (another process's compaction deleting the base) is one line too."""
+        try:
+            return cls._load(Path(path), bundle, verify)
+        except OSError as exc:
+            raise CorruptIndexError(f"{path}: unreadable ({one_line(exc)})") from None
+
+    @classmethod
+    def _load(cls, path: Path, bundle: Any, verify: bool) -> Index:
         m = read_manifest(path)
         where = str(path)
         ident = BundleIdentity.from_json(m["bundle"], where) if m.get("bundle") is not None else None

@@ -35,6 +35,7 @@ from edge_m3.contract import (
     INDEX_DB_FORMAT,
     INDEX_DB_INT_MAX,
     INDEX_DB_META_KEYS,
+    INDEX_DB_RELOADS,
     INDEX_DB_SCHEMA,
     INDEX_DB_VERSION,
     INDEX_MANIFEST,
@@ -406,7 +407,38 @@ class WritableIndex:
             raise
 
     def _load(self) -> None:
-        """Read meta, tombstones and passages; open the base they name (all checked, one line)."""
+        """Read meta, tombstones and passages; open the base they name (all checked, one line).
+        One committed state (contract.INDEX_DB_RELOADS): when another connection commits while
+        this reads, it reads again, so a compaction that deleted the base being opened, or a
+        commit between two of the SELECTs, is never reported as a corrupt index; a writer that
+        keeps committing is waited for, and the state read under its lock."""
+        assert self.db is not None
+        for _ in range(INDEX_DB_RELOADS):
+            try:
+                if self._load_once():
+                    return
+            except CorruptIndexError:
+                if self._data_version() == self._version:
+                    raise  # nothing was committed meanwhile: the index is corrupt
+        try:
+            self.db.execute("BEGIN IMMEDIATE")
+        except DB_ERRORS as exc:
+            raise WriteRefused("index_busy", f"{self.path / INDEX_DB}: another writer kept committing while it "
+                               f"was read ({one_line(exc)})") from None
+        try:
+            self._load_once()  # under the lock nothing commits: one state
+        finally:
+            self.db.execute("ROLLBACK")
+
+    def _data_version(self) -> int:
+        assert self.db is not None
+        try:
+            return self.db.execute("PRAGMA data_version").fetchone()[0]
+        except DB_ERRORS as exc:
+            raise CorruptIndexError(f"{self.path / INDEX_DB}: unreadable ({one_line(exc)})") from None
+
+    def _load_once(self) -> bool:
+        """One try of _load: False when another connection committed between its SELECTs."""
         assert self.db is not None
         where = str(self.path / INDEX_DB)
         try:
@@ -417,6 +449,8 @@ class WritableIndex:
                                    "colbert_scale FROM passages ORDER BY seq").fetchall()
         except DB_ERRORS as exc:
             raise _corrupt(where, exc) from None
+        if self._data_version() != self._version:
+            return False
         if any(not isinstance(k, str) or not isinstance(v, str) for k, v in meta_rows):
             raise CorruptIndexError(f"{where}: meta holds a key or value that is not text; not an edge-m3 "
                                     "index database")
@@ -485,6 +519,7 @@ class WritableIndex:
                                     "corrupt index database")
         self._delta_index = None
         self._segs: list[tuple[Index, np.ndarray]] | None = None
+        return True
 
     def _stored_of(self, cols: Sequence[Any], where: str) -> Stored:
         d = self.dim
@@ -526,7 +561,11 @@ class WritableIndex:
         manifest = folder / INDEX_MANIFEST
         if not manifest.is_file():
             raise CorruptIndexError(f"{manifest}: the index's base is missing")
-        if sha is not None and sha256_file(manifest) != sha:
+        try:
+            got = sha256_file(manifest)
+        except OSError as exc:  # deleted since is_file: another process's compaction
+            raise CorruptIndexError(f"{manifest}: unreadable ({one_line(exc)})") from None
+        if sha is not None and got != sha:
             raise CorruptIndexError(f"{self.path / INDEX_DB}: written on top of another base than {manifest} "
                                     "(its sha256 differs); refusing to apply it")
         base = Index.load(folder, verify=self.verify)
@@ -543,7 +582,7 @@ class WritableIndex:
             self.dim, self.dense_store, self.colbert_store, self.bundle = (
                 base.dim, base.dense_store, base.colbert_store, base.bundle)
         self.base = base
-        self.base_sha = sha256_file(manifest) if sha is None else sha
+        self.base_sha = got if sha is None else sha
         self._base_rows = {}
         for r, pid in enumerate(base.ids):
             self._base_rows.setdefault(pid, []).append(r)
@@ -560,11 +599,7 @@ class WritableIndex:
             raise EdgeM3Error(f"{self.path}: the index was closed")
         if self.db is None:
             return
-        try:
-            version = self.db.execute("PRAGMA data_version").fetchone()[0]
-        except DB_ERRORS as exc:
-            raise CorruptIndexError(f"{self.path / INDEX_DB}: unreadable ({one_line(exc)})") from None
-        if version != self._version:
+        if self._data_version() != self._version:
             self._load()
 
     def __len__(self) -> int:

@@ -37,6 +37,7 @@ nonisolated public enum EdgeM3Contract {
     public static let indexDbVersion = 2
     public static let indexDbApplicationId = 1162687305
     public static let indexDbBusyMs = 5000
+    public static let indexDbReloads = 3
     public static let indexMaxDim = 65536
     public static let chunkOverlapPercent = 25
     public static let specialKeys: [String] = ["bos", "pad", "eos", "unk", "mask"]

@@ -82,7 +82,7 @@ nonisolated public final class EdgeM3WritableIndex: @unchecked Sendable {  // mu
                     throw EdgeM3Error("\(dbPath): damaged (\(line.prefix(200))); refusing a corrupt index database", kind: .corruptIndex)
                 }
             }
-            let loaded = try EdgeM3WritableIndex.read(db, folder: folder, verifySHA256: verifySHA256, reuse: nil)
+            let loaded = try EdgeM3WritableIndex.reread(db, folder: folder, verifySHA256: verifySHA256, reuse: nil)
             (dim, denseStore, colbertStore, bundleJSON) = (loaded.meta.dim, loaded.meta.dense, loaded.meta.colbert, loaded.meta.bundle)
             bundle = (loaded.meta.bundle as? [String: Any])?.compactMapValues { $0 as? String }
             self.db = db
@@ -642,7 +642,7 @@ nonisolated public final class EdgeM3WritableIndex: @unchecked Sendable {  // mu
         }
         let v = try db.int("PRAGMA data_version") ?? 0
         guard v != dataVersion else { return }
-        let l = try EdgeM3WritableIndex.read(db, folder: folder, verifySHA256: verifySHA256,
+        let l = try EdgeM3WritableIndex.reread(db, folder: folder, verifySHA256: verifySHA256,
                                               reuse: base.map { (baseName, baseSha, $0) })
         guard l.meta.dim == dim, l.meta.dense == denseStore, l.meta.colbert == colbertStore,
               sameJSON(l.meta.bundle, bundleJSON) else {
@@ -669,6 +669,29 @@ nonisolated public final class EdgeM3WritableIndex: @unchecked Sendable {  // mu
                   let db = try? probe(try SQLiteDB(path: path, immutable: true)) else { throw first }
             return db
         }
+    }
+
+    /// `read` as one committed state (EdgeM3Contract.indexDbReloads): when another connection commits
+    /// while it reads (a compaction deletes the base it replaced right after its commit), it reads
+    /// again; a corrupt index is reported only when nothing was committed meanwhile. A writer that
+    /// keeps committing is waited for, and the state read under its lock.
+    private static func reread(_ db: SQLiteDB, folder: URL, verifySHA256: Bool,
+                               reuse: (String, String, EdgeM3Index)?) throws -> Loaded {
+        for _ in 0..<EdgeM3Contract.indexDbReloads {
+            let before = try db.int("PRAGMA data_version") ?? 0
+            do {
+                return try read(db, folder: folder, verifySHA256: verifySHA256, reuse: reuse)
+            } catch let e as EdgeM3Error where e.kind == .corruptIndex {
+                guard !db.inTransaction, try db.int("PRAGMA data_version") ?? 0 != before else { throw e }  // nothing committed: corrupt
+            }
+        }
+        do {
+            try db.exec("BEGIN IMMEDIATE")  // no commit, no compaction while it reads
+        } catch let e as EdgeM3Error {
+            throw EdgeM3Error("\(db.path): another writer kept committing while it was read (\(e.message))", kind: .indexBusy)
+        }
+        defer { try? db.exec("ROLLBACK") }
+        return try read(db, folder: folder, verifySHA256: verifySHA256, reuse: reuse)
     }
 
     /// The database's meta, tombstones and passages in one read transaction, checked, and the base it names.

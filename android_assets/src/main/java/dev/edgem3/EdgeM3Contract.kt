@@ -38,6 +38,7 @@ object EdgeM3Contract {
     const val INDEX_DB_VERSION = 2
     const val INDEX_DB_APPLICATION_ID = 1162687305
     const val INDEX_DB_BUSY_MS = 5000
+    const val INDEX_DB_RELOADS = 3
     const val INDEX_MAX_DIM = 65536
     const val CHUNK_OVERLAP_PERCENT = 25
     val SPECIAL_KEYS: List<String> = listOf("bos", "pad", "eos", "unk", "mask")

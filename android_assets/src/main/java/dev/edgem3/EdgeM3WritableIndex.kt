@@ -413,8 +413,7 @@ class EdgeM3WritableIndex private constructor(
         val d = db!!
         val apply = try {
             d.transaction {
-                val v = readDataVersion(d)
-                if (v != dataVersion) { load(d); dataVersion = v }
+                if (readDataVersion(d) != dataVersion) reload(d)
                 stage()
             }
         } catch (e: IndexDbException) {
@@ -453,16 +452,48 @@ class EdgeM3WritableIndex private constructor(
                 if (dbFile.isFile) {
                     val opened = openDb(dbFile)
                     db = opened
-                    dataVersion = readDataVersion(opened)
-                    load(opened)
+                    reload(opened)
                 }
                 return
             }
-            val v = readDataVersion(d)
-            if (v != dataVersion) { load(d); dataVersion = v }
+            if (readDataVersion(d) != dataVersion) reload(d)
         } catch (e: IndexDbException) {
             throw readError(e)
         }
+    }
+
+    /**
+     * `load` as one committed state (EdgeM3Contract.INDEX_DB_RELOADS): PRAGMA data_version before
+     * and after it, and when another connection committed in between (a compaction deletes the base
+     * it replaced right after its commit; Android's cursors run a query again for each window), it
+     * reads again: never a mix of two commits, never a base deleted under it reported as corrupt.
+     * A writer that keeps committing is waited for, and the state read under its lock.
+     */
+    private fun reload(d: IndexDb) {
+        dataVersion = null  // until a load succeeds: the next call reads again
+        repeat(EdgeM3Contract.INDEX_DB_RELOADS) {
+            val before = readDataVersion(d)
+            try {
+                load(d)
+            } catch (e: EdgeM3CorruptIndexException) {
+                if (readDataVersion(d) == before) throw e  // nothing committed meanwhile: corrupt
+                return@repeat
+            }
+            if (readDataVersion(d) == before) {
+                dataVersion = before
+                return
+            }
+        }
+        val version = try {
+            d.transaction {  // BEGIN IMMEDIATE: no commit, no compaction while it reads
+                val v = readDataVersion(d)
+                load(d)
+                v
+            }
+        } catch (e: IndexDbException) {
+            throw EdgeM3IndexBusyException("$dbFile: another writer kept committing while it was read (${e.message})")
+        }
+        dataVersion = version
     }
 
     private fun readDataVersion(d: IndexDb): Long = longOf(d.query("PRAGMA data_version").firstOrNull()?.get(0), "data_version")
@@ -543,9 +574,13 @@ class EdgeM3WritableIndex private constructor(
             val folder = if (newBase == ".") dir else File(dir, newBase)
             val manifest = File(folder, EdgeM3Contract.INDEX_MANIFEST)
             if (!manifest.isFile) throw EdgeM3CorruptIndexException("$dbFile: its base $folder has no ${EdgeM3Contract.INDEX_MANIFEST}")
-            val got = sha256(manifest)
-            if (got != sha) throw EdgeM3CorruptIndexException("$dbFile: written for another base ($manifest sha256 ${got.take(12)}..., the database's is ${sha.take(12)}...)")
-            EdgeM3Index.open(folder)
+            try {
+                val got = sha256(manifest)
+                if (got != sha) throw EdgeM3CorruptIndexException("$dbFile: written for another base ($manifest sha256 ${got.take(12)}..., the database's is ${sha.take(12)}...)")
+                EdgeM3Index.open(folder)
+            } catch (e: java.io.IOException) {  // a file deleted since: another process's compaction
+                throw EdgeM3CorruptIndexException("$folder: unreadable (${e.message})")
+            }
         }
         if (b != null) {
             if (b.dim != newDim || b.denseStore != newDense || b.colbertStore != newColbert) {
@@ -641,8 +676,7 @@ class EdgeM3WritableIndex private constructor(
         try {
             val d = openDb(dbFile)
             db = d
-            dataVersion = readDataVersion(d)
-            load(d)
+            reload(d)
         } catch (e: IndexDbException) {
             throw readError(e)
         }
