@@ -24,6 +24,7 @@ from edge_m3.contract import INDEX_BASE_PREFIX, INDEX_DB, SCORE_MODES
 from edge_m3.retrieval.writable import WritableIndex
 from tests.test_kit_kills import chunks_of
 from tests.test_kit_writable import SQLITE_JDBC_JAR
+from tools.bench import writable_readers as readers
 from tools.bench.writable_kills import DIM, fresh, passage
 from tools.kit import retrieval_wire as wire
 
@@ -138,31 +139,6 @@ def test_three_languages_write_one_index_at_once(kit_jar: Path, swift_build: Pat
     assert len(bases) == 1, f"more than one base left: {sorted(bases)}"
 
 
-K = 200  # the passages the churning writer keeps
-_CHURN = """
-import sys
-from pathlib import Path
-from edge_m3.retrieval.writable import WritableIndex
-from tests.test_kit_concurrent import K, churn_passage
-folder, stop = Path(sys.argv[1]), Path(sys.argv[2])
-w = WritableIndex.open(folder)
-i = K
-while not stop.exists():
-    w.add(i, churn_passage(i))
-    w.remove(i - K)
-    if i % 2:
-        w.compact()
-    i += 1
-w.close()
-print(i - K)
-"""
-
-
-def churn_passage(i: int) -> dict[str, Any]:
-    """The churning writer's passage i: one chunk."""
-    return passage(7_000 + i)
-
-
 @pytest.mark.parametrize("reader", WRITERS)
 def test_a_reader_sees_one_committed_state(reader: str, kit_jar: Path, swift_build: Path,
                                            tmp_path: Path) -> None:
@@ -170,47 +146,22 @@ def test_a_reader_sees_one_committed_state(reader: str, kit_jar: Path, swift_bui
     passages, its old bases deleted as it goes), a reader that opens the folder again and again,
     counts and searches sees one committed state each call: never a count from half of one commit
     and half of another, never a base deleted under it reported as a corrupt index or escaping as
-    an untyped error. Before, Kotlin's open failed on most tries (corrupt_index, and a raw
-    FileNotFoundException), Python's about 1 in 200 (a raw FileNotFoundError or corrupt_index),
-    Swift's now and then."""
+    an untyped error (tools/bench/writable_readers.py, whose long run is in docs/benchmarks.md).
+    Before, Kotlin's open failed on most tries (corrupt_index, and a raw FileNotFoundException),
+    Python's about 1 in 200 (a raw FileNotFoundError, or corrupt_index), Swift's now and then."""
     if reader == "kotlin" and not Path(SQLITE_JDBC_JAR).is_file():
-        pytest.skip(f"SQLite JDBC not found at {SQLITE_JDBC_JAR}")
+        reason = f"SQLite JDBC not found at {SQLITE_JDBC_JAR} (apt-get install -y libxerial-sqlite-jdbc-java)"
+        if os.environ.get("EDGE_M3_REQUIRE_KOTLIN"):
+            pytest.fail(reason)
+        pytest.skip(reason)
     folder, stop = tmp_path / "ix", tmp_path / "stop"
-    w = WritableIndex.create(folder, DIM, "int8", "fp16")
-    for i in range(K):
-        w.add(i, churn_passage(i))
-    w.compact()
-    w.close()
-    writer = subprocess.Popen([sys.executable, "-c", _CHURN, str(folder), str(stop)], cwd=ROOT, text=True,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    watch = sqlite3.connect(f"{(folder / INDEX_DB).as_uri()}?mode=ro", uri=True)
-    deadline = time.monotonic() + 120
-    while writer.poll() is None and time.monotonic() < deadline and not committed(watch, 0):
-        time.sleep(0.005)  # the writer's first add (ids K.. are writer 0's range too)
-    watch.close()
-    reads = 3_000
-    log = [("open",)] + [("reopen",) if n % 3 == 0 else ("search", 3, "dense", (1.0, 1.0, 1.0), QUERY)
-                         if n % 10 == 5 else ("count",) for n in range(reads)]
+    cmds = readers.kit_commands(kit_jar, swift_build / "release" / wire.SWIFT_PRODUCT)
+    log = readers.reader_log(3_000)
+    writer = readers.start(folder, stop)
     try:
-        if reader == "python":
-            got = wire.python_answers(folder, log)
-        else:
-            ops = tmp_path / "reader.ops"
-            ops.write_text(wire.ops(log), encoding="ascii")
-            kotlin = ["java", "-cp", f"{kit_jar}:{SQLITE_JDBC_JAR}", wire.KOTLIN_MAIN, "ops"]
-            cmd = kotlin if reader == "kotlin" else [str(swift_build / "release" / wire.SWIFT_PRODUCT), "ops"]
-            proc = subprocess.run([*cmd, str(folder), str(ops)], capture_output=True, text=True, timeout=600,
-                                  env={**os.environ, wire.CONCURRENT_ENV: "1"})
-            assert proc.returncode == 0, proc.stderr[-2000:]
-            got = wire.answers(proc.stdout)
+        got = readers.read(reader, folder, log, cmds, tmp_path)
     finally:
-        stop.touch()
-        out, err = writer.communicate(timeout=120)
-    assert writer.returncode == 0, err[-2000:]
-    cycles = int(out.strip())
-    ok = {"reopen": ("ok",), "count": (f"count {K}", f"count {K + 1}"), "search": ("hits 3 ",)}
-    bad = [(n, line) for n, (op, line) in enumerate(zip(log[1:], got[1:], strict=False))
-           if not line.startswith(ok[op[0]])]
-    assert got[0] == "ok", f"open: {got[0]}"
-    assert len(got) == reads + 1 and not bad, f"{len(bad)} of {reads} reads: {bad[:5]}"
-    assert cycles >= 20, f"the writer made {cycles} cycles while the reader read: no concurrency to speak of"
+        turns = readers.finish(writer, stop)
+    bad = readers.wrong(log, got)
+    assert not bad, f"{len(bad)} of {len(log)} calls: {bad[:5]}"
+    assert turns >= 20, f"the writer made {turns} turns while the reader read: no concurrency to speak of"

@@ -527,7 +527,7 @@ def _fresh_rows_answers(log: Sequence[Op], rows: list[tuple[Any, dict]],
 
 # ------------------------------------------------------------------ Kotlin (RetrievalCheck ops)
 
-SQLITE_JDBC_JAR = os.environ.get("EDGE_M3_SQLITE_JDBC_JAR") or "/usr/share/java/sqlite-jdbc.jar"
+SQLITE_JDBC_JAR = wire.SQLITE_JDBC_JAR
 WEIGHT_SETS = ((1.0, 1.0, 1.0), (0.4, 0.2, 0.4), (1.0, 0.0, 0.3))
 DIM = 6
 

@@ -9,6 +9,7 @@ the way and each answer compares bit for bit.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -21,6 +22,9 @@ SWIFT_PRODUCT = "edge-m3-retrieval"
 # Set for a kit's `ops` when other processes write the folder at once: each search is run once
 # (a second one, through the ScoreMode overloads, may see their commits).
 CONCURRENT_ENV = "EDGE_M3_OPS_CONCURRENT"
+# The SQLite JDBC driver the Kotlin runner's writable index uses on the desktop JVM (Debian's
+# libxerial-sqlite-jdbc-java; tools/kit/kit_jar.sh reads the same variable).
+SQLITE_JDBC_JAR = os.environ.get("EDGE_M3_SQLITE_JDBC_JAR") or "/usr/share/java/sqlite-jdbc.jar"
 
 
 def h32(x: Any) -> str:

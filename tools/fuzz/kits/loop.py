@@ -30,7 +30,6 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import os
 import random
 import select
 import sqlite3
@@ -44,6 +43,7 @@ from pathlib import Path
 from edge_m3.retrieval.index import CorruptIndexError
 from tools.fuzz.harness import CORRUPT_INDEX_TARGETS, SEEDS, pack, rehash, unpack
 from tools.fuzz.kits.fuzz_swift import REGRESSIONS, ROOT, SEED_DIRS, env, regressions
+from tools.kit import retrieval_wire as wire
 
 HANG_SECONDS = 20.0
 KOTLIN_TARGETS = ("spmodel", "manifest", "bundle", "golden", "vocab_map", "wordpiece", "bpe", "index",
@@ -406,7 +406,7 @@ class Kit:
 def kotlin() -> Kit:
     jar = subprocess.run([str(ROOT / "tools/kit/kit_jar.sh")], check=True, capture_output=True,
                          text=True).stdout.strip()
-    jdbc = os.environ.get("EDGE_M3_SQLITE_JDBC_JAR", "/usr/share/java/sqlite-jdbc.jar")
+    jdbc = wire.SQLITE_JDBC_JAR
     return Kit("kotlin", ["java", "-Xmx512m", "-Xss4m", "-XX:+UseSerialGC", "-cp", f"{jar}:{jdbc}",
                           "dev.edgem3.KitFuzzKt", str(ROOT / "tools" / "fuzz")])
 
