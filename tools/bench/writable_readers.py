@@ -123,7 +123,10 @@ def read(reader: str, folder: Path, log: Sequence[tuple[Any, ...]], cmds: dict[s
          tmp: Path) -> list[str]:
     """The reader's answers to `log` (Python in this process, a kit in its runner)."""
     if reader == "python":
-        return wire.python_answers(folder, log)
+        try:
+            return wire.python_answers(folder, log)
+        except Exception as exc:  # noqa: BLE001 (an untyped error is the finding, not a crash of the tool)
+            return [f"untyped {type(exc).__name__}: {exc}"]
     ops = tmp / f"{reader}-reader.ops"
     ops.write_text(wire.ops(log), encoding="ascii")
     proc = subprocess.run([*cmds[reader], str(folder), str(ops)], capture_output=True, text=True, timeout=600,
