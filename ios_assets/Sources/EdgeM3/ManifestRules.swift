@@ -197,9 +197,9 @@ nonisolated public struct VocabMap: Codable, Hashable, Sendable {
     }
 }
 
-/// JSONDecoder with errors that name the file and the field path instead of Foundation's dumps.
 /// A bundle file's bytes; a missing or unreadable file is an EdgeM3Error (corrupt_bundle) naming
-/// it, never Foundation's error (issue 38: a bundle folder without its vocab_map.json).
+/// it, never Foundation's error (issue 38: a bundle folder without its vocab_map.json). On Linux,
+/// swift-foundation keeps 4 KB for each empty file read so (docs/benchmarks.md, the tenth session).
 nonisolated func readBundleFile(_ url: URL) throws -> Data {
     guard let data = FileManager.default.contents(atPath: url.path) else {
         throw EdgeM3Error("\(url.path): not found or unreadable", kind: .corruptBundle)
@@ -207,6 +207,7 @@ nonisolated func readBundleFile(_ url: URL) throws -> Data {
     return data
 }
 
+/// JSONDecoder with errors that name the file and the field path instead of Foundation's dumps.
 nonisolated func decodeJSON<T: Decodable>(_ type: T.Type, from data: Data, file: String) throws -> T {
     do {
         return try JSONDecoder().decode(type, from: data)
