@@ -6,6 +6,8 @@ removed, replaced; a base another process compacted) before it writes or searche
 here adds its own passages, replaces and removes some, searches and compacts now and then, all
 three at once; every operation must succeed, and at the end the folder must hold exactly the
 passages the three logs leave and search as a fresh format-1 build of them, in each language.
+And a reader in each language beside a writer that churns and compacts sees one committed state
+at every call (tools/bench/writable_readers.py).
 """
 
 from __future__ import annotations
@@ -23,7 +25,6 @@ import pytest
 from edge_m3.contract import INDEX_BASE_PREFIX, INDEX_DB, SCORE_MODES
 from edge_m3.retrieval.writable import WritableIndex
 from tests.test_kit_kills import chunks_of
-from tests.test_kit_writable import SQLITE_JDBC_JAR
 from tools.bench import writable_readers as readers
 from tools.bench.writable_kills import DIM, fresh, passage
 from tools.kit import retrieval_wire as wire
@@ -64,6 +65,16 @@ def survivors(k: int) -> dict[int, list[dict[str, Any]]]:
     return left
 
 
+def need_jdbc() -> None:
+    """The Kotlin runner's SQLite driver: a skip on a developer machine, a failure in CI."""
+    jar = wire.SQLITE_JDBC_JAR
+    if not Path(jar).is_file():
+        reason = f"SQLite JDBC not found at {jar} (apt-get install -y libxerial-sqlite-jdbc-java)"
+        if os.environ.get("EDGE_M3_REQUIRE_KOTLIN"):
+            pytest.fail(reason)
+        pytest.skip(reason)
+
+
 def committed(con: sqlite3.Connection, k: int) -> bool:
     """Writer k has committed a passage (its ids are k * 10_000 + i)."""
     try:
@@ -84,15 +95,11 @@ print("\\n".join(python_answers(Path(sys.argv[1]), writer_log(int(sys.argv[2])))
 
 
 def test_three_languages_write_one_index_at_once(kit_jar: Path, swift_build: Path, tmp_path: Path) -> None:
-    if not Path(SQLITE_JDBC_JAR).is_file():  # a skip on a developer machine, a failure in CI
-        reason = f"SQLite JDBC not found at {SQLITE_JDBC_JAR} (apt-get install -y libxerial-sqlite-jdbc-java)"
-        if os.environ.get("EDGE_M3_REQUIRE_KOTLIN"):
-            pytest.fail(reason)
-        pytest.skip(reason)
+    need_jdbc()
     folder = tmp_path / "ix"
     WritableIndex.create(folder, DIM, "int8", "fp16").close()
     cmds = {"python": [sys.executable, "-c", _PYTHON],
-            "kotlin": ["java", "-cp", f"{kit_jar}:{SQLITE_JDBC_JAR}", wire.KOTLIN_MAIN, "ops"],
+            "kotlin": ["java", "-cp", f"{kit_jar}:{wire.SQLITE_JDBC_JAR}", wire.KOTLIN_MAIN, "ops"],
             "swift": [str(swift_build / "release" / wire.SWIFT_PRODUCT), "ops"]}
     procs = {}
     watch = sqlite3.connect(f"{(folder / INDEX_DB).as_uri()}?mode=ro", uri=True)
@@ -149,11 +156,8 @@ def test_a_reader_sees_one_committed_state(reader: str, kit_jar: Path, swift_bui
     an untyped error (tools/bench/writable_readers.py, whose long run is in docs/benchmarks.md).
     Before, Kotlin's open failed on most tries (corrupt_index, and a raw FileNotFoundException),
     Python's about 1 in 200 (a raw FileNotFoundError, or corrupt_index), Swift's now and then."""
-    if reader == "kotlin" and not Path(SQLITE_JDBC_JAR).is_file():
-        reason = f"SQLite JDBC not found at {SQLITE_JDBC_JAR} (apt-get install -y libxerial-sqlite-jdbc-java)"
-        if os.environ.get("EDGE_M3_REQUIRE_KOTLIN"):
-            pytest.fail(reason)
-        pytest.skip(reason)
+    if reader == "kotlin":
+        need_jdbc()
     folder, stop = tmp_path / "ix", tmp_path / "stop"
     cmds = readers.kit_commands(kit_jar, swift_build / "release" / wire.SWIFT_PRODUCT)
     log = readers.reader_log(3_000)
