@@ -13,16 +13,14 @@ at every call (tools/bench/writable_readers.py).
 from __future__ import annotations
 
 import os
-import sqlite3
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from edge_m3.contract import INDEX_BASE_PREFIX, INDEX_DB, SCORE_MODES
+from edge_m3.contract import INDEX_BASE_PREFIX, SCORE_MODES
 from edge_m3.retrieval.writable import WritableIndex
 from tests.test_kit_kills import chunks_of
 from tools.bench import writable_readers as readers
@@ -75,16 +73,6 @@ def need_jdbc() -> None:
         pytest.skip(reason)
 
 
-def committed(con: sqlite3.Connection, k: int) -> bool:
-    """Writer k has committed a passage (its ids are k * 10_000 + i)."""
-    try:
-        row = con.execute("SELECT 1 FROM passages WHERE id >= ? AND id < ? LIMIT 1",
-                          (k * 10_000, (k + 1) * 10_000)).fetchone()
-    except sqlite3.Error:
-        return False
-    return row is not None
-
-
 _PYTHON = """
 import sys
 from pathlib import Path
@@ -99,20 +87,15 @@ def test_three_languages_write_one_index_at_once(kit_jar: Path, swift_build: Pat
     folder = tmp_path / "ix"
     WritableIndex.create(folder, DIM, "int8", "fp16").close()
     cmds = {"python": [sys.executable, "-c", _PYTHON],
-            "kotlin": ["java", "-cp", f"{kit_jar}:{wire.SQLITE_JDBC_JAR}", wire.KOTLIN_MAIN, "ops"],
-            "swift": [str(swift_build / "release" / wire.SWIFT_PRODUCT), "ops"]}
+            **readers.kit_commands(kit_jar, swift_build / "release" / wire.SWIFT_PRODUCT)}
     procs = {}
-    watch = sqlite3.connect(f"{(folder / INDEX_DB).as_uri()}?mode=ro", uri=True)
     for k, who in enumerate(WRITERS):  # the slowest to start first; each next once it has committed
         ops = tmp_path / f"{who}.ops"
         ops.write_text(wire.ops(writer_log(k)), encoding="ascii")
         args = [str(folder), str(k)] if who == "python" else [str(folder), str(ops)]
         procs[who] = subprocess.Popen([*cmds[who], *args], cwd=ROOT, text=True, stdout=subprocess.PIPE,
                                       stderr=subprocess.PIPE, env={**os.environ, wire.CONCURRENT_ENV: "1"})
-        deadline = time.monotonic() + 120
-        while procs[who].poll() is None and time.monotonic() < deadline and not committed(watch, k):
-            time.sleep(0.005)
-    watch.close()
+        readers.wait_for_commit(folder, procs[who], range(k * 10_000, (k + 1) * 10_000))
     for k, who in enumerate(WRITERS):
         out, err = procs[who].communicate(timeout=600)
         assert procs[who].returncode == 0, f"{who}: {err[-2000:]}"

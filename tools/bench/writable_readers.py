@@ -69,19 +69,26 @@ def start(folder: Path, stop: Path) -> subprocess.Popen[str]:
     w.close()
     writer = subprocess.Popen([sys.executable, "-c", WRITER, str(folder), str(stop)], cwd=ROOT, text=True,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    wait_for_commit(folder, writer)
+    return writer
+
+
+def wait_for_commit(folder: Path, proc: subprocess.Popen[str], ids: range | None = None) -> None:
+    """Until `proc` has committed a passage (one of `ids`), exited, or 120 s went by: watched
+    through a read-only connection."""
+    where, args = ("", ()) if ids is None else (" WHERE id >= ? AND id < ?", (ids.start, ids.stop))
     watch = sqlite3.connect(f"{(folder / INDEX_DB).as_uri()}?mode=ro", uri=True)
     deadline = time.monotonic() + 120
     try:
-        while writer.poll() is None and time.monotonic() < deadline:
+        while proc.poll() is None and time.monotonic() < deadline:
             try:
-                if watch.execute("SELECT 1 FROM passages LIMIT 1").fetchone():
-                    break
+                if watch.execute(f"SELECT 1 FROM passages{where} LIMIT 1", args).fetchone():
+                    return
             except sqlite3.Error:
                 pass
             time.sleep(0.005)
     finally:
         watch.close()
-    return writer
 
 
 def finish(writer: subprocess.Popen[str], stop: Path) -> int:
