@@ -144,6 +144,20 @@ def variants() -> dict[str, Variant]:
         "FC b32, last 10 8-bit, tables Hadamard b128": Variant("Hadamard rotation", _rules(b + "32", h128, 10)),
         "FC 8-bit but layer 0 and FFN of layer 1 4-bit b64, tables Hadamard b128":
             Variant("Hadamard rotation", _parts8(h128, ["layer_0", *_ffn([1])], (b + "64",))),
+        # The 4-bit layers from the middle, which int8's ablation found nearly free (layers
+        # 5-9; "Issue 36: where int8 loses its worst texts"), not the first ones.
+        "FC 8-bit but FFN of layers 5-7 4-bit b32, tables Hadamard b128":
+            Variant("middle layers 4-bit", _parts8(h128, _ffn(range(5, 8)), (b + "32",))),
+        "FC 8-bit but FFN of layers 6-8 4-bit b32, tables Hadamard b128":
+            Variant("middle layers 4-bit", _parts8(h128, _ffn(range(6, 9)), (b + "32",))),
+        "FC 8-bit but FFN of layers 7-9 4-bit b32, tables Hadamard b128":
+            Variant("middle layers 4-bit", _parts8(h128, _ffn(range(7, 10)), (b + "32",))),
+        "FC 8-bit but FFN of layers 5-7 4-bit b64, tables Hadamard b128":
+            Variant("middle layers 4-bit", _parts8(h128, _ffn(range(5, 8)), (b + "64",))),
+        "FC 8-bit but layers 6-7 4-bit b32, tables Hadamard b128":
+            Variant("middle layers 4-bit", _parts8(h128, ["layer_6", "layer_7"], (b + "32",))),
+        "FC 8-bit but layers 7-8 4-bit b32, tables Hadamard b128":
+            Variant("middle layers 4-bit", _parts8(h128, ["layer_7", "layer_8"], (b + "32",))),
         # Item 1 (int8), for the weights' rounding that sets TFLite int8's worst text
         # (docs/benchmarks.md, "Issue 36: where TFLite int8 loses"): AEQ's own int8, min-max
         # and GPTQ, every FULLY_CONNECTED per channel and the tables per row.

@@ -16,7 +16,9 @@ filters of the ops whose output names match are stored float32 (the checkpoint's
 with `--dequantized` their int8 values times their scales: int8 weights, float compute), with
 `--columns` the tables rewritten as above too, with `--asymmetric` every FULLY_CONNECTED's
 `asymmetric_quantize_inputs` set. E.g. `--float-fc . --dequantized` (weight-only int8 throughout),
-`--float-fc '/layer_(10|11)_1/'` (the ONNX recipe's float layers).
+`--float-fc '/layer_(10|11)_1/'` (the ONNX recipe's float layers). `--bias-correct` adds each
+int8 FULLY_CONNECTED's weight-rounding error on its mean input (from the calibration slice,
+`sample(corpus, 200, seed 36)`) to its bias, and prints the gate part's figures too.
 """
 
 from __future__ import annotations
@@ -250,6 +252,94 @@ def float_projections(data: bytes, pattern: str, floats: Sequence[np.ndarray],
     return pack_aligned(model, len(data)), rewritten
 
 
+def fc_input_means(data: bytes, bundle: Path, texts: Sequence[str]) -> dict[int, np.ndarray]:
+    """Each int8 FULLY_CONNECTED filter's (by buffer) mean input row over the texts' real
+    tokens, as `data` itself computes them (its own int8 upstream; LiteRT's builtin kernels,
+    since XNNPACK's partitions keep no intermediate tensor): what bias correction needs."""
+    from ai_edge_litert.interpreter import Interpreter, OpResolverType
+    from tensorflow.lite.python import schema_py_generated as schema
+
+    from edge_m3.bundle.bundle import load_bundle
+    from edge_m3.runtime.pipeline import DevicePipeline
+    from edge_m3.runtime.registry import RUNTIMES
+
+    model = schema.ModelT.InitFromPackedBuf(data, 0)
+    sites: dict[int, list[tuple[int, int]]] = {}  # subgraph -> [(input tensor, filter buffer)]
+    for gi, graph in enumerate(model.subgraphs):
+        for g, op in _fully_connected(model):
+            w = g.tensors[int(op.inputs[1])]
+            if g is graph and w.type == schema.TensorType.INT8:
+                sites.setdefault(gi, []).append((int(op.inputs[0]), int(w.buffer)))
+    pipe = DevicePipeline(load_bundle(bundle), RUNTIMES["litert"], open_model=False)
+    it = Interpreter(model_content=data, experimental_preserve_all_tensors=True, num_threads=2,
+                     experimental_op_resolver_type=OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES)
+    sums: dict[int, np.ndarray] = {}
+    counts: dict[int, int] = {}
+    for i, text in enumerate(texts):
+        enc = pipe.encode(text)
+        ids, mask = pipe.model_inputs(enc)
+        runner = it.get_signature_runner(enc.signature)
+        runner(input_ids=ids, attention_mask=mask)
+        gi = runner._subgraph_index
+        n = len(enc.input_ids)
+        for t, buf in sites[gi]:
+            x = np.asarray(it.get_tensor(t, gi), np.float64)
+            x = x.reshape(-1, x.shape[-1])
+            if x.shape[0] == enc.seq_len:  # token rows: the real ones only
+                x = x[:n]
+            sums[buf] = sums.get(buf, 0.0) + x.sum(axis=0)
+            counts[buf] = counts.get(buf, 0) + x.shape[0]
+        if (i + 1) % 50 == 0:
+            print(f"# means: {i + 1} / {len(texts)} texts", file=sys.stderr, flush=True)
+    return {b: sums[b] / counts[b] for b in sums}
+
+
+def bias_corrected(data: bytes, means: dict[int, np.ndarray],
+                   floats: Sequence[np.ndarray]) -> tuple[bytes, int]:
+    """`data` with each int8 FULLY_CONNECTED's bias plus (W - deq(Q(W))) E[x]: the weights'
+    rounding error on the mean input, which per-channel rounding leaves whenever an input
+    channel has a large mean (e5-small's outlier dimensions). W is the checkpoint's matrix
+    (as `float_projections` finds it); E[x] from `fc_input_means`."""
+    from tensorflow.lite.python import schema_py_generated as schema
+
+    from edge_m3.export.tflite import pack_aligned
+
+    model = schema.ModelT.InitFromPackedBuf(data, 0)
+    done: set[int] = set()
+    owner: dict[int, int] = {}  # bias buffer -> its filter's buffer
+    shift: dict[int, np.ndarray] = {}
+    for graph, op in _fully_connected(model):
+        w = graph.tensors[int(op.inputs[1])]
+        if w.type != schema.TensorType.INT8 or int(w.buffer) not in means:
+            continue
+        if len(op.inputs) < 3 or int(op.inputs[2]) < 0:
+            raise SystemExit(f"a FULLY_CONNECTED without a bias: {graph.tensors[int(op.outputs[0])].name}")
+        if w.buffer not in shift:
+            q = np.frombuffer(np.asarray(model.buffers[w.buffer].data, np.uint8).tobytes(),
+                              np.int8).reshape(tuple(int(x) for x in w.shape))
+            scale = np.asarray(w.quantization.scale, np.float64)
+            deq = q.astype(np.float64) * scale[:, None]
+            for f in floats:
+                if f.shape != q.shape:
+                    continue
+                k = float(np.abs(deq).max() / max(np.abs(f).max(), 1e-30))
+                if np.all(np.abs(f * k - deq) <= 0.5 * scale[:, None] + 1e-6):
+                    shift[w.buffer] = (f.astype(np.float64) * k - deq) @ means[int(w.buffer)]
+                    break
+            else:
+                raise SystemExit(f"no checkpoint matrix matches a {q.shape} filter")
+        b = graph.tensors[int(op.inputs[2])]
+        if owner.setdefault(int(b.buffer), int(w.buffer)) != int(w.buffer):
+            raise SystemExit("two filters share one bias buffer: correct them apart first")
+        if b.buffer in done:
+            continue
+        bias = np.frombuffer(np.asarray(model.buffers[b.buffer].data, np.uint8).tobytes(), np.float32)
+        model.buffers[b.buffer].data = np.frombuffer(
+            (bias.astype(np.float64) + shift[w.buffer]).astype(np.float32).tobytes(), np.uint8)
+        done.add(int(b.buffer))
+    return pack_aligned(model, len(data)), len(done)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     import hashlib
 
@@ -269,26 +359,44 @@ def main(argv: Sequence[str] | None = None) -> int:
                    help="with --float-fc: their int8 values dequantized (int8 weights, float compute)")
     p.add_argument("--asymmetric", action="store_true",
                    help="also every FULLY_CONNECTED's inputs quantized asymmetrically")
+    p.add_argument("--bias-correct", action="store_true",
+                   help="also every int8 FULLY_CONNECTED's bias corrected for its weights' rounding on the "
+                        "mean input of the calibration slice; figures on the gate part then")
     a = p.parse_args(argv)
 
     from edge_m3.checkpoint import load_checkpoint
     from edge_m3.contract import model_file
     from edge_m3.harness.fidelity import read_corpus
     from edge_m3.harness.verify import formula_pairs
-    from tools.research.peer_int8 import HEAD, figures, flag_reference, our_outputs, row
+    from tools.research.peer_int8 import (
+        CALIBRATION,
+        CALIBRATION_SEED,
+        HEAD,
+        _subset,
+        figures,
+        flag_reference,
+        our_outputs,
+        row,
+        split_corpus,
+    )
     from tools.research.recipe_search import bundle_with
 
     name = model_file("int8", "tflite")
-    if a.float_fc or a.asymmetric:
-        spec = f"{a.bundle.name}|{a.float_fc}|{a.dequantized}|{a.columns}|{a.asymmetric}"
+    corpus = read_corpus(a.texts)
+    records = [*corpus.queries, *corpus.passages]
+    calib_groups, gate_idx = split_corpus(corpus, CALIBRATION, CALIBRATION_SEED)
+    calibration = [r for r in records if r["group"] in calib_groups]
+    if a.float_fc or a.asymmetric or a.bias_correct:
+        spec = f"{a.bundle.name}|{a.float_fc}|{a.dequantized}|{a.columns}|{a.asymmetric}|{a.bias_correct}"
         key = hashlib.sha256(spec.encode()).hexdigest()[:8]
         out = a.work / f"ours-int8-floatfc-{key}"
         table_part = (", tables per row and column" if a.columns
-                      else "" if a.float_fc else ", tables one scale per row")
+                      else "" if a.float_fc or a.bias_correct else ", tables one scale per row")
         label = ("ours TFLite int8"
                  + (f", FC {a.float_fc!r} " + ("dequantized" if a.dequantized else "float")
                     if a.float_fc else "")
-                 + table_part + (", inputs asymmetric" if a.asymmetric else ""))
+                 + table_part + (", inputs asymmetric" if a.asymmetric else "")
+                 + (", biases corrected on the slice" if a.bias_correct else ""))
     else:
         out = a.work / ("ours-int8-rowcoltables" if a.columns else "ours-int8-rowtables")
         label = ("ours TFLite int8, tables one scale per row"
@@ -305,26 +413,36 @@ def main(argv: Sequence[str] | None = None) -> int:
         if a.asymmetric:
             data, n = asymmetric_inputs(data)
             print(f"# FULLY_CONNECTED inputs asymmetric: {n}", file=sys.stderr)
-        if a.columns or not a.float_fc:
+        if a.columns or not (a.float_fc or a.bias_correct):
             tables = [np.asarray(t[k], np.float32) for k in t if k.endswith("embeddings.weight")]
             data, n = row_scaled_tables(data, tables, a.columns)
             print(f"# tables rewritten: {n} (gathers over every signature)", file=sys.stderr)
+        if a.bias_correct:  # last: the means are the final file's own activations
+            calib = [r["text"] for r in calibration]
+            floats = [np.asarray(t[k], np.float32) for k in t if np.asarray(t[k]).ndim == 2]
+            data, n = bias_corrected(data, fc_input_means(data, a.bundle, calib), floats)
+            print(f"# biases corrected: {n} (on {len(calib)} calibration texts)", file=sys.stderr)
         made = a.work / f"{out.name}.tflite"
         made.write_bytes(data)
         bundle_with(a.bundle, name, made, out)
-    corpus = read_corpus(a.texts)
-    records = [*corpus.queries, *corpus.passages]
     texts = [r["text"] for r in records]
     nq = len(corpus.queries)
     sets = {"user": [], "queries": list(range(nq)), "passages": list(range(nq, len(texts)))}
     ref = flag_reference(a.checkpoint, texts, a.max_length, formula_pairs(sets))
+    gate_nq = sum(i < nq for i in gate_idx)
+    gate_corpus = type(corpus)(tuple(records[i] for i in gate_idx))
     print(HEAD)
     # peer_int8 caches the shipped int8 bundle's outputs as "ours"; any other base by its name.
     base_tag = "ours" if a.bundle.name == "ours-int8" else a.bundle.name
     for what, b, tag in ((f"{a.bundle.name} TFLite int8 (LiteRT)", a.bundle, base_tag),
                          (label, out, out.name)):
-        f = figures(our_outputs(b, "litert", texts, a.work, tag), ref, nq, corpus.relevant())
-        print(row(what, (b / name).stat().st_size / 1e6, f), flush=True)
+        outs = our_outputs(b, "litert", texts, a.work, tag)
+        f = figures(outs, ref, nq, corpus.relevant())
+        print(row(what + ", whole corpus", (b / name).stat().st_size / 1e6, f), flush=True)
+        if a.bias_correct:  # the gate part: the corpus minus the calibration slice
+            f = figures(_subset(outs, gate_idx), _subset(ref, gate_idx), gate_nq, gate_corpus.relevant())
+            print(row(what + f", gate part ({len(gate_idx)})", (b / name).stat().st_size / 1e6, f),
+                  flush=True)
     return 0
 
 
