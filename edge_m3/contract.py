@@ -337,7 +337,8 @@ RECIPES: dict[str, QuantRecipe] = {r.name: r for r in (
     # No ONNX file (not attempted, docs/benchmarks.md): onnxruntime's CPU provider would run a
     # 16-bit QDQ file as float between Quantize/Dequantize pairs, so nothing here could check
     # what a QNN-class provider makes of one. On LiteRT's CPU kernels (no XNNPACK: it has no
-    # int16 kernels) the file is about 50x slower than int8.
+    # int16 kernels) the file costs 5x to 16x int8's time, its biases stored int32 so that
+    # LiteRT's optimized 16x8 kernel runs it (aeq.int32_biases; with AEQ's int64 ones, 50x).
     # Gate: INT16X8_LIMITS (its lexical weights a little further from FlagEmbedding's than int8's).
     # bytes_per_param 1.25: int8 weights, but the tables are int16 (AEQ quantizes GATHER's table
     # like an activation): e5-small, table-heavy, weighs 1.89 bytes a parameter, full-size BGE-M3
@@ -352,7 +353,7 @@ RECIPES: dict[str, QuantRecipe] = {r.name: r for r in (
                 INT16X8_LIMITS, _INT8_TOLERANCE, oldest_litert="2.2.0",
                 note="int16x8 is for NPU/GPU delegates that take only full-integer files (NNAPI, "
                      "QNN HTP, Edge-TPU-class NPUs, GPU delegates with int16 support): no delegate "
-                     "was run here, only LiteRT's CPU kernels, where it is ~50x slower than int8; "
+                     "was run here, only LiteRT's CPU kernels, where it costs 5-16x int8's time; "
                      "on 1,946 real texts it was not calibrated on it meets its gate (dense cosine "
                      "0.9982, retrieval agreement 0.935): verify it on your own texts (verify "
                      "--texts CORPUS.jsonl) with your own calibration; on a CPU ship int8"),

@@ -362,7 +362,7 @@ def test_int16x8_is_full_integer_and_computes_like_fp32(tiny_ckpt: Path, tmp_pat
     pytest.importorskip("ai_edge_quantizer")
     from edge_m3.builder.orchestrate import _calibration_texts
     from edge_m3.contract import RECIPES
-    from edge_m3.export.aeq import float_ops
+    from edge_m3.export.aeq import float_ops, int32_biases
     from edge_m3.harness.fidelity import bundled_sample
     from edge_m3.runtime.pipeline import DevicePipeline
 
@@ -399,6 +399,20 @@ def test_int16x8_is_full_integer_and_computes_like_fp32(tiny_ckpt: Path, tmp_pat
     assert all(i.dtype == "int32" for s in entry.signatures for i in s.inputs)
     assert all(o.dtype == "float32" for s in entry.signatures for o in s.outputs)
     assert entry.self_check["litert"].ok
+    # Its biases are int32 (AEQ saves them int64), which LiteRT's optimized 16x8 kernel needs;
+    # the rewrite has nothing left to do on the built file.
+    assert _int16_fc_bias_types(path) == {"INT32"} and int32_biases(path) == 0
+    # The same file with its biases back in int64 and every buffer inside the FlatBuffer (AEQ's
+    # layout for small models): the rewrite gives back the built file's outputs bit for bit.
+    # The same file with its biases back in int64, its buffers inside the FlatBuffer (AEQ's
+    # layout for small models) or after it (for the others): the rewrite gives back the built
+    # file's outputs bit for bit.
+    for outside in (False, True):
+        widened = tmp_path / f"int64-{outside}.tflite"
+        widened.write_bytes(_int64_biases(path, outside))
+        assert _int16_fc_bias_types(widened) == {"INT64"}
+        assert int32_biases(widened) > 0 and _int16_fc_bias_types(widened) == {"INT32"}
+        assert _outputs(widened, lengths) == _outputs(path, lengths)
     assert RECIPES["int16x8"].onnx is None and RECIPES["int16x8"].calibrated
     for text in ("Hello world", "a longer text that needs the sixteen token signature here"):
         got = DevicePipeline(bundle, RUNTIMES["litert"], 1).embed(text)
@@ -407,6 +421,74 @@ def test_int16x8_is_full_integer_and_computes_like_fp32(tiny_ckpt: Path, tmp_pat
         # random tiny weights: a floor set from the spread over seeds (tests/support/spread.py)
         cos = float(np.dot(got["dense_vecs"], want["dense_vecs"]))
         assert cos >= TOLERANCES["int16x8_dense_cosine_min"], (text, cos)
+
+
+def _int64_biases(path: Path, outside: bool) -> bytes:
+    """`path` (an int16x8 file) repacked with the int32 biases of its int16-input
+    FULLY_CONNECTED ops stored int64, as AEQ writes them, and every buffer inside the
+    FlatBuffer or (`outside`) after it, 16-byte aligned, as AEQ writes a large model's."""
+    from tensorflow.lite.python import schema_py_generated as schema
+
+    from edge_m3.export.tflite import builtin_code, pack_aligned
+
+    data = path.read_bytes()
+    model = schema.ModelT.InitFromPackedBuf(data, 0)
+    for b in model.buffers:
+        if b.offset > 1:
+            b.data = np.frombuffer(data, np.uint8, b.size, b.offset)
+        b.offset = b.size = 0
+    widened: set[int] = set()
+    for graph in model.subgraphs:
+        for op in graph.operators:
+            if (builtin_code(model, op) == schema.BuiltinOperator.FULLY_CONNECTED and len(op.inputs) > 2
+                    and op.inputs[2] >= 0 and graph.tensors[op.inputs[0]].type == schema.TensorType.INT16):
+                bias = graph.tensors[op.inputs[2]]
+                if bias.buffer not in widened:
+                    buf = model.buffers[bias.buffer]
+                    values = np.frombuffer(np.asarray(buf.data, np.uint8).tobytes(), np.int32)
+                    buf.data = np.frombuffer(values.astype(np.int64).tobytes(), np.uint8)
+                    widened.add(bias.buffer)
+                bias.type = schema.TensorType.INT64
+    if not outside:
+        return pack_aligned(model, 2 * len(data))
+    blobs = [(b, np.asarray(b.data, np.uint8).tobytes()) for b in model.buffers if b.data is not None]
+    for b, blob in blobs:  # offsets of the same width first, so the FlatBuffer's length is final
+        b.data, b.offset, b.size = None, 1, len(blob)
+    head = pack_aligned(model, len(data))
+    at = -(-len(head) // 16) * 16
+    for b, blob in blobs:
+        b.offset, at = at, -(-(at + len(blob)) // 16) * 16
+    head = pack_aligned(model, len(data))
+    out = bytearray(head)
+    for b, blob in blobs:
+        out += bytes(b.offset - len(out)) + blob
+    return bytes(out)
+
+
+def _outputs(path: Path, lengths: list[int]) -> list[bytes]:
+    """Every signature's outputs on one fixed input, as bytes (LiteRT's Interpreter)."""
+    from ai_edge_litert.interpreter import Interpreter
+
+    it = Interpreter(model_path=str(path), num_threads=1)
+    out = []
+    for n in lengths:
+        ids = np.arange(5, 5 + n, dtype=np.int32)[None] % 100
+        mask = np.ones((1, n), np.int32)
+        got = it.get_signature_runner(f"embed_{n}")(input_ids=ids, attention_mask=mask)
+        out += [got[k].tobytes() for k in sorted(got)]
+    return out
+
+
+def _int16_fc_bias_types(path: Path) -> set[str]:
+    """The types of the biases of every FULLY_CONNECTED whose input is int16."""
+    from ai_edge_litert import schema_py_generated as schema
+
+    from edge_m3.export.aeq import _ops
+
+    names = {v: k for k, v in vars(schema.TensorType).items() if not k.startswith("_")}
+    return {names[graph.Tensors(op.Inputs(2)).Type()] for graph, op, name in _ops(path)
+            if name == "FULLY_CONNECTED" and op.InputsLength() > 2 and op.Inputs(2) >= 0
+            and graph.Tensors(op.Inputs(0)).Type() == schema.TensorType.INT16}
 
 
 def _int16_scales(path: Path) -> list[list[float | None]]:

@@ -177,7 +177,8 @@ def quantize_static(src: Path, dst: Path, activation_bits: int,
     """Calibrate the float .tflite `src` on the given token ids (per signature), then quantize
     it statically into `dst`: the ops `float_scopes` match stay float, the ranges of the
     tensors `headroom`'s patterns match are widened by its factors (tools/research/int16_norm
-    passes others)."""
+    passes others); with 16-bit activations the biases are then stored int32 (`int32_biases`:
+    the same values, and LiteRT's optimized 16x8 kernel instead of its reference one)."""
     from ai_edge_quantizer import quantizer
 
     q = quantizer.Quantizer(str(src))
@@ -188,6 +189,8 @@ def quantize_static(src: Path, dst: Path, activation_bits: int,
                   if "min" in v and "max" in v and re.search(pattern, k) else v
                   for k, v in ranges.items()}
     q.quantize(ranges).export_model(str(dst), overwrite=True)
+    if activation_bits == 16:
+        int32_biases(dst)
 
 
 def shared_ranges(src: Path, ranges: dict[str, Any]) -> dict[str, Any]:
@@ -357,3 +360,68 @@ def _mapped(path: Path) -> Any:
 
     with open(path, "rb") as fh:
         return mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+
+
+# Slots of the scalar fields `int32_biases` rewrites in place (the TF Lite schema's vtables).
+TENSOR_TYPE_SLOT, BUFFER_SIZE_SLOT = 6, 8
+
+
+def int32_biases(path: Path) -> int:
+    """Store every int16-input FULLY_CONNECTED's int64 bias as int32, in place.
+
+    AEQ quantizes those biases to 32 bits and only then saves them as int64 ("safe to cast
+    back to int32"), and an int64 bias sends LiteRT to its reference 16x8 kernel (int64
+    accumulators, one multiply at a time) where an int32 one takes ruy's optimized kernel
+    (tflite/kernels/fully_connected.cc). Each bias buffer's values are rewritten as int32 at
+    the start of their bytes and its size halved; only after every value and every reader of
+    every such buffer is checked (int32 range; read by int16-input FULLY_CONNECTED ops alone).
+    Returns how many buffers were rewritten."""
+    import mmap
+
+    import numpy as np
+    from ai_edge_litert import schema_py_generated as schema
+
+    types, fc = schema.TensorType, schema.BuiltinOperator.FULLY_CONNECTED
+    with open(path, "r+b") as fh, mmap.mmap(fh.fileno(), 0) as buf:
+        model = schema.Model.GetRootAsModel(buf, 0)
+        biases: dict[int, list[Any]] = {}  # buffer -> its int64 bias tensors
+        others: set[int] = set()  # buffers an int64 tensor outside that role reads
+        for g in range(model.SubgraphsLength()):
+            graph = model.Subgraphs(g)
+            for k in range(graph.OperatorsLength()):
+                op = graph.Operators(k)
+                code = model.OperatorCodes(op.OpcodeIndex())
+                is_fc = max(code.BuiltinCode(), code.DeprecatedBuiltinCode()) == fc
+                for pos in range(op.InputsLength()):
+                    i = op.Inputs(pos)
+                    t = graph.Tensors(i) if i >= 0 else None
+                    if t is None or t.Type() != types.INT64:
+                        continue
+                    if is_fc and pos == 2 and graph.Tensors(op.Inputs(0)).Type() == types.INT16:
+                        biases.setdefault(t.Buffer(), []).append(t)
+                    else:
+                        others.add(t.Buffer())
+        if others & set(biases):
+            raise ValueError("an int64 bias buffer is read by another op: not rewritten")
+        planned = []
+        for index, tensors in biases.items():
+            b = model.Buffers(index)
+            if b.Offset() > 1:  # the bytes after the FlatBuffer (AEQ writes them so)
+                start, size = b.Offset(), b.Size()
+                size_pos = b._tab.Pos + b._tab.Offset(BUFFER_SIZE_SLOT)
+            else:  # inline: the vector's bytes, and its length word before them
+                start, size = b._tab.Vector(b._tab.Offset(4)), b.DataLength()
+                size_pos = start - 4
+            values = np.frombuffer(buf, np.int64, size // 8, start)
+            if values.size and (values.min() < -2**31 or values.max() >= 2**31):
+                raise ValueError(f"a bias of buffer {index} does not fit int32: not rewritten")
+            planned.append((start, size, size_pos, b.Offset() > 1, values.astype("<i4"), tensors))
+        for start, size, size_pos, outside, values, tensors in planned:
+            buf[start:start + size] = values.tobytes() + bytes(size - 4 * values.size)
+            width = 8 if outside else 4
+            buf[size_pos:size_pos + width] = (size // 2).to_bytes(width, "little")
+            for t in tensors:
+                pos = t._tab.Pos + t._tab.Offset(TENSOR_TYPE_SLOT)
+                buf[pos:pos + 1] = bytes([types.INT32])
+        buf.flush()
+    return len(planned)

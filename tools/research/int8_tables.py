@@ -252,6 +252,47 @@ def float_projections(data: bytes, pattern: str, floats: Sequence[np.ndarray],
     return pack_aligned(model, len(data)), rewritten
 
 
+def dequantize_op_filters(data: bytes, pattern: str) -> tuple[bytes, int]:
+    """`data` with the int8 filter of every FULLY_CONNECTED whose output name matches `pattern`
+    read through a DEQUANTIZE op into a float32 tensor: int8 weights in the file, float compute
+    (what `float_projections(..., dequantized=True)` computes, without the file growing)."""
+    import re
+
+    from tensorflow.lite.python import schema_py_generated as schema
+
+    from edge_m3.export.tflite import builtin_code, operator_code, pack_aligned
+
+    ops, types = schema.BuiltinOperator, schema.TensorType
+    model = schema.ModelT.InitFromPackedBuf(data, 0)
+    rx = re.compile(pattern)
+    n = 0
+    for graph in model.subgraphs:
+        out_ops = []
+        made: dict[int, int] = {}  # int8 filter tensor -> its float tensor, in this subgraph
+        for op in graph.operators:
+            if builtin_code(model, op) == ops.FULLY_CONNECTED:
+                out = graph.tensors[int(op.outputs[0])].name
+                w_i = int(op.inputs[1])
+                w = graph.tensors[w_i]
+                if rx.search(out.decode() if isinstance(out, bytes) else out) and w.type == types.INT8:
+                    if w_i not in made:
+                        t = schema.TensorT()
+                        t.shape, t.type, t.buffer, t.hasRank = w.shape, types.FLOAT32, 0, True
+                        name = w.name.decode() if isinstance(w.name, bytes) else w.name
+                        t.name = name + "/dequantized"
+                        graph.tensors.append(t)
+                        made[w_i] = len(graph.tensors) - 1
+                        d = schema.OperatorT()
+                        d.opcodeIndex = operator_code(model, ops.DEQUANTIZE, 4)
+                        d.inputs, d.outputs = np.array([w_i], np.int32), np.array([made[w_i]], np.int32)
+                        out_ops.append(d)
+                    op.inputs = np.array([op.inputs[0], made[w_i], *op.inputs[2:]], np.int32)
+                    n += 1
+            out_ops.append(op)
+        graph.operators = out_ops
+    return pack_aligned(model, len(data)), n
+
+
 def fc_input_means(data: bytes, bundle: Path, texts: Sequence[str]) -> dict[int, np.ndarray]:
     """Each int8 FULLY_CONNECTED filter's (by buffer) mean input row over the texts' real
     tokens, as `data` itself computes them (its own int8 upstream; LiteRT's builtin kernels,
@@ -357,6 +398,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                    help="instead: FULLY_CONNECTED filters whose output name matches stored float32")
     p.add_argument("--dequantized", action="store_true",
                    help="with --float-fc: their int8 values dequantized (int8 weights, float compute)")
+    p.add_argument("--dequantize-op", action="store_true",
+                   help="with --float-fc: int8 filters read through a DEQUANTIZE op (the file keeps int8)")
     p.add_argument("--asymmetric", action="store_true",
                    help="also every FULLY_CONNECTED's inputs quantized asymmetrically")
     p.add_argument("--bias-correct", action="store_true",
@@ -387,13 +430,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     calib_groups, gate_idx = split_corpus(corpus, CALIBRATION, CALIBRATION_SEED)
     calibration = [r for r in records if r["group"] in calib_groups]
     if a.float_fc or a.asymmetric or a.bias_correct:
-        spec = f"{a.bundle.name}|{a.float_fc}|{a.dequantized}|{a.columns}|{a.asymmetric}|{a.bias_correct}"
+        spec = (f"{a.bundle.name}|{a.float_fc}|{a.dequantized}|{a.columns}|{a.asymmetric}|{a.bias_correct}"
+                + ("|dequantize-op" if a.dequantize_op else ""))
         key = hashlib.sha256(spec.encode()).hexdigest()[:8]
         out = a.work / f"ours-int8-floatfc-{key}"
         table_part = (", tables per row and column" if a.columns
                       else "" if a.float_fc or a.bias_correct else ", tables one scale per row")
         label = ("ours TFLite int8"
-                 + (f", FC {a.float_fc!r} " + ("dequantized" if a.dequantized else "float")
+                 + (f", FC {a.float_fc!r} " + ("through DEQUANTIZE" if a.dequantize_op
+                                             else "dequantized" if a.dequantized else "float")
                     if a.float_fc else "")
                  + table_part + (", inputs asymmetric" if a.asymmetric else "")
                  + (", biases corrected on the slice" if a.bias_correct else ""))
@@ -408,7 +453,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         data = (a.bundle / name).read_bytes()
         if a.float_fc:
             floats = [np.asarray(t[k], np.float32) for k in t if np.asarray(t[k]).ndim == 2]
-            data, n = float_projections(data, a.float_fc, floats, a.dequantized)
+            data, n = (dequantize_op_filters(data, a.float_fc) if a.dequantize_op
+                       else float_projections(data, a.float_fc, floats, a.dequantized))
             print(f"# filters stored float: {n}", file=sys.stderr)
         if a.asymmetric:
             data, n = asymmetric_inputs(data)

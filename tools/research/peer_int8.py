@@ -509,10 +509,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                         "calibrates on the slice and is shown on the gate part only")
     p.add_argument("--variant-seq-lens", default="",
                    help="the --variants' signatures (default --seq-lens): more lengths pad less, "
-                        "which matters for a slow variant (int16x8 runs ~50x int8's time)")
+                        "which matters for a slow variant (int16x8 runs 5-16x int8's time)")
     p.add_argument("--gate-sample", type=int, default=0,
                    help="the gate-part table (and a calibrated variant's run) on sample(gate part, "
-                        "N, seed 0) only: int16x8 costs ~80 CPU-minutes on the whole gate part")
+                        "N, seed 0) only: int16x8 costs ~20 CPU-minutes on the whole gate part")
     p.add_argument("--worst", type=int, default=0, metavar="N",
                    help="under each row, the queries behind its N largest ColBERT pair errors "
                         "and the maximum without them")
