@@ -333,7 +333,12 @@ RECIPES: dict[str, QuantRecipe] = {r.name: r for r in (
                      "--texts CORPUS.jsonl) or ship int8"),
     # Full integer for accelerators (issue 36): int16 activations, calibrated statically, and
     # int8 weights (LiteRT's 16x8 kernels), by ai-edge-quantizer over the float file
-    # (edge_m3.export.aeq.STATIC_RECIPES). Meant for delegates that refuse dynamic-range files.
+    # (edge_m3.export.aeq.STATIC_RECIPES). Who takes it, from their sources (docs/benchmarks.md,
+    # "Issue 36: which accelerators take which file"): LiteRT's Qualcomm (QNN) and MediaTek
+    # (Neuron) compiler plugins map int16 tensors to 16-bit fixed point; TF Lite's NNAPI delegate
+    # refuses an int16 FULLY_CONNECTED output and SOFTMAX, its GPU delegate any int16 activation,
+    # and the Edge TPU compiler anything not 8-bit; NNAPI >= 1.2 and the GPU delegate take the
+    # dynamic-range int8 file (hybrid FULLY_CONNECTED; weights dequantized).
     # No ONNX file (not attempted, docs/benchmarks.md): onnxruntime's CPU provider would run a
     # 16-bit QDQ file as float between Quantize/Dequantize pairs, so nothing here could check
     # what a QNN-class provider makes of one. On LiteRT's CPU kernels (no XNNPACK: it has no
@@ -349,11 +354,14 @@ RECIPES: dict[str, QuantRecipe] = {r.name: r for r in (
                 None, "2.21.0",
                 # LiteRT 2.2.0 (the Android kit's pin) computes it bit for bit as 2.3.0 does: 36 of
                 # 36 golden outputs of e5-small's and of the tiny checkpoint's files
-                # (docs/benchmarks.md, "Issue 36: the full-integer variant").
+                # (docs/benchmarks.md, "Issue 36: the full-integer variant"), and with int32
+                # biases 78 of 78 outputs of e5-small's ("int16x8 on the CPU").
                 INT16X8_LIMITS, _INT8_TOLERANCE, oldest_litert="2.2.0",
-                note="int16x8 is for NPU/GPU delegates that take only full-integer files (NNAPI, "
-                     "QNN HTP, Edge-TPU-class NPUs, GPU delegates with int16 support): no delegate "
-                     "was run here, only LiteRT's CPU kernels, where it costs 5-16x int8's time; "
+                note="int16x8 is for NPUs that take 16-bit activations (LiteRT's Qualcomm and "
+                     "MediaTek compiler plugins); TF Lite's NNAPI and GPU delegates refuse int16 "
+                     "activations and the Edge TPU takes 8-bit files only, while NNAPI (Android "
+                     "10+) and the GPU delegate accept int8's hybrid ops: no delegate or NPU was run "
+                     "here, only LiteRT's CPU kernels, where it costs 5-16x int8's time; "
                      "on 1,946 real texts it was not calibrated on it meets its gate (dense cosine "
                      "0.9982, retrieval agreement 0.935): verify it on your own texts (verify "
                      "--texts CORPUS.jsonl) with your own calibration; on a CPU ship int8"),
