@@ -99,7 +99,7 @@ def build(a: argparse.Namespace, out: Path) -> None:
         made = Path(tmp) / "made.tflite"
         scopes = [STATIC_FLOAT_TAIL] + ([a.float_ops] if a.float_ops else [])
         headroom = {a.headroom_on: a.headroom} if a.headroom != 1.0 else {}
-        quantize_static(flt, made, 16, calib.ids, calib.pad_id, scopes, headroom)
+        quantize_static(flt, made, a.activation_bits, calib.ids, calib.pad_id, scopes, headroom)
         bundle_with(a.work / "ours-int16x8", model_file("int16x8", "tflite"), made, out)
 
 
@@ -121,6 +121,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                    help="calibrated ranges times this (1: none, the recipe before)")
     p.add_argument("--headroom-on", default=on, metavar="REGEX",
                    help="of these tensors ('' for every one)")
+    p.add_argument("--activation-bits", type=int, choices=(16, 8), default=16,
+                   help="8: the same recipe with 8-bit static activations (item 3's 'else int8')")
     p.add_argument("--screen", type=int, default=0, metavar="N")
     p.add_argument("--probe", type=int, default=0, metavar="N",
                    help="the ColBERT-maximum query (PROBE) and sample(gate part, N, seed 0), "
@@ -144,13 +146,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         split_corpus,
     )
 
-    spec = f"{a.norm}|{a.float_ops}|{a.headroom:g}|{a.headroom_on}"
+    spec = f"{a.norm}|{a.float_ops}|{a.headroom:g}|{a.headroom_on}" + (
+        f"|a{a.activation_bits}" if a.activation_bits != 16 else "")
     key = hashlib.sha256(spec.encode()).hexdigest()[:8]
     out = a.work / f"ours-int16x8-norm-{key}"
     if not (out / "manifest.json").is_file():
         build(a, out)
     print(f"# {out.name}: --norm {a.norm} --float-ops {a.float_ops!r} --headroom {a.headroom:g} "
-          f"--headroom-on {a.headroom_on!r}",
+          f"--headroom-on {a.headroom_on!r} --activation-bits {a.activation_bits}",
           flush=True)
     corpus = read_corpus(a.texts)
     records = [*corpus.queries, *corpus.passages]
