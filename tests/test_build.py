@@ -402,8 +402,6 @@ def test_int16x8_is_full_integer_and_computes_like_fp32(tiny_ckpt: Path, tmp_pat
     # Its biases are int32 (AEQ saves them int64), which LiteRT's optimized 16x8 kernel needs;
     # the rewrite has nothing left to do on the built file.
     assert _int16_fc_bias_types(path) == {"INT32"} and int32_biases(path) == 0
-    # The same file with its biases back in int64 and every buffer inside the FlatBuffer (AEQ's
-    # layout for small models): the rewrite gives back the built file's outputs bit for bit.
     # The same file with its biases back in int64, its buffers inside the FlatBuffer (AEQ's
     # layout for small models) or after it (for the others): the rewrite gives back the built
     # file's outputs bit for bit.

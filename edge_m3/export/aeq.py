@@ -412,6 +412,9 @@ def int32_biases(path: Path) -> int:
             else:  # inline: the vector's bytes, and its length word before them
                 start, size = b._tab.Vector(b._tab.Offset(4)), b.DataLength()
                 size_pos = start - 4
+            if (size % 8 or any(not t._tab.Offset(TENSOR_TYPE_SLOT) for t in tensors)
+                    or (b.Offset() > 1 and not b._tab.Offset(BUFFER_SIZE_SLOT))):
+                raise ValueError(f"bias buffer {index} is not laid out as expected: not rewritten")
             values = np.frombuffer(buf, np.int64, size // 8, start)
             if values.size and (values.min() < -2**31 or values.max() >= 2**31):
                 raise ValueError(f"a bias of buffer {index} does not fit int32: not rewritten")
