@@ -337,8 +337,8 @@ RECIPES: dict[str, QuantRecipe] = {r.name: r for r in (
     # "Issue 36: which accelerators take which file"): LiteRT's Qualcomm (QNN) and MediaTek
     # (Neuron) compiler plugins map int16 tensors to 16-bit fixed point; TF Lite's NNAPI delegate
     # refuses an int16 FULLY_CONNECTED output and SOFTMAX, its GPU delegate any int16 activation,
-    # and the Edge TPU compiler anything not 8-bit; NNAPI >= 1.2 and the GPU delegate take the
-    # dynamic-range int8 file (hybrid FULLY_CONNECTED; weights dequantized).
+    # and the Edge TPU compiler anything not 8-bit. Those two delegates refuse int8's
+    # FULLY_CONNECTED too: it is op version 12 (per-channel hybrid), they stop at 5 and 9.
     # No ONNX file (not attempted, docs/benchmarks.md): onnxruntime's CPU provider would run a
     # 16-bit QDQ file as float between Quantize/Dequantize pairs, so nothing here could check
     # what a QNN-class provider makes of one. On LiteRT's CPU kernels (no XNNPACK: it has no
@@ -359,8 +359,8 @@ RECIPES: dict[str, QuantRecipe] = {r.name: r for r in (
                 INT16X8_LIMITS, _INT8_TOLERANCE, oldest_litert="2.2.0",
                 note="int16x8 is for NPUs that take 16-bit activations (LiteRT's Qualcomm and "
                      "MediaTek compiler plugins); TF Lite's NNAPI and GPU delegates refuse int16 "
-                     "activations and the Edge TPU takes 8-bit files only, while NNAPI (Android "
-                     "10+) and the GPU delegate accept int8's hybrid ops: no delegate or NPU was run "
+                     "activations (and int8's per-channel projections) and the Edge TPU takes "
+                     "8-bit files only: no delegate or NPU was run "
                      "here, only LiteRT's CPU kernels, where it costs 5-16x int8's time; "
                      "on 1,946 real texts it was not calibrated on it meets its gate (dense cosine "
                      "0.9982, retrieval agreement 0.935): verify it on your own texts (verify "
