@@ -345,8 +345,14 @@ def _ops(path: Path) -> Iterator[tuple[Any, Any, str]]:
     """Every op of every subgraph (signature) of the .tflite file: (graph, op, builtin name)."""
     from ai_edge_litert import schema_py_generated as schema
 
+    return _model_ops(schema.Model.GetRootAsModel(_mapped(path), 0))
+
+
+def _model_ops(model: Any) -> Iterator[tuple[Any, Any, str]]:
+    """`_ops` of a model already read (a writable map's, for `int32_biases`)."""
+    from ai_edge_litert import schema_py_generated as schema
+
     ops = {v: k for k, v in vars(schema.BuiltinOperator).items() if not k.startswith("_")}
-    model = schema.Model.GetRootAsModel(_mapped(path), 0)
     for g in range(model.SubgraphsLength()):
         graph = model.Subgraphs(g)
         for k in range(graph.OperatorsLength()):
@@ -381,26 +387,22 @@ def int32_biases(path: Path) -> int:
     import numpy as np
     from ai_edge_litert import schema_py_generated as schema
 
-    types, fc = schema.TensorType, schema.BuiltinOperator.FULLY_CONNECTED
+    types = schema.TensorType
     with open(path, "r+b") as fh, mmap.mmap(fh.fileno(), 0) as buf:
         model = schema.Model.GetRootAsModel(buf, 0)
         biases: dict[int, list[Any]] = {}  # buffer -> its int64 bias tensors
         others: set[int] = set()  # buffers an int64 tensor outside that role reads
-        for g in range(model.SubgraphsLength()):
-            graph = model.Subgraphs(g)
-            for k in range(graph.OperatorsLength()):
-                op = graph.Operators(k)
-                code = model.OperatorCodes(op.OpcodeIndex())
-                is_fc = max(code.BuiltinCode(), code.DeprecatedBuiltinCode()) == fc
-                for pos in range(op.InputsLength()):
-                    i = op.Inputs(pos)
-                    t = graph.Tensors(i) if i >= 0 else None
-                    if t is None or t.Type() != types.INT64:
-                        continue
-                    if is_fc and pos == 2 and graph.Tensors(op.Inputs(0)).Type() == types.INT16:
-                        biases.setdefault(t.Buffer(), []).append(t)
-                    else:
-                        others.add(t.Buffer())
+        for graph, op, name in _model_ops(model):
+            for pos in range(op.InputsLength()):
+                i = op.Inputs(pos)
+                t = graph.Tensors(i) if i >= 0 else None
+                if t is None or t.Type() != types.INT64:
+                    continue
+                if (name == "FULLY_CONNECTED" and pos == 2
+                        and graph.Tensors(op.Inputs(0)).Type() == types.INT16):
+                    biases.setdefault(t.Buffer(), []).append(t)
+                else:
+                    others.add(t.Buffer())
         if others & set(biases):
             raise ValueError("an int64 bias buffer is read by another op: not rewritten")
         planned = []

@@ -201,6 +201,21 @@ def asymmetric_inputs(data: bytes) -> tuple[bytes, int]:
     return pack_aligned(model, len(data)), n
 
 
+def checkpoint_matrix(q: np.ndarray, scale: np.ndarray,
+                      floats: Sequence[np.ndarray]) -> tuple[np.ndarray, float]:
+    """The checkpoint matrix an int8 per-channel filter `q` (scales `scale`) was quantized
+    from, and its factor: the one of `floats` within half a step of it per row, up to one
+    factor per matrix (the query's folded 1/sqrt(d))."""
+    deq = q.astype(np.float64) * scale[:, None]
+    for f in floats:
+        if f.shape != q.shape:
+            continue
+        k = float(np.abs(deq).max() / max(np.abs(f).max(), 1e-30))
+        if np.all(np.abs(f * k - deq) <= 0.5 * scale[:, None] + 1e-6):
+            return f, k
+    raise SystemExit(f"no checkpoint matrix matches a {q.shape} filter")
+
+
 def float_projections(data: bytes, pattern: str, floats: Sequence[np.ndarray],
                       dequantized: bool = False) -> tuple[bytes, int]:
     """`data` with the int8 per-channel filter of every FULLY_CONNECTED whose output name
@@ -221,16 +236,10 @@ def float_projections(data: bytes, pattern: str, floats: Sequence[np.ndarray],
     rewritten = 0
 
     def source(q: np.ndarray, scale: np.ndarray) -> np.ndarray:
-        deq = q.astype(np.float64) * scale[:, None]
         if dequantized:
-            return deq
-        for f in floats:
-            if f.shape != q.shape:
-                continue
-            k = float(np.abs(deq).max() / max(np.abs(f).max(), 1e-30))
-            if np.all(np.abs(f * k - deq) <= 0.5 * scale[:, None] + 1e-6):
-                return f * k
-        raise SystemExit(f"no checkpoint matrix matches a {q.shape} filter")
+            return q.astype(np.float64) * scale[:, None]
+        f, k = checkpoint_matrix(q, scale, floats)
+        return f * k
 
     for graph, op in _fully_connected(model):
         out = graph.tensors[int(op.outputs[0])].name
@@ -301,15 +310,17 @@ def fc_input_means(data: bytes, bundle: Path, texts: Sequence[str]) -> dict[int,
     from tensorflow.lite.python import schema_py_generated as schema
 
     from edge_m3.bundle.bundle import load_bundle
+    from edge_m3.export.tflite import builtin_code
     from edge_m3.runtime.pipeline import DevicePipeline
     from edge_m3.runtime.registry import RUNTIMES
 
     model = schema.ModelT.InitFromPackedBuf(data, 0)
     sites: dict[int, list[tuple[int, int]]] = {}  # subgraph -> [(input tensor, filter buffer)]
+    fc = schema.BuiltinOperator.FULLY_CONNECTED
     for gi, graph in enumerate(model.subgraphs):
-        for g, op in _fully_connected(model):
-            w = g.tensors[int(op.inputs[1])]
-            if g is graph and w.type == schema.TensorType.INT8:
+        for op in graph.operators:
+            w = graph.tensors[int(op.inputs[1])] if builtin_code(model, op) == fc else None
+            if w is not None and w.type == schema.TensorType.INT8:
                 sites.setdefault(gi, []).append((int(op.inputs[0]), int(w.buffer)))
     pipe = DevicePipeline(load_bundle(bundle), RUNTIMES["litert"], open_model=False)
     it = Interpreter(model_content=data, experimental_preserve_all_tensors=True, num_threads=2,
@@ -360,15 +371,8 @@ def bias_corrected(data: bytes, means: dict[int, np.ndarray],
                               np.int8).reshape(tuple(int(x) for x in w.shape))
             scale = np.asarray(w.quantization.scale, np.float64)
             deq = q.astype(np.float64) * scale[:, None]
-            for f in floats:
-                if f.shape != q.shape:
-                    continue
-                k = float(np.abs(deq).max() / max(np.abs(f).max(), 1e-30))
-                if np.all(np.abs(f * k - deq) <= 0.5 * scale[:, None] + 1e-6):
-                    shift[w.buffer] = (f.astype(np.float64) * k - deq) @ means[int(w.buffer)]
-                    break
-            else:
-                raise SystemExit(f"no checkpoint matrix matches a {q.shape} filter")
+            f, k = checkpoint_matrix(q, scale, floats)
+            shift[w.buffer] = (f.astype(np.float64) * k - deq) @ means[int(w.buffer)]
         b = graph.tensors[int(op.inputs[2])]
         if owner.setdefault(int(b.buffer), int(w.buffer)) != int(w.buffer):
             raise SystemExit("two filters share one bias buffer: correct them apart first")
