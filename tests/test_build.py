@@ -405,12 +405,13 @@ def test_int16x8_is_full_integer_and_computes_like_fp32(tiny_ckpt: Path, tmp_pat
     # The same file with its biases back in int64, its buffers inside the FlatBuffer (AEQ's
     # layout for small models) or after it (for the others): the rewrite gives back the built
     # file's outputs bit for bit.
+    built = _outputs(path, lengths)
     for outside in (False, True):
         widened = tmp_path / f"int64-{outside}.tflite"
         widened.write_bytes(_int64_biases(path, outside))
         assert _int16_fc_bias_types(widened) == {"INT64"}
         assert int32_biases(widened) > 0 and _int16_fc_bias_types(widened) == {"INT32"}
-        assert _outputs(widened, lengths) == _outputs(path, lengths)
+        assert _outputs(widened, lengths) == built
     assert RECIPES["int16x8"].onnx is None and RECIPES["int16x8"].calibrated
     for text in ("Hello world", "a longer text that needs the sixteen token signature here"):
         got = DevicePipeline(bundle, RUNTIMES["litert"], 1).embed(text)
