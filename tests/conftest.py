@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -224,18 +225,25 @@ def jna_jar_path() -> str:
 @pytest.fixture(scope="session")
 def kit_jar() -> Path:
     """The Android kit's Kotlin (app sources against stubs, instrumented test, JVM tools) in one jar,
-    compiled with -Werror by tools/kit/kit_jar.sh (once per content: kotlinc takes ~20 s)."""
+    compiled by Kotlin 2 at the language version apps use, warnings as errors, by
+    tools/kit/kit_jar.sh (tools/kit/kotlin2.py; once per content: it takes ~40 s)."""
     import shutil
 
-    if shutil.which("kotlinc") is None or shutil.which("java") is None:
-        _tool_missing("kotlinc/java not installed (apt-get install -y kotlin); CI installs them and runs this",
-                      "EDGE_M3_REQUIRE_KOTLIN")  # set by .ci/run: CI must not skip silently
+    from tools.kit import kotlin2
+
+    try:
+        kotlin2.jars()
+    except kotlin2.CompilerMissing as exc:
+        _tool_missing(str(exc), "EDGE_M3_REQUIRE_KOTLIN")  # set by .ci/run: CI must not skip silently
+    if shutil.which("java") is None:
+        _tool_missing("java not installed (apt-get install -y default-jdk-headless)", "EDGE_M3_REQUIRE_KOTLIN")
     if not Path(jna_jar_path()).is_file():  # the live runner (LiteRtCRunner) is compiled against JNA
         _tool_missing(f"JNA not found at {jna_jar_path()} (apt-get install -y libjna-java; EDGE_M3_JNA_JAR)",
                       "EDGE_M3_REQUIRE_KOTLIN")
-    proc = subprocess.run([str(ROOT / "tools/kit/kit_jar.sh")], capture_output=True, text=True, timeout=900)
+    proc = subprocess.run([str(ROOT / "tools/kit/kit_jar.sh")], capture_output=True, text=True, timeout=900,
+                          env=os.environ | {"EDGE_M3_PYTHON": sys.executable})
     jar = Path(proc.stdout.strip().splitlines()[-1]) if proc.stdout.strip() else None
-    assert proc.returncode == 0 and jar is not None and jar.is_file(), f"kotlinc failed:\n{proc.stderr}"
+    assert proc.returncode == 0 and jar is not None and jar.is_file(), f"Kotlin failed:\n{proc.stderr}"
     return jar
 
 

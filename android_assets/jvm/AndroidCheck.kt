@@ -55,7 +55,7 @@ internal class LiteRtBackend(private val lib: String, private val truth: LocalBu
                 val out = HashMap<String, ByteArray>()
                 fun put(name: String, rows: List<FloatArray>?) {
                     if (rows == null) return
-                    val b = ByteBuffer.allocate(4 * rows.sumBy { it.size }).order(ByteOrder.LITTLE_ENDIAN)
+                    val b = ByteBuffer.allocate(4 * rows.sumOf { it.size }).order(ByteOrder.LITTLE_ENDIAN)
                     for (r in rows) for (v in r) b.putFloat(v)
                     out[name] = b.array()
                 }

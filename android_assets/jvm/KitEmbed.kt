@@ -36,7 +36,7 @@ private fun jsonString(s: String): String {
         when {
             ch == '"' -> out.append("\\\"")
             ch == '\\' -> out.append("\\\\")
-            ch < ' ' -> out.append("\\u%04x".format(ch.toInt()))
+            ch < ' ' -> out.append("\\u%04x".format(ch.code))
             else -> out.append(ch)
         }
     }

@@ -240,7 +240,7 @@ class KitFuzz(private val fuzzDir: File) {
             var j = indexOf(out, key, i)
             while (j in 0 until close) {
                 val end = j + key.size
-                if (end == out.size || out[end].toChar() !in "0123456789.eE") {
+                if (end == out.size || out[end].toInt().toChar() !in "0123456789.eE") {
                     return out.copyOfRange(0, j) + "\"size\": $size".toByteArray() + out.copyOfRange(end, out.size)
                 }
                 j = indexOf(out, key, j + 1)
@@ -289,7 +289,7 @@ class KitFuzz(private val fuzzDir: File) {
                 when {
                     c == '"' -> listOf('\\', '"')
                     c == '\\' -> listOf('\\', '\\')
-                    c < ' ' -> String.format("\\u%04x", c.toInt()).toList()
+                    c < ' ' -> String.format("\\u%04x", c.code).toList()
                     else -> listOf(c)
                 }
             }.joinToString("") + "\""
@@ -310,7 +310,7 @@ fun main(args: Array<String>) {
         while (true) {
             val c = input.read()
             if (c < 0) { out.flush(); return }
-            if (c == '\n'.toInt()) break
+            if (c == '\n'.code) break
             header.append(c.toChar())
         }
         val (target, length) = header.split(" ").let { it[0] to it[1].toInt() }

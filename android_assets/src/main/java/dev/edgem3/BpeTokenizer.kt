@@ -104,7 +104,7 @@ class BpeTokenizer(bpeJson: ByteArray, override val spec: TokenizerSpec) : EdgeM
         }
         var covered = true
         for (id in n until spec.vocabSize) if (!added.containsKey(id)) { covered = false; break }
-        if (!covered || (added.keys.max() ?: n - 1) >= spec.vocabSize) {
+        if (!covered || (added.keys.maxOrNull() ?: (n - 1)) >= spec.vocabSize) {
             throw EdgeM3Exception("$file: $n vocabulary and ${added.size} added tokens do not make the manifest's " +
                 "vocab_size ${spec.vocabSize} ids")
         }
@@ -324,11 +324,11 @@ class BpeTokenizer(bpeJson: ByteArray, override val spec: TokenizerSpec) : EdgeM
             val c = t[i]
             if (c == 0x27 && i + 1 < n) {
                 val a = t[i + 1]
-                if (a == 's'.toInt() || a == 't'.toInt() || a == 'm'.toInt() || a == 'd'.toInt()) return i + 2
+                if (a == 's'.code || a == 't'.code || a == 'm'.code || a == 'd'.code) return i + 2
                 if (i + 2 < n) {
                     val b = t[i + 2]
-                    if ((a == 'r'.toInt() || a == 'v'.toInt()) && b == 'e'.toInt()) return i + 3
-                    if (a == 'l'.toInt() && b == 'l'.toInt()) return i + 3
+                    if ((a == 'r'.code || a == 'v'.code) && b == 'e'.code) return i + 3
+                    if (a == 'l'.code && b == 'l'.code) return i + 3
                 }
             }
             val d = Data

@@ -99,7 +99,7 @@ internal fun checkedCodePoints(text: String): IntArray {
         } else if (Character.isSurrogate(c)) {
             throw EdgeM3Exception("text is not valid Unicode (lone surrogate at index $n)")
         } else {
-            out[n++] = c.toInt()
+            out[n++] = c.code
             i++
         }
     }

@@ -1344,7 +1344,7 @@ internal object PyJson {
                 c == '\t' -> sb.append("\\t")
                 c == '\b' -> sb.append("\\b")
                 c == '\u000c' -> sb.append("\\f")
-                c.toInt() < 0x20 || (ascii && c.toInt() > 0x7e) -> sb.append(String.format("\\u%04x", c.toInt()))
+                c.code < 0x20 || (ascii && c.code > 0x7e) -> sb.append(String.format("\\u%04x", c.code))
                 else -> sb.append(c)
             }
         }

@@ -215,7 +215,7 @@ class WordPieceTokenizer(vocabBytes: ByteArray, override val spec: TokenizerSpec
             val lines = text.split("\n").toMutableList()
             if (lines.last().length == 0) lines.removeAt(lines.size - 1)
             for ((i, tok) in lines.withIndex()) {
-                if (tok.length == 0 || tok.any { it.toInt() in LINE_BREAKS }) {
+                if (tok.length == 0 || tok.any { it.code in LINE_BREAKS }) {
                     throw EdgeM3Exception("$file: vocabulary line ${i + 1} ${shown(tok)} is empty or holds a line break")
                 }
             }
@@ -225,7 +225,7 @@ class WordPieceTokenizer(vocabBytes: ByteArray, override val spec: TokenizerSpec
 
         /** A token in a one-line message: quoted, control characters and line breaks escaped. */
         private fun shown(tok: String): String = tok.map {
-            val c = it.toInt()
+            val c = it.code
             when {
                 it == '\t' -> "\\t"
                 it == '\n' -> "\\n"

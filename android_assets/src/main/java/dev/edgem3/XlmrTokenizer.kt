@@ -501,5 +501,5 @@ internal class IntList(capacity: Int) {
 
 /** `s` quoted with its control and line-separator characters escaped: a message stays one line. */
 internal fun quoted(s: String): String = "\"" + s.map { c ->
-    if (c < ' ' || c == '\u007f' || c == '\u0085' || c == '\u2028' || c == '\u2029') String.format("\\u%04x", c.toInt()) else c.toString()
+    if (c < ' ' || c == '\u007f' || c == '\u0085' || c == '\u2028' || c == '\u2029') String.format("\\u%04x", c.code) else c.toString()
 }.joinToString("") + "\""
