@@ -14,6 +14,9 @@ android {
     defaultConfig {
         minSdk = 24
         testInstrumentationRunner = "androidx.test.runner.AndroidJUnitRunner"
+        // R8 keep rules for what LiteRT's JNI looks up by name (README, "Release builds (R8)"):
+        // packaged into the AAR and applied to every app that minifies, so the app adds none.
+        consumerProguardFiles("consumer-rules.pro")
     }
 
     // Default source sets: src/main/java (the kit), src/main/assets/edge_m3 (the bundle, filled by
