@@ -542,6 +542,35 @@ def test_kotlin_bpe_ids_equal_python(kit_jar: Path, bpe_vocab, bpe_cases, bpe_ex
     _check_port(["java", "-cp", str(kit_jar), "dev.edgem3.KitTokenizeKt"], bpe_vocab, bpe_cases, bpe_expected)
 
 
+def _no_added_tokens(d: dict) -> None:
+    """tokenizer.json with an empty added_tokens list: the added tokens (the specials among them)
+    become ordinary vocabulary entries at their ids."""
+    vocab = d["model"]["vocab"]
+    for a in d["added_tokens"]:
+        vocab.setdefault(a["content"], a["id"])
+    d["added_tokens"] = []
+
+
+@pytest.mark.parametrize("port", ["kotlin", "swift"])
+def test_bpe_without_added_tokens(port: str, request, tmp_path: Path) -> None:
+    """A byte-level BPE bundle with no added tokens opens and tokenizes as Python and `tokenizers` do.
+    Kotlin 2's `Iterable.max()` throws on an empty collection where 1.3's returned null: the kit's
+    vocab_size check once called it on the (here empty) added-token ids, so such a bundle threw
+    NoSuchElementException on its first call in a real app while a 1.3 compile passed."""
+    d = _bpe_folder(tmp_path, bpe_checkpoint(tmp_path / "ckpt", _no_added_tokens))
+    tok = _bpe_python(d)
+    assert json.loads((d / tok.spec.file).read_text(encoding="utf-8"))["added_tokens"] == []
+    cmd = (["java", "-cp", str(request.getfixturevalue("kit_jar")), "dev.edgem3.KitTokenizeKt"] if port == "kotlin"
+           else [str(request.getfixturevalue("swift_tokenize"))])
+    texts = [*BPE_TRICKY, *bpe_corpora()[:200]]
+    got = run_port(cmd, [(t, None) for t in texts], d)
+    assert got == [expected(tok, t, None) for t in texts]
+    ref = bpe_reference(d / "ckpt/tokenizer.json")
+    plain = [t for t in texts if t == from_units(t) and not any(0xD800 <= ord(c) <= 0xDFFF for c in t)]
+    assert [json.loads(line) for t, line in zip(texts, got, strict=True) if t in plain] == \
+        [e.ids for e in ref.encode_batch(plain)]
+
+
 def test_swift_bpe_ids_equal_python(swift_tokenize: Path, bpe_vocab, bpe_cases, bpe_expected) -> None:
     _check_port([str(swift_tokenize)], bpe_vocab, bpe_cases, bpe_expected)
 

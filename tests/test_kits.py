@@ -4,8 +4,9 @@ A tiny bundle is built with the real builder (conftest `tiny_bundle`); the Kotli
 (android_assets/jvm/GoldenCheck.kt) then replays every case: id mapping + truncation, signature
 choice and post-processing, all bit for bit (ids from the kit's own tokenizer of the bundle's kind), after
 checking every bundle file's size and SHA-256 as the app does on first load (ModelCheck.kt). One
-kotlinc run per session also type-checks the Android embedder (suspending API included) and the
-instrumented test against compile-only stubs.
+Kotlin 2 compile per session (tools/kit/kotlin2.py: language 2.2, warnings as errors) also
+type-checks the Android embedder (suspending API included) and the instrumented test against
+compile-only stubs.
 Live: GoldenCheck --live runs every golden case with the model on jvm/LiteRtCRunner.kt (LiteRT's
 C API from the ai-edge-litert wheel, through JNA) on the tiny and the real-weights e5-small int8
 and int4 bundles, all-MiniLM-L6-v2 int8 (WordPiece, dense head only) and a random ModernBERT

@@ -3,7 +3,7 @@
 # E.g. on a full-size bundle:  tools/kit/kotlin_check.sh dist/bge-m3-int8
 # and live, the model run by the kit on LiteRT's C API (jvm/LiteRtCRunner.kt, through JNA):
 #   tools/kit/kotlin_check.sh dist/bge-m3-int8 --live .venv/lib/python3.11/site-packages/ai_edge_litert/libLiteRt.so
-# Needs kotlinc + java + JNA (Debian: apt-get install -y kotlin libjna-java); the kit tokenizes the golden texts itself.
+# Needs the dev venv's Kotlin 2 compiler (tools/kit/kotlin2.py) + java + JNA (Debian: apt-get install -y libjna-java); the kit tokenizes the golden texts itself.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 bundle=${1:?usage: tools/kit/kotlin_check.sh BUNDLE_DIR [--live LIBLITERT]}

@@ -1,4 +1,4 @@
-// Stand-ins for the kotlinx.coroutines APIs the kit uses (see AndroidStubs.kt), so CI's kotlinc
+// Stand-ins for the kotlinx.coroutines APIs the kit uses (see AndroidStubs.kt), so CI's Kotlin 2 compiler
 // type-checks the suspending API without the library and jvm/AndroidCheck.kt runs it. Same names
 // and call shapes as kotlinx-coroutines-core 1.8 (Dispatchers.kt, Builders.common.kt, Job.kt,
 // Exceptions.kt), written from the library's documented API, not its source. Behaviour kept where
