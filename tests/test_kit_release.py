@@ -218,6 +218,7 @@ class KeepRule:
 
 
 def _strip_comments(text: str) -> str:
+    """ProGuard comments run from '#' to the end of the line (no '#' is legal elsewhere)."""
     return "\n".join(line.split("#", 1)[0] for line in text.splitlines())
 
 
@@ -256,6 +257,7 @@ def _type_matches(pattern: str, actual: str) -> bool:
 
 
 def _parse_member(text: str) -> MemberSpec:
+    """One member specification: modifiers, then *, <methods>, <fields>, <init>(...), a method or a field."""
     words = text.replace("(", " ( ").replace(")", " ) ").split()
     modifiers, negated = set(), set()
     while words and words[0].lstrip("!") in MODIFIERS:
@@ -324,6 +326,7 @@ ENUMS = {ELEMENT_TYPE}  # of the classes named here; none is an interface
 
 
 def _class_matches(rule: KeepRule, cls: str) -> bool:
+    """The rule's class/interface/enum keyword and its name patterns (first match wins) select `cls`."""
     keyword = rule.keyword.lstrip("!")
     is_kind = {"class": True, "interface": False, "enum": cls in ENUMS}[keyword]
     if is_kind == rule.keyword.startswith("!"):
@@ -408,6 +411,7 @@ def _class_modifiers_hold(rule: KeepRule) -> bool:
 
 
 def _members_of(cls: str) -> list[Member]:
+    """The members of `cls` known here: those native code looks up, and its native methods."""
     members = [Member("init" if lk.member == "<init>" else "field", lk.member, lk.descriptor, lk.modifiers)
                for lk in JNI_LOOKUPS if lk.cls == cls and lk.member]
     if cls in NATIVE_METHODS:
@@ -462,6 +466,7 @@ def unkept(rules: list[KeepRule], classes: set[str] | None = None) -> list[str]:
 
 
 def _rules() -> list[KeepRule]:
+    """The module's consumer rules, parsed."""
     return parse_rules(RULES.read_text(encoding="utf-8"))
 
 
@@ -566,6 +571,7 @@ def test_unjudged_syntax_is_an_error(rules: str) -> None:
 # ---- the kit's own use of LiteRT ------------------------------------------------------------------
 
 def _kit_kotlin() -> dict[str, str]:
+    """The kit's Kotlin sources (what the app compiles), by file name."""
     return {p.name: p.read_text(encoding="utf-8") for p in sorted(KIT_SOURCES.rglob("*.kt"))}
 
 
@@ -661,6 +667,7 @@ def test_readme_explains_release_builds() -> None:
 # ---- the data against LiteRT's sources (EDGE_M3_LITERT_GIT) ----------------------------------------
 
 def _litert_git() -> Path:
+    """LiteRT's sources are not part of this repository: checked only where a copy is named."""
     git_dir = os.environ.get("EDGE_M3_LITERT_GIT")
     if not git_dir:
         pytest.skip("EDGE_M3_LITERT_GIT (a git directory of google-ai-edge/LiteRT) is not set")
@@ -668,11 +675,13 @@ def _litert_git() -> Path:
 
 
 def _show(git_dir: Path, path: str) -> str:
+    """A file of LiteRT at LITERT_TAG."""
     return subprocess.run(["git", "--git-dir", str(git_dir), "show", f"{LITERT_TAG}:{path}"],
                           check=True, capture_output=True, text=True).stdout
 
 
 def _ls(git_dir: Path, folder: str) -> list[str]:
+    """The files under a folder of LiteRT at LITERT_TAG."""
     out = subprocess.run(["git", "--git-dir", str(git_dir), "ls-tree", "-r", "--name-only", LITERT_TAG, folder],
                          check=True, capture_output=True, text=True).stdout
     return out.split()
