@@ -1,6 +1,8 @@
 // The TensorFlow Lite part of the kit: compiled only where the TensorFlowLite module exists
-// (an app target with the TensorFlowLiteSwift pod, or LiteRT's Swift API). `swift build` on
-// Linux and a package without that dependency leave this file empty.
+// (an app target with the TensorFlowLiteSwift pod). `swift build` on Linux and a package without
+// that dependency leave this file empty. LiteRT's Swift package instead: LiteRTRunner.swift.
+// An iOS / tvOS / visionOS app target with neither runtime gets one compile-time error, from here
+// (the desktop has LiteRtCRunner.swift; a package build, SWIFT_PACKAGE, is never an app).
 #if canImport(TensorFlowLite)
 import Foundation
 import TensorFlowLite
@@ -61,73 +63,22 @@ nonisolated public final class TFLiteRunner: ModelRunner {
         }
     }
 
-    /// One open at a time in the process: XNNPACK truncates a cache file it cannot load, so a
-    /// second runner must not start on the file while the first is still writing it.
-    private static let openLock = NSLock()
-
     private static func open(_ modelPath: String, threads: Int, weightCache: WeightCache,
                              modelSha256: String?) throws -> (interpreter: Interpreter, delegate: XNNPackDelegate?) {
         var options = Interpreter.Options()
         options.threadCount = threads
         options.isXNNPackEnabled = weightCache == .off  // otherwise our own delegate, with the cache
         let file = URL(fileURLWithPath: modelPath).lastPathComponent
-        func withDelegate(_ cachePath: String, scratch: URL? = nil) throws -> (Interpreter, XNNPackDelegate?) {
+        // The cache path and its temporary file (XNNPackWeightCache.swift), shared with LiteRTRunner.
+        return try weightCache.open(modelSha256: modelSha256) { cachePath, scratch in
+            guard let cachePath else {  // .off
+                return (try runtime("cannot open \(file)") { try Interpreter(modelPath: modelPath, options: options) }, nil)
+            }
             let delegate = try XNNPackDelegate(threads: threads, cachePath: cachePath, scratch: scratch)
             return (try runtime("cannot open \(file)") {
                 try Interpreter(modelPath: modelPath, options: options, delegates: [delegate])
             }, delegate)
         }
-        switch (weightCache, modelSha256) {
-        case (.off, _):
-            return (try runtime("cannot open \(file)") { try Interpreter(modelPath: modelPath, options: options) }, nil)
-        case (.file(let directory), let sha?):
-            let file = try cacheFile(in: directory, modelSha256: sha)
-            openLock.lock()
-            defer { openLock.unlock() }
-            do {
-                return try withDelegate(file.path)
-            } catch {  // e.g. a cache file cut short by a crash: start it again, once
-                try? FileManager.default.removeItem(at: file)
-                return try withDelegate(file.path)
-            }
-        case (.file, nil), (.memory, _):
-            #if os(Linux) || os(Android)
-            return try withDelegate(EdgeM3Contract.inMemoryWeightCache)
-            #else
-            // XNNPACK's in-memory cache needs memfd_create (Linux, Android): elsewhere a
-            // temporary file, deleted with the delegate.
-            let scratch = FileManager.default.temporaryDirectory.appendingPathComponent(
-                EdgeM3Contract.assetDir + "-" + UUID().uuidString + EdgeM3Contract.weightCacheSuffix)
-            return try withDelegate(scratch.path, scratch: scratch)
-            #endif
-        }
-    }
-
-    /// The cache file for this model and app build, in `directory` (created). Files of other
-    /// app builds are deleted (as the Android kit does): packed weights are found by buffer
-    /// index, so a file is valid only for the runtime that wrote it.
-    static func cacheFile(in directory: URL, modelSha256: String) throws -> URL {
-        let fm = FileManager.default
-        try fm.createDirectory(at: directory, withIntermediateDirectories: true)
-        let name = EdgeM3Contract.weightCacheName(modelSha256: modelSha256, runtimeKey: appBuildKey)
-        let thisBuild = String(name.dropFirst(EdgeM3Contract.weightCacheKeyChars))  // "-<key>.xnnpack_cache"
-        for old in (try? fm.contentsOfDirectory(atPath: directory.path)) ?? []
-        where old.hasSuffix(EdgeM3Contract.weightCacheSuffix) && !old.hasSuffix(thisBuild) {
-            try? fm.removeItem(at: directory.appendingPathComponent(old))
-        }
-        return directory.appendingPathComponent(name)
-    }
-
-    /// Changes with every app build, and so with the TF Lite runtime linked into it: version,
-    /// build number and the executable's modification time.
-    static var appBuildKey: String {
-        let info = Bundle.main.infoDictionary ?? [:]
-        let version = info["CFBundleShortVersionString"] as? String ?? "0"
-        let build = info["CFBundleVersion"] as? String ?? "0"
-        let built = Bundle.main.executableURL.flatMap {
-            (try? FileManager.default.attributesOfItem(atPath: $0.path))?[.modificationDate] as? Date
-        }
-        return "\(version)-\(build)-\(Int(built?.timeIntervalSince1970 ?? 0))"
     }
 
     /// The phone binding proper: bytes in and out of the interpreter. Names, checks and shapes
@@ -268,4 +219,6 @@ nonisolated extension EdgeM3Embedder {
         }.value
     }
 }
+#elseif !canImport(LiteRT) && !SWIFT_PACKAGE && !os(macOS) && !os(Linux)
+#error("EdgeM3: no model runtime. Link LiteRT's Swift package (product LiteRT) or the CocoaPods pod TensorFlowLiteSwift to the app target (ios_assets/README.md, \"Adding the kit to an app\").")
 #endif

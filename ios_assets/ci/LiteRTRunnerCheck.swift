@@ -1,0 +1,76 @@
+// CI only: Sources/EdgeM3/LiteRTRunner.swift run on Linux against the LiteRT stand-in
+// (stubs/LiteRT.swift, whose "model" is a real file's signatures as LiteRT reports them:
+// $EDGE_M3_LITERT_STANDIN_MODEL; failures on demand: $EDGE_M3_LITERT_STANDIN_FAIL). Compiled with
+// the kit's sources as an app target compiles them (tests/test_swift_litert_runner.py):
+//
+//   litert-runner-check embed BUNDLE TEXT [off|memory|file:DIR] [cpu|gpu]   one JSON line, `edge-m3 embed`'s keys
+//   litert-runner-check closed BUNDLE                                       runs a closed runner
+//   litert-runner-check cancelled BUNDLE TEXT                               embeds from a cancelled Task
+//
+// `embed` goes through `EdgeM3Embedder(directory:)` where TensorFlowLite is not linked, else
+// through `EdgeM3Embedder(directory:runtime: LiteRTRunner.self)`. A failure is one line on
+// stderr, "error <kind>: <message>", exit 2.
+import Foundation
+import LiteRT
+
+@main
+struct LiteRTRunnerCheck {
+    static func main() async {
+        let args = Array(CommandLine.arguments.dropFirst())
+        do {
+            switch (args.first, args.count) {
+            case ("embed", 3...5):
+                let cache: EdgeM3WeightCache
+                switch args.count >= 4 ? args[3] : "off" {
+                case "memory": cache = .memory
+                case let c where c.hasPrefix("file:"): cache = .file(directory: URL(fileURLWithPath: String(c.dropFirst(5))))
+                default: cache = .off
+                }
+                let accelerator: EdgeM3Accelerator = args.count == 5 && args[4] == "gpu" ? .gpu : .cpu
+                let directory = URL(fileURLWithPath: args[1])
+                #if canImport(TensorFlowLite)
+                let embedder = try EdgeM3Embedder(directory: directory, runtime: LiteRTRunner.self, threads: 2,
+                                                  weightCache: cache, accelerator: accelerator, checksumMemo: nil)
+                #else
+                let embedder = accelerator == .cpu
+                    ? try EdgeM3Embedder(directory: directory, threads: 2, weightCache: cache, checksumMemo: nil)
+                    : try EdgeM3Embedder(directory: directory, runtime: LiteRTRunner.self, threads: 2,
+                                         weightCache: cache, accelerator: accelerator, checksumMemo: nil)
+                #endif
+                let e = try await embedder.embed(args[2])  // the async path: the embedder's queue
+                var object: [String: Any] = ["input_ids": e.inputIds, "signature": e.signature,
+                                             "compiled_with": standInLastCompileOptions()]
+                object["dense_vecs"] = e.denseVecs.map { $0.map(Double.init) }
+                object["lexical_weights"] = e.lexicalWeights.map { $0.mapValues(Double.init) }
+                object["colbert_vecs"] = e.colbertVecs.map { $0.map { $0.map(Double.init) } }
+                let data = try JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])
+                print(String(decoding: data, as: UTF8.self))
+            case ("closed", 2):
+                let opened = try EdgeM3Embedder.openBundle(directory: URL(fileURLWithPath: args[1]), checksumMemo: nil)
+                let runner = try LiteRTRunner(modelPath: opened.modelFile.path, weightCache: .off)
+                let signature = opened.pipeline.model.signatures[0]
+                let ids = [Int32](repeating: 0, count: signature.seqLen)
+                runner.close()
+                _ = try runner.run(signature, inputIds: ids, attentionMask: ids)
+                print("ran")
+            case ("cancelled", 3):
+                let embedder = try EdgeM3Embedder(directory: URL(fileURLWithPath: args[1]), runtime: LiteRTRunner.self,
+                                                  weightCache: .off, checksumMemo: nil)
+                let text = args[2]
+                let task = Task {
+                    withUnsafeCurrentTask { $0?.cancel() }  // cancelled before the embed starts: no race
+                    return try await embedder.embed([text, text])
+                }
+                _ = try await task.value
+                print("ran")
+            default:
+                FileHandle.standardError.write(Data(("usage: litert-runner-check embed BUNDLE TEXT [off|memory|file:DIR] [cpu|gpu]"
+                                                     + " | closed BUNDLE | cancelled BUNDLE TEXT\n").utf8))
+                exit(2)
+            }
+        } catch {
+            FileHandle.standardError.write(Data("error \((error as? EdgeM3Error).map { "\($0.kind)" } ?? "\(type(of: error))"): \(error)\n".utf8))
+            exit(2)
+        }
+    }
+}

@@ -1,0 +1,293 @@
+"""The iOS kit on LiteRT's Swift package (ios_assets/Sources/EdgeM3/LiteRTRunner.swift, `#if
+canImport(LiteRT)`) compiled and run on Linux against a stand-in for LiteRT's Swift API
+(ios_assets/ci/stubs/LiteRT.swift and its C module CLiteRT/, written from
+google-ai-edge/LiteRT's litert/swift/Sources): its "model" is the real tiny bundle's signatures
+as LiteRT reports them, with raw outputs recorded from LiteRT on the same file, so the kit's
+embedding through LiteRTRunner must equal `edge-m3 embed`'s. Also: the kit type-checks with either
+runtime, both or neither, in Swift 6 strict mode and as a new Xcode 26 app target compiles it,
+warnings as errors; every LiteRT status and every failure on the kit's path comes out as the
+kit's typed error (EdgeM3Error.Kind); an iOS app target that links no runtime gets one
+compile-time error.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tests.support import python_embed
+from tests.test_swift_ios_binding import APP_TARGET, SWIFT6, TEXT, _describe, _error, _kit_sources, _run, standin
+
+pytestmark = pytest.mark.models  # builds a bundle and compiles the kit
+
+ROOT = Path(__file__).resolve().parents[1]
+IOS = ROOT / "ios_assets"
+SOURCES = IOS / "Sources/EdgeM3"
+STUBS = IOS / "ci/stubs"
+MODEL_ENV = "EDGE_M3_LITERT_STANDIN_MODEL"
+FAIL_ENV = "EDGE_M3_LITERT_STANDIN_FAIL"
+ACCELERATORS_ENV = "EDGE_M3_LITERT_STANDIN_ACCELERATORS"
+C_MODULES = ["-I", str(STUBS / "TensorFlowLiteC"), "-I", str(STUBS / "CLiteRT"), "-I", str(IOS / "Sources/CSQLite")]
+NO_RUNTIME = "EdgeM3: no model runtime."
+
+__all__ = ["standin"]  # the TensorFlowLite stand-in fixture, for the both-runtimes build
+
+
+def _statuses() -> dict[str, int]:
+    """LiteRtStatus of the stand-in's CLiteRT.h (litert_common.h's codes): name -> value."""
+    header = (STUBS / "CLiteRT/CLiteRT.h").read_text(encoding="utf-8")
+    enum = header[:header.index("} LiteRtStatus;")]
+    return {name: int(value) for name, value in re.findall(r"^\s*(kLiteRtStatus\w+) = (\d+),", enum, re.M)}
+
+
+@pytest.fixture(scope="module")
+def litert_standin(swift: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The LiteRT stand-in module, compiled as LiteRT's Package.swift compiles the real one
+    (tools 5.9: Swift 5 mode, no strict concurrency): the directory holding it and its object."""
+    out = tmp_path_factory.mktemp("litert_standin")
+    _run([str(swift.with_name("swiftc")), "-emit-module", "-emit-object", "-parse-as-library", "-swift-version", "5",
+          "-module-name", "LiteRT", "-I", str(STUBS / "CLiteRT"), "-emit-module-path", str(out / "LiteRT.swiftmodule"),
+          "-o", str(out / "LiteRT.o"), str(STUBS / "LiteRT.swift")], out)
+    return out
+
+
+def _check_exe(swift: Path, out: Path, modules: list[Path], objects: list[Path]) -> Path:
+    """ci/LiteRTRunnerCheck.swift with every kit source in one app-target module (Swift 6, the Xcode 26
+    app defaults, warnings as errors), linked with the given stand-ins."""
+    exe = out / "litert-runner-check"
+    _run([str(swift.with_name("swiftc")), "-Onone", *SWIFT6, *APP_TARGET, "-parse-as-library", "-module-name", "YourApp",
+          *[a for m in modules for a in ("-I", str(m))], *C_MODULES, "-o", str(exe), *_kit_sources(),
+          str(IOS / "ci/LiteRTRunnerCheck.swift"), *map(str, objects)], out)
+    return exe
+
+
+@pytest.fixture(scope="module")
+def litert_check(swift: Path, litert_standin: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The check program of an app that links LiteRT alone."""
+    return _check_exe(swift, tmp_path_factory.mktemp("litert_check"), [litert_standin], [litert_standin / "LiteRT.o"])
+
+
+@pytest.fixture(scope="module")
+def both_check(swift: Path, litert_standin: Path, standin: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The check program of an app that links LiteRT and TensorFlowLiteSwift."""
+    return _check_exe(swift, tmp_path_factory.mktemp("both_check"), [litert_standin, standin],
+                      [litert_standin / "LiteRT.o", standin / "TensorFlowLite.o", standin / "tflitec_stub.o"])
+
+
+def _check(exe: Path, model: dict, tmp_path: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    description = tmp_path / f"model-{len(list(tmp_path.iterdir()))}.json"
+    description.write_text(json.dumps(model), encoding="utf-8")
+    child = {k: v for k, v in os.environ.items() if k not in (FAIL_ENV, ACCELERATORS_ENV)}
+    return subprocess.run([str(exe), *args], capture_output=True, text=True, timeout=120,
+                          env=child | {MODEL_ENV: str(description)} | env)
+
+
+@pytest.fixture(scope="module")
+def recorded(tiny_bundle: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, dict]:
+    """`edge-m3 embed`'s answer for TEXT on LiteRT, and the model described with that call recorded."""
+    texts = tmp_path_factory.mktemp("texts") / "texts.txt"
+    texts.write_text(TEXT + "\n", encoding="utf-8")
+    (want,) = python_embed(tiny_bundle, texts, "--runtime", "litert", "--threads", "1")
+    manifest = json.loads((tiny_bundle / "manifest.json").read_text(encoding="utf-8"))
+    pad = manifest["tokenizer"]["special_ids"]["pad"]
+    seq_len = int(want["signature"].rsplit("_", 1)[1])
+    n = len(want["input_ids"])
+    record = {want["signature"]: (want["input_ids"] + [pad] * (seq_len - n), [1] * n + [0] * (seq_len - n))}
+    return want, _describe(tiny_bundle, record)
+
+
+@pytest.mark.parametrize("linked", ["litert", "both"])
+def test_litert_runner_embeds_like_python(litert_check: Path, both_check: Path, tiny_bundle: Path,
+                                          recorded: tuple[dict, dict], tmp_path: Path, linked: str) -> None:
+    """LiteRTRunner binds by signature name: the kit's embedding through the stand-in (raw outputs
+    recorded from LiteRT on the same file) equals `edge-m3 embed`'s on LiteRT, through
+    `EdgeM3Embedder(directory:)` with LiteRT alone and `runtime: LiteRTRunner.self` beside
+    TensorFlowLite; the CPU accelerator gets the threads and the weight cache path."""
+    want, model = recorded
+    exe = litert_check if linked == "litert" else both_check
+    for cache in ("off", "memory", f"file:{tmp_path / 'cache'}"):
+        proc = _check(exe, model, tmp_path, "embed", str(tiny_bundle), TEXT, cache)
+        assert proc.returncode == 0, proc.stderr
+        got = json.loads(proc.stdout)
+        assert got["input_ids"] == want["input_ids"] and got["signature"] == want["signature"]
+        for head in ("dense_vecs", "colbert_vecs"):
+            if want.get(head) is not None:
+                assert np.abs(np.array(got[head]) - np.array(want[head])).max() <= 1e-6, head
+        if want.get("lexical_weights") is not None:
+            assert set(got["lexical_weights"]) == set(want["lexical_weights"])
+            assert all(abs(got["lexical_weights"][k] - v) <= 1e-6 for k, v in want["lexical_weights"].items())
+        compiled = got["compiled_with"]
+        assert compiled.startswith("accelerators 1; xnnpack: num_threads = 2\n"), compiled  # CPU, 2 threads
+        if cache == "off":
+            assert "weight_cache_file_path" not in compiled
+        elif cache == "memory":
+            assert 'weight_cache_file_path = ":memory"' in compiled  # Linux: XNNPACK's in-memory cache
+        else:
+            path = re.search(r'weight_cache_file_path = "([^"]+)"', compiled)
+            assert path and Path(path[1]).parent == tmp_path / "cache" and path[1].endswith(".xnnpack_cache"), compiled
+
+
+@pytest.mark.parametrize(("change", "kind", "message"), [
+    ("rename-input", "signatureMismatch", "differs from manifest.json"),
+    ("input-shape", "signatureMismatch", "differs from manifest.json"),
+    ("output-dtype", "signatureMismatch", "differs from manifest.json"),
+    ("unreadable-dtype", "signatureMismatch", "a type LiteRT's Swift API cannot read"),
+    ("no-signature", "signatureMismatch", "no signature"),
+])
+def test_litert_runner_bad_model(litert_check: Path, tiny_bundle: Path, tmp_path: Path, change: str, kind: str,
+                                 message: str) -> None:
+    """A model whose names, shapes or dtypes differ from manifest.json: one typed error line."""
+    model = _describe(tiny_bundle)
+    for s in model["signatures"]:
+        if change == "rename-input":
+            s["inputs"][0]["key"] = "token_ids"
+        elif change == "input-shape":
+            s["inputs"][0]["shape"] = [1, 7]
+        elif change == "output-dtype":
+            s["outputs"][0]["dtype"] = "float16"
+        elif change == "unreadable-dtype":
+            s["outputs"][0]["dtype"] = "float8_e4m3fn"  # LiteRT's C enum has it, its Swift ElementType not
+    if change == "no-signature":
+        model["signatures"] = model["signatures"][1:]
+    line = _error(_check(litert_check, model, tmp_path, "embed", str(tiny_bundle), TEXT))
+    assert line.startswith(f"error {kind}:") and message in line, line
+
+
+# Each step of the kit's path where LiteRT's native code can fail, with the status it gives there
+# (litert/runtime/compiled_model.cc, litert/core/util/flatbuffer_tools.cc, litert/c/*.cc).
+FAILURES = [
+    ("LiteRtCreateEnvironment", "kLiteRtStatusErrorRuntimeFailure", "cannot create the environment: Runtime failure"),
+    ("LiteRtCreateOptions", "kLiteRtStatusErrorMemoryAllocationFailure", "options: Memory allocation failure"),
+    ("LiteRtSetOptionsHardwareAccelerators", "kLiteRtStatusErrorInvalidArgument", "accelerators: Invalid argument"),
+    ("LiteRtCreateOpaqueOptions", "kLiteRtStatusErrorInvalidArgument", "CPU options: Invalid argument"),
+    ("LiteRtAddOpaqueOptions", "kLiteRtStatusErrorInvalidArgument", "CPU options: Invalid argument"),
+    ("LiteRtCreateModelFromFile", "kLiteRtStatusErrorFileIO", "cannot open model.tflite: File I/O error"),
+    ("LiteRtCreateModelFromFile", "kLiteRtStatusErrorInvalidFlatbuffer", "cannot open model.tflite: Invalid flatbuffer"),
+    ("LiteRtCreateCompiledModel", "kLiteRtStatusErrorCompilation", "cannot open model.tflite: Compilation error"),
+    ("LiteRtCreateCompiledModel", "kLiteRtStatusErrorUnsupported", "cannot open model.tflite: Unsupported operation"),
+    ("LiteRtCreateCompiledModel", "kLiteRtStatusErrorDynamicLoading", "cannot open model.tflite: Dynamic loading error"),
+    ("LiteRtGetNumModelSignatures", "kLiteRtStatusErrorInvalidArgument", "signatures of model.tflite: Invalid argument"),
+    ("LiteRtGetRankedTensorType", "kLiteRtStatusErrorUnsupported", "Unsupported operation"),
+    ("LiteRtGetCompiledModelInputBufferRequirements", "kLiteRtStatusErrorNotFound", "buffers of signature"),
+    ("LiteRtCreateManagedTensorBuffer", "kLiteRtStatusErrorMemoryAllocationFailure", "Memory allocation failure"),
+    ("LiteRtCreateManagedTensorBuffer", "kLiteRtStatusErrorUnsupported", "Unsupported operation"),
+    ("LiteRtLockTensorBuffer", "kLiteRtStatusErrorUnsupported", "Unsupported operation"),
+    # "Failed to allocate tensors" and "Failed to invoke" are both kLiteRtStatusErrorRuntimeFailure.
+    ("LiteRtRunCompiledModel", "kLiteRtStatusErrorRuntimeFailure", "Runtime failure"),
+    ("LiteRtRunCompiledModel", "kLiteRtStatusErrorMissingInputTensor", "Missing input tensor"),
+]
+
+
+@pytest.mark.parametrize(("call", "status", "message"), FAILURES)
+def test_litert_failure_is_a_typed_error(litert_check: Path, recorded: tuple[dict, dict], tiny_bundle: Path,
+                                         tmp_path: Path, call: str, status: str, message: str) -> None:
+    """LiteRT failing at one step of the kit's path: one `runtimeFailed` line naming the step and the
+    status as LiteRtError describes it, never a crash."""
+    _, model = recorded
+    line = _error(_check(litert_check, model, tmp_path, "embed", str(tiny_bundle), TEXT,
+                         **{FAIL_ENV: f"{call}:{_statuses()[status]}"}))
+    file = json.loads((tiny_bundle / "manifest.json").read_text(encoding="utf-8"))
+    tflite = next(m["file"] for m in file["models"] if m["format"] == "tflite") if "models" in file else "model.tflite"
+    assert line.startswith("error runtimeFailed: LiteRT: ") and message.replace("model.tflite", tflite) in line, line
+
+
+def test_every_litert_status_is_a_typed_error(litert_check: Path, recorded: tuple[dict, dict], tiny_bundle: Path,
+                                              tmp_path: Path) -> None:
+    """Every status of litert_common.h from the run: cancelled is `.cancelled`, each other one
+    `.runtimeFailed` with its own LiteRtError description (30 errors, 30 sentences)."""
+    _, model = recorded
+    statuses = _statuses()
+    assert len(statuses) == 31 and statuses["kLiteRtStatusOk"] == 0
+    sentences = set()
+    for name, value in statuses.items():
+        if value == 0:
+            continue
+        line = _error(_check(litert_check, model, tmp_path, "embed", str(tiny_bundle), TEXT,
+                             **{FAIL_ENV: f"LiteRtRunCompiledModel:{value}"}))
+        kind = "cancelled" if name == "kLiteRtStatusCancelled" else "runtimeFailed"
+        assert line.startswith(f"error {kind}: LiteRT: run of embed_"), (name, line)
+        sentences.add(line.rsplit(": ", 1)[1])
+    assert len(sentences) == 30 and "Unknown error" in sentences, sorted(sentences)
+
+
+def test_litert_gpu_without_its_accelerator(litert_check: Path, recorded: tuple[dict, dict], tiny_bundle: Path,
+                                            tmp_path: Path) -> None:
+    """`.gpu` on a LiteRT build without its GPU accelerator: the compile's Compilation error as one
+    typed line naming the GPU (no silent CPU run); with the accelerator registered, the GPU alone."""
+    want, model = recorded
+    line = _error(_check(litert_check, model, tmp_path, "embed", str(tiny_bundle), TEXT, "off", "gpu"))
+    assert line.startswith("error runtimeFailed: LiteRT: cannot compile") and "for the GPU" in line, line
+    assert line.endswith(": Compilation error"), line
+    proc = _check(litert_check, model, tmp_path, "embed", str(tiny_bundle), TEXT, "off", "gpu",
+                  **{ACCELERATORS_ENV: "cpu,gpu"})
+    assert proc.returncode == 0, proc.stderr
+    got = json.loads(proc.stdout)
+    assert got["compiled_with"].startswith("accelerators 2;") and got["input_ids"] == want["input_ids"], got
+
+
+def test_litert_runner_closed_and_cancelled(litert_check: Path, recorded: tuple[dict, dict], tiny_bundle: Path,
+                                            tmp_path: Path) -> None:
+    """A closed runner, a cancelled Task and a missing model description: their own typed errors."""
+    _, model = recorded
+    line = _error(_check(litert_check, model, tmp_path, "closed", str(tiny_bundle)))
+    assert line.startswith("error runnerClosed:") and "closed" in line, line
+    line = _error(_check(litert_check, model, tmp_path, "cancelled", str(tiny_bundle), TEXT))
+    assert line.startswith("error cancelled:") and "before the model call of text 1 of 2" in line, line
+    proc = subprocess.run([str(litert_check), "embed", str(tiny_bundle), TEXT], capture_output=True, text=True,
+                          timeout=120, env={k: v for k, v in os.environ.items() if k not in (MODEL_ENV, FAIL_ENV)})
+    line = _error(proc)
+    assert line.startswith("error runtimeFailed: LiteRT: cannot open") and "Invalid flatbuffer" in line, line
+
+
+def test_kit_typechecks_with_either_runtime(swift: Path, litert_standin: Path, standin: Path, tmp_path: Path) -> None:
+    """The kit's sources in an app target linking LiteRT, TensorFlowLite, both, or neither (a
+    Linux/macOS build: the desktop runner), and each runner file beside the EdgeM3 package: Swift 6
+    strict mode, plain and with a new Xcode 26 app target's settings, no warnings."""
+    swiftc = str(swift.with_name("swiftc"))
+    package = tmp_path / "package"
+    package.mkdir()
+    _run([swiftc, "-emit-module", *SWIFT6, "-module-name", "EdgeM3", "-I", str(IOS / "Sources/CSQLite"),
+          "-emit-module-path", str(package / "EdgeM3.swiftmodule"), *_kit_sources()], tmp_path)
+    runtimes = {"litert": [litert_standin], "tflite": [standin], "both": [litert_standin, standin], "neither": []}
+    for app in ([], APP_TARGET):
+        for modules in runtimes.values():
+            includes = [a for m in modules for a in ("-I", str(m))]
+            _run([swiftc, "-typecheck", *SWIFT6, *app, "-module-name", "YourApp", *includes, *C_MODULES,
+                  *_kit_sources()], tmp_path)
+            for runner in ("LiteRTRunner.swift", "TFLiteRunner.swift"):
+                _run([swiftc, "-typecheck", *SWIFT6, *app, "-module-name", "YourApp", "-I", str(package), *includes,
+                      *C_MODULES, str(SOURCES / runner)], tmp_path)
+
+
+def test_no_runtime_on_ios_is_one_compile_error(swift: Path, tmp_path: Path) -> None:
+    """An iOS app target (the real target triple; `-parse-stdlib`: no iOS SDK here, and with no
+    runtime nothing else in the runner files is active) with neither TensorFlowLite nor LiteRT: one
+    error, the kit's sentence, whether it compiles the kit's sources or one runner file beside the
+    EdgeM3 package; none in the package's own build (SWIFT_PACKAGE) or on macOS (LiteRtCRunner)."""
+    swiftc = str(swift.with_name("swiftc"))
+    ios = ["-target", "arm64-apple-ios15.0", "-parse-stdlib"]
+    runners = [str(SOURCES / "TFLiteRunner.swift"), str(SOURCES / "LiteRTRunner.swift")]
+    beside = tmp_path / "beside"
+    beside.mkdir()
+    (tmp_path / "empty.swift").write_text("", encoding="utf-8")
+    _run([swiftc, "-emit-module", *ios, "-module-name", "EdgeM3", "-emit-module-path",
+          str(beside / "EdgeM3.swiftmodule"), str(tmp_path / "empty.swift")], tmp_path)
+
+    def errors(*args: str) -> list[str]:
+        proc = subprocess.run([swiftc, "-typecheck", *args], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+        found = re.findall(r"^\S+\.swift:\d+:\d+: error: (.*)$", proc.stderr, re.M)
+        assert (proc.returncode != 0) == bool(found), proc.stderr
+        return found
+
+    for case in ([*ios, *runners], [*ios, "-I", str(beside), runners[0]], [*ios, "-I", str(beside), runners[1]]):
+        found = errors(*case)
+        assert len(found) == 1 and found[0].startswith(NO_RUNTIME) and "LiteRT" in found[0], (case, found)
+        assert "TensorFlowLiteSwift" in found[0]
+    assert errors(*ios, "-DSWIFT_PACKAGE", *runners) == []
+    assert errors("-target", "arm64-apple-macosx12.0", "-parse-stdlib", *runners) == []
