@@ -134,6 +134,10 @@ def test_kotlin_api(kit_jar: Path, tiny_bundle: Path, litert_c_library: Path, tm
         "close-during-batch", "close-during-single-embed", "close-idle-releases-now", "closed-batch",
         "closed-suspending", "kinds-generated", "corrupt-bundle-sha256", "corrupt-bundle-size",
         "corrupt-bundle-missing-file", "runtime-missing-library", "score-mode-enum",
+        # The stand-ins' failures on demand (jvm/stubs/StandInRuntime.kt's StandInFault), in both runtimes.
+        *(f"runtime-{r}-{f}" for r in ("compiled", "interpreter")
+          for f in ("tensor-allocation", "invoke", "unsupported-type")),
+        "runtime-buffer-allocation", "runtime-gpu-without-accelerator", "runtime-gpu-with-accelerator",
         "entry-points-and-defaults", *JSON_CASES,
         *REFUSAL_CASES}
 

@@ -10,10 +10,16 @@
 // Driven by `AndroidCheck api BUNDLE WORK LIBLITERT` (tests/test_kit_api.py).
 package dev.edgem3
 
+import edgem3.standin.StandInBackend
+import edgem3.standin.StandInFault
+import edgem3.standin.StandInModel
 import edgem3.standin.StandInRuntime
+import edgem3.standin.StandInSignature
+import edgem3.standin.StandInTensor
 import kotlinx.coroutines.CancellationException
 import kotlinx.coroutines.Job
 import java.io.File
+import java.nio.ByteBuffer
 import java.util.concurrent.CountDownLatch
 import java.util.concurrent.Semaphore
 import java.util.concurrent.TimeUnit
@@ -288,6 +294,84 @@ internal fun apiChecks(bundle: File, work: File, lib: String, cases: Cases) {
     cases.throws("runtime-missing-library", "EdgeM3RuntimeMissingException", "cannot load the LiteRT library",
         EdgeM3ErrorKind.RUNTIME_MISSING) {
         LiteRtCRunner.open(File(work, "nope.so").path, truth.modelFile, truth.model.signatures).close()
+    }
+
+    // The runtimes' own failures on the kit's path, raised by the stand-ins where and as LiteRT 2.2.0
+    // raises them (jvm/stubs/LiteRtStubs.kt, TfliteStubs.kt): each a typed error, and the embedder
+    // still embeds once the runtime recovers.
+    fun <T> withFault(fault: StandInFault, block: () -> T): T {
+        StandInRuntime.fault = fault
+        try {
+            return block()
+        } finally {
+            StandInRuntime.fault = null
+        }
+    }
+    fun fromDir() = EdgeM3Options.builder().setDirectory(bundle).setThreads(1).setChecksumMemo(null)
+    val runtimes = listOf("compiled" to { fromDir().build() }, "interpreter" to { fromDir().setWeightCache(WeightCache.Off).build() })
+    val runFaults = mapOf(
+        "compiled" to listOf(StandInFault.TENSOR_ALLOCATION to "Failed to allocate tensors", StandInFault.INVOKE to "Failed to invoke"),
+        "interpreter" to listOf(StandInFault.TENSOR_ALLOCATION to "Unexpected failure when preparing tensor allocations",
+            StandInFault.INVOKE to "Failed to run on the given Interpreter"))
+    for ((runtime, options) in runtimes) {
+        for ((fault, message) in runFaults.getValue(runtime)) {
+            val name = "runtime-$runtime-${fault.name.lowercase().replace('_', '-')}"
+            cases.case(name) {
+                EdgeM3Embedder.createFromOptions(options()).use { e ->
+                    val exc = try {
+                        withFault(fault) { e.embedBlocking(BATCH[0]) }
+                        null
+                    } catch (thrown: Throwable) {
+                        thrown
+                    }
+                    when {
+                        exc == null -> "no exception"
+                        kindOf(exc) != EdgeM3ErrorKind.RUNTIME_FAILED -> "threw ${exc.javaClass.name}: ${exc.message}"
+                        message !in (exc.message ?: "") -> "message \"${exc.message}\" lacks \"$message\""
+                        else -> same(e.embedBlocking(BATCH[0]), want[0])?.let { "after the failure: $it" }
+                    }
+                }
+            }
+        }
+    }
+    cases.throws("runtime-buffer-allocation", "EdgeM3RuntimeFailedException", "Failed to allocate aligned memory",
+        EdgeM3ErrorKind.RUNTIME_FAILED) {
+        withFault(StandInFault.BUFFER_ALLOCATION) { EdgeM3Embedder.createFromOptions(fromDir().build()).close() }
+    }
+    cases.throws("runtime-gpu-without-accelerator", "EdgeM3RuntimeFailedException", CompiledModelRunner.GPU_ARTIFACT,
+        EdgeM3ErrorKind.RUNTIME_FAILED) {
+        EdgeM3Embedder.createFromOptions(fromDir().setAccelerator(EdgeM3Accelerator.GPU).build()).close()
+    }
+    cases.case("runtime-gpu-with-accelerator") {
+        StandInRuntime.gpuAccelerator = true
+        try {
+            EdgeM3Embedder.createFromOptions(fromDir().setAccelerator(EdgeM3Accelerator.GPU).build()).use { e ->
+                sameAll(e.embedBlocking(BATCH), want)
+            }
+        } finally {
+            StandInRuntime.gpuAccelerator = false
+        }
+    }
+    // A model whose first output is of a type neither Kotlin API has (float16): LiteRT's
+    // getOutputTensorType throws ErrorUnsupported, the Interpreter's tensor lookup IllegalArgumentException.
+    val backend = StandInRuntime.backend!!
+    for ((runtime, options) in runtimes) {
+        val contains = if (runtime == "compiled") "cannot read" else "not recognized in Java"
+        cases.throws("runtime-$runtime-unsupported-type", "EdgeM3ModelMismatchException", contains,
+            EdgeM3ErrorKind.SIGNATURE_MISMATCH) {
+            StandInRuntime.backend = object : StandInBackend {
+                override fun open(bytes: ByteBuffer): StandInModel {
+                    val m = backend.open(bytes)
+                    fun first16(ts: List<StandInTensor>) = ts.mapIndexed { i, t -> if (i == 0) StandInTensor(t.name, t.shape, "float16") else t }
+                    return StandInModel(m.signatures.map { StandInSignature(it.key, it.inputs, first16(it.outputs)) }, m.run, m.close)
+                }
+            }
+            try {
+                EdgeM3Embedder.createFromOptions(options()).close()
+            } finally {
+                StandInRuntime.backend = backend
+            }
+        }
     }
 
     // Modes as an enum: the same scores as the strings.

@@ -14,12 +14,23 @@
 // - run(Map, Map, signature) resolves buffers by tensor name ("Failed to find input/output");
 // - any call after close(): IllegalStateException("The handle has been destroyed.") (JniHandle);
 // - create(assetManager, name): AAssetManager_open + a copy of the whole asset into native memory
-//   (OwningBufferRef(const uint8_t*, size) memcpy); a missing asset: LiteRtException(ErrorNotFound).
+//   (OwningBufferRef(const uint8_t*, size) memcpy); a missing asset: LiteRtException(ErrorNotFound);
+// - a tensor whose element type the Kotlin enum lacks (float16, int16, uint8...): get*TensorType throws
+//   LiteRtException(ErrorUnsupported, "Unsupported element type in Kotlin") (ToJavaElementType);
+//   createInput/OutputBuffer still works (host memory of the tensor's size);
+// - on demand (StandInRuntime.fault): a buffer's host memory fails (tensor_buffer.cc,
+//   ErrorRuntimeFailure "Failed to allocate aligned memory"), a run's tensor allocation fails
+//   (compiled_model.cc, ErrorRuntimeFailure "Failed to allocate tensors"), the invoke fails
+//   (compiled_model.cc, ErrorRuntimeFailure "Failed to invoke");
+// - a GPU-only CompiledModel without the GPU accelerator library (StandInRuntime.gpuAccelerator false;
+//   from LiteRT 2.3 it is the litert-gpu artifact): no accelerator takes an op and the CPU is not in
+//   the set, so compilation fails (compiled_model.cc, ErrorCompilation "Some ops are not accelerated...").
 @file:Suppress("unused", "UNUSED_PARAMETER")
 
 package com.google.ai.edge.litert
 
 import android.content.res.AssetManager
+import edgem3.standin.StandInFault
 import edgem3.standin.StandInModel
 import edgem3.standin.StandInRuntime
 import edgem3.standin.StandInSignature
@@ -55,17 +66,50 @@ abstract class JniHandle internal constructor(internal val handle: Long) : AutoC
     }
 }
 
-/** LiteRtException.kt (the codes the stand-ins raise; the real enum has all of litert_common.h). */
+/** LiteRtException.kt: every code of the real enum (litert_common.h's), in its order. */
 enum class Status(val code: Int) {
     Ok(0),
     ErrorInvalidArgument(1),
+    ErrorMemoryAllocationFailure(2),
     ErrorRuntimeFailure(3),
+    ErrorMissingInputTensor(4),
+    ErrorUnsupported(5),
     ErrorNotFound(6),
+    ErrorTimeoutExpired(7),
+    ErrorWrongVersion(8),
+    ErrorUnknown(9),
+    ErrorAlreadyExists(10),
+    ErrorCancelled(11),
     ErrorFileIO(500),
-    ErrorInvalidFlatbuffer(501)
+    ErrorInvalidFlatbuffer(501),
+    ErrorDynamicLoading(502),
+    ErrorSerialization(503),
+    ErrorCompilation(504),
+    ErrorIndexOOB(1000),
+    ErrorInvalidIrType(1001),
+    ErrorInvalidGraphInvariant(1002),
+    ErrorGraphModification(1003),
+    ErrorInvalidToolConfig(1500),
+    LegalizeNoMatch(2000),
+    ErrorInvalidLegalization(2001),
+    PatternNoMatch(3000),
+    ErrorInvalidTransformation(3001),
+    ErrorUnsupportedRuntimeVersion(4000),
+    ErrorUnsupportedCompilerVersion(4001),
+    ErrorIncompatibleByteCodeVersion(4002),
+    ErrorUnsupportedShapeInferencedOp(5000),
+    ErrorShapeInferenceFailed(5001);
+
+    companion object {
+        fun fromCode(code: Int): Status =
+            requireNotNull(values().firstOrNull { it.code == code }) { "Unknown status code: $code" }
+    }
 }
 
-class LiteRtException(private val status: Status, message: String) : Exception(message)
+/** LiteRtException.kt: the status is private (a caller sees the message only). */
+class LiteRtException(private val status: Status, message: String) : Exception(message) {
+    constructor(code: Int, message: String) : this(Status.fromCode(code), message)
+}
 
 /** Environment.kt (the kit lets CompiledModel.create make and own one: optionalEnv = null). */
 class Environment private constructor() : JniHandle(0L) {
@@ -98,7 +142,11 @@ data class TensorType(val elementType: ElementType, val layout: Layout? = null) 
 
 /** TensorBuffer.kt: host memory of the tensor's byte size (little-endian, as on ARM and x86). */
 class TensorBuffer internal constructor(internal val tensor: StandInTensor) : JniHandle(0L) {
-    internal val bytes = ByteArray(tensor.elements * tensor.elementBytes)
+    internal val bytes = if (StandInRuntime.fault == StandInFault.BUFFER_ALLOCATION) {
+        throw LiteRtException(Status.ErrorRuntimeFailure, "Failed to allocate aligned memory")
+    } else {
+        ByteArray(tensor.elements * tensor.elementBytes)
+    }
 
     @Throws(LiteRtException::class)
     fun writeInt(data: IntArray) {
@@ -185,6 +233,11 @@ class CompiledModel private constructor(private val model: StandInModel) : JniHa
         for (name in inputs.keys) if (s.inputs.none { it.name == name }) throw LiteRtException(Status.ErrorNotFound, "Failed to find input")
         for (name in outputs.keys) if (s.outputs.none { it.name == name }) throw LiteRtException(Status.ErrorNotFound, "Failed to find output")
         for (t in s.inputs) if (inputs[t.name] == null) throw LiteRtException(Status.ErrorNotFound, "Failed to find input")
+        when (StandInRuntime.fault) {
+            StandInFault.TENSOR_ALLOCATION -> throw LiteRtException(Status.ErrorRuntimeFailure, "Failed to allocate tensors")
+            StandInFault.INVOKE -> throw LiteRtException(Status.ErrorRuntimeFailure, "Failed to invoke")
+            else -> {}
+        }
         val produced = model.run(s.key, inputs.mapValues { it.value.bytes.copyOf() })
         for ((name, buffer) in outputs) {
             val data = produced[name] ?: continue
@@ -216,15 +269,24 @@ class CompiledModel private constructor(private val model: StandInModel) : JniHa
                 "int64" -> TensorType.ElementType.INT64
                 "int8" -> TensorType.ElementType.INT8
                 "bool" -> TensorType.ElementType.BOOLEAN
-                else -> throw LiteRtException(Status.ErrorRuntimeFailure, "unsupported element type ${t.dtype}")
+                else -> throw LiteRtException(Status.ErrorUnsupported, "Unsupported element type in Kotlin")
             }
             return TensorType(element, TensorType.Layout(t.shape.toList()))
         }
 
-        private fun load(bytes: ByteBuffer): CompiledModel = try {
-            CompiledModel(StandInRuntime.open(bytes))
-        } catch (exc: StandInUnreadable) {
-            throw LiteRtException(Status.ErrorInvalidFlatbuffer, "Failed to build model from buffer: ${exc.message}")
+        private fun load(bytes: ByteBuffer, options: Options): CompiledModel {
+            val model = try {
+                StandInRuntime.open(bytes)
+            } catch (exc: StandInUnreadable) {
+                throw LiteRtException(Status.ErrorInvalidFlatbuffer, "Failed to build model from buffer: ${exc.message}")
+            }
+            val accelerators = options.accelerators
+            if (Accelerator.GPU in accelerators && !StandInRuntime.gpuAccelerator && Accelerator.CPU !in accelerators) {
+                model.close()
+                throw LiteRtException(Status.ErrorCompilation, "Some ops are not accelerated. Add kLiteRtHwAcceleratorCpu to " +
+                    "the compilation accelerator set to allow using the CPU to run those.")
+            }
+            return CompiledModel(model)
         }
 
         /** Copies the whole asset into native memory, then builds the model from that copy. */
@@ -241,7 +303,7 @@ class CompiledModel private constructor(private val model: StandInModel) : JniHa
             } catch (exc: java.io.IOException) {
                 throw LiteRtException(Status.ErrorNotFound, "Failed to open asset.")
             }
-            return load(ByteBuffer.wrap(copy))
+            return load(ByteBuffer.wrap(copy), options)
         }
 
         /** Maps the file (LiteRT's loader mmaps it read-only). */
@@ -251,7 +313,7 @@ class CompiledModel private constructor(private val model: StandInModel) : JniHa
             val file = File(filePath)
             if (!file.isFile) throw LiteRtException(Status.ErrorFileIO, "Failed to open file: $filePath")
             val mapped = RandomAccessFile(file, "r").use { it.channel.map(FileChannel.MapMode.READ_ONLY, 0, it.length()) }
-            return load(mapped)
+            return load(mapped, options)
         }
     }
 }

@@ -39,9 +39,36 @@ interface StandInBackend {
     fun open(bytes: ByteBuffer): StandInModel
 }
 
+/**
+ * A failure the real runtimes can raise on the kit's path, raised by the stand-ins on demand
+ * (jvm/ApiCheck.kt's `runtime-*` cases set [StandInRuntime.fault]), each where and as the real one
+ * raises it (LiteRT v2.2.0 sources, cited in LiteRtStubs.kt and TfliteStubs.kt).
+ */
+enum class StandInFault {
+    /** A tensor buffer's host memory (LiteRT: createInput/OutputBuffer). */
+    BUFFER_ALLOCATION,
+
+    /** Preparing the tensors at a run (LiteRT: CompiledModel.run; TF Lite: runSignature's AllocateTensors). */
+    TENSOR_ALLOCATION,
+
+    /** The model's invoke (LiteRT: CompiledModel.run; TF Lite: runSignature). */
+    INVOKE
+}
+
 object StandInRuntime {
     @Volatile
     var backend: StandInBackend? = null
+
+    /** The failure every stand-in call that can raise it raises, while set. */
+    @Volatile
+    var fault: StandInFault? = null
+
+    /**
+     * Whether the app has LiteRT's GPU accelerator library (LiteRT >= 2.3: the litert-gpu artifact).
+     * The desktop has none, as an app with litert alone: a GPU-only CompiledModel fails to compile.
+     */
+    @Volatile
+    var gpuAccelerator: Boolean = false
 
     /** What the real class initializer does: load the JNI library (none here unless a backend is installed). */
     fun loadLibrary(name: String) {

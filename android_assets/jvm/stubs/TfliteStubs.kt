@@ -8,11 +8,17 @@
 //   IllegalArgumentException("Model ByteBuffer should be either a MappedByteBuffer ...");
 // - signatures are looked up by key, tensors by their signature names: unknown ones give
 //   IllegalArgumentException("Input error: Signature K not found." / "input N not found." / "output N not found.");
-// - any call after close(): IllegalStateException("Internal error: The Interpreter has already been closed.").
+// - any call after close(): IllegalStateException("Internal error: The Interpreter has already been closed.");
+// - a tensor of a type the Java enum lacks (float16...): IllegalArgumentException("DataType error: DataType N is
+//   not recognized in Java.") when the tensor is fetched (DataTypeUtils.fromC, through TensorImpl);
+// - on demand (StandInRuntime.fault), runSignature's native side (nativesignaturerunner_jni.cc):
+//   IllegalStateException("Internal error: Unexpected failure when preparing tensor allocations: ...") and
+//   IllegalStateException("Internal error: Failed to run on the given Interpreter: ...").
 @file:Suppress("unused", "UNUSED_PARAMETER")
 
 package org.tensorflow.lite
 
+import edgem3.standin.StandInFault
 import edgem3.standin.StandInModel
 import edgem3.standin.StandInRuntime
 import edgem3.standin.StandInSignature
@@ -71,7 +77,8 @@ class Interpreter(byteBuffer: ByteBuffer, options: Options?) : AutoCloseable {
             ?: throw IllegalArgumentException("Input error: Signature $key not found.")
 
     private class StandInTensorView(private val t: StandInTensor) : Tensor {
-        override fun dataType(): DataType = when (t.dtype) {
+        // TensorImpl resolves its DataType when it is made: a type the enum lacks fails there.
+        private val type = when (t.dtype) {
             "float32" -> DataType.FLOAT32
             "int32" -> DataType.INT32
             "int64" -> DataType.INT64
@@ -79,8 +86,11 @@ class Interpreter(byteBuffer: ByteBuffer, options: Options?) : AutoCloseable {
             "uint8" -> DataType.UINT8
             "int16" -> DataType.INT16
             "bool" -> DataType.BOOL
-            else -> DataType.STRING
+            "string" -> DataType.STRING
+            else -> throw IllegalArgumentException("DataType error: DataType ${C_TYPES[t.dtype] ?: 0} is not recognized in Java.")
         }
+
+        override fun dataType(): DataType = type
 
         override fun shape(): IntArray = t.shape.copyOf()
         override fun numElements(): Int = t.elements
@@ -117,6 +127,12 @@ class Interpreter(byteBuffer: ByteBuffer, options: Options?) : AutoCloseable {
             }
             bytes[name] = ByteArray(b.remaining()).also { b.get(it) }
         }
+        when (StandInRuntime.fault) {
+            StandInFault.TENSOR_ALLOCATION -> throw IllegalStateException("Internal error: Unexpected failure when " +
+                "preparing tensor allocations: stand-in")
+            StandInFault.INVOKE -> throw IllegalStateException("Internal error: Failed to run on the given Interpreter: stand-in")
+            else -> {}
+        }
         val produced = m.run(s.key, bytes)
         for ((name, value) in outputs) {
             if (s.outputs.none { it.name == name }) throw IllegalArgumentException("Input error: output $name not found.")
@@ -129,5 +145,10 @@ class Interpreter(byteBuffer: ByteBuffer, options: Options?) : AutoCloseable {
     override fun close() {
         model?.close?.invoke()
         model = null
+    }
+
+    private companion object {
+        /** TfLiteType codes (tflite/core/c/c_api_types.h) of the types the Java enum lacks. */
+        val C_TYPES = mapOf("float16" to 10, "complex64" to 8, "float64" to 11, "uint64" to 13, "uint32" to 16, "uint16" to 17)
     }
 }

@@ -162,36 +162,62 @@ class CompiledModelRunner private constructor(private val where: String, private
         val inputs = try {
             count { model.createInputBuffers(s.name) }
         } catch (exc: LiteRtException) {
+            // Not only a missing signature fails so: when LiteRT types one of its inputs, the signature
+            // is there and the failure is the runtime's own (a buffer it could not allocate).
+            val there = s.inputs.any { t ->
+                try {
+                    model.getInputTensorType(t.name, s.name)
+                    true
+                } catch (missing: LiteRtException) {
+                    false
+                }
+            }
+            if (there) throw exc
             return null
         }
         val outputs = count { model.createOutputBuffers(s.name) }
-        fun specs(names: List<String>, n: Int, type: (String) -> TensorType): List<TensorSpec> {
+        // A tensor whose type getter fails but whose buffer can be made is there, of an element type
+        // LiteRT's Kotlin enum lacks (ErrorUnsupported, "Unsupported element type in Kotlin").
+        fun specs(names: List<String>, n: Int, type: (String) -> TensorType, buffer: (String) -> TensorBuffer): List<TensorSpec> {
             val found = names.mapNotNull { name ->
-                try {
-                    val t = type(name)
-                    TensorSpec(name, t.layout?.dimensions?.toIntArray() ?: IntArray(0), dtypeName(t.elementType))
+                val t = try {
+                    type(name)
                 } catch (exc: LiteRtException) {
+                    val there = try {
+                        buffer(name).close()
+                        true
+                    } catch (missing: LiteRtException) {
+                        false
+                    }
+                    if (there) throw EdgeM3ModelMismatchException("$where: ${s.name}: tensor $name is of a type LiteRT's " +
+                        "Kotlin API cannot read (${exc.message}); manifest.json and the model file disagree", exc)
                     null
                 }
+                t?.let { TensorSpec(name, it.layout?.dimensions?.toIntArray() ?: IntArray(0), dtypeName(it.elementType)) }
             }
             return found + List(maxOf(0, n - found.size)) { TensorSpec(UNNAMED, IntArray(0), "?") }
         }
-        return Signature(s.name, s.seqLen, specs(s.inputs.map { it.name }, inputs) { model.getInputTensorType(it, s.name) },
-            specs(s.outputs.map { it.name }, outputs) { model.getOutputTensorType(it, s.name) })
+        return Signature(s.name, s.seqLen,
+            specs(s.inputs.map { it.name }, inputs, { model.getInputTensorType(it, s.name) }, { model.createInputBuffer(it, s.name) }),
+            specs(s.outputs.map { it.name }, outputs, { model.getOutputTensorType(it, s.name) }, { model.createOutputBuffer(it, s.name) }))
     }
 
     companion object {
         /** How a tensor the manifest does not name appears in a mismatch message. */
         const val UNNAMED = "(a tensor manifest.json does not name)"
 
-        /** LiteRT's element types in the manifest's spelling (TensorType.ElementType, LiteRT 2.2.0). */
-        fun dtypeName(t: TensorType.ElementType): String = when (t) {
-            TensorType.ElementType.INT -> "int32"
-            TensorType.ElementType.FLOAT -> "float32"
-            TensorType.ElementType.INT64 -> "int64"
-            TensorType.ElementType.INT8 -> "int8"
-            TensorType.ElementType.BOOLEAN -> "bool"
-        }
+        /** LiteRT's GPU accelerator from 2.3 on (the catalog's libs.litert.gpu; README, "The GPU"). */
+        const val GPU_ARTIFACT = "com.google.ai.edge.litert:litert-gpu"
+
+        /**
+         * LiteRT's element types (TensorType.ElementType, LiteRT 2.2.0) in the manifest's spelling, by
+         * constant name and not an exhaustive `when`: a type a newer LiteRT adds builds, and reads as a
+         * dtype no manifest has (a signature mismatch, EdgeM3ModelMismatchException).
+         */
+        private val ELEMENT_TYPES = mapOf("INT" to "int32", "FLOAT" to "float32", "INT64" to "int64", "INT8" to "int8",
+            "BOOLEAN" to "bool")
+
+        fun dtypeName(t: TensorType.ElementType): String = ELEMENT_TYPES[t.name] ?: "LiteRT ${t.name}"
 
         fun open(where: String, signatures: List<Signature>, threads: Int, cachePath: String,
                  create: (CompiledModel.Options) -> CompiledModel,
@@ -201,7 +227,17 @@ class CompiledModelRunner private constructor(private val where: String, private
                 else CompiledModel.Options(Accelerator.CPU).also {
                     it.cpuOptions = CompiledModel.CpuOptions(numThreads = threads, xnnPackWeightCachePath = cachePath)
                 }
-            val runner = CompiledModelRunner(where, create(options))
+            val model = try {
+                create(options)
+            } catch (exc: LiteRtException) {
+                if (accelerator != EdgeM3Accelerator.GPU) throw exc
+                // LiteRT >= 2.3 ships its GPU accelerator as its own artifact: without it a GPU-only
+                // model fails to compile (no accelerator took the ops, the CPU is not in the set).
+                throw EdgeM3RuntimeFailedException("$where: LiteRT could not put the model on the GPU (${exc.message}). From " +
+                    "LiteRT 2.3 the GPU accelerator is its own artifact, $GPU_ARTIFACT: without it every GPU request fails " +
+                    "so; with it, a model the GPU cannot run whole fails so too. EdgeM3Accelerator.CPU runs everywhere", exc)
+            }
+            val runner = CompiledModelRunner(where, model)
             try {
                 val views = LinkedHashMap<String, Signature>()
                 for (s in signatures) {
@@ -243,6 +279,8 @@ class TfliteRunner(private val interpreter: Interpreter, private val where: Stri
             interpreter.runSignature(inputs, outputs, signature.name)
         } catch (exc: IllegalArgumentException) {
             throw EdgeM3RuntimeFailedException("$where: ${signature.name}: ${exc.message}", exc)
+        } catch (exc: IllegalStateException) {  // the native allocation or invoke failed (nativesignaturerunner_jni.cc)
+            throw EdgeM3RuntimeFailedException("$where: ${signature.name}: ${exc.message}", exc)
         }
         return ModelIo.outputs(signature) { name ->
             val b = outputs.getValue(name)
@@ -257,17 +295,11 @@ class TfliteRunner(private val interpreter: Interpreter, private val where: Stri
     }
 
     companion object {
-        /** TF Lite's DataType in the manifest's spelling. */
-        fun dtypeName(t: DataType): String = when (t) {
-            DataType.FLOAT32 -> "float32"
-            DataType.INT32 -> "int32"
-            DataType.INT64 -> "int64"
-            DataType.INT8 -> "int8"
-            DataType.UINT8 -> "uint8"
-            DataType.INT16 -> "int16"
-            DataType.BOOL -> "bool"
-            DataType.STRING -> "string"
-        }
+        /** TF Lite's DataType in the manifest's spelling, by constant name (see CompiledModelRunner.dtypeName). */
+        private val DATA_TYPES = mapOf("FLOAT32" to "float32", "INT32" to "int32", "INT64" to "int64", "INT8" to "int8",
+            "UINT8" to "uint8", "INT16" to "int16", "BOOL" to "bool", "STRING" to "string")
+
+        fun dtypeName(t: DataType): String = DATA_TYPES[t.name] ?: "TF Lite ${t.name}"
 
         /** A mapped model (a file, or an uncompressed APK asset) with XNNPACK and `threads` threads. */
         fun open(buffer: ByteBuffer, signatures: List<Signature>, where: String, threads: Int): TfliteRunner {
@@ -291,6 +323,9 @@ class TfliteRunner(private val interpreter: Interpreter, private val where: Stri
                 ModelIo.checkSignatures(where, signatures, views)
             } catch (exc: Exception) {
                 interpreter.close()
+                // A tensor of a type the Java enum lacks fails as it is fetched (DataTypeUtils.fromC).
+                if (exc is IllegalArgumentException) throw EdgeM3ModelMismatchException("$where: a tensor of a type " +
+                    "LiteRT's Interpreter API cannot read (${exc.message}); manifest.json and the model file disagree", exc)
                 throw exc
             }
             return TfliteRunner(interpreter, where)
