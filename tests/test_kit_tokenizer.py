@@ -560,8 +560,10 @@ def test_bpe_without_added_tokens(port: str, request, tmp_path: Path) -> None:
     d = _bpe_folder(tmp_path, bpe_checkpoint(tmp_path / "ckpt", _no_added_tokens))
     tok = _bpe_python(d)
     assert json.loads((d / tok.spec.file).read_text(encoding="utf-8"))["added_tokens"] == []
-    kotlin = ["java", "-cp", str(request.getfixturevalue("kit_jar")), "dev.edgem3.KitTokenizeKt"]
-    cmd = kotlin if port == "kotlin" else [str(request.getfixturevalue("swift_tokenize"))]
+    if port == "kotlin":
+        cmd = ["java", "-cp", str(request.getfixturevalue("kit_jar")), "dev.edgem3.KitTokenizeKt"]
+    else:
+        cmd = [str(request.getfixturevalue("swift_tokenize"))]
     texts = [*BPE_TRICKY, *bpe_corpora()[:200]]
     got = run_port(cmd, [(t, None) for t in texts], d)
     assert got == [expected(tok, t, None) for t in texts]
