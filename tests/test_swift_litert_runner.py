@@ -22,7 +22,16 @@ import numpy as np
 import pytest
 
 from tests.support import python_embed
-from tests.test_swift_ios_binding import APP_TARGET, SWIFT6, TEXT, _describe, _error, _kit_sources, _run, standin
+from tests.test_swift_ios_binding import (
+    APP_TARGET,
+    SWIFT6,
+    TEXT,
+    _describe,
+    _error,
+    _kit_sources,
+    _run,
+    standin,
+)
 
 pytestmark = pytest.mark.models  # builds a bundle and compiles the kit
 
@@ -33,10 +42,18 @@ STUBS = IOS / "ci/stubs"
 MODEL_ENV = "EDGE_M3_LITERT_STANDIN_MODEL"
 FAIL_ENV = "EDGE_M3_LITERT_STANDIN_FAIL"
 ACCELERATORS_ENV = "EDGE_M3_LITERT_STANDIN_ACCELERATORS"
-C_MODULES = ["-I", str(STUBS / "TensorFlowLiteC"), "-I", str(STUBS / "CLiteRT"), "-I", str(IOS / "Sources/CSQLite")]
+C_MODULES = ["-I", str(STUBS / "TensorFlowLiteC"), "-I", str(STUBS / "CLiteRT"),
+             "-I", str(IOS / "Sources/CSQLite")]
 NO_RUNTIME = "EdgeM3: no model runtime."
 
 __all__ = ["standin"]  # the TensorFlowLite stand-in fixture, for the both-runtimes build
+
+
+def _model_file(bundle: Path) -> str:
+    manifest = json.loads((bundle / "manifest.json").read_text(encoding="utf-8"))
+    if "models" not in manifest:
+        return next(p for p in bundle.glob("*.tflite")).name
+    return next(m["file"] for m in manifest["models"] if m["format"] == "tflite")
 
 
 def _statuses() -> dict[str, int]:
@@ -51,9 +68,10 @@ def litert_standin(swift: Path, tmp_path_factory: pytest.TempPathFactory) -> Pat
     """The LiteRT stand-in module, compiled as LiteRT's Package.swift compiles the real one
     (tools 5.9: Swift 5 mode, no strict concurrency): the directory holding it and its object."""
     out = tmp_path_factory.mktemp("litert_standin")
-    _run([str(swift.with_name("swiftc")), "-emit-module", "-emit-object", "-parse-as-library", "-swift-version", "5",
-          "-module-name", "LiteRT", "-I", str(STUBS / "CLiteRT"), "-emit-module-path", str(out / "LiteRT.swiftmodule"),
-          "-o", str(out / "LiteRT.o"), str(STUBS / "LiteRT.swift")], out)
+    _run([str(swift.with_name("swiftc")), "-emit-module", "-emit-object", "-parse-as-library",
+          "-swift-version", "5", "-module-name", "LiteRT", "-I", str(STUBS / "CLiteRT"),
+          "-emit-module-path", str(out / "LiteRT.swiftmodule"), "-o", str(out / "LiteRT.o"),
+          str(STUBS / "LiteRT.swift")], out)
     return out
 
 
@@ -61,20 +79,22 @@ def _check_exe(swift: Path, out: Path, modules: list[Path], objects: list[Path])
     """ci/LiteRTRunnerCheck.swift with every kit source in one app-target module (Swift 6, the Xcode 26
     app defaults, warnings as errors), linked with the given stand-ins."""
     exe = out / "litert-runner-check"
-    _run([str(swift.with_name("swiftc")), "-Onone", *SWIFT6, *APP_TARGET, "-parse-as-library", "-module-name", "YourApp",
-          *[a for m in modules for a in ("-I", str(m))], *C_MODULES, "-o", str(exe), *_kit_sources(),
-          str(IOS / "ci/LiteRTRunnerCheck.swift"), *map(str, objects)], out)
+    _run([str(swift.with_name("swiftc")), "-Onone", *SWIFT6, *APP_TARGET, "-parse-as-library",
+          "-module-name", "YourApp", *[a for m in modules for a in ("-I", str(m))], *C_MODULES,
+          "-o", str(exe), *_kit_sources(), str(IOS / "ci/LiteRTRunnerCheck.swift"), *map(str, objects)], out)
     return exe
 
 
 @pytest.fixture(scope="module")
 def litert_check(swift: Path, litert_standin: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The check program of an app that links LiteRT alone."""
-    return _check_exe(swift, tmp_path_factory.mktemp("litert_check"), [litert_standin], [litert_standin / "LiteRT.o"])
+    return _check_exe(swift, tmp_path_factory.mktemp("litert_check"), [litert_standin],
+                      [litert_standin / "LiteRT.o"])
 
 
 @pytest.fixture(scope="module")
-def both_check(swift: Path, litert_standin: Path, standin: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+def both_check(swift: Path, litert_standin: Path, standin: Path,
+               tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The check program of an app that links LiteRT and TensorFlowLiteSwift."""
     return _check_exe(swift, tmp_path_factory.mktemp("both_check"), [litert_standin, standin],
                       [litert_standin / "LiteRT.o", standin / "TensorFlowLite.o", standin / "tflitec_stub.o"])
@@ -130,7 +150,8 @@ def test_litert_runner_embeds_like_python(litert_check: Path, both_check: Path, 
             assert 'weight_cache_file_path = ":memory"' in compiled  # Linux: XNNPACK's in-memory cache
         else:
             path = re.search(r'weight_cache_file_path = "([^"]+)"', compiled)
-            assert path and Path(path[1]).parent == tmp_path / "cache" and path[1].endswith(".xnnpack_cache"), compiled
+            assert path and Path(path[1]).parent == tmp_path / "cache", compiled
+            assert path[1].endswith(".xnnpack_cache"), compiled
 
 
 @pytest.mark.parametrize(("change", "kind", "message"), [
@@ -162,25 +183,25 @@ def test_litert_runner_bad_model(litert_check: Path, tiny_bundle: Path, tmp_path
 # Each step of the kit's path where LiteRT's native code can fail, with the status it gives there
 # (litert/runtime/compiled_model.cc, litert/core/util/flatbuffer_tools.cc, litert/c/*.cc).
 FAILURES = [
-    ("LiteRtCreateEnvironment", "kLiteRtStatusErrorRuntimeFailure", "cannot create the environment: Runtime failure"),
-    ("LiteRtCreateOptions", "kLiteRtStatusErrorMemoryAllocationFailure", "options: Memory allocation failure"),
-    ("LiteRtSetOptionsHardwareAccelerators", "kLiteRtStatusErrorInvalidArgument", "accelerators: Invalid argument"),
-    ("LiteRtCreateOpaqueOptions", "kLiteRtStatusErrorInvalidArgument", "CPU options: Invalid argument"),
-    ("LiteRtAddOpaqueOptions", "kLiteRtStatusErrorInvalidArgument", "CPU options: Invalid argument"),
-    ("LiteRtCreateModelFromFile", "kLiteRtStatusErrorFileIO", "cannot open model.tflite: File I/O error"),
-    ("LiteRtCreateModelFromFile", "kLiteRtStatusErrorInvalidFlatbuffer", "cannot open model.tflite: Invalid flatbuffer"),
-    ("LiteRtCreateCompiledModel", "kLiteRtStatusErrorCompilation", "cannot open model.tflite: Compilation error"),
-    ("LiteRtCreateCompiledModel", "kLiteRtStatusErrorUnsupported", "cannot open model.tflite: Unsupported operation"),
-    ("LiteRtCreateCompiledModel", "kLiteRtStatusErrorDynamicLoading", "cannot open model.tflite: Dynamic loading error"),
-    ("LiteRtGetNumModelSignatures", "kLiteRtStatusErrorInvalidArgument", "signatures of model.tflite: Invalid argument"),
-    ("LiteRtGetRankedTensorType", "kLiteRtStatusErrorUnsupported", "Unsupported operation"),
-    ("LiteRtGetCompiledModelInputBufferRequirements", "kLiteRtStatusErrorNotFound", "buffers of signature"),
-    ("LiteRtCreateManagedTensorBuffer", "kLiteRtStatusErrorMemoryAllocationFailure", "Memory allocation failure"),
-    ("LiteRtCreateManagedTensorBuffer", "kLiteRtStatusErrorUnsupported", "Unsupported operation"),
-    ("LiteRtLockTensorBuffer", "kLiteRtStatusErrorUnsupported", "Unsupported operation"),
+    ("LiteRtCreateEnvironment", "RuntimeFailure", "cannot create the environment: Runtime failure"),
+    ("LiteRtCreateOptions", "MemoryAllocationFailure", "options: Memory allocation failure"),
+    ("LiteRtSetOptionsHardwareAccelerators", "InvalidArgument", "accelerators: Invalid argument"),
+    ("LiteRtCreateOpaqueOptions", "InvalidArgument", "CPU options: Invalid argument"),
+    ("LiteRtAddOpaqueOptions", "InvalidArgument", "CPU options: Invalid argument"),
+    ("LiteRtCreateModelFromFile", "FileIO", "cannot open model.tflite: File I/O error"),
+    ("LiteRtCreateModelFromFile", "InvalidFlatbuffer", "cannot open model.tflite: Invalid flatbuffer"),
+    ("LiteRtCreateCompiledModel", "Compilation", "cannot open model.tflite: Compilation error"),
+    ("LiteRtCreateCompiledModel", "Unsupported", "cannot open model.tflite: Unsupported operation"),
+    ("LiteRtCreateCompiledModel", "DynamicLoading", "cannot open model.tflite: Dynamic loading error"),
+    ("LiteRtGetNumModelSignatures", "InvalidArgument", "signatures of model.tflite: Invalid argument"),
+    ("LiteRtGetRankedTensorType", "Unsupported", "Unsupported operation"),
+    ("LiteRtGetCompiledModelInputBufferRequirements", "NotFound", "buffers of signature"),
+    ("LiteRtCreateManagedTensorBuffer", "MemoryAllocationFailure", "Memory allocation failure"),
+    ("LiteRtCreateManagedTensorBuffer", "Unsupported", "Unsupported operation"),
+    ("LiteRtLockTensorBuffer", "Unsupported", "Unsupported operation"),
     # "Failed to allocate tensors" and "Failed to invoke" are both kLiteRtStatusErrorRuntimeFailure.
-    ("LiteRtRunCompiledModel", "kLiteRtStatusErrorRuntimeFailure", "Runtime failure"),
-    ("LiteRtRunCompiledModel", "kLiteRtStatusErrorMissingInputTensor", "Missing input tensor"),
+    ("LiteRtRunCompiledModel", "RuntimeFailure", "Runtime failure"),
+    ("LiteRtRunCompiledModel", "MissingInputTensor", "Missing input tensor"),
 ]
 
 
@@ -191,14 +212,14 @@ def test_litert_failure_is_a_typed_error(litert_check: Path, recorded: tuple[dic
     status as LiteRtError describes it, never a crash."""
     _, model = recorded
     line = _error(_check(litert_check, model, tmp_path, "embed", str(tiny_bundle), TEXT,
-                         **{FAIL_ENV: f"{call}:{_statuses()[status]}"}))
-    file = json.loads((tiny_bundle / "manifest.json").read_text(encoding="utf-8"))
-    tflite = next(m["file"] for m in file["models"] if m["format"] == "tflite") if "models" in file else "model.tflite"
-    assert line.startswith("error runtimeFailed: LiteRT: ") and message.replace("model.tflite", tflite) in line, line
+                         **{FAIL_ENV: f"{call}:{_statuses()['kLiteRtStatusError' + status]}"}))
+    tflite = _model_file(tiny_bundle)
+    assert line.startswith("error runtimeFailed: LiteRT: "), line
+    assert message.replace("model.tflite", tflite) in line, line
 
 
-def test_every_litert_status_is_a_typed_error(litert_check: Path, recorded: tuple[dict, dict], tiny_bundle: Path,
-                                              tmp_path: Path) -> None:
+def test_every_litert_status_is_a_typed_error(litert_check: Path, recorded: tuple[dict, dict],
+                                              tiny_bundle: Path, tmp_path: Path) -> None:
     """Every status of litert_common.h from the run: cancelled is `.cancelled`, each other one
     `.runtimeFailed` with its own LiteRtError description (30 errors, 30 sentences)."""
     _, model = recorded
@@ -239,13 +260,15 @@ def test_litert_runner_closed_and_cancelled(litert_check: Path, recorded: tuple[
     assert line.startswith("error runnerClosed:") and "closed" in line, line
     line = _error(_check(litert_check, model, tmp_path, "cancelled", str(tiny_bundle), TEXT))
     assert line.startswith("error cancelled:") and "before the model call of text 1 of 2" in line, line
+    env = {k: v for k, v in os.environ.items() if k not in (MODEL_ENV, FAIL_ENV)}
     proc = subprocess.run([str(litert_check), "embed", str(tiny_bundle), TEXT], capture_output=True, text=True,
-                          timeout=120, env={k: v for k, v in os.environ.items() if k not in (MODEL_ENV, FAIL_ENV)})
+                          timeout=120, env=env)
     line = _error(proc)
     assert line.startswith("error runtimeFailed: LiteRT: cannot open") and "Invalid flatbuffer" in line, line
 
 
-def test_kit_typechecks_with_either_runtime(swift: Path, litert_standin: Path, standin: Path, tmp_path: Path) -> None:
+def test_kit_typechecks_with_either_runtime(swift: Path, litert_standin: Path, standin: Path,
+                                            tmp_path: Path) -> None:
     """The kit's sources in an app target linking LiteRT, TensorFlowLite, both, or neither (a
     Linux/macOS build: the desktop runner), and each runner file beside the EdgeM3 package: Swift 6
     strict mode, plain and with a new Xcode 26 app target's settings, no warnings."""
@@ -254,15 +277,16 @@ def test_kit_typechecks_with_either_runtime(swift: Path, litert_standin: Path, s
     package.mkdir()
     _run([swiftc, "-emit-module", *SWIFT6, "-module-name", "EdgeM3", "-I", str(IOS / "Sources/CSQLite"),
           "-emit-module-path", str(package / "EdgeM3.swiftmodule"), *_kit_sources()], tmp_path)
-    runtimes = {"litert": [litert_standin], "tflite": [standin], "both": [litert_standin, standin], "neither": []}
+    runtimes = {"litert": [litert_standin], "tflite": [standin], "both": [litert_standin, standin],
+                "neither": []}
     for app in ([], APP_TARGET):
         for modules in runtimes.values():
             includes = [a for m in modules for a in ("-I", str(m))]
             _run([swiftc, "-typecheck", *SWIFT6, *app, "-module-name", "YourApp", *includes, *C_MODULES,
                   *_kit_sources()], tmp_path)
             for runner in ("LiteRTRunner.swift", "TFLiteRunner.swift"):
-                _run([swiftc, "-typecheck", *SWIFT6, *app, "-module-name", "YourApp", "-I", str(package), *includes,
-                      *C_MODULES, str(SOURCES / runner)], tmp_path)
+                _run([swiftc, "-typecheck", *SWIFT6, *app, "-module-name", "YourApp", "-I", str(package),
+                      *includes, *C_MODULES, str(SOURCES / runner)], tmp_path)
 
 
 def test_no_runtime_on_ios_is_one_compile_error(swift: Path, tmp_path: Path) -> None:
@@ -280,12 +304,13 @@ def test_no_runtime_on_ios_is_one_compile_error(swift: Path, tmp_path: Path) -> 
           str(beside / "EdgeM3.swiftmodule"), str(tmp_path / "empty.swift")], tmp_path)
 
     def errors(*args: str) -> list[str]:
-        proc = subprocess.run([swiftc, "-typecheck", *args], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+        proc = subprocess.run([swiftc, "-typecheck", *args], capture_output=True, text=True, timeout=120,
+                              cwd=tmp_path)
         found = re.findall(r"^\S+\.swift:\d+:\d+: error: (.*)$", proc.stderr, re.M)
         assert (proc.returncode != 0) == bool(found), proc.stderr
         return found
 
-    for case in ([*ios, *runners], [*ios, "-I", str(beside), runners[0]], [*ios, "-I", str(beside), runners[1]]):
+    for case in ([*ios, *runners], *([*ios, "-I", str(beside), runner] for runner in runners)):
         found = errors(*case)
         assert len(found) == 1 and found[0].startswith(NO_RUNTIME) and "LiteRT" in found[0], (case, found)
         assert "TensorFlowLiteSwift" in found[0]
