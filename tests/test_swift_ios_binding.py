@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 from pathlib import Path
 
@@ -110,10 +111,9 @@ def _describe(bundle: Path, record: dict[str, tuple[list[int], list[int]]] | Non
 
 
 def _check(exe: Path, model: dict, tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    description = tmp_path / f"model-{len(list(tmp_path.iterdir()))}.json"
-    description.write_text(json.dumps(model), encoding="utf-8")
+    env = {k: v for k, v in os.environ.items() if k != "EDGE_M3_TFLITE_STANDIN_FAIL"}
     return subprocess.run([str(exe), *args], capture_output=True, text=True, timeout=120,
-                          env=os.environ | {STANDIN_ENV: str(description)})
+                          env=env | {STANDIN_ENV: str(_model_file(tmp_path, model))})
 
 
 def test_standin_reports_graph_names_not_keys(tiny_bundle: Path) -> None:
@@ -199,19 +199,65 @@ def test_tflite_runner_closed_and_runtime_failure(runner_check: Path, tiny_bundl
     assert line.startswith("error runtimeFailed:") and "Failed to create the interpreter" in line, line
 
 
+@pytest.mark.parametrize(("failure", "message"), [
+    ("load-model", "cannot open {file}: Failed to load the given model."),
+    ("create-interpreter", "cannot open {file}: Failed to create the interpreter."),
+    ("allocate-tensors", "signature {signature} of {file}: Failed to allocate memory for input tensors."),
+    ("copy-input", "run of {signature}: Failed to copy data to input tensor."),
+    ("invoke", "run of {signature}: Failed to invoke the signature runner with key ({signature})."),
+])
+def test_tflite_runtime_failure_is_a_typed_error(runner_check: Path, tiny_bundle: Path, tmp_path: Path,
+                                                 failure: str, message: str) -> None:
+    """Each failure TensorFlowLiteSwift raises on the kit's path (the stand-in raises it where the
+    real C call would fail: $EDGE_M3_TFLITE_STANDIN_FAIL): one `runtimeFailed` line naming the step
+    and the pod's own sentence, never a crash; the `.file` weight cache's one retry included."""
+    model = _describe(tiny_bundle)
+    manifest = json.loads((tiny_bundle / "manifest.json").read_text(encoding="utf-8"))
+    entry = next(m for m in manifest["models"] if m["format"] == "tflite") if "models" in manifest else None
+    file = entry["file"] if entry else next(tiny_bundle.glob("*.tflite")).name
+    for cache in ("off", f"file:{tmp_path / 'cache'}"):
+        proc = subprocess.run([str(runner_check), "embed", str(tiny_bundle), TEXT, cache], capture_output=True,
+                              text=True, timeout=120, env=os.environ | {
+                                  STANDIN_ENV: str(_model_file(tmp_path, model)),
+                                  "EDGE_M3_TFLITE_STANDIN_FAIL": failure})
+        line = _error(proc)
+        assert line.startswith("error runtimeFailed: TensorFlow Lite: "), line
+        signature = re.search(r"embed_\d+", line)
+        want = message.format(file=file, signature=signature[0] if signature else "?")
+        assert line.endswith(want), (line, want)
+
+
+def _model_file(tmp_path: Path, model: dict) -> Path:
+    description = tmp_path / f"model-{len(list(tmp_path.iterdir()))}.json"
+    description.write_text(json.dumps(model), encoding="utf-8")
+    return description
+
+
 # Apple's required-reason API categories and the calls of each that a Swift source can make
 # ("Describing use of required reason API"), and the reason the kit declares for each it uses.
+# File timestamp: Apple's list, and the Foundation calls that hand back a file's dates, size or
+# other metadata, which C617.1's wording covers ("timestamps, size, or other metadata"):
+# FileManager.attributesOfItem, URL.resourceValues and their keys.
 REQUIRED_REASON_APIS = {
-    "NSPrivacyAccessedAPICategoryFileTimestamp": r"\b(creationDate|modificationDate|fileModificationDate|"
-                                                 r"contentModificationDateKey|creationDateKey|getattrlist\w*|"
-                                                 r"fgetattrlist|stat|fstat|fstatat|lstat)\b",
+    "NSPrivacyAccessedAPICategoryFileTimestamp": r"\b(creationDate\w*|modificationDate|fileModificationDate|"
+                                                 r"contentModificationDate\w*|contentAccessDate\w*|"
+                                                 r"attributeModificationDate\w*|addedToDirectoryDate\w*|"
+                                                 r"NSFile(Creation|Modification)Date|attributesOfItem|"
+                                                 r"resourceValues|fileSize\w*|fileAllocatedSize\w*|"
+                                                 r"totalFileSize\w*|getattrlist\w*|fgetattrlist|stat|fstat|"
+                                                 r"fstatat|lstat)\b",
     "NSPrivacyAccessedAPICategorySystemBootTime": r"\b(systemUptime|mach_absolute_time)\b",
     "NSPrivacyAccessedAPICategoryDiskSpace": r"\b(volumeAvailableCapacity\w*|volumeTotalCapacityKey|"
                                              r"systemFreeSize|systemSize|statfs|statvfs|fstatfs|fstatvfs)\b",
     "NSPrivacyAccessedAPICategoryActiveKeyboards": r"\bactiveInputModes\b",
     "NSPrivacyAccessedAPICategoryUserDefaults": r"\b(UserDefaults|NSUserDefaults)\b",
 }
-REASONS = {"NSPrivacyAccessedAPICategoryFileTimestamp": ["C617.1"]}  # files inside the app's container
+# C617.1: "timestamps, size, or other metadata of files inside the app container, app group
+# container, or the app's CloudKit container": the kit reads only files of the app's own bundle
+# (EdgeM3Resources in Bundle.main, the executable) and of its data container (Caches, a download).
+# DDA9.1 (shown to the user), 3B52.1 (files the user picked) and 0A2A.1 (an SDK's wrapper the app
+# calls for timestamps) do not fit.
+REASONS = {"NSPrivacyAccessedAPICategoryFileTimestamp": ["C617.1"]}
 
 
 def test_privacy_manifest_declares_every_required_reason_api() -> None:

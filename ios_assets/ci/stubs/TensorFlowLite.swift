@@ -21,6 +21,15 @@
 // - A tensor type outside `Tensor.DataType` (int8, ...) throws invalidTensorDataType.
 // - `signatureRunner(with:)` of an unknown key throws failedToCreateSignatureRunner; a missing
 //   model file throws failedToLoadModel.
+// - `Interpreter(modelPath:options:delegates:)` is a `convenience` init over a private designated
+//   one (Model(filePath:) nil: failedToLoadModel; TfLiteInterpreterCreate nil, as when a delegate
+//   fails to prepare: failedToCreateInterpreter). `SignatureRunner` allocates its tensors on
+//   creation (SignatureRunner.swift's init calls `allocateTensors()`: failedToAllocateTensors);
+//   `invoke(with:)` allocates if needed, copies each input (TfLiteTensorCopyFromBuffer failing:
+//   failedToCopyDataToInputTensor), then runs (TfLiteSignatureRunnerInvoke failing:
+//   failedToInvokeSignature(signatureKey:)).
+// Each C-level failure on demand: $EDGE_M3_TFLITE_STANDIN_FAIL = load-model, create-interpreter,
+// allocate-tensors, copy-input or invoke (`StandInFailure`).
 // The "model" is a description of a real .tflite file's signatures, written by the test from
 // LiteRT (`get_signature_runner(key).get_input_details()`), named by $EDGE_M3_TFLITE_STANDIN_MODEL:
 // {"signatures": [{"key", "inputs": [{"key", "name", "shape", "dtype"}], "outputs": [...],
@@ -144,11 +153,20 @@ public final class Interpreter {
     public let delegates: [Delegate]?
     fileprivate let model: StandInModel
 
-    public init(modelPath: String, options: Options? = nil, delegates: [Delegate]? = nil) throws {
-        guard FileManager.default.isReadableFile(atPath: modelPath) else { throw InterpreterError.failedToLoadModel }
-        guard let model = StandInModel.load() else { throw InterpreterError.failedToCreateInterpreter }
+    /// Interpreter.swift: `convenience`, over the private `init(model:options:delegates:)`.
+    public convenience init(modelPath: String, options: Options? = nil, delegates: [Delegate]? = nil) throws {
+        // Model(filePath:) is nil for a file TFLite cannot map and build a model from.
+        guard FileManager.default.isReadableFile(atPath: modelPath), !StandInFailure.is(.loadModel) else {
+            throw InterpreterError.failedToLoadModel
+        }
+        try self.init(model: StandInModel.load(), options: options, delegates: delegates)
+    }
+
+    private init(model: StandInModel?, options: Options? = nil, delegates: [Delegate]? = nil) throws {
         self.options = options
         self.delegates = delegates
+        // TfLiteInterpreterCreate is nil (a delegate failed to prepare, ...): here also without a model description.
+        guard let model, !StandInFailure.is(.createInterpreter) else { throw InterpreterError.failedToCreateInterpreter }
         self.model = model
     }
 
@@ -159,7 +177,7 @@ public final class Interpreter {
         guard let signature = model.signatures.first(where: { $0.key == key }) else {
             throw SignatureRunnerError.failedToCreateSignatureRunner(signatureKey: key)
         }
-        return SignatureRunner(interpreter: self, signature: signature)
+        return try SignatureRunner(interpreter: self, signature: signature)
     }
 }
 
@@ -171,12 +189,17 @@ public final class SignatureRunner {
     private var inputData: [String: Data]
     private var outputData: [String: Data]
 
-    fileprivate init(interpreter: Interpreter, signature: StandInModel.Signature) {
+    private var isTensorsAllocationNeeded = true
+
+    /// SignatureRunner.swift: `internal init(interpreter:signatureKey:) throws`, which ends with
+    /// `try allocateTensors()`.
+    fileprivate init(interpreter: Interpreter, signature: StandInModel.Signature) throws {
         self.interpreter = interpreter
         self.signature = signature
         signatureKey = signature.key
         inputData = Dictionary(uniqueKeysWithValues: signature.inputs.map { ($0.key, Data(count: $0.byteCount)) })
         outputData = Dictionary(uniqueKeysWithValues: signature.outputs.map { ($0.key, Data(count: $0.byteCount)) })
+        try allocateTensors()
     }
 
     /// The signature's input keys (TfLiteSignatureRunnerGetInputName), not tensor names.
@@ -186,8 +209,12 @@ public final class SignatureRunner {
     public var outputs: [String] { signature.outputs.map(\.key) }
 
     public func invoke(with inputs: [String: Data]) throws {
+        try allocateTensors()
         for (key, data) in inputs {
             try copy(data, toInputNamed: key)
+        }
+        guard !StandInFailure.is(.invoke) else {  // TfLiteSignatureRunnerInvoke != kTfLiteOk
+            throw SignatureRunnerError.failedToInvokeSignature(signatureKey: signatureKey)
         }
         let recording = signature.recordings.first { r in
             r.inputs.allSatisfy { key, values in inputData[key] == StandInModel.bytes(values, dtype: "int32") }
@@ -209,10 +236,15 @@ public final class SignatureRunner {
         guard data.count == spec.byteCount else {
             throw SignatureRunnerError.invalidTensorDataCount(provided: data.count, required: spec.byteCount)
         }
+        guard !StandInFailure.is(.copyInput) else { throw SignatureRunnerError.failedToCopyDataToInputTensor }
         inputData[name] = data
     }
 
-    public func allocateTensors() throws {}
+    public func allocateTensors() throws {
+        if !isTensorsAllocationNeeded { return }
+        guard !StandInFailure.is(.allocateTensors) else { throw SignatureRunnerError.failedToAllocateTensors }
+        isTensorsAllocationNeeded = false
+    }
 
     private func tensor(named key: String, input: Bool) throws -> Tensor {
         let specs = input ? signature.inputs : signature.outputs
@@ -222,6 +254,20 @@ public final class SignatureRunner {
         guard let dataType = StandInModel.dataTypes[spec.dtype] else { throw SignatureRunnerError.invalidTensorDataType }
         return Tensor(name: spec.name, dataType: dataType, shape: Tensor.Shape(spec.shape), data: data,
                       quantizationParameters: nil)
+    }
+}
+
+/// The C-level failure $EDGE_M3_TFLITE_STANDIN_FAIL names (see the top comment), if any.
+enum StandInFailure: String, CaseIterable {
+    case loadModel = "load-model", createInterpreter = "create-interpreter", allocateTensors = "allocate-tensors"
+    case copyInput = "copy-input", invoke
+
+    static func `is`(_ failure: StandInFailure) -> Bool {
+        guard let name = ProcessInfo.processInfo.environment["EDGE_M3_TFLITE_STANDIN_FAIL"] else { return false }
+        guard let named = StandInFailure(rawValue: name) else {
+            preconditionFailure("EDGE_M3_TFLITE_STANDIN_FAIL=\(name): expected one of \(allCases.map(\.rawValue))")
+        }
+        return named == failure
     }
 }
 
