@@ -194,6 +194,8 @@ FAILURES = [
     ("LiteRtCreateCompiledModel", "Unsupported", "cannot open model.tflite: Unsupported operation"),
     ("LiteRtCreateCompiledModel", "DynamicLoading", "cannot open model.tflite: Dynamic loading error"),
     ("LiteRtGetNumModelSignatures", "InvalidArgument", "signatures of model.tflite: Invalid argument"),
+    ("LiteRtSetCompiledModelCancellationFunction", "InvalidArgument",
+     "cancellation function: Invalid argument"),
     ("LiteRtGetRankedTensorType", "Unsupported", "Unsupported operation"),
     ("LiteRtGetCompiledModelInputBufferRequirements", "NotFound", "buffers of signature"),
     ("LiteRtCreateManagedTensorBuffer", "MemoryAllocationFailure", "Memory allocation failure"),
@@ -254,12 +256,17 @@ def test_litert_gpu_without_its_accelerator(litert_check: Path, recorded: tuple[
 
 def test_litert_runner_closed_and_cancelled(litert_check: Path, recorded: tuple[dict, dict], tiny_bundle: Path,
                                             tmp_path: Path) -> None:
-    """A closed runner, a cancelled Task and a missing model description: their own typed errors."""
+    """A closed runner, a Task cancelled before the model call and one cancelled during it, and a
+    missing model description: their own typed errors."""
     _, model = recorded
     line = _error(_check(litert_check, model, tmp_path, "closed", str(tiny_bundle)))
     assert line.startswith("error runnerClosed:") and "closed" in line, line
     line = _error(_check(litert_check, model, tmp_path, "cancelled", str(tiny_bundle), TEXT))
     assert line.startswith("error cancelled:") and "before the model call of text 1 of 2" in line, line
+    # Cancelled while the model call is under way (a gate holds it): LiteRT's cancellation function,
+    # which the runner sets from the embedder's Task, stops it with kLiteRtStatusCancelled.
+    line = _error(_check(litert_check, model, tmp_path, "cancel-in-call", str(tiny_bundle), TEXT))
+    assert line.startswith("error cancelled: LiteRT: run of embed_") and "during the model call" in line, line
     env = {k: v for k, v in os.environ.items() if k not in (MODEL_ENV, FAIL_ENV)}
     proc = subprocess.run([str(litert_check), "embed", str(tiny_bundle), TEXT], capture_output=True, text=True,
                           timeout=120, env=env)

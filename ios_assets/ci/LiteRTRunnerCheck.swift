@@ -6,6 +6,7 @@
 //   litert-runner-check embed BUNDLE TEXT [off|memory|file:DIR] [cpu|gpu]   one JSON line, `edge-m3 embed`'s keys
 //   litert-runner-check closed BUNDLE                                       runs a closed runner
 //   litert-runner-check cancelled BUNDLE TEXT                               embeds from a cancelled Task
+//   litert-runner-check cancel-in-call BUNDLE TEXT                          cancels the Task inside the model call
 //
 // `embed` goes through `EdgeM3Embedder(directory:)` where TensorFlowLite is not linked, else
 // through `EdgeM3Embedder(directory:runtime: LiteRTRunner.self)`. A failure is one line on
@@ -63,9 +64,22 @@ struct LiteRTRunnerCheck {
                 }
                 _ = try await task.value
                 print("ran")
+            case ("cancel-in-call", 3):
+                // The Task is cancelled after the embedder's check before the call and before LiteRT
+                // invokes the model: only LiteRT's cancellation function can stop it there.
+                let opened = try EdgeM3Embedder.openBundle(directory: URL(fileURLWithPath: args[1]), checksumMemo: nil)
+                let holding = HoldingRunner(try LiteRTRunner(modelPath: opened.modelFile.path, weightCache: .off))
+                let embedder = EdgeM3Embedder(pipeline: opened.pipeline, tokenizer: opened.tokenizer, runner: holding)
+                let text = args[2]
+                let task = Task.detached { try await embedder.embed([text]) }
+                holding.entered.wait()
+                task.cancel()
+                holding.release.signal()
+                _ = try await task.value
+                print("ran")
             default:
                 FileHandle.standardError.write(Data(("usage: litert-runner-check embed BUNDLE TEXT [off|memory|file:DIR] [cpu|gpu]"
-                                                     + " | closed BUNDLE | cancelled BUNDLE TEXT\n").utf8))
+                                                     + " | closed BUNDLE | cancelled BUNDLE TEXT | cancel-in-call BUNDLE TEXT\n").utf8))
                 exit(2)
             }
         } catch {
@@ -73,4 +87,27 @@ struct LiteRTRunnerCheck {
             exit(2)
         }
     }
+}
+
+/// LiteRTRunner behind a gate: the cancellable call signals `entered` and waits for `release`
+/// before it goes on to LiteRT, as a long model call would be under way.
+nonisolated final class HoldingRunner: ModelRunner, @unchecked Sendable {  // `real` only on the embedder's queue
+    private let real: LiteRTRunner
+    let entered = DispatchSemaphore(value: 0)
+    let release = DispatchSemaphore(value: 0)
+
+    init(_ real: LiteRTRunner) { self.real = real }
+
+    func run(_ signature: Signature, inputIds: [Int32], attentionMask: [Int32]) throws -> RawOutputs {
+        try real.run(signature, inputIds: inputIds, attentionMask: attentionMask)
+    }
+
+    func run(_ signature: Signature, inputIds: [Int32], attentionMask: [Int32],
+             isCancelled: @escaping @Sendable () -> Bool) throws -> RawOutputs {
+        entered.signal()
+        release.wait()
+        return try real.run(signature, inputIds: inputIds, attentionMask: attentionMask, isCancelled: isCancelled)
+    }
+
+    func close() { real.close() }
 }

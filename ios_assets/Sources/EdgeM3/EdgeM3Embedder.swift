@@ -10,8 +10,8 @@ import Foundation
 /// queue; `await embed(_:)` waits without blocking a thread of Swift's cooperative pool.
 /// For parallel throughput create one embedder per worker (they share the mapped model pages).
 ///
-/// Cancellation: the `async` calls check their `Task` before each model call; cancelled, a batch
-/// stops there and throws `EdgeM3Error` of kind `.cancelled` (never `CancellationError`: every
+/// Cancellation: the `async` calls check their `Task` before each model call (and, on a runtime that
+/// can stop one, LiteRT's, during it); cancelled, a batch stops there and throws `EdgeM3Error` of kind `.cancelled` (never `CancellationError`: every
 /// error of the kit is one type). `close()` returns at once, also while an embed runs: the runner is
 /// released when the running model call returns, and every later call throws `.runnerClosed`.
 nonisolated public final class EdgeM3Embedder: @unchecked Sendable {  // mutable state only on `queue` or under `state`
@@ -248,6 +248,8 @@ nonisolated struct Guarded: ModelRunner {
         }
         try state.begin()
         defer { if state.end() { runner.close() } }
-        return try runner.run(signature, inputIds: inputIds, attentionMask: attentionMask)
+        guard let cancel else { return try runner.run(signature, inputIds: inputIds, attentionMask: attentionMask) }
+        // A runtime that can stop inside the call (LiteRT) asks the same flag while the model runs.
+        return try runner.run(signature, inputIds: inputIds, attentionMask: attentionMask, isCancelled: { cancel.isSet })
     }
 }

@@ -33,6 +33,14 @@ nonisolated public final class LiteRTRunner: ModelRunner {
     private let modelFile: String
     /// The model file's signature keys, in its order.
     public let signatureKeys: [String]
+    /// What LiteRT's cancellation function asks during a run (`run(...isCancelled:)`).
+    private let cancelCheck = CancelCheck()
+
+    /// Set for one run and cleared after it, on the thread that runs the model, which is the
+    /// thread LiteRT calls the cancellation function on (inside its invoke).
+    private final class CancelCheck: @unchecked Sendable {
+        var isCancelled: (@Sendable () -> Bool)?
+    }
 
     private struct Slot {
         var index: Int
@@ -65,6 +73,13 @@ nonisolated public final class LiteRTRunner: ModelRunner {
         model = opened.0
         scratch = opened.1
         signatureKeys = try Self.runtime("signatures of \(file)") { try opened.0.signatureKeys() }
+        // LiteRT asks this C function while it invokes the model; true stops it (kLiteRtStatusCancelled).
+        try Self.runtime("cancellation function") {
+            try opened.0.setCancellationFunction(userData: Unmanaged.passUnretained(cancelCheck).toOpaque()) { userData in
+                guard let userData else { return false }
+                return Unmanaged<CancelCheck>.fromOpaque(userData).takeUnretainedValue().isCancelled?() ?? false
+            }
+        }
     }
 
     deinit { removeScratch() }
@@ -110,10 +125,18 @@ nonisolated public final class LiteRTRunner: ModelRunner {
         } catch let error as EdgeM3Error {
             throw error
         } catch LiteRtError.cancelled {
-            throw EdgeM3Error("LiteRT: \(what()): cancelled", kind: .cancelled)
+            throw EdgeM3Error("LiteRT: \(what()): cancelled during the model call", kind: .cancelled)
         } catch {
             throw EdgeM3Error("LiteRT: \(what()): \(error)", kind: .runtimeFailed)
         }
+    }
+
+    /// `run`, stopped by LiteRT inside the model call once `isCancelled` answers true (`.cancelled`).
+    public func run(_ signature: Signature, inputIds: [Int32], attentionMask: [Int32],
+                    isCancelled: @escaping @Sendable () -> Bool) throws -> RawOutputs {
+        cancelCheck.isCancelled = isCancelled
+        defer { cancelCheck.isCancelled = nil }
+        return try run(signature, inputIds: inputIds, attentionMask: attentionMask)
     }
 
     /// The phone binding proper: bytes in and out of the compiled model. Names, checks and shapes

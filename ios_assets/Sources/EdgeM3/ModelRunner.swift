@@ -10,6 +10,12 @@ import Foundation
 /// Runs one signature on `[1, L]` int32 ids and mask (a model runtime, or a replay in tests).
 nonisolated public protocol ModelRunner {
     func run(_ signature: Signature, inputIds: [Int32], attentionMask: [Int32]) throws -> RawOutputs
+    /// The same, stoppable inside the model call where the runtime can stop one: `isCancelled` is
+    /// asked while the model runs (LiteRTRunner: LiteRT's cancellation function), and true ends the
+    /// call with `.cancelled`. `EdgeM3Embedder`'s `async` calls pass their Task's cancellation.
+    /// Default: `run` (a TF Lite invocation cannot be stopped; the embedder checks before each call).
+    func run(_ signature: Signature, inputIds: [Int32], attentionMask: [Int32],
+             isCancelled: @escaping @Sendable () -> Bool) throws -> RawOutputs
     /// Releases the model now; a later `run` throws `.runnerClosed`. `EdgeM3Embedder.close()` calls
     /// it once, never during a `run`. Default: nothing (a replay holds no model).
     func close()
@@ -17,6 +23,11 @@ nonisolated public protocol ModelRunner {
 
 nonisolated extension ModelRunner {
     public func close() {}
+
+    public func run(_ signature: Signature, inputIds: [Int32], attentionMask: [Int32],
+                    isCancelled: @escaping @Sendable () -> Bool) throws -> RawOutputs {
+        try run(signature, inputIds: inputIds, attentionMask: attentionMask)
+    }
 }
 
 /// A signature's outputs without the batch axis: `[H]`, `[L]`, `[L-1][H]`; nil for a head not exported.
