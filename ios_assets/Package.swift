@@ -3,9 +3,10 @@
 // Swift 6 language mode (complete concurrency checking); every type is `nonisolated`, so the
 // sources also compile inside an app target whose default isolation is MainActor (Xcode 26's
 // default for new apps). Swift 6.1 or later: `nonisolated` on a type needs it (Xcode 16.3+).
-// No dependency: the TensorFlow Lite runner (TFLiteRunner.swift) compiles only where the app
-// target provides the TensorFlowLite module (README: "Adding the kit to an app"); the desktop
-// runner (LiteRtCRunner.swift, macOS and Linux only) opens LiteRT's C library at run time (dlopen).
+// No dependency: the phone runners compile only where the app target provides their runtime's
+// module, TFLiteRunner.swift the TensorFlowLite pod's, LiteRTRunner.swift LiteRT's Swift package's
+// (README: "Adding the kit to an app"); the desktop runner (LiteRtCRunner.swift, macOS and Linux
+// only) opens LiteRT's C library at run time (dlopen).
 // The writable index (EdgeM3WritableIndex.swift) uses the platform's SQLite: Apple's SQLite3 module,
 // and on Linux the system library libsqlite3 (Debian libsqlite3-dev) through the CSQLite module map.
 import PackageDescription
