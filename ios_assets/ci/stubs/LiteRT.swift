@@ -5,14 +5,15 @@
 //
 // Written from reading google-ai-edge/LiteRT's litert/swift/Sources/ at v2.2.0 and main
 // (f67457790c, 2026-08-21): LiteRtError.swift, Environment.swift, Options.swift,
-// OpaqueOptions.swift, TensorType.swift, TensorBuffer.swift, CompiledModel.swift. Each
-// declaration below has the real name, parameter labels, types, defaults and `throws`; the
-// declarations the kit never calls are left out (Environment's supports*() queries, Options'
-// addExternalTensorBinding / addCustomOpKernel, OpaqueOptions' chain walking, TensorBuffer's
-// Metal and host-memory inits, CompiledModel's data / fd inits, metadata, dispatch, resize and
-// error-reporter calls, and the `cType` / `cMode` conversions to C types). `LiteRtError` is whole:
-// its 30 cases, `init(status:)` over every LiteRtStatus of litert_common.h (stubs/CLiteRT/) and
-// `description`, as the real file has them.
+// OpaqueOptions.swift, TensorType.swift, TensorBuffer.swift, CompiledModel.swift. Every public
+// declaration of those files is here with the real name, parameter labels, types, defaults and
+// `throws`, except Options.addCustomOpKernel (its C kernel struct is not stood in for), the
+// `internal` C-handle members and TensorType's internal C conversions. `LiteRtError` is whole: its
+// 30 cases, `init(status:)` over every LiteRtStatus of litert_common.h (stubs/CLiteRT/) and
+// `description`, as the real file has them. What the stand-in cannot do it refuses as LiteRT's
+// native code refuses what it does not support, with kLiteRtStatusErrorUnsupported (Metal
+// buffers; clearErrors / getErrorMessages without the buffer error reporter, as
+// compiled_model.cc says; resizing a static input to another shape).
 //
 // What the behaviour copies (the real Swift calls one C function per step and turns a status
 // other than kLiteRtStatusOk into `LiteRtError(status:)` through `checkStatus`; the stand-in
@@ -177,6 +178,21 @@ public final class Environment {
     try checkStatus(StandIn.status(of: "LiteRtCreateEnvironment"))
     registered = StandIn.registeredAccelerators()
   }
+
+  public func supportsFP16() throws -> Bool {
+    try checkStatus(StandIn.status(of: "LiteRtEnvironmentSupportsFP16"))
+    return false
+  }
+
+  public func hasGpuEnvironment() -> Bool {
+    registered.contains(.gpu)
+  }
+
+  public func supportsClGlInterop() throws -> Bool { false }
+
+  public func supportsAhwbClInterop() throws -> Bool { false }
+
+  public func supportsAhwbGlInterop() throws -> Bool { false }
 }
 
 // MARK: - Options.swift
@@ -206,10 +222,25 @@ public final class Options {
     return Set([Accelerator.cpu, .gpu, .npu].filter { bitmask & $0.rawValue != 0 })
   }
 
+  public func addExternalTensorBinding(
+    signatureName: String,
+    tensorName: String,
+    data: UnsafeMutableRawPointer,
+    sizeBytes: Int
+  ) throws {
+    try checkStatus(StandIn.status(of: "LiteRtAddExternalTensorBinding"))
+  }
+
   public func addOpaqueOptions(_ opaqueOptions: OpaqueOptions) throws {
     try checkStatus(StandIn.status(of: "LiteRtAddOpaqueOptions"))
+    if let last = opaque.last { last.nextOptions = opaqueOptions }
     opaque.append(opaqueOptions)
     opaqueOptions.owned = false
+  }
+
+  public func opaqueOptions() throws -> OpaqueOptions? {
+    try checkStatus(StandIn.status(of: "LiteRtGetOpaqueOptions"))
+    return opaque.first
   }
 }
 
@@ -233,11 +264,43 @@ public final class OpaqueOptions {
     owned = true
   }
 
+  /// The next options in the chain (LiteRtGetNextOpaqueOptions).
+  fileprivate var nextOptions: OpaqueOptions?
+
   deinit {
     destructor(payload)  // LiteRT's options (or these, while owned) call the payload's deleter
   }
 
   public var data: UnsafeMutableRawPointer? { payload }
+
+  public func findData(identifier: String) -> UnsafeMutableRawPointer? {
+    var options: OpaqueOptions? = self
+    while let o = options {
+      if o.identifier == identifier { return o.payload }
+      options = o.nextOptions
+    }
+    return nil
+  }
+
+  public func next() -> OpaqueOptions? { nextOptions }
+
+  public func append(_ other: OpaqueOptions) throws {
+    var last = self
+    while let n = last.nextOptions { last = n }
+    last.nextOptions = other
+    other.owned = false
+  }
+
+  public func pop() throws {
+    var previous: OpaqueOptions? = nil
+    var last = self
+    while let n = last.nextOptions {
+      previous = last
+      last = n
+    }
+    guard let previous else { throw LiteRtError.invalidArgument }  // the chain's own head
+    previous.nextOptions = nil
+  }
 }
 
 // MARK: - TensorType.swift
@@ -267,6 +330,10 @@ public enum ElementType: UInt32 {
 
   public init?(cType: LiteRtElementType) {
     self.init(rawValue: cType.rawValue)
+  }
+
+  public var cType: LiteRtElementType {
+    LiteRtElementType(rawValue: self.rawValue)
   }
 }
 
@@ -340,12 +407,28 @@ public enum TensorBufferType: Int32 {
   case vulkanImageBuffer = 44
   case vulkanImageBufferFp16 = 45
   case vulkanBufferPacked = 46
+
+  public init(cType: LiteRtTensorBufferType) {
+    self = TensorBufferType(rawValue: Int32(cType.rawValue)) ?? .unknown
+  }
+
+  public var cType: LiteRtTensorBufferType {
+    return LiteRtTensorBufferType(rawValue: UInt32(self.rawValue))
+  }
 }
 
 public enum TensorBufferLockMode {
   case read
   case write
   case readWrite
+
+  public var cMode: LiteRtTensorBufferLockMode {
+    switch self {
+    case .read: return kLiteRtTensorBufferLockModeRead
+    case .write: return kLiteRtTensorBufferLockModeWrite
+    case .readWrite: return kLiteRtTensorBufferLockModeReadWrite
+    }
+  }
 }
 
 public final class TensorBufferRequirements {
@@ -363,14 +446,26 @@ public final class TensorBufferRequirements {
 }
 
 public final class TensorBuffer {
-  fileprivate var bytes: [UInt8]
+  /// The host memory: the stand-in's own (managed) or the caller's (wrapped, never freed here).
+  fileprivate let address: UnsafeMutableRawPointer
+  private let managed: Bool
+  private let byteCount: Int
   public let tensorType: TensorType?
   public let type: TensorBufferType
 
   /// LiteRtGetTensorBufferPackedSize: the tensor's bytes.
-  public var size: Int { bytes.count }
-  public var bufferSize: Int { bytes.count }
+  public var size: Int { byteCount }
+  public var bufferSize: Int { byteCount }
   public var offset: Int { 0 }
+
+  private init(address: UnsafeMutableRawPointer, managed: Bool, size: Int, tensorType: TensorType,
+               type: TensorBufferType) {
+    self.address = address
+    self.managed = managed
+    byteCount = size
+    self.tensorType = tensorType
+    self.type = type
+  }
 
   public convenience init(
     environment: Environment,
@@ -379,13 +474,34 @@ public final class TensorBuffer {
     size: Int
   ) throws {
     try checkStatus(StandIn.status(of: "LiteRtCreateManagedTensorBuffer"))
-    self.init(bytes: [UInt8](repeating: 0, count: size), tensorType: tensorType, type: bufferType)
+    guard bufferType == .hostMemory else { throw LiteRtError.unsupported }  // no GPU buffers here
+    let memory = UnsafeMutableRawPointer.allocate(byteCount: max(size, 1), alignment: 64)
+    memory.initializeMemory(as: UInt8.self, repeating: 0, count: max(size, 1))
+    self.init(address: memory, managed: true, size: size, tensorType: tensorType, type: bufferType)
   }
 
-  private init(bytes: [UInt8], tensorType: TensorType, type: TensorBufferType) {
-    self.bytes = bytes
-    self.tensorType = tensorType
-    self.type = type
+  public convenience init(
+    hostBufferAddressAddress: UnsafeMutableRawPointer,
+    size: Int,
+    tensorType: TensorType
+  ) throws {
+    try checkStatus(StandIn.status(of: "LiteRtCreateTensorBufferFromHostMemory"))
+    self.init(address: hostBufferAddressAddress, managed: false, size: size, tensorType: tensorType,
+              type: .hostMemory)
+  }
+
+  public convenience init(
+    metalBuffer: UnsafeMutableRawPointer,
+    size: Int,
+    tensorType: TensorType,
+    bufferType: TensorBufferType,
+    environment: Environment
+  ) throws {
+    throw LiteRtError.unsupported  // LiteRtCreateTensorBufferFromMetalMemory: no Metal here
+  }
+
+  deinit {
+    if managed { address.deallocate() }
   }
 
   public func write<T>(_ data: [T]) throws {
@@ -395,26 +511,36 @@ public final class TensorBuffer {
       throw LiteRtError.invalidArgument
     }
     data.withUnsafeBytes { source in
-      bytes.withUnsafeMutableBytes { $0.copyMemory(from: UnsafeRawBufferPointer(rebasing: source[0..<byteCount])) }
+      if let sourceAddr = source.baseAddress {
+        address.copyMemory(from: sourceAddr, byteCount: byteCount)
+      }
     }
   }
 
   public func read<T>() throws -> [T] {
     try checkStatus(StandIn.status(of: "LiteRtLockTensorBuffer"))
     let elementCount = size / MemoryLayout<T>.stride
-    return bytes.withUnsafeBytes { raw in
-      Array(UnsafeBufferPointer(start: raw.baseAddress!.bindMemory(to: T.self, capacity: elementCount),
-                                count: elementCount))
-    }
+    let typedPointer = address.bindMemory(to: T.self, capacity: elementCount)
+    return Array(UnsafeBufferPointer(start: typedPointer, count: elementCount))
   }
 
   public func lock(mode: TensorBufferLockMode) throws -> UnsafeMutableRawPointer {
     try checkStatus(StandIn.status(of: "LiteRtLockTensorBuffer"))
-    return bytes.withUnsafeMutableBytes { $0.baseAddress! }  // the stand-in's storage is stable while unchanged
+    return address
   }
 
   public func unlock() throws {
     try checkStatus(StandIn.status(of: "LiteRtUnlockTensorBuffer"))
+  }
+
+  public func metalMemory() throws -> UnsafeMutableRawPointer {
+    throw LiteRtError.unsupported  // LiteRtGetTensorBufferMetalMemory of a host buffer
+  }
+
+  fileprivate var bytes: Data { Data(bytes: address, count: byteCount) }
+
+  fileprivate func fill(_ data: Data) {
+    data.withUnsafeBytes { address.copyMemory(from: $0.baseAddress!, byteCount: min($0.count, byteCount)) }
   }
 }
 
@@ -434,22 +560,52 @@ public final class CompiledModel {
   }
 
   public init(filePath: String, environment: Environment, options: Options? = nil) throws {
-    let resolvedOptions = try options ?? Self.makeDefaultOptions()
     var status = StandIn.status(of: "LiteRtCreateModelFromFile")
     if status == kLiteRtStatusOk && !FileManager.default.isReadableFile(atPath: filePath) {
       status = kLiteRtStatusErrorFileIO
     }
-    try checkStatus(status)
+    (self.options, model) = try Self.open(status, environment: environment, options: options)
+    self.environment = environment
+  }
+
+  public init(data: Data, environment: Environment, options: Options? = nil) throws {
+    let status = data.isEmpty ? kLiteRtStatusErrorInvalidArgument : StandIn.status(of: "LiteRtCreateModelFromBuffer")
+    (self.options, model) = try Self.open(status, environment: environment, options: options)
+    self.environment = environment
+  }
+
+  public init(fd: Int32, offset: Int, size: Int, environment: Environment, options: Options? = nil) throws {
+    let status = fd < 0 ? kLiteRtStatusErrorFileIO : StandIn.status(of: "LiteRtCreateModelFromFd")
+    (self.options, model) = try Self.open(status, environment: environment, options: options)
+    self.environment = environment
+  }
+
+  /// The model read (`loaded`: the status of the LiteRtCreateModelFrom* call), then compiled.
+  private static func open(_ loaded: LiteRtStatus, environment: Environment,
+                           options: Options?) throws -> (Options, StandInModel) {
+    let resolvedOptions = try options ?? Self.makeDefaultOptions()
+    try checkStatus(loaded)
     guard let model = StandInModel.load() else { throw LiteRtError.invalidFlatbuffer }
-    status = StandIn.status(of: "LiteRtCreateCompiledModel")
+    var status = StandIn.status(of: "LiteRtCreateCompiledModel")
     if status == kLiteRtStatusOk {
       status = StandIn.compile(requested: resolvedOptions.bitmask, registered: environment.registered)
     }
     try checkStatus(status)
-    self.model = model
-    self.environment = environment
-    self.options = resolvedOptions
     StandIn.record(options: resolvedOptions)
+    return (resolvedOptions, model)
+  }
+
+  private var metadataEntries = [String: Data]()
+
+  public func metadata(key: String) throws -> Data {
+    try checkStatus(StandIn.status(of: "LiteRtGetModelMetadata"))
+    guard let data = metadataEntries[key] else { throw LiteRtError.notFound }
+    return data
+  }
+
+  public func addMetadata(key: String, data: Data) throws {
+    try checkStatus(StandIn.status(of: "LiteRtAddModelMetadata"))
+    metadataEntries[key] = data
   }
 
   public func signatureKeys() throws -> [String] {
@@ -473,14 +629,14 @@ public final class CompiledModel {
     }
     let recording = signature.recordings.first { r in
       zip(signature.inputs, inputs).allSatisfy { spec, buffer in
-        r.inputs[spec.key].map { StandInModel.bytes($0, dtype: spec.dtype) == Data(buffer.bytes) } ?? true
+        r.inputs[spec.key].map { StandInModel.bytes($0, dtype: spec.dtype) == buffer.bytes } ?? true
       }
     }
     for (spec, buffer) in zip(signature.outputs, outputs) {
       let data = recording?.outputs[spec.key].map { StandInModel.bytes($0, dtype: spec.dtype) }
         ?? Data(count: spec.byteCount)
-      guard data.count == buffer.bytes.count else { throw LiteRtError.invalidArgument }
-      buffer.bytes = [UInt8](data)
+      guard data.count == buffer.size else { throw LiteRtError.invalidArgument }
+      buffer.fill(data)
     }
   }
 
@@ -492,6 +648,27 @@ public final class CompiledModel {
     let outputs = try createOutputBuffers(signatureIndex: signatureIndex)
     try run(inputs: inputs, outputs: outputs, options: options, signatureIndex: signatureIndex)
     return outputs
+  }
+
+  /// CPU only: never asynchronous, so it runs and answers false.
+  public func dispatch(
+    inputs: [TensorBuffer],
+    outputs: [TensorBuffer],
+    options: Options? = nil,
+    signatureIndex: Int = 0
+  ) throws -> Bool {
+    try run(inputs: inputs, outputs: outputs, options: options, signatureIndex: signatureIndex)
+    return false
+  }
+
+  public func dispatch(
+    inputs: [TensorBuffer],
+    options: Options? = nil,
+    signatureIndex: Int = 0
+  ) throws -> (buffers: [TensorBuffer], isAsync: Bool) {
+    let outputs = try createOutputBuffers(signatureIndex: signatureIndex)
+    let isAsync = try dispatch(inputs: inputs, outputs: outputs, options: options, signatureIndex: signatureIndex)
+    return (outputs, isAsync)
   }
 
   public func createInputBuffers(signatureIndex: Int = 0) throws -> [TensorBuffer] {
@@ -553,6 +730,34 @@ public final class CompiledModel {
     return try tensor(signatureIndex, outputIndex, input: false).tensorType
   }
 
+  public func getInputTensorLayout(inputIndex: Int, signatureIndex: Int = 0) throws -> Layout {
+    try checkStatus(StandIn.status(of: "LiteRtGetCompiledModelInputTensorLayout"))
+    return try tensor(signatureIndex, inputIndex, input: true).tensorType.layout
+  }
+
+  public func getOutputTensorLayouts(signatureIndex: Int = 0, updateAllocation: Bool = true) throws -> [Layout] {
+    try checkStatus(StandIn.status(of: "LiteRtGetCompiledModelOutputTensorLayouts"))
+    return try signature(signatureIndex).outputs.map(\.tensorType.layout)
+  }
+
+  public func resizeInputTensor(inputIndex: Int, dimensions: [Int], signatureIndex: Int = 0) throws {
+    try checkStatus(StandIn.status(of: "LiteRtCompiledModelResizeInputTensor"))
+    guard try tensor(signatureIndex, inputIndex, input: true).shape == dimensions else { throw LiteRtError.unsupported }
+  }
+
+  public func resizeInputTensorNonStrict(inputIndex: Int, dimensions: [Int], signatureIndex: Int = 0) throws {
+    try resizeInputTensor(inputIndex: inputIndex, dimensions: dimensions, signatureIndex: signatureIndex)
+  }
+
+  /// Unsupported without the buffer error reporter (compiled_model.cc), which the stand-in has not.
+  public func clearErrors() throws {
+    throw LiteRtError.unsupported
+  }
+
+  public func getErrorMessages() throws -> String {
+    throw LiteRtError.unsupported
+  }
+
   public func isFullyAccelerated() throws -> Bool {
     try checkStatus(StandIn.status(of: "LiteRtCompiledModelIsFullyAccelerated"))
     return false  // CPU only
@@ -594,7 +799,11 @@ enum StandIn {
     "LiteRtGetSignatureOutputName", "LiteRtGetRankedTensorType", "LiteRtGetCompiledModelInputBufferRequirements",
     "LiteRtGetCompiledModelOutputBufferRequirements", "LiteRtCreateManagedTensorBuffer", "LiteRtLockTensorBuffer",
     "LiteRtUnlockTensorBuffer", "LiteRtRunCompiledModel", "LiteRtCompiledModelIsFullyAccelerated",
-    "LiteRtSetCompiledModelCancellationFunction",
+    "LiteRtSetCompiledModelCancellationFunction", "LiteRtEnvironmentSupportsFP16", "LiteRtAddExternalTensorBinding",
+    "LiteRtGetOpaqueOptions", "LiteRtCreateTensorBufferFromHostMemory", "LiteRtCreateModelFromBuffer",
+    "LiteRtCreateModelFromFd", "LiteRtGetModelMetadata", "LiteRtAddModelMetadata",
+    "LiteRtGetCompiledModelInputTensorLayout", "LiteRtGetCompiledModelOutputTensorLayouts",
+    "LiteRtCompiledModelResizeInputTensor",
   ]
 
   static func status(of call: String) -> LiteRtStatus {

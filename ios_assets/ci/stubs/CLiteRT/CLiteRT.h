@@ -9,6 +9,11 @@
 //   status_codes: 31 values, kLiteRtStatusOk and 30 errors). tests/test_swift_litert_runner.py reads
 //   this enum as the list of statuses to raise.
 // - litert/c/litert_model_types.h: `LiteRtElementType` (what ElementType(cType:) takes).
+// - litert/c/litert_tensor_buffer_types.h: `LiteRtTensorBufferType` (TensorBufferType(cType:)).
+// - litert/c/litert_common.h: `LiteRtTensorBufferLockMode` (TensorBufferLockMode.cMode).
+// - litert/c/litert_custom_tensor_buffer.h: `HwMemoryHandle`.
+// Not here: `LiteRtCustomOpKernel` (a struct of kernel callbacks; the stand-in leaves out
+// Options.addCustomOpKernel, the one signature that names it).
 #ifndef EDGE_M3_STUB_CLITERT_H_
 #define EDGE_M3_STUB_CLITERT_H_
 
@@ -90,5 +95,52 @@ typedef enum {
   kLiteRtElementTypeTfString = 5,
   kLiteRtElementTypeTfVariant = 15,
 } LiteRtElementType;
+
+typedef enum {
+  kLiteRtTensorBufferTypeUnknown = 0,
+  kLiteRtTensorBufferTypeHostMemory = 1,
+  kLiteRtTensorBufferTypeAhwb = 2,
+  kLiteRtTensorBufferTypeIon = 3,
+  kLiteRtTensorBufferTypeDmaBuf = 4,
+  kLiteRtTensorBufferTypeFastRpc = 5,
+  kLiteRtTensorBufferTypeGlBuffer = 6,
+  kLiteRtTensorBufferTypeGlTexture = 7,
+  kLiteRtTensorBufferTypeOpenClBuffer = 10,
+  kLiteRtTensorBufferTypeOpenClBufferFp16 = 11,
+  kLiteRtTensorBufferTypeOpenClTexture = 12,
+  kLiteRtTensorBufferTypeOpenClTextureFp16 = 13,
+  kLiteRtTensorBufferTypeOpenClBufferPacked = 14,
+  kLiteRtTensorBufferTypeOpenClImageBuffer = 15,
+  kLiteRtTensorBufferTypeOpenClImageBufferFp16 = 16,
+  kLiteRtTensorBufferTypeWebGpuBuffer = 20,
+  kLiteRtTensorBufferTypeWebGpuBufferFp16 = 21,
+  kLiteRtTensorBufferTypeWebGpuTexture = 22,
+  kLiteRtTensorBufferTypeWebGpuTextureFp16 = 23,
+  kLiteRtTensorBufferTypeWebGpuImageBuffer = 24,
+  kLiteRtTensorBufferTypeWebGpuImageBufferFp16 = 25,
+  kLiteRtTensorBufferTypeWebGpuBufferPacked = 26,
+  kLiteRtTensorBufferTypeMetalBuffer = 30,
+  kLiteRtTensorBufferTypeMetalBufferFp16 = 31,
+  kLiteRtTensorBufferTypeMetalTexture = 32,
+  kLiteRtTensorBufferTypeMetalTextureFp16 = 33,
+  kLiteRtTensorBufferTypeMetalBufferPacked = 34,
+  kLiteRtTensorBufferTypeVulkanBuffer = 40,
+  kLiteRtTensorBufferTypeVulkanBufferFp16 = 41,
+  kLiteRtTensorBufferTypeVulkanTexture = 42,
+  kLiteRtTensorBufferTypeVulkanTextureFp16 = 43,
+  kLiteRtTensorBufferTypeVulkanImageBuffer = 44,
+  kLiteRtTensorBufferTypeVulkanImageBufferFp16 = 45,
+  kLiteRtTensorBufferTypeVulkanBufferPacked = 46,
+  kLiteRtTensorBufferTypeUserCustomBuffer = 100,
+  kLiteRtTensorBufferTypeOpenVINOTensorBuffer = 100,
+} LiteRtTensorBufferType;
+
+typedef enum {
+  kLiteRtTensorBufferLockModeRead = 0,
+  kLiteRtTensorBufferLockModeWrite = 1,
+  kLiteRtTensorBufferLockModeReadWrite = 2,
+} LiteRtTensorBufferLockMode;
+
+typedef void* HwMemoryHandle;
 
 #endif  // EDGE_M3_STUB_CLITERT_H_
