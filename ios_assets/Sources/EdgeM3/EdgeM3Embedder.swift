@@ -5,7 +5,7 @@ import Foundation
 /// FlagEmbedding's dense_vecs, lexical_weights and colbert_vecs (whichever heads the bundle exports);
 /// `embed(_ texts:)` a batch, equal bit for bit to the texts embedded one by one.
 ///
-/// The model runner (TFLiteRunner.swift on a phone, LiteRtCRunner.swift on a desktop) is not thread-safe, so
+/// The model runner (TFLiteRunner.swift or LiteRTRunner.swift on a phone, LiteRtCRunner.swift on a desktop) is not thread-safe, so
 /// every call runs on the embedder's own serial queue: share one instance freely, callers
 /// queue; `await embed(_:)` waits without blocking a thread of Swift's cooperative pool.
 /// For parallel throughput create one embedder per worker (they share the mapped model pages).
@@ -26,7 +26,7 @@ nonisolated public final class EdgeM3Embedder: @unchecked Sendable {  // mutable
     private let queue = DispatchQueue(label: "dev.edgem3.embedder", qos: .userInitiated)
     private let state = RunState()
 
-    /// `init(directory:)` (TFLiteRunner.swift) and `init(directory:liteRt:)` (LiteRtCRunner.swift)
+    /// `init(directory:)` (TFLiteRunner.swift or LiteRTRunner.swift) and `init(directory:liteRt:)` (LiteRtCRunner.swift)
     /// build all three from a bundle folder.
     public init(pipeline: Pipeline, tokenizer: any EdgeM3Tokenizer, runner: any ModelRunner) {
         self.pipeline = pipeline

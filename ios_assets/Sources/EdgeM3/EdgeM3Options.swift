@@ -2,7 +2,7 @@ import Foundation
 
 // The embedder's options, the way MediaPipe's TextEmbedderOptions reads (README, "The API beside
 // MediaPipe's"): a value with defaults, set field by field or with the chaining setters, then
-// `EdgeM3Embedder(options:)` (TFLiteRunner.swift, the phone) or `EdgeM3Embedder(options:liteRt:)`
+// `EdgeM3Embedder(options:)` (TFLiteRunner.swift or LiteRTRunner.swift, the phone) or `EdgeM3Embedder(options:liteRt:)`
 // (LiteRtCRunner.swift, a desktop). Also the ScoreMode overloads of the String-taking mode calls
 // (ScoreMode is generated from contract.SCORE_MODES into EdgeM3Contract.swift).
 
@@ -10,8 +10,9 @@ import Foundation
 nonisolated public enum EdgeM3Accelerator: String, CaseIterable, Hashable, Sendable {
     /// XNNPACK on the CPU, with the weight cache: what every figure in the README measured.
     case cpu
-    /// Not wired in this kit yet (TensorFlowLiteSwift's `MetalDelegate` is a separate pod subspec):
-    /// opening throws `.invalidInput`, on the phone and on the desktop runner alike.
+    /// Not wired for TensorFlowLiteSwift (its `MetalDelegate` is a separate pod subspec): `validate()`
+    /// refuses it, so `init(options:)` throws `.invalidInput` on every runner. LiteRT's GPU accelerator
+    /// alone: `EdgeM3Embedder(directory:runtime:accelerator:)` / `LiteRTRunner(accelerator:)`.
     case gpu
 }
 
@@ -62,7 +63,7 @@ nonisolated public struct EdgeM3Options: Hashable, Sendable {
     public var source: EdgeM3BundleSource
     /// XNNPACK threads inside one model call (1 or more).
     public var threads: Int
-    /// The phone's runner (TFLiteRunner); the desktop runner always packs once in memory.
+    /// The phone's runners (TFLiteRunner, LiteRTRunner); the desktop runner always packs once in memory.
     public var weightCache: EdgeM3WeightCache
     public var accelerator: EdgeM3Accelerator
     /// Where the first load's checksum success is remembered; nil: hash every load.

@@ -3,7 +3,7 @@ import Foundation
 // The runner interface and the tensor IO every runner shares: which model tensor is which
 // manifest name, the checks that the model file's signatures are the manifest's, the int32
 // inputs in the model's order and the float32 outputs reshaped. The runners themselves
-// (LiteRtCRunner.swift on a desktop, TFLiteRunner.swift on a phone) only move bytes in and out,
+// (LiteRtCRunner.swift on a desktop, TFLiteRunner.swift or LiteRTRunner.swift on a phone) only move bytes in and out,
 // so what the desktop runs live in CI is what the phone binding relies on.
 // The Kotlin kit's ModelRunner.kt mirrors this file.
 
