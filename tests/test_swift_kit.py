@@ -288,9 +288,13 @@ def test_tflite_runner_weight_cache() -> None:
     cache file named by the contract, the pod's XNNPACK only for `.off`, device threads by default."""
     runner = (SOURCES / "TFLiteRunner.swift").read_text(encoding="utf-8")
     for needed in ("TfLiteXNNPackDelegateCreate(", "TfLiteXNNPackDelegateDelete(", "weight_cache_file_path",
-                   "EdgeM3Contract.weightCacheName(", "EdgeM3Contract.inMemoryWeightCache",
-                   "options.isXNNPackEnabled = weightCache == .off", "delegates: [delegate]"):
+                   "weightCache.open(modelSha256:", "options.isXNNPackEnabled = weightCache == .off",
+                   "delegates: [delegate]"):
         assert needed in runner, needed
+    # The cache file's name and the in-memory cache: one definition for both phone runners.
+    shared = (SOURCES / "XNNPackWeightCache.swift").read_text(encoding="utf-8")
+    assert "EdgeM3Contract.weightCacheName(" in shared and "EdgeM3Contract.inMemoryWeightCache" in shared
+    assert "weightCache.open(modelSha256:" in (SOURCES / "LiteRTRunner.swift").read_text(encoding="utf-8")
     assert not re.search(r"threads: Int = \d", runner), "default threads: EdgeM3Contract.deviceThreads"
     assert runner.count("threads: Int = EdgeM3Contract.deviceThreads") == 4  # runner, 2 inits, load
     assert runner.count("weightCache: TFLiteRunner.WeightCache = .caches") == 3
@@ -315,6 +319,8 @@ def test_package_layout(tiny_bundle: Path) -> None:
         # The pod's C API (the XNNPACK delegate) in the phone runner alone, behind canImport(TensorFlowLite);
         # dlopen (the C library) in the desktop runner alone.
         c_api = {"TensorFlowLiteC"} if p.name == "TFLiteRunner.swift" else set()
+        # LiteRT's Swift package in its runner alone, behind canImport(LiteRT).
+        c_api |= {"LiteRT"} if p.name == "LiteRTRunner.swift" else set()
         c_api |= {"Darwin", "Glibc"} if p.name == "LiteRtCRunner.swift" else set()
         # The platform's SQLite in the writable index's wrapper alone (Apple's module, or Linux's CSQLite).
         c_api |= {"SQLite3", "CSQLite"} if p.name == "SQLiteDB.swift" else set()
