@@ -48,6 +48,11 @@ def _kit_sources() -> list[str]:
     return sorted(map(str, SOURCES.rglob("*.swift")))
 
 
+def standin_sources(api: str) -> list[str]:
+    """A stand-in module's sources: its API file in ci/stubs/ and the model both stand-ins replay."""
+    return [str(STUBS / api), str(STUBS / "StandInModel.swift")]
+
+
 @pytest.fixture(scope="module")
 def standin(swift: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The TensorFlowLite stand-in module (compiled as the pod compiles the real one: Swift 5,
@@ -57,9 +62,10 @@ def standin(swift: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("tflite_standin")
     c_module = ["-I", str(STUBS / "TensorFlowLiteC")]
     _run([clang, "-c", "-O1", "-o", str(out / "tflitec_stub.o"), str(STUBS / "TensorFlowLiteC/stub.c")], out)
-    _run([swiftc, "-emit-module", "-emit-object", "-parse-as-library", "-swift-version", "5", "-module-name",
-          "TensorFlowLite", *c_module, "-emit-module-path", str(out / "TensorFlowLite.swiftmodule"),
-          "-o", str(out / "TensorFlowLite.o"), str(STUBS / "TensorFlowLite.swift")], out)
+    _run([swiftc, "-emit-module", "-emit-object", "-wmo", "-parse-as-library", "-swift-version", "5",
+          "-module-name", "TensorFlowLite", *c_module, "-emit-module-path",
+          str(out / "TensorFlowLite.swiftmodule"), "-o", str(out / "TensorFlowLite.o"),
+          *standin_sources("TensorFlowLite.swift")], out)
     return out
 
 
@@ -125,30 +131,42 @@ def test_standin_reports_graph_names_not_keys(tiny_bundle: Path) -> None:
         assert any(t["name"].startswith("StatefulPartitionedCall") for t in s["outputs"]), s
 
 
-def test_tflite_runner_embeds_like_python(runner_check: Path, tiny_bundle: Path, tmp_path: Path) -> None:
-    """TFLiteRunner binds by signature key: the kit's embedding through the stand-in (raw outputs
-    recorded from LiteRT on the same file) equals `edge-m3 embed`'s on LiteRT; the XNNPACK
-    delegate gets the device threads and the weight cache path."""
-    texts = tmp_path / "texts.txt"
+def recorded_call(bundle: Path, tmp: Path) -> tuple[dict, dict]:
+    """`edge-m3 embed`'s answer for TEXT on LiteRT, and the model described with that call recorded
+    (what both phone runners' stand-ins replay)."""
+    texts = tmp / "texts.txt"
     texts.write_text(TEXT + "\n", encoding="utf-8")
-    (want,) = python_embed(tiny_bundle, texts, "--runtime", "litert", "--threads", "1")
-    manifest = json.loads((tiny_bundle / "manifest.json").read_text(encoding="utf-8"))
+    (want,) = python_embed(bundle, texts, "--runtime", "litert", "--threads", "1")
+    manifest = json.loads((bundle / "manifest.json").read_text(encoding="utf-8"))
     pad = manifest["tokenizer"]["special_ids"]["pad"]
     seq_len = int(want["signature"].rsplit("_", 1)[1])
     n = len(want["input_ids"])
     record = {want["signature"]: (want["input_ids"] + [pad] * (seq_len - n), [1] * n + [0] * (seq_len - n))}
-    model = _describe(tiny_bundle, record)
+    return want, _describe(bundle, record)
+
+
+def assert_embeds_like(got: dict, want: dict) -> None:
+    """A kit's embedding (the check program's JSON) against `edge-m3 embed`'s: ids and signature
+    equal, every head within 1e-6."""
+    assert got["input_ids"] == want["input_ids"] and got["signature"] == want["signature"]
+    for head in ("dense_vecs", "colbert_vecs"):
+        if want.get(head) is not None:
+            assert np.abs(np.array(got[head]) - np.array(want[head])).max() <= 1e-6, head
+    if want.get("lexical_weights") is not None:
+        assert set(got["lexical_weights"]) == set(want["lexical_weights"])
+        assert all(abs(got["lexical_weights"][k] - v) <= 1e-6 for k, v in want["lexical_weights"].items())
+
+
+def test_tflite_runner_embeds_like_python(runner_check: Path, tiny_bundle: Path, tmp_path: Path) -> None:
+    """TFLiteRunner binds by signature key: the kit's embedding through the stand-in (raw outputs
+    recorded from LiteRT on the same file) equals `edge-m3 embed`'s on LiteRT; the XNNPACK
+    delegate gets the device threads and the weight cache path."""
+    want, model = recorded_call(tiny_bundle, tmp_path)
     for cache in ("off", "memory", f"file:{tmp_path / 'cache'}"):
         proc = _check(runner_check, model, tmp_path, "embed", str(tiny_bundle), TEXT, cache)
         assert proc.returncode == 0, proc.stderr
         got = json.loads(proc.stdout)
-        assert got["input_ids"] == want["input_ids"] and got["signature"] == want["signature"]
-        for head in ("dense_vecs", "colbert_vecs"):
-            if want.get(head) is not None:
-                assert np.abs(np.array(got[head]) - np.array(want[head])).max() <= 1e-6, head
-        if want.get("lexical_weights") is not None:
-            assert set(got["lexical_weights"]) == set(want["lexical_weights"])
-            assert all(abs(got["lexical_weights"][k] - v) <= 1e-6 for k, v in want["lexical_weights"].items())
+        assert_embeds_like(got, want)
         if cache != "off":
             assert got["xnnpack_threads"] == 2 and got["xnnpack_cache"], got
 
@@ -160,17 +178,14 @@ def _error(proc: subprocess.CompletedProcess[str]) -> str:
     return lines[0]
 
 
-@pytest.mark.parametrize(("change", "kind", "message"), [
-    ("rename-input", "signatureMismatch", "differs from manifest.json"),
-    ("input-shape", "signatureMismatch", "differs from manifest.json"),
-    ("output-dtype", "signatureMismatch", "differs from manifest.json"),
-    ("unsupported-dtype", "signatureMismatch", "a type TensorFlowLiteSwift cannot read"),
-    ("no-signature", "signatureMismatch", "no signature"),
-])
-def test_tflite_runner_bad_model(runner_check: Path, tiny_bundle: Path, tmp_path: Path, change: str, kind: str,
-                                 message: str) -> None:
-    """A model whose names, shapes or dtypes differ from manifest.json: one typed error line."""
-    model = _describe(tiny_bundle)
+# A model whose names, shapes or dtypes differ from manifest.json (each phone runner's test names
+# the dtype its API cannot read and its message for it).
+BAD_MODELS = [("rename-input", "differs from manifest.json"), ("input-shape", "differs from manifest.json"),
+              ("output-dtype", "differs from manifest.json"), ("no-signature", "no signature")]
+
+
+def spoiled(model: dict, change: str, unreadable: str = "") -> dict:
+    """`model` with one BAD_MODELS change, or ("unreadable-dtype") its first output of dtype `unreadable`."""
     for s in model["signatures"]:
         if change == "rename-input":
             s["inputs"][0]["key"] = "token_ids"
@@ -178,12 +193,21 @@ def test_tflite_runner_bad_model(runner_check: Path, tiny_bundle: Path, tmp_path
             s["inputs"][0]["shape"] = [1, 7]
         elif change == "output-dtype":
             s["outputs"][0]["dtype"] = "float16"
-        elif change == "unsupported-dtype":
-            s["outputs"][0]["dtype"] = "int8"
+        elif change == "unreadable-dtype":
+            s["outputs"][0]["dtype"] = unreadable
     if change == "no-signature":
         model["signatures"] = model["signatures"][1:]
+    return model
+
+
+@pytest.mark.parametrize(("change", "message"),
+                         [*BAD_MODELS, ("unreadable-dtype", "a type TensorFlowLiteSwift cannot read")])
+def test_tflite_runner_bad_model(runner_check: Path, tiny_bundle: Path, tmp_path: Path, change: str,
+                                 message: str) -> None:
+    """A model whose names, shapes or dtypes differ from manifest.json: one typed error line."""
+    model = spoiled(_describe(tiny_bundle), change, "int8")
     line = _error(_check(runner_check, model, tmp_path, "embed", str(tiny_bundle), TEXT))
-    assert line.startswith(f"error {kind}:") and message in line, line
+    assert line.startswith("error signatureMismatch:") and message in line, line
 
 
 def test_tflite_runner_closed_and_runtime_failure(runner_check: Path, tiny_bundle: Path,

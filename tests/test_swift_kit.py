@@ -251,7 +251,7 @@ def test_tflite_runner_typechecks(swift: Path, tmp_path: Path) -> None:
     complete concurrency checking and no warnings, once plain and once with a new Xcode 26 app
     target's settings (default isolation MainActor, approachable concurrency): the kit's sources
     inside the app target, and the file beside the EdgeM3 package. About 15 s."""
-    from tests.test_swift_ios_binding import APP_TARGET, SWIFT6
+    from tests.test_swift_ios_binding import APP_TARGET, SWIFT6, standin_sources
 
     swiftc = str(swift.with_name("swiftc"))
     sources = sorted(map(str, SOURCES.rglob("*.swift")))
@@ -262,7 +262,7 @@ def test_tflite_runner_typechecks(swift: Path, tmp_path: Path) -> None:
     steps = [
         [swiftc, "-emit-module", "-parse-as-library", "-swift-version", "5", "-module-name", "TensorFlowLite",
          *c_module, "-emit-module-path", str(stub / "TensorFlowLite.swiftmodule"),
-         str(IOS / "ci/stubs/TensorFlowLite.swift")],
+         *standin_sources("TensorFlowLite.swift")],
         # The package without TensorFlowLite (TFLiteRunner.swift compiles to nothing) ...
         [swiftc, "-emit-module", *SWIFT6, "-module-name", "EdgeM3", "-I", str(IOS / "Sources/CSQLite"),
          "-emit-module-path", str(package / "EdgeM3.swiftmodule"), *sources],

@@ -18,19 +18,22 @@ import re
 import subprocess
 from pathlib import Path
 
-import numpy as np
 import pytest
 
-from tests.support import python_embed
 from tests.test_swift_ios_binding import (
     APP_TARGET,
+    BAD_MODELS,
     SWIFT6,
     TEXT,
     _describe,
     _error,
     _kit_sources,
     _run,
+    assert_embeds_like,
+    recorded_call,
+    spoiled,
     standin,
+    standin_sources,
 )
 
 pytestmark = pytest.mark.models  # builds a bundle and compiles the kit
@@ -68,10 +71,10 @@ def litert_standin(swift: Path, tmp_path_factory: pytest.TempPathFactory) -> Pat
     """The LiteRT stand-in module, compiled as LiteRT's Package.swift compiles the real one
     (tools 5.9: Swift 5 mode, no strict concurrency): the directory holding it and its object."""
     out = tmp_path_factory.mktemp("litert_standin")
-    _run([str(swift.with_name("swiftc")), "-emit-module", "-emit-object", "-parse-as-library",
+    _run([str(swift.with_name("swiftc")), "-emit-module", "-emit-object", "-wmo", "-parse-as-library",
           "-swift-version", "5", "-module-name", "LiteRT", "-I", str(STUBS / "CLiteRT"),
           "-emit-module-path", str(out / "LiteRT.swiftmodule"), "-o", str(out / "LiteRT.o"),
-          str(STUBS / "LiteRT.swift")], out)
+          *standin_sources("LiteRT.swift")], out)
     return out
 
 
@@ -111,15 +114,7 @@ def _check(exe: Path, model: dict, tmp_path: Path, *args: str, **env: str) -> su
 @pytest.fixture(scope="module")
 def recorded(tiny_bundle: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, dict]:
     """`edge-m3 embed`'s answer for TEXT on LiteRT, and the model described with that call recorded."""
-    texts = tmp_path_factory.mktemp("texts") / "texts.txt"
-    texts.write_text(TEXT + "\n", encoding="utf-8")
-    (want,) = python_embed(tiny_bundle, texts, "--runtime", "litert", "--threads", "1")
-    manifest = json.loads((tiny_bundle / "manifest.json").read_text(encoding="utf-8"))
-    pad = manifest["tokenizer"]["special_ids"]["pad"]
-    seq_len = int(want["signature"].rsplit("_", 1)[1])
-    n = len(want["input_ids"])
-    record = {want["signature"]: (want["input_ids"] + [pad] * (seq_len - n), [1] * n + [0] * (seq_len - n))}
-    return want, _describe(tiny_bundle, record)
+    return recorded_call(tiny_bundle, tmp_path_factory.mktemp("texts"))
 
 
 @pytest.mark.parametrize("linked", ["litert", "both"])
@@ -135,13 +130,7 @@ def test_litert_runner_embeds_like_python(litert_check: Path, both_check: Path, 
         proc = _check(exe, model, tmp_path, "embed", str(tiny_bundle), TEXT, cache)
         assert proc.returncode == 0, proc.stderr
         got = json.loads(proc.stdout)
-        assert got["input_ids"] == want["input_ids"] and got["signature"] == want["signature"]
-        for head in ("dense_vecs", "colbert_vecs"):
-            if want.get(head) is not None:
-                assert np.abs(np.array(got[head]) - np.array(want[head])).max() <= 1e-6, head
-        if want.get("lexical_weights") is not None:
-            assert set(got["lexical_weights"]) == set(want["lexical_weights"])
-            assert all(abs(got["lexical_weights"][k] - v) <= 1e-6 for k, v in want["lexical_weights"].items())
+        assert_embeds_like(got, want)
         compiled = got["compiled_with"]
         assert compiled.startswith("accelerators 1; xnnpack: num_threads = 2\n"), compiled  # CPU, 2 threads
         if cache == "off":
@@ -154,30 +143,15 @@ def test_litert_runner_embeds_like_python(litert_check: Path, both_check: Path, 
             assert path[1].endswith(".xnnpack_cache"), compiled
 
 
-@pytest.mark.parametrize(("change", "kind", "message"), [
-    ("rename-input", "signatureMismatch", "differs from manifest.json"),
-    ("input-shape", "signatureMismatch", "differs from manifest.json"),
-    ("output-dtype", "signatureMismatch", "differs from manifest.json"),
-    ("unreadable-dtype", "signatureMismatch", "a type LiteRT's Swift API cannot read"),
-    ("no-signature", "signatureMismatch", "no signature"),
-])
-def test_litert_runner_bad_model(litert_check: Path, tiny_bundle: Path, tmp_path: Path, change: str, kind: str,
+@pytest.mark.parametrize(("change", "message"),
+                         [*BAD_MODELS, ("unreadable-dtype", "a type LiteRT's Swift API cannot read")])
+def test_litert_runner_bad_model(litert_check: Path, tiny_bundle: Path, tmp_path: Path, change: str,
                                  message: str) -> None:
     """A model whose names, shapes or dtypes differ from manifest.json: one typed error line."""
-    model = _describe(tiny_bundle)
-    for s in model["signatures"]:
-        if change == "rename-input":
-            s["inputs"][0]["key"] = "token_ids"
-        elif change == "input-shape":
-            s["inputs"][0]["shape"] = [1, 7]
-        elif change == "output-dtype":
-            s["outputs"][0]["dtype"] = "float16"
-        elif change == "unreadable-dtype":
-            s["outputs"][0]["dtype"] = "float8_e4m3fn"  # LiteRT's C enum has it, its Swift ElementType not
-    if change == "no-signature":
-        model["signatures"] = model["signatures"][1:]
+    # float8_e4m3fn: LiteRT's C enum has it, its Swift ElementType not.
+    model = spoiled(_describe(tiny_bundle), change, "float8_e4m3fn")
     line = _error(_check(litert_check, model, tmp_path, "embed", str(tiny_bundle), TEXT))
-    assert line.startswith(f"error {kind}:") and message in line, line
+    assert line.startswith("error signatureMismatch:") and message in line, line
 
 
 # Each step of the kit's path where LiteRT's native code can fail, with the status it gives there

@@ -585,7 +585,7 @@ public final class CompiledModel {
                            options: Options?) throws -> (Options, StandInModel) {
     let resolvedOptions = try options ?? Self.makeDefaultOptions()
     try checkStatus(loaded)
-    guard let model = StandInModel.load() else { throw LiteRtError.invalidFlatbuffer }
+    guard let model = StandInModel.load(from: "EDGE_M3_LITERT_STANDIN_MODEL") else { throw LiteRtError.invalidFlatbuffer }
     var status = StandIn.status(of: "LiteRtCreateCompiledModel")
     if status == kLiteRtStatusOk {
       status = StandIn.compile(requested: resolvedOptions.bitmask, registered: environment.registered)
@@ -857,59 +857,18 @@ extension StandIn {
   }
 }
 
-/// The stand-in's model: a real file's signatures as LiteRT reports them (see the top comment).
-struct StandInModel {
-  struct TensorSpec {
-    let key: String, name: String, shape: [Int], dtype: String
-    var byteCount: Int { shape.reduce(1, *) * (StandInModel.byteWidths[dtype] ?? 1) }
-    var tensorType: TensorType {
-      TensorType(elementType: StandInModel.elementTypes[dtype] ?? .none, layout: Layout(dimensions: shape))
-    }
-  }
-  struct Recording {
-    let inputs: [String: [Double]]
-    let outputs: [String: [Double]]
-  }
-  struct Signature {
-    let key: String, inputs: [TensorSpec], outputs: [TensorSpec], recordings: [Recording]
-  }
-
-  let signatures: [Signature]
-
+/// LiteRT's types for the stand-in model's dtypes (ci/stubs/StandInModel.swift).
+extension StandInModel {
   /// numpy's dtype names as LiteRT's element types (a name LiteRT's ElementType lacks: `.none`).
   static let elementTypes: [String: ElementType] = [
     "bool": .bool, "int8": .int8, "int16": .int16, "int32": .int32, "int64": .int64, "uint8": .uint8,
     "uint16": .uint16, "uint32": .uint32, "uint64": .uint64, "float16": .float16, "float32": .float32,
     "float64": .float64, "complex64": .complex64, "complex128": .complex128,
   ]
-  static let byteWidths = ["bool": 1, "uint8": 1, "int8": 1, "int16": 2, "uint16": 2, "float16": 2, "int32": 4,
-                           "uint32": 4, "float32": 4, "int64": 8, "uint64": 8, "float64": 8]
+}
 
-  static func bytes(_ values: [Double], dtype: String) -> Data {
-    switch dtype {
-    case "int32": return values.map { Int32($0) }.withUnsafeBufferPointer { Data(buffer: $0) }
-    case "float32": return values.map { Float($0) }.withUnsafeBufferPointer { Data(buffer: $0) }
-    default: return Data(count: values.count * (byteWidths[dtype] ?? 1))
-    }
-  }
-
-  static func load() -> StandInModel? {
-    guard let path = ProcessInfo.processInfo.environment["EDGE_M3_LITERT_STANDIN_MODEL"],
-          let data = FileManager.default.contents(atPath: path),
-          let root = (try? JSONSerialization.jsonObject(with: data)) as? [String: Any],
-          let signatures = root["signatures"] as? [[String: Any]] else { return nil }
-    func specs(_ any: Any?) -> [TensorSpec] {
-      ((any as? [[String: Any]]) ?? []).map {
-        TensorSpec(key: $0["key"] as? String ?? "", name: $0["name"] as? String ?? "",
-                   shape: $0["shape"] as? [Int] ?? [], dtype: $0["dtype"] as? String ?? "")
-      }
-    }
-    return StandInModel(signatures: signatures.map { s in
-      Signature(key: s["key"] as? String ?? "", inputs: specs(s["inputs"]), outputs: specs(s["outputs"]),
-                recordings: ((s["recordings"] as? [[String: Any]]) ?? []).map {
-                  Recording(inputs: $0["inputs"] as? [String: [Double]] ?? [:],
-                            outputs: $0["outputs"] as? [String: [Double]] ?? [:])
-                })
-    })
+extension StandInModel.TensorSpec {
+  var tensorType: TensorType {
+    TensorType(elementType: StandInModel.elementTypes[dtype] ?? .none, layout: Layout(dimensions: shape))
   }
 }

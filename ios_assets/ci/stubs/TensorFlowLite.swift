@@ -159,7 +159,7 @@ public final class Interpreter {
         guard FileManager.default.isReadableFile(atPath: modelPath), !StandInFailure.is(.loadModel) else {
             throw InterpreterError.failedToLoadModel
         }
-        try self.init(model: StandInModel.load(), options: options, delegates: delegates)
+        try self.init(model: StandInModel.load(from: "EDGE_M3_TFLITE_STANDIN_MODEL"), options: options, delegates: delegates)
     }
 
     private init(model: StandInModel?, options: Options? = nil, delegates: [Delegate]? = nil) throws {
@@ -271,54 +271,10 @@ enum StandInFailure: String, CaseIterable {
     }
 }
 
-/// The stand-in's model: a real file's signatures as LiteRT reports them (see the top comment).
-struct StandInModel {
-    struct TensorSpec {
-        let key: String, name: String, shape: [Int], dtype: String
-        var byteCount: Int { shape.reduce(1, *) * (StandInModel.byteWidths[dtype] ?? 1) }
-    }
-    struct Recording {
-        let inputs: [String: [Double]]
-        let outputs: [String: [Double]]
-    }
-    struct Signature {
-        let key: String, inputs: [TensorSpec], outputs: [TensorSpec], recordings: [Recording]
-    }
-
-    let signatures: [Signature]
-
+/// TensorFlowLiteSwift's types for the stand-in model's dtypes (ci/stubs/StandInModel.swift).
+extension StandInModel {
     static let dataTypes: [String: Tensor.DataType] = [
         "bool": .bool, "uint8": .uInt8, "int16": .int16, "int32": .int32, "int64": .int64,
         "float16": .float16, "float32": .float32, "float64": .float64,
     ]
-    static let byteWidths = ["bool": 1, "uint8": 1, "int8": 1, "int16": 2, "float16": 2, "int32": 4,
-                             "float32": 4, "int64": 8, "float64": 8]
-
-    static func bytes(_ values: [Double], dtype: String) -> Data {
-        switch dtype {
-        case "int32": return values.map { Int32($0) }.withUnsafeBufferPointer { Data(buffer: $0) }
-        case "float32": return values.map { Float($0) }.withUnsafeBufferPointer { Data(buffer: $0) }
-        default: return Data(count: values.count * (byteWidths[dtype] ?? 1))
-        }
-    }
-
-    static func load() -> StandInModel? {
-        guard let path = ProcessInfo.processInfo.environment["EDGE_M3_TFLITE_STANDIN_MODEL"],
-              let data = FileManager.default.contents(atPath: path),
-              let root = (try? JSONSerialization.jsonObject(with: data)) as? [String: Any],
-              let signatures = root["signatures"] as? [[String: Any]] else { return nil }
-        func specs(_ any: Any?) -> [TensorSpec] {
-            ((any as? [[String: Any]]) ?? []).map {
-                TensorSpec(key: $0["key"] as? String ?? "", name: $0["name"] as? String ?? "",
-                           shape: $0["shape"] as? [Int] ?? [], dtype: $0["dtype"] as? String ?? "")
-            }
-        }
-        return StandInModel(signatures: signatures.map { s in
-            Signature(key: s["key"] as? String ?? "", inputs: specs(s["inputs"]), outputs: specs(s["outputs"]),
-                      recordings: ((s["recordings"] as? [[String: Any]]) ?? []).map {
-                          Recording(inputs: $0["inputs"] as? [String: [Double]] ?? [:],
-                                    outputs: $0["outputs"] as? [String: [Double]] ?? [:])
-                      })
-        })
-    }
 }
