@@ -80,8 +80,8 @@ def runner_check(swift: Path, standin: Path) -> Path:
     _run([str(swift.with_name("swiftc")), "-Onone", *SWIFT6, *APP_TARGET, *coverage, "-parse-as-library",
           "-module-name", "YourApp", "-I", str(standin), "-I", str(STUBS / "TensorFlowLiteC"),
           "-I", str(IOS / "Sources/CSQLite"), "-o", str(exe),
-          *_kit_sources(), str(IOS / "ci/TFLiteRunnerCheck.swift"), str(standin / "TensorFlowLite.o"),
-          str(standin / "tflitec_stub.o")], standin)
+          *_kit_sources(), str(IOS / "ci/TFLiteRunnerCheck.swift"), str(IOS / "ci/RunnerCheckSupport.swift"),
+          str(standin / "TensorFlowLite.o"), str(standin / "tflitec_stub.o")], standin)
     return exe
 
 

@@ -85,7 +85,8 @@ def _check_exe(swift: Path, out: Path, modules: list[Path], objects: list[Path])
     exe = out / "litert-runner-check"
     _run([str(swift.with_name("swiftc")), "-Onone", *SWIFT6, *APP_TARGET, "-parse-as-library",
           "-module-name", "YourApp", *[a for m in modules for a in ("-I", str(m))], *C_MODULES,
-          "-o", str(exe), *_kit_sources(), str(IOS / "ci/LiteRTRunnerCheck.swift"), *map(str, objects)], out)
+          "-o", str(exe), *_kit_sources(), str(IOS / "ci/LiteRTRunnerCheck.swift"),
+          str(IOS / "ci/RunnerCheckSupport.swift"), *map(str, objects)], out)
     return exe
 
 

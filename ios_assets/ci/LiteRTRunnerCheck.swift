@@ -21,12 +21,7 @@ struct LiteRTRunnerCheck {
         do {
             switch (args.first, args.count) {
             case ("embed", 3...5):
-                let cache: EdgeM3WeightCache
-                switch args.count >= 4 ? args[3] : "off" {
-                case "memory": cache = .memory
-                case let c where c.hasPrefix("file:"): cache = .file(directory: URL(fileURLWithPath: String(c.dropFirst(5))))
-                default: cache = .off
-                }
+                let cache = weightCacheArgument(args.count >= 4 ? args[3] : nil)
                 let accelerator: EdgeM3Accelerator = args.count == 5 && args[4] == "gpu" ? .gpu : .cpu
                 let directory = URL(fileURLWithPath: args[1])
                 #if canImport(TensorFlowLite)
@@ -39,13 +34,7 @@ struct LiteRTRunnerCheck {
                                          weightCache: cache, accelerator: accelerator, checksumMemo: nil)
                 #endif
                 let e = try await embedder.embed(args[2])  // the async path: the embedder's queue
-                var object: [String: Any] = ["input_ids": e.inputIds, "signature": e.signature,
-                                             "compiled_with": standInLastCompileOptions()]
-                object["dense_vecs"] = e.denseVecs.map { $0.map(Double.init) }
-                object["lexical_weights"] = e.lexicalWeights.map { $0.mapValues(Double.init) }
-                object["colbert_vecs"] = e.colbertVecs.map { $0.map { $0.map(Double.init) } }
-                let data = try JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])
-                print(String(decoding: data, as: UTF8.self))
+                try printEmbedding(e, ["compiled_with": standInLastCompileOptions()])
             case ("closed", 2):
                 let opened = try EdgeM3Embedder.openBundle(directory: URL(fileURLWithPath: args[1]), checksumMemo: nil)
                 let runner = try LiteRTRunner(modelPath: opened.modelFile.path, weightCache: .off)

@@ -17,24 +17,13 @@ struct TFLiteRunnerCheck {
         do {
             switch (args.first, args.count) {
             case ("embed", 3), ("embed", 4):
-                let cache: TFLiteRunner.WeightCache
-                switch args.count == 4 ? args[3] : "off" {
-                case "memory": cache = .memory
-                case let c where c.hasPrefix("file:"): cache = .file(directory: URL(fileURLWithPath: String(c.dropFirst(5))))
-                default: cache = .off
-                }
+                let cache = weightCacheArgument(args.count == 4 ? args[3] : nil)
                 let embedder = try EdgeM3Embedder(directory: URL(fileURLWithPath: args[1]), threads: 2,
                                                   weightCache: cache, checksumMemo: nil)
                 let e = try embedder.embed(args[2])
                 let xnn = EdgeM3StubXNNPackLastOptions()
-                var object: [String: Any] = ["input_ids": e.inputIds, "signature": e.signature,
-                                             "xnnpack_threads": Int(xnn.num_threads),
-                                             "xnnpack_cache": xnn.weight_cache_file_path.map { String(cString: $0) } ?? ""]
-                object["dense_vecs"] = e.denseVecs.map { $0.map(Double.init) }
-                object["lexical_weights"] = e.lexicalWeights.map { $0.mapValues(Double.init) }
-                object["colbert_vecs"] = e.colbertVecs.map { $0.map { $0.map(Double.init) } }
-                let data = try JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])
-                print(String(decoding: data, as: UTF8.self))
+                try printEmbedding(e, ["xnnpack_threads": Int(xnn.num_threads),
+                                       "xnnpack_cache": xnn.weight_cache_file_path.map { String(cString: $0) } ?? ""])
             case ("closed", 2):
                 let directory = URL(fileURLWithPath: args[1])
                 let opened = try EdgeM3Embedder.openBundle(directory: directory, checksumMemo: nil)
