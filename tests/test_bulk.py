@@ -260,8 +260,8 @@ def test_lanes_in_processes_equal_one_lane_and_stop_in_one_line(tiny_bundles: di
     from edge_m3.bulk.engine import BulkEmbedder
     from edge_m3.bulk.lanes import LaneProcess, wait_ready
     from edge_m3.bundle import load_bundle
+    from edge_m3.common.corpus import Row
     from edge_m3.errors import EdgeM3Error
-    from edge_m3.harness.corpus import Row
     from edge_m3.runtime import RUNTIMES
 
     bundle = tiny_bundles["int8"]
@@ -305,7 +305,7 @@ def test_lane_exits_when_its_job_is_killed(tiny_bundles: dict[str, Path]) -> Non
     from edge_m3.bulk.engine import BulkEmbedder
     from edge_m3.bulk.lanes import REPLIES_AHEAD, ids_frame, read_frame, text_frame, write_frame
     from edge_m3.bundle import load_bundle
-    from edge_m3.harness.corpus import Row
+    from edge_m3.common.corpus import Row
     from edge_m3.runtime import RUNTIMES
     from edge_m3.runtime.pipeline import special_rows
 

@@ -1,4 +1,4 @@
-"""The one corpus reader (edge_m3.harness.corpus): text lines, JSON lines, Parquet; bad rows are
+"""The one corpus reader (edge_m3.common.corpus): text lines, JSON lines, Parquet; bad rows are
 rejected with their row and id and never stop the stream; whole-file problems are one line."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from edge_m3.common import corpus as corpus_mod
+from edge_m3.common.corpus import CorpusFormat, Rejected, Row, open_corpus
 from edge_m3.errors import EdgeM3Error, OptionError
-from edge_m3.harness import corpus as corpus_mod
-from edge_m3.harness.corpus import CorpusFormat, Rejected, Row, open_corpus
 
 
 def _split(items: list[Row | Rejected]) -> tuple[list[tuple], list[tuple]]:

@@ -24,10 +24,10 @@ from typing import Any
 from edge_m3.bulk.engine import BulkEmbedder, Submitted
 from edge_m3.bulk.sinks import Sink, make_sink, out_format, rejected_path
 from edge_m3.bundle import Bundle
+from edge_m3.common.corpus import DEFAULT_ID_COLUMN, DEFAULT_TEXT_COLUMN, Corpus, Rejected, Row, open_corpus
 from edge_m3.common.files import check_writable
 from edge_m3.contract import MANIFEST
 from edge_m3.errors import EdgeM3Error, OptionError
-from edge_m3.harness.corpus import DEFAULT_ID_COLUMN, DEFAULT_TEXT_COLUMN, Corpus, Rejected, Row, open_corpus
 from edge_m3.runtime.registry import Runtime
 
 CHUNK_ROWS = 256  # tokenized and run together: the unit the three stages hand on

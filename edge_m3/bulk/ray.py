@@ -38,10 +38,7 @@ from typing import Any
 from edge_m3.bulk.engine import ID, ROW, BulkEmbedder
 from edge_m3.bulk.job import job_identity, resumable
 from edge_m3.bulk.sinks import JOB_FILE, arrow_table, read_record, rejected_path
-from edge_m3.common.files import check_writable, fill_atomic, write_json
-from edge_m3.contract import HEADS
-from edge_m3.errors import EdgeM3Error, OptionError
-from edge_m3.harness.corpus import (
+from edge_m3.common.corpus import (
     DEFAULT_ID_COLUMN,
     DEFAULT_TEXT_COLUMN,
     Rejected,
@@ -50,6 +47,9 @@ from edge_m3.harness.corpus import (
     open_corpus,
     require_pyarrow,
 )
+from edge_m3.common.files import check_writable, fill_atomic, write_json
+from edge_m3.contract import HEADS
+from edge_m3.errors import EdgeM3Error, OptionError
 
 RAY_EXTRA = "pip install 'edge-m3[ray]'"
 BATCH_ROWS = 256  # rows per map_batches call: the same chunk as a single-machine job

@@ -40,6 +40,16 @@ def read_lines(path: Path, field: str) -> list[str]:
     return out
 
 
+def read_texts(path: Path, field: str = "texts") -> list[str]:
+    """The texts file (option `field`): one text per line, UTF-8 (read_lines).
+    An empty file is an error: a wrong file should not pass unnoticed (embed would have
+    nothing to do, verify would gate on the built-in set alone)."""
+    texts = read_lines(path, field)
+    if not texts:
+        raise OptionError(field, path, "no text in the file (one text per line)")
+    return texts
+
+
 def sha256_file(path: Path, chunk: int = 1 << 22) -> str:
     """Streamed sha256: model files are hundreds of MB."""
     h = hashlib.sha256()

@@ -15,8 +15,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from edge_m3.common.files import read_texts
 from edge_m3.errors import OptionError
-from edge_m3.harness.inputs import read_texts
 from edge_m3.runtime.registry import Runtime
 
 

@@ -1,5 +1,5 @@
-"""What the harness commands take in: users' texts, the built-in retrieval set, the ship
-thresholds of a variant."""
+"""What the harness commands take in beside users' texts (edge_m3.common.files.read_texts): the
+built-in retrieval set, the ship thresholds of a variant."""
 
 from __future__ import annotations
 
@@ -8,19 +8,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from edge_m3.common.files import read_lines
 from edge_m3.contract import QuantRecipe
 from edge_m3.errors import OptionError
-
-
-def read_texts(path: Path, field: str = "texts") -> list[str]:
-    """The texts file (option `field`): one text per line, UTF-8 (see edge_m3.common.files).
-    An empty file is an error: a wrong file should not pass unnoticed (embed would have
-    nothing to do, verify would gate on the built-in set alone)."""
-    texts = read_lines(path, field)
-    if not texts:
-        raise OptionError(field, path, "no text in the file (one text per line)")
-    return texts
 
 
 def retrieval_set() -> dict[str, Any]:

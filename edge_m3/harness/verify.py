@@ -14,11 +14,11 @@ from typing import Any
 
 import numpy as np
 
-from edge_m3.common.files import check_writable
+from edge_m3.common.files import check_writable, read_texts
 from edge_m3.contract import RSS_GATE_MIN_BYTES
 from edge_m3.errors import OptionError
 from edge_m3.harness.fidelity import Corpus, is_corpus, read_corpus, sample, worst_labels
-from edge_m3.harness.inputs import load_thresholds, read_texts, retrieval_set
+from edge_m3.harness.inputs import load_thresholds, retrieval_set
 from edge_m3.harness.metrics import compare, gate
 from edge_m3.harness.references import compute_references
 from edge_m3.harness.report import print_summary, write_report

@@ -1,7 +1,7 @@
 """`edge-m3 index` and `edge-m3 search`: a corpus embedded by a bundle's own model into an index
 folder, and queries searched from the command line (docs/index-format.md).
 
-The corpus is read by edge_m3.harness.corpus (text lines, JSON lines, Parquet; bad rows are
+The corpus is read by edge_m3.common.corpus (text lines, JSON lines, Parquet; bad rows are
 skipped and counted); passages are embedded by `embed_passages` through the bulk engine
 (edge_m3.bulk.engine), as `embed --out` embeds a corpus.
 """
@@ -91,7 +91,7 @@ def embed_passages(embedder: Any, rows: Iterable[Any], rejected: list[Any], batc
 
 def _unique_rows(corpus: Any, rejected: list[Any]) -> Iterator[Any]:
     """A corpus's rows with a text, each id once: bad rows and repeated ids join `rejected`."""
-    from edge_m3.harness.corpus import Rejected
+    from edge_m3.common.corpus import Rejected
 
     seen: set[Any] = set()
     for item in corpus.rows():
@@ -135,7 +135,7 @@ def _open_pipeline(bundle: Any, runtime: Runtime, threads: int | None, model_fil
 
 def cmd_index(opts: IndexOptions, quiet: bool = False) -> int:
     """Embed the corpus with the bundle's model and write the index folder atomically."""
-    from edge_m3.harness.corpus import Rejected, open_corpus
+    from edge_m3.common.corpus import Rejected, open_corpus
     from edge_m3.retrieval.index import BundleIdentity, Index
 
     if opts.dense not in DENSE_STORES:
@@ -220,7 +220,7 @@ def _say_chunks(passages: int, rows: int, truncated: Sequence[Any], longest: int
 
 def cmd_search(opts: SearchOptions) -> int:
     """One JSON line per query: {"query": i, "hits": [[passage_id, score], ...]}, best first."""
-    from edge_m3.harness.inputs import read_texts
+    from edge_m3.common.files import read_texts
     from edge_m3.retrieval.writable import WritableIndex, open_index
 
     if opts.mode not in SCORE_MODES:
@@ -320,7 +320,7 @@ def cmd_add(opts: WriteOptions, quiet: bool = False) -> int:
     """Embed a corpus with the index's bundle and add it (an id already there is updated), one
     transaction per batch: a kill keeps every batch before it, and running again completes it."""
     from edge_m3.bulk.engine import BulkEmbedder
-    from edge_m3.harness.corpus import Rejected, open_corpus
+    from edge_m3.common.corpus import Rejected, open_corpus
     from edge_m3.runtime.choice import require_runtime
 
     assert opts.source is not None and opts.runtime is not None
@@ -371,7 +371,7 @@ def cmd_add(opts: WriteOptions, quiet: bool = False) -> int:
 def read_ids(path: Path) -> list[Any]:
     """An ids file: one id per line, as JSON (`12` an integer, `"12"` a string) or, when a line
     is not JSON, the line itself as a string id."""
-    from edge_m3.harness.inputs import read_texts
+    from edge_m3.common.files import read_texts
 
     out = []
     for line in read_texts(path, "ids"):

@@ -36,7 +36,7 @@ from edge_m3.retrieval.index import Index, _quantize_rows  # noqa: E402
 def _embed(bundle_path: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]], int]:
     from edge_m3.bulk.engine import BulkEmbedder
     from edge_m3.bundle import load_bundle
-    from edge_m3.harness.corpus import Row
+    from edge_m3.common.corpus import Row
     from edge_m3.harness.inputs import retrieval_set
     from edge_m3.retrieval.build import embed_passages
     from edge_m3.runtime.registry import RUNTIMES

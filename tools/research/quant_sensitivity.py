@@ -28,7 +28,8 @@ GROUPS = ["embeddings", "attn_q", "attn_k", "attn_v", "attn_o", "ffn_in", "ffn_o
 
 
 def _texts(extra: Path | None) -> tuple[list[str], dict[str, list[int]]]:
-    from edge_m3.harness.inputs import read_texts, retrieval_set
+    from edge_m3.common.files import read_texts
+    from edge_m3.harness.inputs import retrieval_set
 
     user = read_texts(extra) if extra else []
     rs = retrieval_set()

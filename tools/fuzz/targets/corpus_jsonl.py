@@ -1,9 +1,9 @@
-"""The bulk job's JSON-lines input (harness.corpus.open_corpus, Corpus.rows): every line is a
+"""The bulk job's JSON-lines input (common.corpus.open_corpus, Corpus.rows): every line is a
 Row or a Rejected row; only an unusable file is refused."""
 
 from __future__ import annotations
 
-from edge_m3.harness.corpus import Rejected, Row, open_corpus
+from edge_m3.common.corpus import Rejected, Row, open_corpus
 from tools.fuzz.harness import scratch_file
 
 

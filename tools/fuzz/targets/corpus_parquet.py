@@ -1,9 +1,9 @@
-"""The bulk job's Parquet input (harness.corpus.open_corpus, Corpus.rows): a file pyarrow cannot
+"""The bulk job's Parquet input (common.corpus.open_corpus, Corpus.rows): a file pyarrow cannot
 read is refused by open_corpus or, for a bad page, while reading rows; never a traceback."""
 
 from __future__ import annotations
 
-from edge_m3.harness.corpus import Rejected, Row, open_corpus
+from edge_m3.common.corpus import Rejected, Row, open_corpus
 from tools.fuzz.harness import scratch_file
 
 
