@@ -223,8 +223,9 @@ class QuantRecipe:
     device_tolerance: Tolerance
     note: str = ""  # one line every build of the variant prints (what it is not for)
     ram_note: str = ""  # what its TFLite file costs in RAM beyond the gate's bound (the summary's)
-    # Oldest LiteRT (ai-edge-litert) seen to compute the file correctly (docs/benchmarks.md,
-    # issue 13): older ones may load a file and still compute it wrongly.
+    # Oldest LiteRT (ai-edge-litert) seen to compute the file correctly: older ones may load a
+    # file and still compute it wrongly (int8 on 1.0.1: dense 0.99953 to fp32's outputs; int4 on
+    # 1.0.1-2.0.3: 0.73-0.82; docs/benchmarks.md, "Fidelity by variant and family").
     oldest_litert: str = "1.0.1"
 
     @property
@@ -267,18 +268,19 @@ def _limits(cos: float, overlap: float, lex: float, colbert: float, rss: float =
 
 
 _INT8_TOLERANCE = Tolerance(0.999, 5e-2)
-# The default gate (`int8`), from the spread on real text (docs/benchmarks.md, issue 26: e5-small,
-# 2,146 texts in 24 languages, TFLite and ONNX int8 against FlagEmbedding). The largest errors
+# The default gate (`int8`), from the spread on real text (e5-small, 2,146 texts in 24 languages,
+# TFLite and ONNX int8 against FlagEmbedding: `edge-m3 verify --texts` on the corpus of
+# tools/inputs/make_fidelity_corpus.py reproduces it). The largest errors
 # sit on two- and three-word queries and grow with the number of texts (0.043 -> 0.12 ColBERT,
 # 500 -> 2,146 texts), so the maxima get ~1.25x the whole corpus's (lexical 0.060, ColBERT
 # 0.122) and the 99th percentiles, which do not grow, the tight bounds (0.040 and 0.015 there).
 _INT8_LIMITS = _limits(0.995, 0.8, 0.08, 0.15, lex_p99=0.05, colbert_p99=0.03)
 # The full-integer gate (`int16x8`), by int8's rule above, from its spread on the whole gate part
-# of the corpus (docs/benchmarks.md, "Issue 36: the ColBERT maximum is short queries' </s>":
-# e5-small calibrated on sample(corpus, 200, seed 36), gated on the other 1,946 texts, LiteRT;
-# LayerNorm's statistics float, aeq.STATIC_FLOAT_NORM): dense min 0.99823, lexical err 0.066
-# (p99 0.031), ColBERT err 0.121 (p99 0.008), agreement 0.935 / 0.973 / 0.970. The maxima get
-# ~1.25x those, the 99th percentiles ~1.3x (lexical) and ~2x (ColBERT) as int8's; the dense bound
+# of the corpus (`edge-m3 verify --texts`; tools/research/calibrated_onnx_recipes.py --worst for
+# the largest errors): e5-small calibrated on sample(corpus, 200, seed 36), gated on the other
+# 1,946 texts, LiteRT, LayerNorm's statistics float (aeq.STATIC_FLOAT_NORM): dense min 0.99823,
+# lexical err 0.066 (p99 0.031), ColBERT err 0.121 (p99 0.008), agreement 0.935 / 0.973 / 0.970.
+# The maxima get ~1.25x those, the 99th percentiles ~1.3x (lexical) and ~2x (ColBERT) as int8's; the dense bound
 # stays 0.997. The ColBERT maximum is not int16x8's own: in every 8-bit file (ours in both formats,
 # bge-m3-lite's) the largest errors are the </s> vectors of 6- and 7-token queries (cosine
 # 0.40-0.73 to FlagEmbedding's; in FlagEmbedding's own model such a </s> takes on <s>'s large
@@ -298,10 +300,11 @@ RECIPES: dict[str, QuantRecipe] = {r.name: r for r in (
                 ram_note="fp16 on tflite-runtime 2.14 (no XNNPACK) keeps an fp32 copy of every dense "
                          "weight per signature: full-size BGE-M3 with 6 signatures took 7x the file."),
     # Per-channel scales give FULLY_CONNECTED v12: LiteRT / TF Lite >= 2.17. Passes the gate
-    # on real weights where per-tensor does not (docs/benchmarks.md, issue 13). The ONNX file
-    # is smoothed (SmoothQuant, calibrated on text) before its per-row int8: as faithful as
-    # bge-m3-lite's int8 calibrated on the same texts (docs/benchmarks.md, issue 36); the TFLite
-    # file needs no texts (smoothing gains nothing under TF Lite's hybrid kernels).
+    # on real weights where per-tensor does not (e5-small: lexical err 0.038 against 0.228, gate
+    # 0.05). The ONNX file is smoothed (SmoothQuant, calibrated on text) before its per-row int8:
+    # as faithful as bge-m3-lite's int8 calibrated on the same texts
+    # (tools/research/calibrated_onnx_recipes.py); the TFLite file needs no texts (smoothing gains
+    # nothing under TF Lite's hybrid kernels).
     QuantRecipe("int8", "dynamic-range int8 weights, one scale per output channel", 1.0,
                 converter("dynamic-int8-per-channel"),
                 onnx_recipe("smoothed-int8-per-row", calibrated=True), "2.17.0",
@@ -314,16 +317,16 @@ RECIPES: dict[str, QuantRecipe] = {r.name: r for r in (
                 note="int8-tflite214 misses the default int8 gate on real weights (e5-small: "
                      "lexical err 0.23, retrieval agreement 0.86); build it only for "
                      "tflite-runtime 2.14, use int8 on LiteRT"),
-    # ai-edge-quantizer: 4-bit blockwise weights where tools/research/quant_sensitivity.py allows, 8-bit
+    # ai-edge-quantizer: 4-bit blockwise weights where tools/research/aeq_recipes.py allows, 8-bit
     # elsewhere (edge_m3.export.aeq.AEQ_RECIPES). Blockwise int4 kernels: TF Lite 2.17 refuses
     # the file, TF Lite 2.18 and LiteRT <= 2.0.3 run it with wrong results (dense cosine
     # 0.73-0.82 to fp32); TF 2.21 and LiteRT 2.1.6 compute it right.
     # Gate: int8's dense cosine and retrieval bounds; 4-bit weights move single lexical
     # weights by up to ~0.13 and ColBERT scores by ~0.07 on real weights (int8: 0.04 / 0.015),
     # so those two bounds are wider: apps that rank by sparse weights alone should ship int8.
-    # On real text not written for the project (docs/benchmarks.md, issue 26: 24 languages,
-    # 13 scripts) it misses the gate by far, and no recipe within 0.6x of int8's file reached
-    # it: the build says so.
+    # On real text not written for the project (24 languages, 13 scripts) it misses the gate by
+    # far, and no recipe within 0.6x of int8's file reached it
+    # (tools/research/aeq_recipes_techniques.py): the build says so.
     QuantRecipe("int4", "mixed 4/8-bit weights (int4 in blocks, int8 where 4 bits lose "
                 "accuracy), dynamic-range activations", 0.5, quantizer("aeq-int4-mixed"), None, "2.21.0",
                 _limits(0.99, 0.8, 0.15, 0.08), _INT8_TOLERANCE, oldest_litert="2.1.6",
@@ -333,13 +336,13 @@ RECIPES: dict[str, QuantRecipe] = {r.name: r for r in (
                      "--texts CORPUS.jsonl) or ship int8"),
     # Full integer for accelerators (issue 36): int16 activations, calibrated statically, and
     # int8 weights (LiteRT's 16x8 kernels), by ai-edge-quantizer over the float file
-    # (edge_m3.export.aeq.STATIC_RECIPES). Who takes it, from their sources (docs/benchmarks.md,
-    # "Issue 36: which accelerators take which file"): LiteRT's Qualcomm (QNN) and MediaTek
+    # (edge_m3.export.aeq.STATIC_RECIPES). Who takes it, read from their sources (nothing
+    # run): LiteRT's Qualcomm (QNN) and MediaTek
     # (Neuron) compiler plugins map int16 tensors to 16-bit fixed point; TF Lite's NNAPI delegate
     # refuses an int16 FULLY_CONNECTED output and SOFTMAX, its GPU delegate any int16 activation,
     # and the Edge TPU compiler anything not 8-bit. Those two delegates refuse int8's
     # FULLY_CONNECTED too: it is op version 12 (per-channel hybrid), they stop at 5 and 9.
-    # No ONNX file (not attempted, docs/benchmarks.md): onnxruntime's CPU provider would run a
+    # No ONNX file (not attempted): onnxruntime's CPU provider would run a
     # 16-bit QDQ file as float between Quantize/Dequantize pairs, so nothing here could check
     # what a QNN-class provider makes of one. On LiteRT's CPU kernels (no XNNPACK: it has no
     # int16 kernels) the file costs 5x to 16x int8's time, its biases stored int32 so that
@@ -353,9 +356,8 @@ RECIPES: dict[str, QuantRecipe] = {r.name: r for r in (
                 quantizer("aeq-static-a16w8", calibrated=True),
                 None, "2.21.0",
                 # LiteRT 2.2.0 (the Android kit's pin) computes it bit for bit as 2.3.0 does: 36 of
-                # 36 golden outputs of e5-small's and of the tiny checkpoint's files
-                # (docs/benchmarks.md, "Issue 36: the full-integer variant"), and with int32
-                # biases 78 of 78 outputs of e5-small's ("int16x8 on the CPU").
+                # 36 golden outputs of e5-small's and of the tiny checkpoint's files, and with
+                # int32 biases 78 of 78 outputs of e5-small's (`edge-m3 check` under each).
                 INT16X8_LIMITS, _INT8_TOLERANCE, oldest_litert="2.2.0",
                 note="int16x8 is for NPUs that take 16-bit activations (LiteRT's Qualcomm and "
                      "MediaTek compiler plugins); TF Lite's NNAPI and GPU delegates refuse int16 "

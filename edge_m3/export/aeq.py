@@ -4,7 +4,7 @@ The TFLite converter quantizes every weight one way; ai-edge-quantizer (AEQ) tak
 .tflite and a recipe of (op type, scope regex) -> bits, so 4-bit and 8-bit weights can be mixed
 per layer group. Weights are symmetric int4/int8, one scale per output channel (or per block),
 activations float and quantized per call by the kernel (dynamic range: XNNPACK's qd8 kernels
-scale each row). The groups are what `tools/research/quant_sensitivity.py` measures one at a time; a
+scale each row). The groups are what `tools/research/aeq_recipes.py` measures one at a time; a
 variant's recipe (`AEQ_RECIPES`, named by the registry's `tflite` recipe) is a list of
 (group, bits, granularity) rules, later rules overriding earlier ones.
 
@@ -86,16 +86,16 @@ def parse_rules(text: str) -> list[Rule]:
         rules.append((parts[0], int(parts[1]), *(parts[2:] or [CHANNELWISE])))
     return rules
 
-# The registry's `tflite` recipe names that AEQ implements, chosen by tools/research/quant_sensitivity.py
-# on real weights (multilingual-e5-small; docs/benchmarks.md, issue 13). int4: FULLY_CONNECTED
+# The registry's `tflite` recipe names that AEQ implements, chosen by tools/research/aeq_recipes.py
+# on real weights (multilingual-e5-small). int4: FULLY_CONNECTED
 # 4-bit in blocks of 64 (per channel loses too much: dense cosine 0.967 with everything 4-bit;
 # blocks of 32 are 20% slower than int8 under XNNPACK), the tables 4-bit in blocks of 128
 # (their error hardly depends on the block on the built-in texts; on real text in 24 languages
-# it does, and no recipe within 0.6x of int8's file met int8's bounds: docs/benchmarks.md,
-# issue 26), and 8-bit where 4 bits cost the most: the heads
-# (the sparse head is one [H] vector, one scale) and the last five encoder layers. Issue 36
-# (tools/research/int4_techniques.py): tables rotated by HADAMARD first are what moved real
-# text most, but no mix reached dense 0.997 and agreement 0.9 within 0.6x of int8's file.
+# it does, and no recipe within 0.6x of int8's file met int8's bounds), and 8-bit where 4 bits
+# cost the most: the heads (the sparse head is one [H] vector, one scale) and the last five
+# encoder layers. tools/research/aeq_recipes_techniques.py: tables rotated by HADAMARD first are
+# what moved real text most, but no mix reached dense 0.997 and agreement 0.9 within 0.6x of
+# int8's file.
 AEQ_RECIPES: dict[str, list[Rule]] = {
     "aeq-int4-mixed": [("all_fc", 4, "BLOCKWISE_64"), ("embeddings", 4, "BLOCKWISE_128"),
                        ("heads", 8, CHANNELWISE),
@@ -109,7 +109,7 @@ AEQ_RECIPES: dict[str, list[Rule]] = {
 # whose table AEQ quantizes as an activation (int16 rows, one scale). The TF Lite converter's own
 # 16x8 path fails on this graph (its MLIR quantizer gives scalar constants int8 types beside
 # int16 tensors: `'tfl.sub' op failed to verify that binary op operands have same element
-# type`), hence AEQ (docs/benchmarks.md, "Issue 36: the full-integer variant").
+# type`), hence AEQ.
 STATIC_RECIPES: dict[str, int] = {"aeq-static-a16w8": 16}
 # Ops AEQ leaves in float in a static recipe: the L2 normalisation of the dense and ColBERT
 # outputs (x / max(||x||, 1e-6): a padding row's norm is 0, and 1e-6 is 0 in int16, so LiteRT's
@@ -125,7 +125,8 @@ STATIC_FLOAT_TAIL = (r"/(Square|Sum|Sqrt|Maximum)(_\d+)?\d*;$|^StatefulPartition
 # Each LayerNorm's statistics stay float too: the variance (SQUARED_DIFFERENCE and NEG, which
 # AEQ's int16 policy has no kernel for, then MEAN), `+ epsilon` and RSQRT, one float island a
 # LayerNorm, as the two ops AEQ leaves float made anyway (no more float-integer boundaries). In
-# int16 they lost the long texts (docs/benchmarks.md, "Issue 36: int16x8's LayerNorm"): the
+# int16 they lost the long texts (tools/research/static_float_norm.py: dense min 0.99585 on
+# 512-token lists of short names; 0.99823 with them float and STATIC_HEADROOM): the
 # variance's range is set by the few massive activations (e5-small: 124.8, a step of 0.0038),
 # while a token's variance is ~0.5, and LiteRT 2.3.0's int16 RSQRT reads inputs of a few dozen
 # steps wrong: 1/sqrt(0.25) (65 steps) came out 1.52 for 2.01, right only from ~140 steps up.
@@ -176,7 +177,7 @@ def quantize_static(src: Path, dst: Path, activation_bits: int,
                     headroom: Mapping[str, float] = STATIC_HEADROOM) -> None:
     """Calibrate the float .tflite `src` on the given token ids (per signature), then quantize
     it statically into `dst`: the ops `float_scopes` match stay float, the ranges of the
-    tensors `headroom`'s patterns match are widened by its factors (tools/research/int16_norm
+    tensors `headroom`'s patterns match are widened by its factors (tools/research/static_float_norm.py
     passes others); with 16-bit activations the biases are then stored int32 (`int32_biases`:
     the same values, and LiteRT's optimized 16x8 kernel instead of its reference one)."""
     from ai_edge_quantizer import quantizer

@@ -50,12 +50,14 @@ EXTERNAL_MIN_TENSOR = 1024
 INT8_OP_TYPES = ["MatMul", "Gather"]
 ROW_INT8_MIN_ELEMENTS = 1024  # the TFLite converter's floor for quantizing a weight
 # Encoder layers at the end that int8 ONNX keeps in float: on real weights (e5-small) the
-# lexical error is 0.050 with none, 0.046 with one, 0.041 with two (gate 0.05; +9% size).
+# lexical error is 0.050 with none, 0.046 with one, 0.041 with two (gate 0.05; +9% size;
+# tools/research/row_int8_float_last_layers.py).
 ROW_INT8_FLOAT_LAST_LAYERS = 2
 # SmoothQuant on the projections a LayerNorm feeds (the Keras layers' names: XLM-R/BERT's
 # query, key, value and ffn_in; ModernBERT's wqkv and ffn_in), alpha 0.5: their inputs' outlier
-# channels cost int8's worst texts most (docs/benchmarks.md, "Issue 36: where int8 loses its
-# worst texts"); smoothing the other two projections as well gained nothing.
+# channels cost int8's worst texts most (tools/research/smoothed_projections.py: dense min on
+# 1,967 texts 0.99730 -> 0.99824, bge-m3-lite's 0.99815); smoothing the other two projections as
+# well gained nothing.
 SMOOTHED_PROJECTIONS = ("query", "key", "value", "wqkv", "ffn_in")
 SMOOTH_ALPHA = 0.5
 
@@ -204,7 +206,7 @@ def save(model: Any, path: Path, threshold: int) -> list[str]:
 def quantize_int8(src: Path, work: Path, op_types: Sequence[str] = INT8_OP_TYPES) -> Any:
     """onnxruntime's dynamic-range int8 of the fp32 model saved at src: int8 per-channel
     MatMul weights, 8-bit embedding Gathers (`op_types` of them). The `int8` recipe before
-    issue 13; tools/research/onnx_int8_recipes.py still compares against it.
+    issue 13; tools/research/row_int8_float_last_layers.py still compares against it.
 
     Activations stay float and are quantized per call (DynamicQuantizeLinear: one scale per
     tensor), so no calibration data is needed; every op stays in the standard ONNX domain.
@@ -431,8 +433,8 @@ def per_row_int8_tables(model: Any, column_scales: str = "none") -> int:
     column by its largest magnitude (normalised to mean 1) and multiplies the gathered rows
     back by that [H] vector (one more Mul): a few of XLM-R's word-table columns are far wider
     than the rest and set every row's step. On e5-small the word table alone then costs the
-    worst text 0.0001 of dense cosine instead of 0.0018 (docs/benchmarks.md, "Issue 36: where
-    int8 loses its worst texts"); the position table is left alone ("all" moved one lexical
+    worst text 0.0001 of dense cosine instead of 0.0018 (tools/research/smoothed_projections.py
+    --ablate); the position table is left alone ("all" moved one lexical
     weight by 0.08 there).
     """
     import numpy as np
@@ -593,7 +595,8 @@ def _smoothed_int8_per_row(model: Any, calib: OnnxCalibration) -> None:
     smooth_projections(model, calib)
     # uint8-stored weights: the same products as int8 ones, but onnxruntime runs its u8 x u8
     # kernel, exact on every x86; u8 x s8 saturates int16 pair sums on AVX2 without VNNI
-    # (e5-small: dense cosine 0.993, ColBERT error 0.20 there; docs/benchmarks.md, issue 26).
+    # (e5-small: dense cosine 0.993, ColBERT error 0.20 there; docs/benchmarks.md, "Fidelity by
+    # variant and family").
     per_row_int8_matmuls(model, last_layers(model, ROW_INT8_FLOAT_LAST_LAYERS),
                          unsigned_weights=True)
     per_row_int8_tables(model, column_scales="vocabulary")
@@ -601,7 +604,8 @@ def _smoothed_int8_per_row(model: Any, calib: OnnxCalibration) -> None:
 
 # The ONNX exporter's recipes (contract.ONNX_EXPORTER), by the name a QuantRecipe gives: each
 # rewrites the converted float model in place. (The uncalibrated per-row int8 that int8 used
-# before issue 36 is int8_worst's "" spec: per_row_int8_matmuls + per_row_int8_tables.)
+# before issue 36 is tools/research/smoothed_projections.py's "" spec: per_row_int8_matmuls +
+# per_row_int8_tables.)
 ONNX_RECIPES: dict[str, Callable[[Any], Any]] = {
     "float32": _float32,
     "float16-weights": fp16_weights,

@@ -1,5 +1,5 @@
 """The figures that the quantized-parity tests bound, computed one way for the tests and for
-`tools/research/tolerance_spread.py`, which runs them over many builds and seeds.
+`tools/research/tolerances.py`, which runs them over many builds and seeds.
 
 Why shared: a bound is only honest if it was set from the spread of exactly the computation the
 test makes (tf2onnx orders nodes differently from run to run, so an export's rounding moves).
@@ -19,11 +19,11 @@ import numpy as np
 
 OUTPUTS = ("dense_vecs", "sparse_weights", "colbert_vecs")
 
-# Each bound is the worst value `python -m tools.research.tolerance_spread` saw over builds and random
+# Each bound is the worst value `python -m tools.research.tolerances` saw over builds and random
 # checkpoints (seeds 0-4, seed 0 built 4 times; on this machine's AVX-512 VNNI CPU and on an
 # emulated AVX2-only one), times a margin of 2x to 3x (at least 1.5x), rounded to a round number;
 # a cosine floor keeps 2x to 3x the largest measured distance from 1. The worst values are in
-# docs/benchmarks.md, "Test tolerances from measured spread"; re-run the tool after a change of
+# docs/benchmarks.md, "Install size and CI"; re-run the tool after a change of
 # the exporters, the lock or the test's computation, and set the bounds from what it prints.
 TOLERANCES: dict[str, Any] = {
     # ONNX variant vs the Keras fp32 model, largest |difference| per output over every length and
@@ -48,8 +48,8 @@ TOLERANCES: dict[str, Any] = {
     # the floor keeps 1.5x the worst distance from 1.
     "int16x8_dense_cosine_min": 0.997,
     # int4 of the real-weights e5-small (16,128) vs FlagEmbedding on the committed corpus sample
-    # (tests/test_fidelity.py): it misses its own gate on real text (docs/benchmarks.md, issue
-    # 26: 500 texts at 512 tokens gave dense 0.9928, lexical err 0.229, ColBERT 0.157,
+    # (tests/test_fidelity.py): it misses its own gate on real text (docs/benchmarks.md, "Fidelity
+    # by variant and family": 500 texts at 512 tokens gave dense 0.9928, lexical err 0.229, ColBERT 0.157,
     # agreement 0.826), so the test holds it to what it does, with 1.5x to 2x margin: a recipe
     # regression (everything 4-bit per channel: dense 0.967, agreement 0.77) still fails.
     "fidelity_sample_int4": {"dense_cosine_min": 0.988, "lexical_abs_err_max": 0.35,
@@ -63,7 +63,7 @@ def cpu_kind() -> str:
 
     Why it matters: onnxruntime's int8 GEMM (u8 activations x s8 weights) sums pairs of products
     in int16 with saturation (vpmaddubsw) on AVX2, exactly with VNNI; the ONNX int8 ColBERT error
-    is 20x larger on AVX2 (docs/benchmarks.md, "Test tolerances from measured spread")."""
+    is 20x larger on AVX2 (docs/benchmarks.md, "Install size and CI")."""
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
             if line.startswith("flags"):
@@ -143,7 +143,7 @@ def run_in_child(model: Path, sigs: Sequence[Any], runtime: str, tmp: Path,
                  prefix: Sequence[str] = ()) -> dict[str, np.ndarray]:
     """Every signature once under `runtime`, in a child: tflite-runtime and TensorFlow clash in
     one process (as on a device, one runtime each). `prefix` runs the child under an emulator
-    (tools/research/tolerance_spread.py --cpu avx2)."""
+    (tools/research/tolerances.py --cpu avx2)."""
     out = tmp / f"{runtime}.npz"
     subprocess.run([*prefix, sys.executable, "-c", _CHILD, str(model), json.dumps([s.to_json() for s in sigs]),
                     runtime, str(out)], check=True, capture_output=True,

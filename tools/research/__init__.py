@@ -1,1 +1,2 @@
-"""Research scripts whose measurements chose shipped constants (quant recipes, buckets, test tolerances)."""
+"""Studies whose measurements chose shipped constants; each is named by its constant
+(`AEQ_RECIPES` -> aeq_recipes.py). Rerun one when its constant is in question."""

@@ -1,7 +1,8 @@
-"""Where does int16x8 lose its worst texts, and what wins them back? (issue 36, item 3)
+"""STATIC_FLOAT_NORM and STATIC_HEADROOM (edge_m3/export/aeq.py): where int16x8 loses its worst
+texts, and what wins them back (issue 36, item 3).
 
-The int16x8 recipe before this tool (the bundle `ours-int16x8` of peer_int8's work folder) kept
-only the output tail and LayerNorm's SQUARED_DIFFERENCE and NEG float. On the whole gate part its
+The int16x8 recipe before this tool (the bundle `ours-int16x8` of calibrated_onnx_recipes's work folder)
+kept only the output tail and LayerNorm's SQUARED_DIFFERENCE and NEG float. On the whole gate part its
 worst texts were 512-token lists of short names (dense 0.99585). Read tensor by tensor against the
 fp32 file (LiteRT, `experimental_preserve_all_tensors`), two things lose them, both in LayerNorm:
 
@@ -24,17 +25,18 @@ calibrate, quantize) and runs them:
   c = clip(x_c, -A, A), x_c = x - mean(x) (equal in exact arithmetic; an attempt to keep it
   integer: it lost, as the tail of the calibrated range of mean(c^2) clipped long lists).
 
-    python -m tools.research.int16_norm --checkpoint /work/peer-run/e5ckpt --work /work/peer-run \\
+    python -m tools.research.static_float_norm --checkpoint /work/peer-run/e5ckpt --work /work/peer-run \\
         [--float-ops REGEX] [--headroom K] [--norm split:8] (--screen 40 | --whole)
 
-It calibrates on peer_int8's slice (`calibration-slice-200-36.jsonl`, as `ours-int16x8` was;
+It calibrates on calibrated_onnx_recipes's slice (`calibration-slice-200-36.jsonl`, as `ours-int16x8` was;
 `--float-ops '' --headroom 1` rebuilds that file's outputs to the last digit) and judges on the
 gate part: `--screen N` runs the 20 worst texts of `ours-int16x8` plus sample(gate part, N,
-seed 0) and prints both files' dense cosines; `--whole` prints peer_int8's figures of both on
+seed 0) and prints both files' dense cosines; `--whole` prints calibrated_onnx_recipes's figures of both on
 the whole gate part (1,946 texts, ~50 CPU-minutes each file); `--probe N` runs only the variant,
 on the query behind the ColBERT maximum (PROBE) and sample(gate part, N, seed 0), and prints that
 query's ColBERT vectors' cosines to FlagEmbedding's (about a minute: the bisection of
-docs/benchmarks.md, "int16x8's ColBERT maximum", used it with `--float-ops "NORM|SCOPE"`).
+int16x8's ColBERT maximum, docs/benchmarks.md, "Fidelity by variant and family", used it with
+`--float-ops "NORM|SCOPE"`).
 """
 
 from __future__ import annotations
@@ -85,8 +87,7 @@ def build(a: argparse.Namespace, out: Path) -> None:
     from edge_m3.export.tflite import convert_float
     from edge_m3.export.trace import trace_checkpoint
     from edge_m3.harness.fidelity import read_corpus
-    from tools.research.peer_int8 import CALIBRATION, CALIBRATION_SEED, slice_path
-    from tools.research.recipe_search import bundle_with
+    from tools.research.calibrated_onnx_recipes import CALIBRATION, CALIBRATION_SEED, bundle_with, slice_path
 
     if a.norm.startswith("split:"):
         split_layer_norm(float(a.norm.split(":", 1)[1]))
@@ -111,7 +112,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--checkpoint", type=Path, required=True)
-    p.add_argument("--work", type=Path, required=True, help="peer_int8's work folder (reused)")
+    p.add_argument("--work", type=Path, required=True, help="calibrated_onnx_recipes's work folder (reused)")
     p.add_argument("--texts", type=Path, default=default_corpus())
     p.add_argument("--norm", default="keras", help="keras (the shipped graph) or split:A")
     p.add_argument("--float-ops", default=STATIC_FLOAT_NORM, metavar="REGEX",
@@ -134,7 +135,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from edge_m3.harness.fidelity import read_corpus
     from edge_m3.harness.metrics import cosine
     from edge_m3.harness.verify import formula_pairs
-    from tools.research.peer_int8 import (
+    from tools.research.calibrated_onnx_recipes import (
         CALIBRATION,
         CALIBRATION_SEED,
         HEAD,

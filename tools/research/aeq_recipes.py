@@ -1,6 +1,7 @@
-"""Quantization sensitivity: one group of layers quantized at a time, the rest left in float.
+"""AEQ_RECIPES (edge_m3/export/aeq.py): quantization sensitivity, one group of layers quantized at a
+time, the rest left in float.
 
-    python -m tools.research.quant_sensitivity demo/e5-small-fp32 --checkpoint demo/e5-small-bge-m3-layout
+    python -m tools.research.aeq_recipes demo/e5-small-fp32 --checkpoint demo/e5-small-bge-m3-layout
 
 For every layer group of edge_m3.export.aeq (embeddings; attention q, k, v, o; FFN in; FFN
 out; the sparse/ColBERT heads; each encoder layer) and every `--bits`, ai-edge-quantizer
