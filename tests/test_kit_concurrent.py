@@ -136,7 +136,8 @@ def test_a_reader_sees_one_committed_state(reader: str, kit_jar: Path, swift_bui
     passages, its old bases deleted as it goes), a reader that opens the folder again and again,
     counts and searches sees one committed state each call: never a count from half of one commit
     and half of another, never a base deleted under it reported as a corrupt index or escaping as
-    an untyped error (tools/bench/writable_readers.py, whose long run is in docs/benchmarks.md).
+    an untyped error (tools/bench/writable_readers.py, whose long run is in docs/benchmarks.md,
+    "Index size and search latency").
     Before, Kotlin's open failed on most tries (corrupt_index, and a raw FileNotFoundException),
     Python's about 1 in 200 (a raw FileNotFoundError, or corrupt_index), Swift's now and then."""
     if reader == "kotlin":

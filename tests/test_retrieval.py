@@ -420,7 +420,8 @@ def _agreement(ours: list[list[int]], ref: list[list[int]]) -> float:
     return float(np.mean([len(set(o) & set(r)) / max(len(r), 1) for o, r in zip(ours, ref, strict=True)]))
 
 
-# Floors with margin under what the e5-small int8 bundle measured (docs/benchmarks.md, issue 25).
+# Floors with margin under what the e5-small int8 bundle measured (docs/benchmarks.md, "Index size
+# and search latency").
 AGREEMENT_FLOOR = {"dense": 0.9, "sparse": 0.8, "colbert": 0.85, "sparse+dense": 0.9,
                    "colbert+sparse+dense": 0.9}
 

@@ -299,8 +299,8 @@ def _summary(rep: Reporter, out_dir: Path, manifest: Manifest) -> None:
 
 
 def _ram_note(m: ModelEntry, recipe: QuantRecipe, size: int) -> str:
-    """What the file costs in RAM on a device, per API (docs/benchmarks.md, Memory on the
-    device): the gate's bound holds only where XNNPACK's weight cache is set."""
+    """What the file costs in RAM on a device, per API (docs/benchmarks.md, "Memory on the
+    device"): the gate's bound holds only where XNNPACK's weight cache is set."""
     limit = recipe.thresholds["model_rss_ratio_max"]
     note = (f"RAM: {m.file} stays within {limit:g}x its size ({limit * size / 1e6:,.0f} MB) on "
             "LiteRT's CompiledModel with an XNNPACK weight cache; LiteRT's Interpreter API packs "

@@ -8,7 +8,7 @@ SIGKILLs it at a random moment, and checks that the index opens, holds exactly a
 prefix of the writes, and searches (dense, sparse+dense, colbert+sparse+dense) as a fresh
 format-1 build of that prefix; then restarts the writer, which resumes where the commits end.
 tests/test_writable.py runs a short version; the figures of the long one are in
-docs/benchmarks.md.
+docs/benchmarks.md, "Index size and search latency".
 """
 
 from __future__ import annotations

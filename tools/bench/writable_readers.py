@@ -9,7 +9,7 @@ searches (dense, k = 3) in between, through each kit's op-log runner (tools/kit/
 `ops`). Every answer must be "ok", K or K+1, or 3 hits: a count made of two commits, a corrupt
 index or an untyped error is a failure (docs/index-format.md, "Transactions, kills, other
 writers"). tests/test_kit_concurrent.py runs 3,000 reads per language; the figures of the long
-run are in docs/benchmarks.md.
+run are in docs/benchmarks.md, "Index size and search latency".
 """
 
 from __future__ import annotations

