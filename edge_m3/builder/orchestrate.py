@@ -52,13 +52,17 @@ class Reporter:
     """Phase-by-phase progress on stderr (rich), silent when asked."""
 
     def __init__(self, quiet: bool = False) -> None:
-        from rich.console import Console
+        from edge_m3.common.progress import console
 
-        self.console = Console(stderr=True, quiet=quiet)
+        self.quiet = quiet
+        self.console = console(silent=quiet)
         self._held: list[str] | None = None
 
     def phase(self, title: str) -> Any:
-        return self.console.status(f"[bold]{title}[/bold]…", spinner="dots")
+        """A spinner and the time elapsed while the phase runs (a terminal only; not with -q)."""
+        from edge_m3.common.progress import working
+
+        return working(title, silent=self.quiet)
 
     def done(self, title: str, seconds: float, extra: str = "") -> None:
         line = f"[green]✓[/green] {title} ({seconds:.1f} s){' ' + extra if extra else ''}"

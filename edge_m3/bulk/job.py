@@ -202,18 +202,14 @@ def _run(opts: BulkOptions, corpus: Corpus | _Inline, sink: Sink, identity: dict
          record: dict[str, Any] | None, first_part: int, embedder: BulkEmbedder,
          log: Callable[[str], None], t_start: float) -> dict[str, Any]:
     """The three stages over the rows not committed yet (`run_job` has checked everything)."""
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+    from edge_m3.common.progress import progress as progress_bar
 
     sink.begin()
     state = dict(identity, parts=first_part, complete=False)
     sink.save_record(state)
     total = corpus.count()
     start_row = first_part * opts.part_rows
-    quiet = total < 2 or not sys.stderr.isatty()
-    progress = Progress(TextColumn("embed"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
-                        console=Console(stderr=True), transient=True, disable=quiet,
-                        redirect_stdout=False, redirect_stderr=False)
+    progress = progress_bar("embed", total)
     stop = threading.Event()
     tokenized: queue.Queue = queue.Queue(maxsize=2)
     embedded: queue.Queue = queue.Queue(maxsize=2)

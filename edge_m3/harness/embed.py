@@ -44,10 +44,8 @@ class EmbedOptions:
 
 def cmd_embed(opts: EmbedOptions) -> int:
     """JSON lines of FlagEmbedding-named outputs, from the bundle alone (as an app would)."""
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-
     from edge_m3.bundle import load_bundle
+    from edge_m3.common.progress import progress as progress_bar
     from edge_m3.runtime.choice import require_runtime
     from edge_m3.runtime.pipeline import DevicePipeline, to_jsonable
 
@@ -61,10 +59,7 @@ def cmd_embed(opts: EmbedOptions) -> int:
     require_runtime(bundle, opts.runtime)  # one line, not the interpreter's traceback
     pipe = DevicePipeline(bundle, opts.runtime, opts.threads)
     # On stderr; not when the JSON lines themselves scroll by on the same terminal.
-    quiet = len(texts) < 2 or sys.stdout.isatty()
-    progress = Progress(TextColumn("embed"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
-                        console=Console(stderr=True), transient=True, disable=quiet,
-                        redirect_stdout=False, redirect_stderr=False)
+    progress = progress_bar("embed", len(texts), show=not sys.stdout.isatty())
     t0 = time.perf_counter()
     with progress:
         task = progress.add_task("embed", total=len(texts))

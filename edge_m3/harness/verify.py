@@ -113,6 +113,7 @@ def cmd_verify(opts: VerifyOptions) -> int:
     """The whole `verify` command; 0 when every checked runtime meets every threshold, else 1."""
     from edge_m3.bundle import load_bundle
     from edge_m3.checkpoint import resolve_checkpoint
+    from edge_m3.common.progress import progress
 
     bundle = load_bundle(opts.bundle)  # refuses a bundle whose files do not match the manifest
     quant = bundle.manifest.quant
@@ -142,14 +143,18 @@ def cmd_verify(opts: VerifyOptions) -> int:
     pairs = formula_pairs(sets)
     max_length = bundle.manifest.max_length
 
-    with tempfile.TemporaryDirectory(prefix="edge-m3-verify-") as tmp_s:
+    # One step for the references, one per runtime (each minutes on a real model).
+    steps = progress("verify {task.description}", 1 + len(runtimes))
+    with tempfile.TemporaryDirectory(prefix="edge-m3-verify-") as tmp_s, steps:
+        step = steps.add_task("references", total=1 + len(runtimes))
         tmp = Path(tmp_s)
         refs = compute_references(Path(ckpt_dir), texts, max_length, tmp, opts.cache, pairs)
         primary = next(iter(refs))  # the checkpoint's primary reference, else keras
         ref_outs = refs[primary][0]
         formulas = _formula_check(refs, pairs)
         results: dict[str, Any] = {}
-        for rt in runtimes:  # one after another, so latencies are not disturbed
+        for i, rt in enumerate(runtimes):  # one after another, so latencies are not disturbed
+            steps.update(step, completed=1 + i, description=f"runtime {rt.name}")
             out = tmp / rt.name
             error = run_workers([worker("bundle", {"bundle": str(bundle.path), **runtime_job(rt),
                                                    "threads": opts.threads, "texts": texts,

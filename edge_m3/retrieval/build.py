@@ -105,19 +105,10 @@ def _unique_rows(corpus: Any, rejected: list[Any]) -> Iterator[Any]:
 
 
 def _progress(label: str, total: int | None, quiet: bool) -> Any:
-    from rich.console import Console
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TextColumn,
-        TimeRemainingColumn,
-    )
+    """The one progress bar (edge_m3.common.progress), with the passages' rate."""
+    from edge_m3.common.progress import progress
 
-    return Progress(TextColumn(label), BarColumn(), MofNCompleteColumn(),
-                    TextColumn("{task.fields[rate]}"), TimeRemainingColumn(),
-                    console=Console(stderr=True), transient=True, disable=quiet,
-                    redirect_stdout=False, redirect_stderr=False)
+    return progress(label, total, rate=True, show=not quiet)
 
 
 def _open_pipeline(bundle: Any, runtime: Runtime, threads: int | None, model_file: str | None = None) -> Any:
