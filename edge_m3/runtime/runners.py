@@ -15,6 +15,7 @@ import numpy as np
 
 from edge_m3.contract import ATTENTION_MASK, INPUT_IDS, Signature
 from edge_m3.errors import EdgeM3Error, OptionError
+from edge_m3.runtime.native_logs import ort_log_level, quiet_native
 from edge_m3.runtime.registry import Runtime, WeightCache
 
 
@@ -24,9 +25,10 @@ def import_runtime(runtime: Runtime) -> float:
     import time
 
     t0 = time.perf_counter()
-    importlib.import_module(runtime.module)
-    if runtime.weight_cache:
-        has_compiled_model()
+    with quiet_native(runtime.name):
+        importlib.import_module(runtime.module)
+        if runtime.weight_cache:
+            has_compiled_model()
     return time.perf_counter() - t0
 
 
@@ -74,7 +76,8 @@ class TFLiteRunner:
         kwargs: dict[str, Any] = {"model_path": str(model_path)}
         if threads:
             kwargs["num_threads"] = int(threads)
-        self.interpreter = mod.Interpreter(**kwargs)
+        with quiet_native(runtime.name):  # LiteRT's Interpreter: "Created ... XNNPACK delegate"
+            self.interpreter = mod.Interpreter(**kwargs)
         self._names = {s.seq_len: s.name for s in signatures}
         self.seq_lens = sorted(self._names)
         self._runners: dict[int, Any] = {}
@@ -86,7 +89,8 @@ class TFLiteRunner:
             raise EdgeM3Error(f"no signature for length {length} (have {self.seq_lens})")
         runner = self._runners.get(length)
         if runner is None:
-            runner = self.interpreter.get_signature_runner(self._names[length])
+            with quiet_native(self.runtime.name):
+                runner = self.interpreter.get_signature_runner(self._names[length])
             self._runners[length] = runner
         out = runner(**{INPUT_IDS: np.ascontiguousarray(input_ids, dtype=np.int32),
                         ATTENTION_MASK: np.ascontiguousarray(attention_mask, dtype=np.int32)})
@@ -109,25 +113,45 @@ class LiteRTRunner:
         # CPU only: pointing the plugin folders at the model's own folder (no vendor libraries
         # there) keeps LiteRT from trying the NPU compiler plugins its wheel bundles.
         here = str(Path(model_path).resolve().parent)
-        env = Environment.create(options=EnvironmentOptions(compiler_plugin_path=here,
-                                                            dispatch_library_path=here))
-        opts = Options(hardware_accelerators=HardwareAccelerator.CPU,
-                       cpu_options=CpuOptions(num_threads=int(threads or 1),
-                                              xnnpack_weight_cache_path=weight_cache.xnnpack_path))
-        self.model = CompiledModel.from_file(str(model_path), environment=env, options=opts)
         self.runtime = runtime
+        self._io: dict[int, tuple[dict[str, Any], dict[str, Any], dict[str, Any]]] = {}
+        with quiet_native(runtime.name):  # a dozen INFO lines about accelerators (native_logs)
+            self._env = Environment.create(options=EnvironmentOptions(compiler_plugin_path=here,
+                                                                      dispatch_library_path=here))
+            opts = Options(hardware_accelerators=HardwareAccelerator.CPU,
+                           cpu_options=CpuOptions(num_threads=int(threads or 1),
+                                                  xnnpack_weight_cache_path=weight_cache.xnnpack_path))
+            self.model = CompiledModel.from_file(str(model_path), environment=self._env, options=opts)
         self.weight_cache: WeightCache | None = weight_cache
         self._names = {s.seq_len: s.name for s in signatures}
         self.seq_lens = sorted(self._names)
-        self._io: dict[int, tuple[dict[str, Any], dict[str, Any], dict[str, Any]]] = {}
+
+    def close(self) -> None:
+        """Free the buffers, the model and its environment now, their log lines caught."""
+        if getattr(self, "model", None) is None:
+            return
+        with quiet_native(self.runtime.name):
+            self._io.clear()
+            self.model = None
+            self._env = None
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:  # interpreter shutdown: os or the lock may be gone already
+            pass
 
     def _buffers(self, length: int) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
         """One signature's input and output buffers, made on its first call and reused."""
         if length not in self._io:
             name = self._names[length]
             sig = self.model.get_signature_list()[name]
-            ins = {k: self.model.create_input_buffer_by_name(name, k) for k in sig["inputs"]}
-            outs = {k: self.model.create_output_buffer_by_name(name, k) for k in sig["outputs"]}
+            # The first write to a buffer makes LiteRT's own process-wide environment (its log
+            # lines): made here, with the zeros every run overwrites, not in the timed run.
+            with quiet_native(self.runtime.name):
+                ins = {k: self.model.create_input_buffer_by_name(name, k) for k in sig["inputs"]}
+                outs = {k: self.model.create_output_buffer_by_name(name, k) for k in sig["outputs"]}
+                ins[INPUT_IDS].write(np.zeros((1, length), dtype=np.int32))
             self._io[length] = ins, outs, self.model.get_output_tensor_details(name)
         return self._io[length]
 
@@ -159,11 +183,13 @@ class OnnxRunner:
         self.runtime = runtime
         self.weight_cache = None
         opts = ort.SessionOptions()
+        opts.log_severity_level = ort_log_level()  # onnxruntime's own switch (native_logs)
         if threads:
             opts.intra_op_num_threads = int(threads)
             opts.inter_op_num_threads = 1
-        self.session = ort.InferenceSession(str(model_path), opts,
-                                            providers=["CPUExecutionProvider"])
+        with quiet_native(runtime.name):
+            self.session = ort.InferenceSession(str(model_path), opts,
+                                                providers=["CPUExecutionProvider"])
         self.seq_lens = sorted(s.seq_len for s in signatures)
         self._outputs = [o.name for o in self.session.get_outputs()]
 
