@@ -2,12 +2,14 @@
 
 One child process per cell, run one after another so timings stay clean; the torch fp32
 reference (FlagEmbedding), when asked for, is timed in the same run so ratios compare like
-with like.
+with like. With `--json FILE`, a latency-by-length plot (one line per runtime, thread count and
+cache mode of the bundle's variant) goes beside it as FILE's stem + `-latency.svg`.
 """
 
 from __future__ import annotations
 
 import json
+import sys
 import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -52,7 +54,7 @@ class BenchOptions:
     reference: str | None = None  # checkpoint for the torch fp32 baseline
     timing: Repeats = Repeats()
     cache_modes: tuple[str, ...] = ("cold", "warm")  # of CACHE_MODES, run in that order
-    json: Path | None = None  # also write the figures here
+    json: Path | None = None  # also write the figures here, and the latency plot beside them
 
     def __post_init__(self) -> None:
         if "warm" in self.cache_modes and "cold" not in self.cache_modes:
@@ -119,7 +121,39 @@ def cmd_bench(opts: BenchOptions) -> int:
     _print_bench(result)
     if opts.json:
         write_atomic(opts.json, json.dumps(result, indent=1) + "\n", "json")
+        write_latency_plot(plot_path(opts.json), result)
     return 0
+
+
+def plot_path(json_path: Path) -> Path:
+    """Where the plot of a `--json FILE` run goes: beside it, FILE's stem + `-latency.svg`."""
+    return json_path.with_name(json_path.stem + "-latency.svg")
+
+
+def latency_series(result: Mapping[str, Any]) -> dict[str, dict[int, float]]:
+    """p50 ms by length, one series per row: variant, runtime, threads and cache mode."""
+    series: dict[str, dict[int, float]] = {}
+    for row in result["rows"]:
+        mode = row.get("cache_mode")
+        variant = "" if row["runtime"].startswith("torch") else f"{result['quant']} "
+        label = (f"{variant}{row['runtime']}, {row['threads']} thread{'s' * (row['threads'] > 1)}"
+                 + (f", {mode} cache" if mode not in (None, "none") else ""))
+        series[label] = {int(n): f["p50_ms"] for n, f in row["lengths"].items()}
+    return series
+
+
+def write_latency_plot(path: Path, result: Mapping[str, Any]) -> Path | None:
+    """The SVG, or one line saying why not (matplotlib is not on a runtime-only install)."""
+    from edge_m3.harness.report import latency_svg
+
+    title = (f"bench {Path(result['bundle']).name} ({result['quant']}): p50 over "
+             f"{result['repeats']} runs by length")
+    try:
+        return latency_svg(path, latency_series(result), title)
+    except ImportError:
+        print("bench: latency plot skipped: matplotlib is not installed (it comes with "
+              "edge-m3[build]); the figures are in the JSON", file=sys.stderr)
+        return None
 
 
 def bench_row(runtime: str, threads: int, res: Mapping[str, Any], ref: Mapping[str, Any] | None,

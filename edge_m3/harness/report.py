@@ -1,5 +1,5 @@
 """The reports of verify and check: report.json, report.md for people, verify's plots, the
-console tables."""
+console tables; and the latency-by-length SVG that bench and docs/benchmarks.md draw."""
 
 from __future__ import annotations
 
@@ -263,6 +263,38 @@ def plots(out_dir: Path, r: Mapping[str, Any]) -> list[Path]:
     fig.savefig(lat_path, dpi=100)
     plt.close(fig)
     return [cos_path, lat_path] + ([_fidelity_plot(out_dir, r, ok, plt)] if _has_corpus(ok) else [])
+
+
+def latency_svg(path: Path, series: Mapping[str, Mapping[Any, float]], title: str,
+                y_label: str = "p50 ms a call") -> Path:
+    """An SVG of latency by length, one line per series (runtime x variant x ...), each line an
+    SVG group with id `latency-line-N`. SVG because it is text: diffable, shown by GitHub, and
+    reproducible (no date, fixed ids). matplotlib is imported here, not on a runtime-only
+    install: ImportError tells the caller to skip the plot."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    with matplotlib.rc_context({"svg.hashsalt": "edge-m3", "svg.fonttype": "none"}):
+        fig, ax = plt.subplots(figsize=(7, 4))
+        for i, (label, points) in enumerate(series.items()):
+            xs = sorted(points, key=float)
+            (line,) = ax.plot([float(x) for x in xs], [points[x] for x in xs], marker="o", label=label)
+            line.set_gid(f"latency-line-{i}")
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ticks = sorted({float(x) for points in series.values() for x in points})
+        ax.set_xticks(ticks, [f"{t:g}" for t in ticks])
+        ax.set_xlabel("tokens")
+        ax.set_ylabel(y_label)
+        ax.set_title(title, fontsize=10)
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=7)
+        fig.tight_layout()
+        fig.savefig(path, format="svg", metadata={"Date": None})
+        plt.close(fig)
+    return path
 
 
 def _fidelity_plot(out_dir: Path, r: Mapping[str, Any], ok: Mapping[str, Any], plt: Any) -> Path:
