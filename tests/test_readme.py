@@ -23,84 +23,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.test_swift_ios_binding import SWIFT6, _kit_sources
-from tests.test_swift_litert_runner import C_MODULES, litert_standin  # noqa: F401 (a fixture)
+from tests.support.readme import README, kotlin_snippet, quickstarts, readme_blocks, shell_commands
 
 ROOT = Path(__file__).resolve().parents[1]
-README = ROOT / "README.md"
 BIN = Path(sys.executable).parent
 
 pytestmark = pytest.mark.models
-
-
-@dataclass(frozen=True)
-class Block:
-    """One fenced block of the README: its language, the rest of its info string, the headings it
-    sits under, its text."""
-
-    lang: str
-    info: str
-    section: str  # the `## ` heading
-    title: str  # the `### ` heading ("" outside one)
-    text: str
-
-
-def readme_blocks() -> list[Block]:
-    """Every fenced block, in order."""
-    out, section, title, fence = [], "", "", None
-    lines: list[str] = []
-    for line in README.read_text(encoding="utf-8").splitlines():
-        if fence is None:
-            if line.startswith("## "):
-                section, title = line[3:].strip(), ""
-            elif line.startswith("### "):
-                title = line[4:].strip()
-            elif line.startswith("```"):
-                fence, lines = line[3:].strip(), []
-            continue
-        if line.startswith("```"):
-            lang, _, info = fence.partition(" ")
-            out.append(Block(lang, info.strip(), section, title, "\n".join(lines) + "\n"))
-            fence = None
-        else:
-            lines.append(line)
-    assert fence is None, "README.md: a fenced block is not closed"
-    return out
-
-
-def shell_commands(text: str) -> list[str]:
-    """A shell block's commands: continued lines joined, a here-document kept with its command,
-    comments and blank lines dropped."""
-    cmds, lines = [], text.splitlines()
-    i = 0
-    while i < len(lines):
-        line = lines[i]
-        i += 1
-        if not line.strip() or line.lstrip().startswith("#"):
-            continue
-        while line.endswith("\\") and i < len(lines):
-            line = line[:-1] + " " + lines[i].strip()
-            i += 1
-        line = re.sub(r"\s+# [^'\"]*$", "", line)  # a trailing comment (none holds a quote)
-        heredoc = re.search(r"<<-?'?(\w+)'?", line)
-        if heredoc:
-            body = []
-            while lines[i] != heredoc.group(1):
-                body.append(lines[i])
-                i += 1
-            line = "\n".join([line, *body, lines[i]])
-            i += 1
-        cmds.append(line)
-    return cmds
-
-
-def quickstarts() -> dict[str, list[Block]]:
-    """The quickstarts' blocks by title, in the README's order."""
-    out: dict[str, list[Block]] = {}
-    for b in readme_blocks():
-        if b.section == "Quickstarts":
-            out.setdefault(b.title, []).append(b)
-    return out
 
 
 # A hub id -> the fixture of a small local checkpoint of the same layout.
@@ -196,11 +124,6 @@ def _json_lines(text: str) -> list[dict]:
     return [json.loads(line) for line in text.splitlines() if line.strip()]
 
 
-def _kotlin_snippet(block: Block) -> str:
-    return ("package readme\n\nimport android.content.Context\nimport android.util.Log\nimport dev.edgem3.*\n\n"
-            "suspend fun quickstart(context: Context) {\n" + block.text + "}\n")
-
-
 def check_android(shell: Shell, request: pytest.FixtureRequest, tmp_path: Path) -> None:
     """The Gradle lines are the kit README's own; the app snippet compiles against the kit (Kotlin 2,
     warnings as errors); the kit's pipeline on the JVM prints what `edge-m3 embed` prints."""
@@ -211,9 +134,8 @@ def check_android(shell: Shell, request: pytest.FixtureRequest, tmp_path: Path) 
     for line in gradle[0].text.splitlines():
         assert line.split("//")[0].strip() in kit_readme, f"not in android_assets/README.md: {line}"
     jar = request.getfixturevalue("kit_jar")
-    (app,) = [b for b in blocks if b.lang == "kotlin" and not b.info]
     src = tmp_path / "Quickstart.kt"
-    src.write_text(_kotlin_snippet(app), encoding="utf-8")
+    src.write_text(kotlin_snippet(), encoding="utf-8")
     proc = subprocess.run([sys.executable, "-m", "tools.kit.kotlin2", "compile", "--classpath", str(jar),
                            "--out", str(tmp_path / "quickstart.jar"), str(src)], cwd=ROOT, capture_output=True,
                           text=True, timeout=600)
@@ -233,17 +155,10 @@ def _same_embeddings(kit: list[dict], python: list[dict]) -> None:
 
 
 def check_ios(shell: Shell, request: pytest.FixtureRequest, tmp_path: Path) -> None:
-    """The app snippet type-checks in an app target beside the kit's sources with LiteRT's Swift
-    package (its stand-in module), Swift 6; the Swift kit's pipeline prints what `edge-m3 embed` prints."""
-    swift = request.getfixturevalue("swift")
-    standin = request.getfixturevalue("litert_standin")
-    (app,) = [b for b in quickstarts()["An iOS app"] if b.lang == "swift"]
-    src = tmp_path / "Quickstart.swift"
-    src.write_text("func quickstart() async throws {\n" + app.text + "}\n", encoding="utf-8")
-    proc = subprocess.run([str(swift.with_name("swiftc")), "-typecheck", *SWIFT6, "-module-name", "YourApp",
-                           "-I", str(standin), *C_MODULES, *_kit_sources(), str(src)], cwd=tmp_path,
-                          capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, f"the README's Swift does not type-check:\n{proc.stderr[-4000:]}"
+    """The Swift kit's pipeline prints what `edge-m3 embed` prints. (The app snippet is type-checked
+    in an app target linking LiteRT beside the kit's sources, Swift 6, by
+    tests/test_swift_litert_runner.py's test_kit_typechecks_with_either_runtime, which compiles that
+    target anyway: tests.support.readme.swift_snippet.)"""
     build = request.getfixturevalue("swift_build")
     shell.env["EDGE_M3_SWIFT_EMBED"] = str(build / "release/edge-m3-embed")
     results = _run_shell_blocks(shell, "An iOS app")

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.readme import swift_snippet
 from tests.test_swift_ios_binding import (
     APP_TARGET,
     BAD_MODELS,
@@ -262,12 +263,16 @@ def test_kit_typechecks_with_either_runtime(swift: Path, litert_standin: Path, s
           "-emit-module-path", str(package / "EdgeM3.swiftmodule"), *_kit_sources()], tmp_path)
     runtimes = {"litert": [litert_standin], "tflite": [standin], "both": [litert_standin, standin],
                 "neither": []}
+    # The README's iOS quickstart snippet, in the app target that links LiteRT (tests/test_readme.py).
+    readme = tmp_path / "ReadmeQuickstart.swift"
+    readme.write_text(swift_snippet(), encoding="utf-8")
     checks = []
     for app in ([], APP_TARGET):
-        for modules in runtimes.values():
+        for name, modules in runtimes.items():
             includes = [a for m in modules for a in ("-I", str(m))]
             typecheck = [swiftc, "-typecheck", *SWIFT6, *app, "-module-name", "YourApp"]
-            checks.append([*typecheck, *includes, *C_MODULES, *_kit_sources()])
+            snippet = [str(readme)] if name == "litert" else []
+            checks.append([*typecheck, *includes, *C_MODULES, *_kit_sources(), *snippet])
             for runner in ("LiteRTRunner.swift", "TFLiteRunner.swift"):
                 checks.append([*typecheck, "-I", str(package), *includes, *C_MODULES, str(SOURCES / runner)])
     # 24 independent compiles, one per core at a time (each asserts its own success).
