@@ -9,6 +9,8 @@ table gives the kept vocabulary rows next to the sizes.
 
 Each build runs `edge-m3 build` as a child process and reads the peak RSS of the largest
 process in its tree (the builder runs tracing and each conversion in children of its own).
+`--results docs/results/build_fullsize.json` (build_onnx_fullsize.json, build_trim.json,
+build_quant_fullsize.json) also writes the table for docs/benchmarks.md (tools/bench/results.py).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import tempfile
 from pathlib import Path
 
 from edge_m3.contract import Manifest
+from tools.bench.results import Load, add_option, write_result
 
 
 def run_build(checkpoint: Path, quant: str, out: Path, extra: list[str]) -> dict[str, float]:
@@ -70,7 +73,9 @@ def main() -> None:
     p.add_argument("--out", type=Path, default=None, help="keep bundles here (default: temp)")
     p.add_argument("--vocab-corpus", action="append", default=[], type=Path,
                    help="also build trimmed to this corpus (repeatable)")
+    add_option(p, "build_fullsize.json")
     a = p.parse_args()
+    load = Load()
     rows = []
     trims = [("", [])]
     if a.vocab_corpus:
@@ -89,6 +94,11 @@ def main() -> None:
     for r in rows:
         print(f"{r[0]:<22}{r[1]:>12}{r[2]:>12}{r[3]:>12}{r[4]:>11}  {r[5]}")
     print(f"(parent peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6:.2f} GB)")
+    if a.results:
+        write_result(a.results, title=f"`edge-m3 build` of {a.checkpoint.name}: {a.formats}",
+                     module="tools.bench.bench_build", load=load, rows=rows,
+                     columns=["variant", "size", "vocabulary rows", "build wall", "peak RSS", "oldest runtime"],
+                     notes=["One build per variant in a fresh process tree; peak RSS of its largest process."])
 
 
 if __name__ == "__main__":

@@ -26,6 +26,8 @@ CPU seconds (user + system of the process and the children it waited for: on a m
 jobs share, CPU seconds are the steadier measure of the work; Ray's own processes are not
 counted, so not for the ray sides), and the peak resident memory of the command's process tree
 (the lanes' model copies added up; for the ray sides, the Ray processes the command started).
+`--results docs/results/bulk.json` (bulk_fullsize.json at full size) also writes the table for
+docs/benchmarks.md (tools/bench/results.py).
 """
 
 from __future__ import annotations
@@ -43,8 +45,17 @@ import time
 from pathlib import Path
 
 from tools.bench.bench_throughput import make_texts
+from tools.bench.results import Load, add_option, write_result
 
 SIDES = ("embed", "embed-1lane", "embed-alt", "embed-json", "flag", "ray1", "ray2", "direct")
+# What each side is, for the result file's notes (the module's docstring says more).
+SIDE_WHAT = {"embed": "embed = `edge-m3 embed --out X.parquet` (lane processes of one thread)",
+             "embed-1lane": "embed-1lane = the same with `--lanes 1`",
+             "embed-alt": "embed-alt = embed on --alt-bundle",
+             "embed-json": "embed-json = JSON lines to stdout",
+             "flag": "flag = FlagEmbedding's `encode`, torch fp32",
+             "ray1": "ray1 = `--engine ray --ray-workers 1`", "ray2": "ray2 = 2 Ray workers",
+             "direct": "direct = EmbedBatches without Ray"}
 
 
 def _flag_child(checkpoint: str, texts_file: str, threads: int, batch: int, max_length: int) -> None:
@@ -121,7 +132,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sides", default="embed,embed-1lane,flag,ray1,ray2,direct")
     ap.add_argument("--json", type=Path)
     ap.add_argument("--alt-bundle", type=Path, help="the bundle of the embed-alt side")
+    add_option(ap, "bulk.json")
     a = ap.parse_args(argv)
+    load = Load()
     from rich.console import Console
     from rich.table import Table
 
@@ -185,18 +198,27 @@ def main(argv: list[str] | None = None) -> int:
     n = len(texts)
     table = Table(title=f"{n:,} texts, {a.threads} threads, dense + sparse + ColBERT, whole command timed "
                         f"(start-up included), median of {a.repeats} interleaved repeats")
-    for col in ("side", "seconds (whole)", "texts/s", "vs FlagEmbedding", "inner seconds", "CPU s",
-                "vs FlagEmbedding (CPU)", "peak RSS MiB (tree)"):
+    columns = ("side", "seconds (whole)", "texts/s", "vs FlagEmbedding", "inner seconds", "CPU s",
+               "vs FlagEmbedding (CPU)", "peak RSS MiB (tree)")
+    for col in columns:
         table.add_column(col, justify="left" if col == "side" else "right")
+    rows = []
     for side in sides:
         inner = med.get(f"{side}:inner")
         cpu, ref_cpu = med.get(f"{side}:cpu"), med.get("flag:cpu")
-        table.add_row(side, f"{med[side]:.1f}", f"{n / med[side]:.1f}",
-                      f"{ref / med[side]:.2f}x" if ref else "-", f"{inner:.1f}" if inner else "-",
-                      f"{cpu:.1f}" if cpu else "-",
-                      f"{ref_cpu / cpu:.2f}x" if cpu and ref_cpu and not side.startswith("ray") else "-",
-                      f"{max(times[f'{side}:rss']):.0f}")
+        rows.append([side, f"{med[side]:.1f}", f"{n / med[side]:.1f}",
+                     f"{ref / med[side]:.2f}x" if ref else "-", f"{inner:.1f}" if inner else "-",
+                     f"{cpu:.1f}" if cpu else "-",
+                     f"{ref_cpu / cpu:.2f}x" if cpu and ref_cpu and not side.startswith("ray") else "-",
+                     f"{max(times[f'{side}:rss']):.0f}"])
+        table.add_row(*rows[-1])
     Console(width=140).print(table)
+    if a.results:
+        write_result(a.results, title=f"Bulk embedding, {a.bundle.name}, {n:,} texts, whole commands",
+                     module="tools.bench.bench_bulk", argv=argv, columns=columns, rows=rows, load=load,
+                     notes=[f"{a.threads} threads, dense + sparse + ColBERT, each side the whole command "
+                            f"(start-up included), median of {a.repeats} interleaved repeats; sides: "
+                            + "; ".join(SIDE_WHAT.get(s, s) for s in sides) + "."])
     if "ray1:inner" in med and "direct:inner" in med and "batches" in notes:
         per = (med["ray1:inner"] - med["direct:inner"]) / int(notes["batches"])
         print(f"Ray per-batch overhead (ray1 execution - direct calls) / {notes['batches']} batches: "

@@ -13,7 +13,8 @@ Prints p50 per mode and implementation (ms, k=10): wall clock, and the searching
 time (what an idle core would take, roughly, on a shared machine). `colbert` scores every
 passage, so at sizes over 20k only the first --colbert-queries queries are timed in that mode.
 Builds the kits as the tests do (tools/kit/kit_jar.sh; swift build -c release into
-build/swift-tests).
+build/swift-tests). `--results docs/results/kit_search.json` also writes the table (one row per
+mode, a column per size and implementation) for docs/benchmarks.md (tools/bench/results.py).
 """
 
 from __future__ import annotations
@@ -33,7 +34,8 @@ from pathlib import Path  # noqa: E402
 import numpy as np  # noqa: E402
 
 from edge_m3.contract import SCORE_MODES  # noqa: E402
-from tools.bench.bench_search import _embed, _flags, synthesize  # noqa: E402
+from tools.bench import results  # noqa: E402
+from tools.bench.bench_search import _embed, synthesize  # noqa: E402
 from tools.kit import retrieval_wire as wire  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -79,11 +81,15 @@ def main() -> None:
     p.add_argument("--colbert-queries", type=int, default=3,
                    help="queries timed in colbert mode at sizes over 20k (it scores every passage)")
     p.add_argument("--kits", default="kotlin,swift")
+    results.add_option(p, "kit_search.json")
     a = p.parse_args()
+    load = results.Load()
+    columns, cells = ["mode"], {m: [m] for m in SCORE_MODES}
     os.sched_setaffinity(0, {CPU})
     tools = _kit_tools([k for k in a.kits.split(",") if k])
     base, queries, dim = _embed(a.bundle)
-    print(f"{len(base)} real passages, {len(queries)} queries, dim {dim}; cpu flags: {_flags()}")
+    print(f"{len(base)} real passages, {len(queries)} queries, dim {dim}; "
+          f"cpu flags: {results.machine()['flags']}")
     print(f"one CPU (taskset {CPU}), k=10, p50 over {a.rounds} interleaved rounds; ms")
     with tempfile.TemporaryDirectory() as tmp:
         for n in (int(x) for x in a.sizes.split(",")):
@@ -109,11 +115,20 @@ def main() -> None:
                         for mode, secs in _run_kit(cmd, path, f, modes).items():
                             times[kit][mode] += secs
             print(f"\n{n} passages, p50 ms wall / CPU of the searching thread:")
+            columns += [f"{n:,} {i} (wall / CPU)" for i in impls]
             for mode in SCORE_MODES:
-                print(f"  {mode}: " + "; ".join(
-                    f"{i} {1e3 * np.median([w for w, _ in times[i][mode]]):.1f} / "
-                    f"{1e3 * np.median([c for _, c in times[i][mode]]):.1f}" for i in impls))
+                got = [f"{1e3 * np.median([w for w, _ in times[i][mode]]):.1f} / "
+                       f"{1e3 * np.median([c for _, c in times[i][mode]]):.1f}" for i in impls]
+                cells[mode] += got
+                print(f"  {mode}: " + "; ".join(f"{i} {g}" for i, g in zip(impls, got, strict=True)))
             print(f"  load average {os.getloadavg()[0]:.1f}")
+    if a.results:
+        results.write_result(
+            a.results, title=f"Search latency in Python and the kits, p50 ms, {a.bundle.name} passages",
+            module="tools.bench.bench_kit_search", columns=columns, rows=list(cells.values()), load=load,
+            notes=[f"k = 10, {a.rounds} interleaved rounds, every implementation pinned to CPU {CPU}; CPU: "
+                   "the searching thread's time; colbert over 20k passages: the first "
+                   f"{a.colbert_queries} queries."])
 
 
 if __name__ == "__main__":

@@ -12,6 +12,8 @@ order rotates each round), so a busy shared machine slows them alike; a cell is 
 rounds. Peak RSS: each child's own `ru_maxrss` from `os.wait4`, the same for all three (the
 kits are built beforehand, so no compiler is counted). Goal: a kit's p50 at the longest length
 within 1.15x of Python's (the runtime is the same; the difference is our code).
+`--results docs/results/kits.json` also writes the table for docs/benchmarks.md
+(tools/bench/results.py).
 """
 
 from __future__ import annotations
@@ -26,6 +28,8 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+from tools.bench.results import Load, add_option, write_result
 
 ROOT = Path(__file__).resolve().parents[2]
 GOAL = 1.15
@@ -130,6 +134,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--threads", type=int, default=1, help="XNNPACK threads, all contenders (default 1)")
     p.add_argument("--lib", type=Path, help="libLiteRt (default: the ai-edge-litert wheel's)")
     p.add_argument("--json", type=Path, help="also write the results here")
+    add_option(p, "kits.json")
     p.add_argument("--python-child", nargs=2, metavar=("BUNDLE", "TEXTS"), help=argparse.SUPPRESS)
     a = p.parse_args(argv)
     if a.python_child:
@@ -141,6 +146,7 @@ def main(argv: list[str] | None = None) -> int:
         p.error("--rounds, --repeats and --threads must be >= 1")
     import ai_edge_litert
 
+    load = Load()
     lib = a.lib or Path(ai_edge_litert.__file__).with_name("libLiteRt.dylib" if sys.platform == "darwin"
                                                            else "libLiteRt.so")
     env = dict(os.environ) | {"PYTHONPATH": str(ROOT)}
@@ -182,17 +188,25 @@ def main(argv: list[str] | None = None) -> int:
               f"x python at {top} (rounds: min-max)", "peak RSS (MiB)"]
     print("| " + " | ".join(header) + " |")
     print("|" + "---|" * len(header))
+    table = []
     for row in rows:
         p50s = [f"{row[f'p50_{n}_ms']:.2f}" for n in lengths]
-        cells = [row["contender"], f"{row['open_to_first_ms']:.0f}", *p50s,
-                 f"{row[f'ratio_{top}']:.3f} ({min(row[f'ratio_{top}_rounds']):.2f}-"
-                 f"{max(row[f'ratio_{top}_rounds']):.2f})", f"{row['peak_rss_mib']:.0f}"]
-        print("| " + " | ".join(cells) + " |")
-    print(f"\n{a.rounds} interleaved rounds x {a.repeats} timed embeds per text after {WARMUP} warm-ups, "
-          f"{a.threads} thread(s); texts of {', '.join(str(n) for n in lengths)}-token signatures; "
-          f"goal: kits within {GOAL}x of python at {lengths[-1]} tokens")
+        table.append([row["contender"], f"{row['open_to_first_ms']:.0f}", *p50s,
+                      f"{row[f'ratio_{top}']:.3f} ({min(row[f'ratio_{top}_rounds']):.2f}-"
+                      f"{max(row[f'ratio_{top}_rounds']):.2f})", f"{row['peak_rss_mib']:.0f}"])
+        print("| " + " | ".join(table[-1]) + " |")
+    how = (f"{a.rounds} interleaved rounds x {a.repeats} timed embeds per text after {WARMUP} warm-ups, "
+           f"{a.threads} thread(s); texts of {', '.join(str(n) for n in lengths)}-token signatures; "
+           f"goal: kits within {GOAL}x of python at {lengths[-1]} tokens")
+    print(f"\n{how}")
     worst = max((row[f"ratio_{lengths[-1]}"] for row in rows[1:]), default=float("nan"))
     print(f"{'met' if worst <= GOAL else 'NOT met'}: worst kit ratio {worst:.3f}")
+    if a.results:
+        write_result(a.results, title=f"The kits beside Python, {a.bundle.name}, {a.threads} thread(s)",
+                     module="tools.bench.bench_kits", argv=argv, columns=header, rows=table, load=load,
+                     notes=[how + "; every contender runs the same libLiteRt (XNNPACK, in-memory "
+                            "weight cache).",
+                            f"{'met' if worst <= GOAL else 'NOT met'}: worst kit ratio {worst:.3f}."])
     if a.json:
         a.json.write_text(json.dumps({"rows": rows, "texts": texts, "rounds": a.rounds, "repeats": a.repeats,
                                       "threads": a.threads, "lib": str(lib)}, indent=1), encoding="utf-8")

@@ -8,6 +8,8 @@ Why: it tells where a bulk job's time can still come from. Per-token cost by len
 batch signatures could save (short calls cost more per token); the padded-token ratio says what
 finer lengths save; "side by side" runs two single-threaded copies at once (the bulk job's two
 lanes) and gives each one's slowdown against running alone, which is what two vCPUs really give.
+`--results docs/results/speed_lengths.json` also writes the table and its plot's series for
+docs/benchmarks.md ("Speed by length and runtime"; tools/bench/results.py).
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ import json
 import subprocess
 import sys
 import time
+
+from tools.bench import results
 
 _CHILD = r"""
 import json, sys, time
@@ -67,9 +71,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--calls", type=int, default=4000, help="about this many tokens timed per length")
     ap.add_argument("--sets", nargs="*", default=["16,32,64,128,256,512",
                                                   "16,24,32,48,64,96,128,192,256,384,512"])
+    results.add_option(ap, "speed_lengths.json")
     a = ap.parse_args(argv)
     from edge_m3.bundle import load_bundle
     from tools.bench.bench_throughput import make_texts
+
+    load = results.Load()
+    notes: list[str] = []
 
     b = load_bundle(a.bundle)
     tok = b.tokenizer()
@@ -79,13 +87,31 @@ def main(argv: list[str] | None = None) -> int:
         ls = sorted(int(x) for x in s.split(","))
         padded = sum(ls[min(bisect.bisect_left(ls, n), len(ls) - 1)] for n in lengths)
         print(f"  lengths {s}: padded to {padded:,} tokens ({padded / sum(lengths):.3f}x)")
-    for runtime in a.runtimes.split(","):
+        notes.append(f"Padding of {len(lengths):,} bulk texts ({sum(lengths):,} tokens) by lengths {s}: "
+                     f"{padded:,} tokens ({padded / sum(lengths):.3f}x).")
+    cells: dict[int, list[str]] = {}
+    series: dict[str, dict[int, float]] = {}
+    runtimes = a.runtimes.split(",")
+    for runtime in runtimes:
         alone = _measure(a.bundle, runtime, a.threads, 1, a.calls)[0]
         both = _measure(a.bundle, runtime, a.threads, 2, a.calls)
         print(f"{runtime}, {a.threads} thread(s): length: ms a call alone (us a token); side by side, slowdown")
         for length, ms in alone.items():
             pair = max(x[length] for x in both)
             print(f"  {length}: {ms:.2f} ms ({ms / length * 1000:.0f} us); {pair:.2f} ms, {pair / ms:.2f}x")
+            cells.setdefault(length, []).extend([f"{ms:.2f} ({ms / length * 1000:.0f})", f"{pair / ms:.2f}x"])
+        series[f"{b.manifest.quant} {runtime}"] = alone
+    if a.results:
+        threads = f"{a.threads} thread{'s' * (a.threads > 1)}"
+        results.write_result(
+            a.results, title=f"The model step per length, {b.path.name} ({b.manifest.quant}), {threads}",
+            module="tools.bench.bench_lengths", argv=argv,
+            columns=["length", *[c for rt in runtimes for c in (f"{rt} ms a call (us a token)",
+                                                                 f"{rt} side by side")]],
+            rows=[[str(n), *c] for n, c in sorted(cells.items())], series=series,
+            plot={"x": "tokens", "y": "ms a call"}, load=load,
+            notes=["Side by side: two single-threaded copies started together (two bulk lanes), each "
+                   "one's time against running alone.", *notes])
     return 0
 
 

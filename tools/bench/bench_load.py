@@ -4,6 +4,8 @@
 
 Target (issue 2): peak RSS <= 2.5x the fp32 weight bytes. Weights are read one tensor at a
 time from the memory-mapped safetensors file and assigned straight into the Keras variables.
+`--results docs/results/load_fullsize.json` also writes the table for docs/benchmarks.md
+(tools/bench/results.py).
 """
 
 from __future__ import annotations
@@ -13,6 +15,8 @@ import resource
 import time
 from pathlib import Path
 
+from tools.bench.results import Load, add_option, write_result
+
 
 def _rss_gb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 / 1e9
@@ -21,7 +25,9 @@ def _rss_gb() -> float:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("checkpoint", type=Path)
+    add_option(p, "load_fullsize.json")
     a = p.parse_args()
+    load = Load()
     t0 = time.perf_counter()
     import tensorflow  # noqa: F401  (import cost reported separately)
 
@@ -49,6 +55,9 @@ def main() -> None:
     width = max(len(r[0]) for r in rows)
     for k, v in rows:
         print(f"{k:<{width}}  {v}")
+    if a.results:
+        write_result(a.results, title=f"Loading {a.checkpoint.name} into Keras",
+                     module="tools.bench.bench_load", columns=["figure", "value"], rows=rows, load=load)
 
 
 if __name__ == "__main__":

@@ -7,7 +7,9 @@ For each bundle it runs `edge-m3 verify` (dense cosine, lexical and ColBERT scor
 retrieval agreement vs FlagEmbedding, per runtime) and `edge-m3 bench` (p50 latency of n real
 tokens padded to the signature the device pipeline picks, load time, peak RSS, and
 FlagEmbedding's torch fp32 timed in the same run, so each speedup compares two figures taken
-minutes apart on the same machine state). Prints the table; `--json` keeps the raw figures.
+minutes apart on the same machine state). Prints the table; `--json` keeps the raw figures;
+`--results docs/results/speed_variants.json` (speed_onnx.json, speed_fullsize.json) writes the
+table for docs/benchmarks.md (tools/bench/results.py).
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ import sys
 import tempfile
 from pathlib import Path
 from typing import Any
+
+from tools.bench.results import Load, add_option, write_result
 
 TORCH = "torch fp32 (FlagEmbedding)"
 
@@ -121,12 +125,24 @@ def main() -> None:
     p.add_argument("--warmup", type=int, default=2)
     p.add_argument("--no-verify", action="store_true", help="latency and memory only")
     p.add_argument("--json", type=Path, default=None)
+    add_option(p, "speed_variants.json")
     a = p.parse_args()
+    load = Load()
     with tempfile.TemporaryDirectory(prefix="edge-m3-report-") as tmp:
         results = [measure(b, a, Path(tmp)) for b in a.bundles]
     if a.json:
         a.json.write_text(json.dumps(results, indent=1) + "\n")
-    print(table(results, a.lengths.split(",")))
+    text = table(results, a.lengths.split(","))
+    print(text)
+    if a.results:
+        head, _, *body = text.splitlines()
+        cells = [[c.strip() for c in line.strip("|").split(" | ")] for line in (head, *body)]
+        write_result(a.results, title=f"{', '.join(b.name for b in a.bundles)} against torch fp32",
+                     module="tools.bench.bench_report", columns=cells[0], rows=cells[1:], load=load,
+                     notes=[f"p50 of {a.repeats} runs after {a.warmup} warm-ups, n real tokens padded to the "
+                            "signature the device pipeline picks; (x torch) = FlagEmbedding's p50 over ours, "
+                            "timed in the same run" + ("" if a.no_verify else "; gate figures from "
+                                                       "`edge-m3 verify` on the built-in retrieval set") + "."])
 
 
 if __name__ == "__main__":

@@ -12,6 +12,8 @@ component, renormalised, so passages are distinct but keep real geometry) and it
 weights scaled by U(0.5, 1.5) on a random 70 % of its tokens plus 3 tokens drawn from the real
 vocabulary's ids (so postings spread as a real corpus's do). Queries: the retrieval set's 29
 queries embedded by the bundle. BLAS and numpy run on one thread (set before numpy loads).
+`--results docs/results/search.json` and `--size-results docs/results/index_size.json` also
+write the two tables for docs/benchmarks.md (tools/bench/results.py).
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ import numpy as np  # noqa: E402
 
 from edge_m3.contract import SCORE_MODES  # noqa: E402
 from edge_m3.retrieval.index import Index, _quantize_rows  # noqa: E402
+from tools.bench import results  # noqa: E402
 
 
 def _embed(bundle_path: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]], int]:
@@ -130,13 +133,21 @@ def main() -> None:
     p.add_argument("--repeats", type=int, default=3, help="timed passes over the queries per mode")
     p.add_argument("--colbert-queries", type=int, default=5,
                    help="queries timed in colbert mode at sizes over 20k (it scores every passage)")
+    results.add_option(p, "search.json")
+    p.add_argument("--size-results", type=Path, default=None, metavar="FILE",
+                   help="also write bytes per passage as a result file (index_size.json)")
     a = p.parse_args()
+    load = results.Load()
     t0 = time.perf_counter()
     base, queries, dim = _embed(a.bundle)
     print(f"embedded {len(base)} passages and {len(queries)} queries in {time.perf_counter() - t0:.0f} s "
           f"(dim {dim})")
-    print(f"cpu: {_flags()}")
-    for n in (int(x) for x in a.sizes.split(",")):
+    print(f"cpu: {results.machine()['flags']}")
+    sizes = [int(x) for x in a.sizes.split(",")]
+    latency: dict[str, list[str]] = {}
+    size_rows: dict[str, list[str]] = {}
+    notes: list[str] = []
+    for n in sizes:
         index = synthesize(base, n, dim, "fp16")
         index8 = synthesize(base, n, dim, "none", dense="int8")
         mean_vecs = len(index.arrays["colbert"]) / n
@@ -153,6 +164,12 @@ def main() -> None:
         recall = np.mean([len({h.row for h in index.search(q, 10, "dense")}
                               & {h.row for h in index8.search(q, 10, "dense")}) / 10 for q in queries])
         print(f"recall@10 of int8 dense vs float32 dense: {recall:.3f} (mean over {len(queries)} queries)")
+        for k, v in per.items():
+            size_rows.setdefault(k, []).append(f"{v / n:.0f}")
+        notes.append(f"{n:,} passages: {mean_vecs:.1f} ColBERT vectors a passage; without ColBERT the index is "
+                     f"{no_colbert / per['dense float32']:.3f}x its float32 dense matrix "
+                     f"({(per['dense int8'] + per['sparse']) / per['dense float32']:.3f}x with int8 dense); "
+                     f"recall@10 of the int8 dense store against float32 {recall:.3f}.")
         times: dict[str, list[float]] = {m: [] for m in [*SCORE_MODES, "dense (int8 store)"]}
         cpu: dict[str, list[float]] = {m: [] for m in times}
         for mode in SCORE_MODES:  # the first search caches the vectors' norms (the error bounds')
@@ -173,15 +190,23 @@ def main() -> None:
             f"  {m}: {1e3 * np.median(v):.1f} / {1e3 * np.median(cpu[m]):.1f} / {1e3 * np.quantile(v, 0.9):.1f}"
             for m, v in times.items()))
         print(f"load average: {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
-
-
-def _flags() -> str:
-    try:
-        line = next(ln for ln in open("/proc/cpuinfo") if ln.startswith("flags"))
-    except (OSError, StopIteration):
-        return "unknown"
-    flags = line.split(":", 1)[1].split()
-    return " ".join(f for f in flags if f.startswith(("avx", "fma", "sse4")))
+        for m, v in times.items():
+            latency.setdefault(m, []).extend([f"{1e3 * np.median(v):.1f}", f"{1e3 * np.median(cpu[m]):.1f}"])
+    k = [f"{n // 1000}k" if n % 1000 == 0 else f"{n:,}" for n in sizes]
+    if a.results:
+        results.write_result(
+            a.results, title=f"Search latency per mode, p50 ms, {a.bundle.name} passages, one core",
+            module="tools.bench.bench_search",
+            columns=["mode", *[f"{x} {c}" for x in k for c in ("wall", "CPU")]],
+            rows=[[m, *v] for m, v in latency.items()], load=load,
+            notes=[f"k = 10, the {len(queries)} real queries, {a.repeats} interleaved passes; CPU: the "
+                   f"searching thread's time; colbert over 20k passages: the first {a.colbert_queries} "
+                   "queries."])
+    if a.size_results:
+        results.write_result(
+            a.size_results, title=f"Index size per passage ({a.bundle.name}, D = {dim})",
+            module="tools.bench.bench_search", columns=["part", *[f"bytes per passage, {x}" for x in k]],
+            rows=[[m, *v] for m, v in size_rows.items()], notes=notes, load=load)
 
 
 if __name__ == "__main__":

@@ -13,7 +13,8 @@ longest, as it does).
 Model load is excluded on both sides; texts/s is texts over the encoding wall time. A third
 row times the device step alone (tokenize, run, post-process; `DevicePipeline.embed`, no JSON),
 also in its own process: `embed` writes every ColBERT vector as JSON text, which costs more
-than the model on short texts.
+than the model on short texts. `--results docs/results/throughput.json` also writes the table for
+docs/benchmarks.md (tools/bench/results.py).
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ import tempfile
 import time
 from importlib import resources
 from pathlib import Path
+
+from tools.bench.results import Load, add_option, write_result
 
 
 def make_texts(n: int, seed: int = 0) -> list[str]:
@@ -89,7 +92,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--batch", type=int, default=32, help="FlagEmbedding's batch size")
     ap.add_argument("--runtime", default="litert")
     ap.add_argument("--json", type=Path, help="also write the figures here")
+    add_option(ap, "throughput.json")
     a = ap.parse_args(argv)
+    load = Load()
     from rich.console import Console
     from rich.table import Table
 
@@ -116,18 +121,23 @@ def main(argv: list[str] | None = None) -> int:
                       str(max_length)], "FlagEmbedding", env)
         ref["rate"] = len(texts) / ref["seconds"]
     manifest = load_bundle(a.bundle).manifest
-    table = Table(title=f"{len(texts):,} texts, {a.threads} threads, dense + sparse + ColBERT; "
-                        "model load excluded")
-    for col in ("side", "what", "seconds", "texts/s", "vs FlagEmbedding"):
+    title = f"{len(texts):,} texts, {a.threads} threads, dense + sparse + ColBERT; model load excluded"
+    table = Table(title=title)
+    columns = ("side", "what", "seconds", "texts/s", "vs FlagEmbedding")
+    for col in columns:
         table.add_column(col, justify="left" if col in ("side", "what") else "right")
-    table.add_row("edge-m3 embed", f"{a.bundle.name} ({manifest.quant}, {a.runtime}, bulk job to "
-                  "JSON lines)", f"{ours['seconds']:.1f}", f"{ours['rate']:.1f}",
-                  f"{ours['rate'] / ref['rate']:.2f}x")
-    table.add_row("edge-m3 device step", "the same, without writing JSON", f"{step['seconds']:.1f}",
-                  f"{step['rate']:.1f}", f"{step['rate'] / ref['rate']:.2f}x")
-    table.add_row("FlagEmbedding encode", f"{ref['version']}, fp32, batch {a.batch}",
-                  f"{ref['seconds']:.1f}", f"{ref['rate']:.1f}", "1.00x")
+    rows = [["edge-m3 embed", f"{a.bundle.name} ({manifest.quant}, {a.runtime}, bulk job to JSON lines)",
+             f"{ours['seconds']:.1f}", f"{ours['rate']:.1f}", f"{ours['rate'] / ref['rate']:.2f}x"],
+            ["edge-m3 device step", "the same, without writing JSON", f"{step['seconds']:.1f}",
+             f"{step['rate']:.1f}", f"{step['rate'] / ref['rate']:.2f}x"],
+            ["FlagEmbedding encode", f"{ref['version']}, fp32, batch {a.batch}",
+             f"{ref['seconds']:.1f}", f"{ref['rate']:.1f}", "1.00x"]]
+    for row in rows:
+        table.add_row(*row)
     Console(width=140).print(table)
+    if a.results:
+        write_result(a.results, title=f"`embed` to JSON lines and the device step, {title}",
+                     module="tools.bench.bench_throughput", argv=argv, columns=columns, rows=rows, load=load)
     if a.json:
         a.json.write_text(json.dumps({"texts": len(texts), "threads": a.threads, "batch": a.batch,
                                       "edge_m3": ours, "device_step": step,

@@ -12,6 +12,8 @@ words and long ones of about 2,000 tokens, all distinct. Both sides tokenize one
 be shared, so each figure is the best of several rounds of fresh texts (after a warm-up).
 `--kit-dir` writes the same model (with a manifest holding its tokenizer entry) and the short
 texts of every round (short.txt) for the kits' tokenizers (tools/kit/kit_tokenize.sh --bench).
+`--results docs/results/tokenizer.json` also writes the table for docs/benchmarks.md
+(tools/bench/results.py).
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ import tempfile
 import time
 from importlib import resources
 from pathlib import Path
+
+from tools.bench import results
 
 ROUNDS = 5
 
@@ -94,7 +98,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--model", help="a sentencepiece.bpe.model or a directory holding one")
     ap.add_argument("--threads", type=int, default=1, help="RAYON_NUM_THREADS for the Rust tokenizer")
     ap.add_argument("--kit-dir", type=Path, help="only write model, manifest and short texts for the kits")
+    results.add_option(ap, "tokenizer.json")
     args = ap.parse_args(argv)
+    load = results.Load()
     os.environ["RAYON_NUM_THREADS"] = str(args.threads)
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     from rich.console import Console
@@ -118,15 +124,33 @@ def main(argv: list[str] | None = None) -> None:
     table = Table(title=f"{what}; one text per call; best of {ROUNDS} rounds")
     for col in ("texts", "tokenizer", "texts/s", "tokens/s", "tokens/text"):
         table.add_column(col, justify="left" if col in ("texts", "tokenizer") else "right")
+    rows: list[list[str]] = []
     for k, label in enumerate(("short (~10 words)", "long (~2,000 tokens)")):
         texts = [r[k] for r in rounds]
         ours._word_ids.clear()
         for name, fn in (("edge-m3 (Python)", lambda ts: [ours.encode(t) for t in ts]),
                          ("transformers (Rust)", lambda ts: [ref(t)["input_ids"] for t in ts])):
             rate, tps, per = _rate(fn, texts)
-            table.add_row(f"{label}, {len(texts[1]):,} per round" if name.startswith("edge") else "", name,
-                          f"{rate:,.0f}", f"{tps:,.0f}", f"{per:,.0f}")
+            rows.append([f"{label}, {len(texts[1]):,} per round" if name.startswith("edge") else "", name,
+                         f"{rate:,.0f}", f"{tps:,.0f}", f"{per:,.0f}"])
+            table.add_row(*rows[-1])
     Console(width=110).print(table)
+    if args.results:
+        import transformers
+
+        results.write_result(
+            args.results, title="Tokenizer throughput: the device tokenizer against transformers' (Rust)",
+            module="tools.bench.bench_tokenizer", argv=argv,
+            columns=["texts", "tokenizer", "texts/s", "tokens/s", "tokens/text"], rows=rows, load=load,
+            notes=[f"{what}; one text per call, single thread, best of {ROUNDS} rounds; ids checked "
+                   f"equal first; transformers {transformers.__version__}.",
+                   "edge-m3 over transformers, texts/s measured side by side: short "
+                   f"{_num(rows[0][2]) / _num(rows[1][2]):.2f}x, "
+                   f"long {_num(rows[2][2]) / _num(rows[3][2]):.2f}x."])
+
+
+def _num(cell: str) -> float:
+    return float(cell.replace(",", ""))
 
 
 if __name__ == "__main__":

@@ -13,6 +13,8 @@ query, interleaved with the same search on a fresh format-1 build of the survivo
 must be equal); then compact() is timed. `--chunks P`: then, per size, N rows as N / P passages
 of P chunks each (docs/index-format.md, "Passages and chunks"), searched by passage (the default:
 k * P rows, the best chunk of each) and by chunk, side by side. BLAS and numpy run on one thread.
+`--results docs/results/writable.json` and `--chunk-results docs/results/writable_chunks.json`
+also write the two tables for docs/benchmarks.md (tools/bench/results.py).
 """
 
 from __future__ import annotations
@@ -32,7 +34,8 @@ import numpy as np  # noqa: E402
 
 from edge_m3.contract import INDEX_DB  # noqa: E402
 from edge_m3.retrieval.writable import WritableIndex  # noqa: E402
-from tools.bench.bench_search import _embed, _flags, synthesize  # noqa: E402
+from tools.bench import results  # noqa: E402
+from tools.bench.bench_search import _embed, synthesize  # noqa: E402
 
 
 def _p50(xs: list[float]) -> str:
@@ -51,13 +54,20 @@ def main() -> None:
     p.add_argument("--adds", type=int, default=300)
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--chunks", type=int, default=0, help="also time passages of this many chunks")
+    results.add_option(p, "writable.json")
+    p.add_argument("--chunk-results", type=Path, default=None, metavar="FILE",
+                   help="also write the --chunks table as a result file (writable_chunks.json)")
     a = p.parse_args()
+    load = results.Load()
+    figures: dict[str, list[str]] = {}
+    chunk_rows: list[list[str]] = []
+    sizes = [int(x) for x in a.sizes.split(",")]
     base_out, queries, dim = _embed(a.bundle)
-    print(f"cpu: {_flags()}")
+    print(f"cpu: {results.machine()['flags']}")
     print(f"date: {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
     work = Path(tempfile.mkdtemp(prefix="bench_writable_"))
     try:
-        for n in (int(x) for x in a.sizes.split(",")):
+        for n in sizes:
             rng = np.random.default_rng(n)
             folder = work / f"ix{n}"
             synthesize(base_out, n, dim, "fp16").save(folder)
@@ -97,6 +107,14 @@ def main() -> None:
             print(f"database after a checkpoint: {db} bytes for {a.adds} passages and {a.removes} tombstones "
                   f"({db / a.adds:.0f} per added passage, tombstones included; the WAL held {wal_bytes} "
                   f"before); format 1: {fmt1 / n:.0f} bytes per passage")
+            for label, value in (("add one precomputed passage, p50 wall / CPU (ms)",
+                                  f"{_p50(add_wall)} / {_p50(add_cpu)}"),
+                                 ("remove one passage, p50 wall / CPU (ms)",
+                                  f"{_p50(rm_wall)} / {_p50(rm_cpu)}"),
+                                 ("database bytes per added passage (checkpointed; tombstones included)",
+                                  f"{db / a.adds:,.0f}"),
+                                 ("format 1 bytes per passage (all files)", f"{fmt1 / n:,.0f}")):
+                figures.setdefault(label, []).append(value)
             fresh = w.merged()
             w.search(queries[0], 10, "sparse+dense")
             fresh.search(queries[0], 10, "sparse+dense")
@@ -115,21 +133,38 @@ def main() -> None:
                         assert [(h.id, h.score) for h in hits] == [(h.id, h.score) for h in ref], mode
                 print(f"search {mode} p50 wall / cpu (ms): writable {_p50(ws)} / {_p50(wc)}; fresh format-1 "
                       f"build of the survivors {_p50(fs)} / {_p50(fc)} (same hits and scores)")
+                figures.setdefault(f"search {mode}, p50 CPU (ms): writable / fresh build", []).append(
+                    f"{_p50(wc)} / {_p50(fc)}")
             t, c = time.perf_counter(), time.process_time()
             w.compact()
-            print(f"compact: {time.perf_counter() - t:.2f} s wall, {time.process_time() - c:.2f} s cpu; "
-                  f"{len(w)} passages in {w.base_name}")
+            wall, proc = time.perf_counter() - t, time.process_time() - c
+            print(f"compact: {wall:.2f} s wall, {proc:.2f} s cpu; {len(w)} passages in {w.base_name}")
+            figures.setdefault("compact() wall / CPU (s)", []).append(f"{wall:.2f} / {proc:.2f}")
             w.close()
             shutil.rmtree(folder)
             if a.chunks > 1:
-                _chunked(base_out, queries, dim, n, a.chunks, a.repeats)
+                chunk_rows += _chunked(base_out, queries, dim, n, a.chunks, a.repeats)
             print(f"load average: {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
     finally:
         shutil.rmtree(work, ignore_errors=True)
+    how = (f"{a.removes:,} removes, then {a.adds} adds, one transaction each; every query searched on the "
+           "writable index and on a fresh format-1 build of the survivors: the same hits and scores")
+    if a.results:
+        results.write_result(a.results, title=f"The writable index, {a.bundle.name} passages",
+                             module="tools.bench.bench_writable",
+                             columns=["figure", *[f"{n:,}" for n in sizes]],
+                             rows=[[k, *v] for k, v in figures.items()], notes=[how + "."], load=load)
+    if a.chunk_results and chunk_rows:
+        results.write_result(a.chunk_results, title=f"Passages of {a.chunks} chunks: by passage and by chunk",
+                             module="tools.bench.bench_writable",
+                             columns=["rows (passages)", "mode", "by passage, p50 CPU (ms)",
+                                      "by chunk, p50 CPU (ms)", "ratio"], rows=chunk_rows, load=load)
 
 
-def _chunked(base_out: list, queries: list, dim: int, n: int, chunks: int, repeats: int) -> None:
-    """N rows as N / chunks passages: search by passage (k * P rows) beside search by chunk."""
+def _chunked(base_out: list, queries: list, dim: int, n: int, chunks: int, repeats: int) -> list[list[str]]:
+    """N rows as N / chunks passages: search by passage (k * P rows) beside search by chunk; the
+    table's rows."""
+    rows = []
     idx = synthesize(base_out, n, dim, "fp16")
     idx.ids = [r // chunks for r in range(n)]
     idx._chunks = None
@@ -142,8 +177,11 @@ def _chunked(base_out: list, queries: list, dim: int, n: int, chunks: int, repea
                     c = time.thread_time()
                     idx.search(q, 10, mode, chunks=by_chunk)
                     cpu[by_chunk].append(time.thread_time() - c)
+        ratio = f"{np.median(cpu[False]) / np.median(cpu[True]):.2f}"
         print(f"search {mode} p50 cpu (ms): by passage {_p50(cpu[False])}, by chunk {_p50(cpu[True])} "
-              f"(ratio {np.median(cpu[False]) / np.median(cpu[True]):.2f})")
+              f"(ratio {ratio})")
+        rows.append([f"{n:,} ({n // chunks:,})", mode, _p50(cpu[False]), _p50(cpu[True]), ratio])
+    return rows
 
 
 if __name__ == "__main__":

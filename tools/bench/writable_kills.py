@@ -8,7 +8,8 @@ SIGKILLs it at a random moment, and checks that the index opens, holds exactly a
 prefix of the writes, and searches (dense, sparse+dense, colbert+sparse+dense) as a fresh
 format-1 build of that prefix; then restarts the writer, which resumes where the commits end.
 tests/test_writable.py runs a short version; the figures of the long one are in
-docs/benchmarks.md, "Index size and search latency".
+docs/benchmarks.md, "Index size and search latency" (`--results docs/results/writable_kills.json`,
+tools/bench/results.py).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import numpy as np
 
 from edge_m3.retrieval.index import Index
 from edge_m3.retrieval.writable import WritableIndex
+from tools.bench.results import Load, add_option, write_result
 
 DIM = 16
 
@@ -145,7 +147,9 @@ def main() -> None:
     p.add_argument("--batch", type=int, default=10)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--dir", type=Path, default=Path("/tmp/edge_m3_kills"))
+    add_option(p, "writable_kills.json")
     a = p.parse_args()
+    load = Load()
     import shutil
 
     shutil.rmtree(a.dir, ignore_errors=True)
@@ -168,7 +172,15 @@ def main() -> None:
           f"left a committed prefix that searched as a fresh build; {at_end} passages after the last kill; "
           f"finished to {a.passages} and checked; a last compaction left {left}; "
           f"{time.perf_counter() - t0:.0f} s")
-
+    if a.results:
+        columns = ["kills", "mid-write", "inside a compaction", "passages after the last kill", "finished to",
+                   "held a committed prefix and searched as a fresh build", "seconds"]
+        row = [f"{a.kills}", f"{landed}", f"{in_compaction}", f"{at_end:,}", f"{a.passages:,}",
+               f"{a.kills} of {a.kills}", f"{time.perf_counter() - t0:.0f}"]
+        write_result(a.results, title="The writable index under real SIGKILLs",
+                     module="tools.bench.writable_kills", columns=columns, rows=[row], load=load,
+                     notes=[f"Transactions of {a.batch} passages, removes every 7 batches, a compaction "
+                            f"every 11; a last compaction left {left}."])
 
 if __name__ == "__main__":
     main()

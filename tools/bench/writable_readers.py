@@ -27,6 +27,7 @@ from typing import Any
 
 from edge_m3.contract import INDEX_DB
 from edge_m3.retrieval.writable import WritableIndex
+from tools.bench.results import Load, add_option, write_result
 from tools.bench.writable_kills import DIM, passage
 from tools.kit import retrieval_wire as wire
 
@@ -149,7 +150,9 @@ def main() -> None:
     p.add_argument("--readers", default="python,kotlin,swift")
     p.add_argument("--reads", type=int, default=3_000, help="calls per round (a kit's runner per round)")
     p.add_argument("--dir", type=Path, default=Path("/tmp/edge_m3_readers"))
+    add_option(p, "writable_readers.json")
     a = p.parse_args()
+    load, rows = Load(), []
     readers = a.readers.split(",")
     a.dir.mkdir(parents=True, exist_ok=True)
     jar = swift = None
@@ -178,6 +181,13 @@ def main() -> None:
         opens = rounds * (1 + sum(op[0] == "reopen" for op in log))
         print(f"{reader}: {rounds * a.reads:,} calls ({opens:,} opens) in {took:.0f} s beside {turns:,} writer "
               f"turns ({turns // 2:,} compactions): {'none wrong' if not bad else f'WRONG: {bad[:3]}'}")
+        rows.append([reader, f"{rounds * a.reads:,}", f"{opens:,}", f"{took:.0f}",
+                     f"{turns:,} ({turns // 2:,})", f"{len(bad)}"])
+    if a.results:
+        write_result(a.results, title="A reader beside a churning writer (every call one committed state)",
+                     module="tools.bench.writable_readers", load=load, rows=rows,
+                     columns=["reader", "calls", "opens", "seconds", "writer turns beside it (compactions)",
+                              "wrong answers"])
 
 
 if __name__ == "__main__":
