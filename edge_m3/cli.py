@@ -409,7 +409,12 @@ def _bench_command(sub: argparse._SubParsersAction) -> None:
                     help=f"LiteRT's XNNPACK weight cache, a comma list of {', '.join(CACHE_MODES)}, each "
                          "a run of its own: off (one packed copy per signature), memory, cold (a new "
                          "cache file), warm (a second start mapping it); default cold,warm")
-    bn.add_argument("--json", type=Path, default=None, metavar="FILE", help="also write the figures here")
+    bn.add_argument("--json", type=Path, default=None, metavar="FILE",
+                    help="also write the figures here, and a latency-by-length SVG beside them (FILE's stem "
+                         "+ -latency.svg)")
+    bn.add_argument("--report", type=Path, default=None, metavar="DIR",
+                    help="folder for report.json, report.md and latency.svg, the p50 by length of each "
+                         "runtime and variant (default: none, the table only)")
 
 
 # --------------------------------------------------------------------------- index, search (issue 25)
@@ -641,7 +646,7 @@ def _bench(a: argparse.Namespace) -> BenchOptions:
     return BenchOptions(bundle=a.bundle, runtimes=_runtimes(a.runtimes, "--runtimes"), threads=threads,
                         lengths=tuple(parse_ints(a.lengths, "--lengths")) if a.lengths else (),
                         reference=a.reference, timing=Repeats(a.repeats, a.warmup),
-                        cache_modes=modes, json=a.json)
+                        cache_modes=modes, json=a.json, report=a.report)
 
 
 def _needs_builder(command: str) -> None:

@@ -174,7 +174,10 @@ def check_rig(shell: Shell, request: pytest.FixtureRequest, tmp_path: Path) -> N
     embed = next(r for c, r in results.items() if c.startswith("edge-m3 embed"))
     (line,) = _json_lines(embed.stdout)
     assert line["dense_vecs"] and line["input_ids"][0] == 0
-    assert (shell.cwd / "bench-report").is_dir()
+    report = shell.cwd / "bench-report"
+    assert "latency.svg" in (report / "report.md").read_text(encoding="utf-8")
+    runs = json.loads((report / "report.json").read_text(encoding="utf-8"))["rows"]
+    assert (report / "latency.svg").read_text(encoding="utf-8").count('id="latency-line-') == len(runs)
 
 
 def check_search(shell: Shell, request: pytest.FixtureRequest, tmp_path: Path) -> None:

@@ -54,7 +54,8 @@ class BenchOptions:
     reference: str | None = None  # checkpoint for the torch fp32 baseline
     timing: Repeats = Repeats()
     cache_modes: tuple[str, ...] = ("cold", "warm")  # of CACHE_MODES, run in that order
-    json: Path | None = None  # also write the figures here, and the latency plot beside them
+    json: Path | None = None  # also write the figures here
+    report: Path | None = None  # report.json, report.md and latency.svg in this folder
 
     def __post_init__(self) -> None:
         if "warm" in self.cache_modes and "cold" not in self.cache_modes:
@@ -88,6 +89,8 @@ def cmd_bench(opts: BenchOptions) -> int:
                               f"signatures for {have})")
     if opts.json:
         check_writable(opts.json, "json", is_file=True)  # before the runs, not after
+    if opts.report:
+        check_writable(opts.report, "report")
     ref_dir = None
     if opts.reference:
         from edge_m3.checkpoint import resolve_checkpoint
@@ -122,7 +125,27 @@ def cmd_bench(opts: BenchOptions) -> int:
     if opts.json:
         write_atomic(opts.json, json.dumps(result, indent=1) + "\n", "json")
         write_latency_plot(plot_path(opts.json), result)
+    if opts.report:
+        write_bench_report(opts.report, result)
     return 0
+
+
+def write_bench_report(report_dir: Path, result: Mapping[str, Any]) -> list[Path]:
+    """`--report DIR`: the figures (report.json), the table for people (report.md) and the
+    latency-by-length plot (latency.svg), as check and verify write their reports."""
+    report_dir.mkdir(parents=True, exist_ok=True)
+    paths = [report_dir / "report.json", report_dir / "report.md"]
+    write_atomic(paths[0], json.dumps(result, indent=1) + "\n", "report")
+    header, rows = bench_table(result)
+    md = [f"# {table_title(result)}", "", "| " + " | ".join(header) + " |",
+          "| " + " | ".join("---" for _ in header) + " |", *("| " + " | ".join(r) + " |" for r in rows)]
+    plot = write_latency_plot(report_dir / "latency.svg", result)
+    if plot is not None:
+        md += ["", "![p50 by length](latency.svg)"]
+        paths.append(plot)
+    write_atomic(paths[1], "\n".join(md) + "\n", "report")
+    print(f"bench: report in {report_dir}/ ({', '.join(p.name for p in paths)})", file=sys.stderr)
+    return paths
 
 
 def plot_path(json_path: Path) -> Path:
@@ -187,23 +210,23 @@ def bench_row(runtime: str, threads: int, res: Mapping[str, Any], ref: Mapping[s
     return row
 
 
-def _print_bench(result: Mapping[str, Any]) -> None:
-    from rich.console import Console
-    from rich.table import Table
+def table_title(result: Mapping[str, Any]) -> str:
+    """The bench table's title: the bundle, its variant, how to read the cells."""
+    return (f"bench {result['bundle']} ({result['quant']}); p50 / p95 ms over {result['repeats']} runs"
+            + ("; (x) = speedup over torch fp32" if result["reference"] else "")
+            + "; model RSS = peak over the RSS before opening (x model file)")
 
+
+def bench_table(result: Mapping[str, Any]) -> tuple[list[str], list[list[str]]]:
+    """The table's header and rows, as printed and as report.md writes them."""
     lengths = result["lengths"]
-    table = Table(title=f"bench {result['bundle']} ({result['quant']}); p50 / p95 ms over "
-                        f"{result['repeats']} runs" + ("; (x) = speedup over torch fp32"
-                                                       if result["reference"] else "")
-                        + "; model RSS = peak over the RSS before opening (x model file)")
-    for col in ("runtime", "threads", "weight cache", *[f"{n} tokens" for n in lengths],
-                "open to 1st result ms", "1st call per signature ms", "model RSS MB",
-                "peak RSS MB"):
-        table.add_column(col, justify="left" if col in ("runtime", "weight cache") else "right")
+    header = ["runtime", "threads", "weight cache", *[f"{n} tokens" for n in lengths],
+              "open to 1st result ms", "1st call per signature ms", "model RSS MB", "peak RSS MB"]
 
     def ratio(x: float | None) -> str:
         return f" ({x:.2f}x)" if x is not None else ""
 
+    rows = []
     for row in result["rows"]:
         cells = [f"{f['p50_ms']:.2f} / {f['p95_ms']:.2f}{ratio(f.get('p50_speedup'))}"
                  for f in (row["lengths"][str(n)] for n in lengths)]
@@ -211,8 +234,21 @@ def _print_bench(result: Mapping[str, Any]) -> None:
                  if "model_peak_rss_mb" in row else "")
         first = " ".join(f"{n}:{v:.0f}" for n, v in row["first_call_ms"].items())
         opened = f"{row['open_to_first_result_ms']:.0f}" if "open_to_first_result_ms" in row else ""
-        table.add_row(row["runtime"], str(row["threads"]), row.get("cache_mode", ""), *cells,
-                      opened, first, model, f"{row['peak_rss_mb']:.0f}")
+        rows.append([row["runtime"], str(row["threads"]), row.get("cache_mode", ""), *cells,
+                     opened, first, model, f"{row['peak_rss_mb']:.0f}"])
+    return header, rows
+
+
+def _print_bench(result: Mapping[str, Any]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    header, rows = bench_table(result)
+    table = Table(title=table_title(result))
+    for col in header:
+        table.add_column(col, justify="left" if col in ("runtime", "weight cache") else "right")
+    for cells in rows:
+        table.add_row(*cells)
     console = Console()
     if not console.is_terminal:
         console = Console(width=180)
