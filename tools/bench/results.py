@@ -68,10 +68,31 @@ def machine() -> dict[str, Any]:
             "cores": os.cpu_count() or 0, "ram": ram}
 
 
-def command_line(module: str, argv: Sequence[str] | None = None) -> str:
-    """The command that reproduces a result: `python -m MODULE ARGS`, as run."""
+def command_line(module: str, argv: Sequence[str] | None = None, before: Sequence[str] = ()) -> str:
+    """The command that reproduces a result: `python -m MODULE ARGS`, as run, after the commands
+    that made its input (`before`, e.g. the `edge-m3 bench` whose report it reads), joined by &&."""
     args = list(sys.argv[1:] if argv is None else argv)
-    return " ".join(["python", "-m", module, *(shlex.quote(a) for a in args)])
+    return " && ".join([*before, " ".join(["python", "-m", module, *(shlex.quote(a) for a in args)])])
+
+
+def markdown_table(lines: Iterable[str]) -> tuple[list[str], list[list[str]]]:
+    """The columns and rows of a markdown table a tool printed (its `| a | b |` lines; the
+    `| --- |` rule and any other line skipped): what it prints is what its result file holds."""
+    cells = [[c.strip() for c in line.strip()[1:-1].split(" | ")] for line in lines
+             if line.strip().startswith("|") and line.strip().endswith("|")
+             and not set(line.replace("|", "").split()) <= {"---"}]
+    if not cells:
+        raise ValueError("no markdown table in the output")
+    return cells[0], cells[1:]
+
+
+def existing_notes(path: Path) -> list[str]:
+    """A result file's notes without its load note: the prose a rewrite may keep (`--keep-notes`)."""
+    try:
+        notes = read_result(path)["notes"]
+    except (OSError, ValueError):
+        return []
+    return [n for n in notes if not n.startswith("load average (1 min)")]
 
 
 class Load:
@@ -142,13 +163,14 @@ def read_result(path: Path) -> dict[str, Any]:
 def write_result(path: Path, *, title: str, module: str, columns: Sequence[str],
                  rows: Iterable[Sequence[Any]], notes: Iterable[str] = (), load: Load | None = None,
                  series: Mapping[str, Mapping[Any, float]] | None = None,
-                 plot: Mapping[str, str] | None = None, argv: Sequence[str] | None = None) -> Path:
+                 plot: Mapping[str, str] | None = None, argv: Sequence[str] | None = None,
+                 before: Sequence[str] = ()) -> Path:
     """Write one table as a result file, atomically, with this machine, today's date, the command
-    (`module` and the arguments it ran with) and the load average; returns the path."""
+    (`before`, then `module` and the arguments it ran with) and the load average; returns the path."""
     from edge_m3.common.files import write_atomic
 
     data: dict[str, Any] = {
-        "title": title, "command": command_line(module, argv),
+        "title": title, "command": command_line(module, argv, before),
         "date": datetime.date.today().isoformat(), "machine": machine(),
         "columns": list(columns), "rows": [list(r) for r in rows],
         "notes": [*notes, *([load.note()] if load else [])]}

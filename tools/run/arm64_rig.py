@@ -1,6 +1,10 @@
 """edge-m3's runtime-only install on an emulated aarch64 Debian, as a Raspberry Pi would run it.
 
     python -m tools.run.arm64_rig [--suite bookworm|trixie] [--extras tflite-runtime] -- check BUNDLE
+    python -m tools.run.arm64_rig --results docs/results/fidelity_devices.json -- check BUNDLE
+
+`--results FILE` (with `check`): the run's golden replay figures become this machine's rows of
+that table (tools/bench/from_report.py's `check` layout), the other machines' rows kept.
 
 Made with Debian's own tools, no downloaded images: `debootstrap --foreign` fetches the arm64
 packages of the suite (bookworm: Python 3.11, trixie: Python 3.13, what Raspberry Pi OS ships
@@ -191,6 +195,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--suite", default="bookworm", choices=sorted(SUITES))
     p.add_argument("--extras", default="", help="comma list of edge-m3 extras (e.g. tflite-runtime)")
+    p.add_argument("--results", type=Path, default=None, metavar="FILE",
+                   help="with check: write its figures as this machine's rows of a result file for "
+                        "docs/benchmarks.md (fidelity_devices.json), the other rows kept")
     p.add_argument("args", nargs=argparse.REMAINDER,
                    help="after --: edge-m3 arguments (e.g. check BUNDLE)")
     a = p.parse_args(argv)
@@ -200,6 +207,8 @@ def main(argv: Sequence[str] | None = None) -> int:
               "qemu-user-static)", file=sys.stderr)
         return 2
     args = [x for x in a.args if x != "--"] or ["--help"]
+    if a.results and (args[0] != "check" or "--report" in args):
+        p.error("--results needs `-- check BUNDLE ...` without --report (the rig reads its own)")
     try:
         root = make_root(a.suite)
         with tempfile.TemporaryDirectory(prefix="edge-m3-arm64-wheel-") as tmp:
@@ -207,11 +216,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     except RigError as exc:
         print(f"arm64_rig: {exc}", file=sys.stderr)
         return 2
+    report = Path(tempfile.mkdtemp(prefix="edge-m3-arm64-report-")) / "check"
     try:
-        return subprocess.run([str(root / LAUNCHER), "-m", "edge_m3.cli", *args],
-                              env=environment(paths)).returncode
+        rc = subprocess.run([str(root / LAUNCHER), "-m", "edge_m3.cli", *args,
+                             *(["--report", str(report)] if a.results else [])],
+                            env=environment(paths)).returncode
+        if a.results and (report / "report.json").is_file():
+            write_results(report, a.results, sys.argv[1:] if argv is None else argv)
+        return rc
     finally:
         shutil.rmtree(paths[0], ignore_errors=True)
+        shutil.rmtree(report.parent, ignore_errors=True)
+
+
+def write_results(report: Path, results: Path, argv: Sequence[str]) -> Path:
+    """The check's figures as this machine's rows of `results` (the other machines' kept)."""
+    from tools.bench.from_report import convert
+
+    return convert("check", [report], results, merge=True, argv=argv, module="tools.run.arm64_rig",
+                   before=[])
 
 
 if __name__ == "__main__":
