@@ -41,7 +41,9 @@ LayerNorm output is also the residual and a fold into gamma/beta would change th
 the same TFLite and ONNX int8 conversions, swapped into a copy of the built bundle. With
 `--smooth` (or `--peer-slice`: bge-m3-lite's own quantize with that slice as its calibration
 texts), a second table gives every row on the gate part only (the corpus minus that slice), and
-the variants calibrated on the slice appear in that table only.
+the variants calibrated on the slice appear in that table only. `--results FILE` writes the
+whole-corpus table as a result file for docs/benchmarks.md (fidelity_variants.json),
+`--gate-results FILE` the gate part's (fidelity_int16x8.json), through tools/bench/results.py.
 """
 
 from __future__ import annotations
@@ -538,7 +540,13 @@ def main(argv: Sequence[str] | None = None) -> int:
                    help="under each row, the queries behind its N largest ColBERT pair errors "
                         "and the maximum without them")
     p.add_argument("--json", type=Path, help="also write the figures here")
+    from tools.bench import results  # here: the peer child runs this file without the project
+
+    results.add_option(p, "the whole-corpus table: fidelity_variants.json")
+    p.add_argument("--gate-results", type=Path, default=None, metavar="FILE",
+                   help="also write the gate part's table as a result file (fidelity_int16x8.json)")
     a = p.parse_args(argv)
+    load = results.Load()
     a.sites = [[s for s in x.split(",") if s] for x in (a.sites or [",".join(SITES)])]
     if any(s not in SITES for x in a.sites for s in x):
         p.error(f"--sites: choose from {', '.join(SITES)}")
@@ -629,15 +637,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     relevant = corpus.relevant()
     on_slice = {name for name, _, _ in variants if "smoothed" in name or "slice" in name} | calibrated
     out_json: dict[str, Any] = {"peer": peer_meta, "texts": len(texts), "queries": nq}
-    print(f"## whole corpus: {len(texts)} texts ({nq} queries x {len(texts) - nq} passages), "
-          f"max_length {a.max_length}, against FlagEmbedding\n\n{HEAD}")
+    whole_what = (f"whole corpus: {len(texts)} texts ({nq} queries x {len(texts) - nq} passages), "
+                  f"max_length {a.max_length}, against FlagEmbedding")
+    print(f"## {whole_what}\n\n{HEAD}")
+    whole_lines, gate_lines, gate_what = HEAD.splitlines(), HEAD.splitlines(), ""
     for name, size, outs in variants:
         if name in on_slice:  # its calibration texts are in the corpus: the gate part only
             continue
         f = figures(outs, ref, nq, relevant, quant_of.get(name, "int8"))
         out_json[name] = {"all": {k: f[k] for k in f if k not in ("dense_cosine",)} |
                           {"dense_cosine": f["dense_cosine"]["all"]}}
-        print(row(name, size, f), flush=True)
+        whole_lines.append(row(name, size, f))
+        print(whole_lines[-1], flush=True)
         if a.worst:
             print(colbert_worst(outs, ref, nq, texts, a.worst), flush=True)
     print(f"\npeer: tokenizer ids equal to FlagEmbedding's on {peer_meta['tokenizer_ids_match']:.4f} "
@@ -647,20 +658,36 @@ def main(argv: Sequence[str] | None = None) -> int:
         gate_corpus = type(corpus)(tuple(records[i] for i in gate_idx))
         what = f"sample(gate part, {a.gate_sample}, seed 0)" if a.gate_sample else "gate part"
         n_calib = sum(r["group"] in calib_groups for r in records)
-        print(f"\n## {what}: {len(gate_idx)} texts ({len(gq)} queries x {len(gate_idx) - len(gq)} "
-              f"passages); calibration slice: sample({a.calibration}, seed {a.calibration_seed}), "
-              f"{n_calib} texts in {len(calib_groups)} groups\n\n{HEAD}")
+        gate_what = (f"{what}: {len(gate_idx)} texts ({len(gq)} queries x {len(gate_idx) - len(gq)} "
+                     f"passages); calibration slice: sample({a.calibration}, seed {a.calibration_seed}), "
+                     f"{n_calib} texts in {len(calib_groups)} groups")
+        print(f"\n## {gate_what}\n\n{HEAD}")
         for name, size, outs in variants:
             f = figures(_subset(outs, gate_idx), _subset(ref, gate_idx), len(gq), gate_corpus.relevant(),
                         quant_of.get(name, "int8"))
             out_json.setdefault(name, {})["gate_part"] = {k: f[k] for k in f if k not in ("dense_cosine",)} | {
                 "dense_cosine": f["dense_cosine"]["all"]}
-            print(row(name, size, f), flush=True)
+            gate_lines.append(row(name, size, f))
+            print(gate_lines[-1], flush=True)
             if a.worst:
                 print(colbert_worst(_subset(outs, gate_idx), _subset(ref, gate_idx), len(gq),
                                     _subset(texts, gate_idx), a.worst), flush=True)
     if a.json:
         a.json.write_text(json.dumps(out_json, indent=1, default=float))
+    peer_note = (f"peer: tokenizer ids equal to FlagEmbedding's on {peer_meta['tokenizer_ids_match']:.4f} of "
+                 f"the texts; corpus texts among its calibration texts: {peer_meta['calibration_overlap']}")
+    for file, lines, title, what in (
+            (a.results, whole_lines, "Every variant on the whole fidelity corpus, against FlagEmbedding",
+             whole_what),
+            (a.gate_results, gate_lines, "The variants on the gate part (the corpus minus its calibration "
+             "slice)", gate_what)):
+        if file and len(lines) > 2:
+            columns, table = results.markdown_table(lines)
+            results.write_result(file, title=title, module="tools.research.calibrated_onnx_recipes",
+                                 columns=columns, rows=table, notes=[f"{what}.", peer_note], load=load)
+        elif file:
+            print(f"{file}: not written, the table has no rows (the gate part needs --smooth, "
+                  "--peer-slice or --variants)", file=sys.stderr)
     return 0
 
 

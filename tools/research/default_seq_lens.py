@@ -2,7 +2,8 @@
 queries and passages best.
 
     python -m tools.research.default_seq_lens demo/e5-small-bge-m3-layout --quant int8 \
-        --sets 32,128,512 16,32,64,128,256,512 --out /tmp/buckets
+        --sets 32,128,512 16,32,64,128,256,512 --out /tmp/buckets \
+        [--results docs/results/speed_buckets.json]
 
 Per bucket set: one `edge-m3 build` (wall time, file size), then the device pipeline under
 LiteRT (tokenize, pick the smallest signature that holds the text, run, post-process) over the
@@ -26,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from edge_m3.contract import choose_length
+from tools.bench import results
 from tools.bench.bench_build import run_build  # one way to time a build
 
 
@@ -87,7 +89,9 @@ def main() -> None:
     p.add_argument("--rounds", type=int, default=3, help="the mix this many times over")
     p.add_argument("--out", type=Path, default=None, help="keep bundles here (default: temp)")
     p.add_argument("--json", type=Path, default=None)
+    results.add_option(p, "speed_buckets.json")
     a = p.parse_args()
+    load = results.Load()
     mix = make_mix(a.checkpoint / "sentencepiece.bpe.model", a.queries, a.passages)
     texts = mix["queries"] + mix["passages"]
     nq = len(mix["queries"])
@@ -128,17 +132,24 @@ def main() -> None:
                 "first_call_ms": {n: 1e3 * v for n, v in res["first_call"].items()},
                 "texts": len(per_text)})
     q_tokens = [len(x) for x in ids[:nq]]
-    print(f"mix: {nq} queries ({min(q_tokens)}-{max(q_tokens)} tokens), "
-          f"{len(texts) - nq} passages; {a.rounds} rounds; LiteRT, {a.threads} threads")
+    mix_line = (f"mix: {nq} queries ({min(q_tokens)}-{max(q_tokens)} tokens), "
+                f"{len(texts) - nq} passages; {a.rounds} rounds; LiteRT, {a.threads} threads")
     head = ["buckets", "build s", "file MB", "query ms (p95)", "passage ms", "mix s",
             "padding q / p", "model RSS MB (x file)", "first call per signature ms"]
-    print("| " + " | ".join(head) + " |\n|" + " --- |" * len(head))
+    lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
     for r in rows:
         first = ", ".join(f"{n}: {v:.0f}" for n, v in r["first_call_ms"].items())
-        print(f"| {','.join(map(str, r['lengths']))} | {r['build_s']:.0f} | {r['file_mb']:.1f} | "
-              f"{r['query_ms']:.1f} ({r['query_p95_ms']:.1f}) | {r['passage_ms']:.1f} | "
-              f"{r['mix_s']:.2f} | {r['query_padding']:.0%} / {r['passage_padding']:.0%} | "
-              f"{r['model_peak_rss_mb']:.0f} ({r['model_rss_ratio']:.2f}x) | {first} |")
+        lines.append(f"| {','.join(map(str, r['lengths']))} | {r['build_s']:.0f} | {r['file_mb']:.1f} | "
+                     f"{r['query_ms']:.1f} ({r['query_p95_ms']:.1f}) | {r['passage_ms']:.1f} | "
+                     f"{r['mix_s']:.2f} | {r['query_padding']:.0%} / {r['passage_padding']:.0%} | "
+                     f"{r['model_peak_rss_mb']:.0f} ({r['model_rss_ratio']:.2f}x) | {first} |")
+    print(mix_line, *lines, sep="\n")
+    if a.results:
+        columns, table = results.markdown_table(lines)
+        results.write_result(a.results, title="Signature lengths: per-text cost of a query and passage mix",
+                             module="tools.research.default_seq_lens", columns=columns, rows=table,
+                             notes=[f"{a.checkpoint.name}, {a.quant}; {mix_line}; each text through the "
+                                    "device pipeline at the smallest signature that holds it."], load=load)
     if a.json:
         a.json.write_text(json.dumps({"mix": {k: len(v) for k, v in mix.items()}, "rows": rows},
                                      indent=1))

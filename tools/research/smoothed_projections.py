@@ -28,6 +28,9 @@ corpus and on the gate part (the corpus minus the calibration slice). A SPEC is 
 - `alpha=0.5` (`sites=qkv,ffn_in`): SmoothQuant-style scales from the slice's maxima, one Mul
   before each smoothed MatMul, its weight rows multiplied back (calibrated_onnx_recipes's `--smooth`, here
   on the ONNX graph).
+
+`--results FILE` writes the `--whole`/`--bundle`/`--cached` table as a result file for
+docs/benchmarks.md (fidelity_int8.json), through tools/bench/results.py.
 """
 
 from __future__ import annotations
@@ -194,7 +197,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--calibration-file", type=Path, default=None,
                    help="the gate part is the corpus minus this file's groups (e.g. the committed "
                         "sample a default build calibrates on) instead of minus the slice")
+    from tools.bench import results
+
+    results.add_option(p, "the whole and gate-part table: fidelity_int8.json")
     a = p.parse_args(argv)
+    if a.results and not (a.whole or a.bundle or a.cached):
+        p.error("--results needs --whole, --bundle or --cached (the table it writes)")
+    load = results.Load()
     fp32 = a.work / "ours-fp32"
     stats_file = a.work / f"smooth-stats-{a.calibration}-{a.calibration_seed}.npz"
     for need in (fp32 / "manifest.json", stats_file, a.work / "outs-ours-onnxruntime.json"):
@@ -232,7 +241,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         gate = [i for i, r in enumerate(records) if r["group"] not in calib]
         gate_corpus = type(corpus)(tuple(records[i] for i in gate))
         gq = sum(1 for i in gate if i < nq)
-        print(HEAD.replace("file MB", "set"))
+        lines = HEAD.replace("file MB", "set").splitlines()
+        print(*lines, sep="\n")
         todo: list[tuple[str, Any]] = [(b.name, b) for b in a.bundle] + [
             (spec, None) for spec in a.whole] + [(f"cached {t}", t) for t in a.cached]
         for spec, what in todo:
@@ -252,12 +262,22 @@ def main(argv: Sequence[str] | None = None) -> int:
                                                    gq, gate_corpus.relevant()))):
                 d = f["dense_cosine"]["all"]
                 ag = f["retrieval_top10_agreement"]
-                print(f"| {spec or 'recipe'} | {label} | {d['min']:.5f} | {d['p1']:.5f} | {d['mean']:.5f} "
-                      f"| {f['lexical_abs_err']:.3f} ({f['lexical_abs_err_p99']:.3f}) "
-                      f"| {f['colbert_score_abs_err']:.3f} ({f['colbert_score_abs_err_p99']:.3f}) "
-                      f"| {ag['dense']:.3f} / {ag['sparse']:.3f} / {ag['colbert']:.3f} "
-                      f"| {'pass' if not f['failed'] else 'FAIL'} |", flush=True)
+                lines.append(f"| {spec or 'recipe'} | {label} | {d['min']:.5f} | {d['p1']:.5f} "
+                             f"| {d['mean']:.5f} | {f['lexical_abs_err']:.3f} ({f['lexical_abs_err_p99']:.3f}) "
+                             f"| {f['colbert_score_abs_err']:.3f} ({f['colbert_score_abs_err_p99']:.3f}) "
+                             f"| {ag['dense']:.3f} / {ag['sparse']:.3f} / {ag['colbert']:.3f} "
+                             f"| {'pass' if not f['failed'] else 'FAIL'} |")
+                print(lines[-1], flush=True)
             print(f"# {spec or 'recipe'}: {time.time() - t0:.0f} s", file=sys.stderr, flush=True)
+        if a.results:
+            columns, table = results.markdown_table(lines)
+            gate_of = (f"minus the groups of {a.calibration_file}" if a.calibration_file
+                       else f"minus sample({a.calibration}, seed {a.calibration_seed})")
+            results.write_result(a.results, title="ONNX int8 recipes against FlagEmbedding: whole corpus "
+                                 "and gate part", module="tools.research.smoothed_projections",
+                                 columns=columns, rows=table, load=load,
+                                 notes=[f"{len(texts):,} texts ({nq:,} queries); the gate part is the "
+                                        f"corpus {gate_of}: {len(gate):,} texts."])
     return 0
 
 
