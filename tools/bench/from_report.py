@@ -291,7 +291,7 @@ def grid_layout(reports: list[Report]) -> Table:
     columns: list[str] = []
     for label, r in reports:
         row, _, col = label.partition("|")
-        col = col or "dense cos min, agreement, gate"
+        col = col or "dense cos min, agreement, gate"  # one column: its heading as is
         columns += [col] if col not in columns else []
         ok = _ok(r)
         mins = " / ".join(f"{f['dense_cosine']['all']['min']:.6f}" for f in ok.values())
@@ -301,7 +301,7 @@ def grid_layout(reports: list[Report]) -> Table:
                                           + ("pass" if not fails else f"fail ({', '.join(fails)})"))
         tflite = [f for rt, f in ok.items() if rt != "onnxruntime"] or list(ok.values())
         sizes.setdefault(row, f"{tflite[0].get('memory', {}).get('model_mb', 0):.1f}" if tflite else "")
-    heads = [c if "," in c else f"{c}: dense cos min, agreement, gate" for c in columns]
+    heads = [c if c.endswith("gate") else f"{c}: dense cos min, agreement, gate" for c in columns]
     return (["variant", "TFLite MB", *heads],
             [[row, sizes[row], *[by.get(c, "") for c in columns]] for row, by in cells.items()])
 
