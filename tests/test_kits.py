@@ -215,7 +215,7 @@ def test_android_library_module() -> None:
     assert (ANDROID / "src/main/AndroidManifest.xml").is_file()
     # Default source sets hold the kit; nothing under jvm/ (CI only) is in them.
     assert (KT_PKG / "EdgeM3Embedder.kt").is_file() and "srcDir" not in code
-    for source in KT_PKG.glob("*.kt"):
+    for source in KT_PKG.rglob("*.kt"):  # generated/ too: one package, dev.edgem3
         assert re.search(r"^package dev\.edgem3$", source.read_text(encoding="utf-8"), re.M), source.name
     catalog = _catalog()
     libraries, versions = catalog["libraries"], catalog["versions"]

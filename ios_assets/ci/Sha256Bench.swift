@@ -1,7 +1,8 @@
 // Measures FileCheck's SHA-256 (the kit's own on Linux, CryptoKit on Apple platforms) on a
 // large file, optimised as in an app's release build. Not part of the package:
 //
-//   swiftc -O -parse-as-library ios_assets/Sources/EdgeM3/*.swift ios_assets/ci/Sha256Bench.swift -o /tmp/sha256bench
+//   swiftc -O -parse-as-library ios_assets/Sources/EdgeM3/*.swift ios_assets/Sources/EdgeM3/Generated/*.swift \
+//     ios_assets/ci/Sha256Bench.swift -o /tmp/sha256bench
 //   /tmp/sha256bench <file>
 //
 // Prints "sha256 <hex> <bytes> bytes <seconds> s <MB/s> MB/s" (MB = 10^6 bytes).

@@ -1,6 +1,7 @@
 """Generate edge_m3/data/corpus_multilingual.txt: the tokenizer parity corpus.
 
-    python -m tools.codegen.make_corpus
+    python -m tools.codegen.make_corpus            # rewrite the corpus
+    python -m tools.codegen.make_corpus --check    # exit 1 if it is stale (make lint, the tests)
 
 Hand-written sentences in 20 scripts, each also in variants that stress tokenizers (NFD,
 runs of spaces, tabs, zero-width and control characters, full-width forms, emoji), plus
@@ -10,8 +11,14 @@ per line; read it with `split("\\n")`: some lines hold characters that `splitlin
 
 from __future__ import annotations
 
+import sys
 import unicodedata
 from pathlib import Path
+
+from tools.codegen import ROOT, generate
+
+# Data, not code: one text per line and nothing else (no header line), so it stays in edge_m3/data/.
+CORPUS = ROOT / "edge_m3/data/corpus_multilingual.txt"
 
 SENTENCES = {
     "Korean": ["안녕하세요, 만나서 반갑습니다.", "오늘 서울의 날씨는 맑고 따뜻합니다.",
@@ -114,7 +121,8 @@ def long_lines() -> list[str]:
     return out
 
 
-def main() -> None:
+def corpus() -> str:
+    """The corpus file's text: every sentence's variants, the extras, the long lines."""
     lines: list[str] = []
     for sentences in SENTENCES.values():
         for s in sentences:
@@ -123,10 +131,17 @@ def main() -> None:
     lines.extend(long_lines())
     for line in lines:
         assert "\n" not in line and "\r" not in line
-    path = Path(__file__).resolve().parents[2] / "edge_m3" / "data" / "corpus_multilingual.txt"
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8", newline="\n")
-    print(f"wrote {path}: {len(lines)} lines, {path.stat().st_size / 1e3:.0f} kB")
+    return "\n".join(lines) + "\n"
+
+
+def outputs() -> dict[Path, str]:
+    """The corpus and its text."""
+    return {CORPUS: corpus()}
+
+
+def main(argv: list[str] | None = None) -> int:
+    return generate("make_corpus", __doc__, outputs, argv)
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -17,7 +17,9 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 py=${EDGE_M3_PYTHON:-}
 [ -n "$py" ] || { [ -x .venv/bin/python ] && py=.venv/bin/python; } || py=python3
-sources=(android_assets/src/main/java/dev/edgem3/*.kt android_assets/src/androidTest/java/dev/edgem3/*.kt
+# The generated files (tools/codegen) sit in dev/edgem3/generated/, in the same package dev.edgem3.
+sources=(android_assets/src/main/java/dev/edgem3/*.kt android_assets/src/main/java/dev/edgem3/generated/*.kt
+         android_assets/src/androidTest/java/dev/edgem3/*.kt
          android_assets/jvm/*.kt android_assets/jvm/stubs/*.kt)
 jna=${EDGE_M3_JNA_JAR:-/usr/share/java/jna.jar}
 [ -f "$jna" ] || { echo "JNA not found at $jna: apt-get install -y libjna-java (or set EDGE_M3_JNA_JAR)" >&2; exit 2; }

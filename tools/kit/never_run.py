@@ -96,7 +96,7 @@ def kotlin_lines() -> dict[tuple[str, int], tuple[bool, str]]:
     out = subprocess.run(["java", "-cp", cp, str(ROOT / "tools/kit/JacocoLines.java"), jar,
                           *map(str, sorted((OUT / "exec").glob("*.exec")))],
                          capture_output=True, text=True, check=True).stdout
-    main = {p.name for p in KOTLIN_SOURCES.glob("*.kt")}
+    main = {p.name for p in KOTLIN_SOURCES.rglob("*.kt")}  # generated/ too: JaCoCo names files, not folders
     lines: dict[tuple[str, int], tuple[bool, str]] = {}
     for row in out.splitlines():
         source, line, status, function = row.split("\t")

@@ -20,6 +20,7 @@ for f in GoldenFile.swift StrictJSON.swift; do
   cmp -s "$out/src/$f.tmp" "$out/src/$f" && rm "$out/src/$f.tmp" || mv "$out/src/$f.tmp" "$out/src/$f"
 done
 sources=("$root"/ios_assets/Sources/EdgeM3/*.swift "$root"/ios_assets/Sources/EdgeM3/Tokenizer/*.swift
+         "$root"/ios_assets/Sources/EdgeM3/Generated/*.swift
          "$out/src/GoldenFile.swift" "$out/src/StrictJSON.swift" "$here/FuzzTargets.swift" "$here/FuzzMain.swift"
          "$here/DiffMain.swift")
 exe=$out/edge-m3-fuzz
