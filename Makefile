@@ -81,9 +81,16 @@ demo: $(VENV)/.dev
 demo-minilm: $(VENV)/.dev
 	$(BIN)/python -m tools.run.demo --model minilm
 
+## Ruff, then every generator's --check (tools.codegen.GENERATORS; tests/test_generated.py keeps this
+## list equal to it): a generated file that differs from what its generator writes now fails, named.
 lint: $(VENV)/.dev
 	$(BIN)/ruff check edge_m3 tests tools
 	$(BIN)/python -m tools.codegen.gen_kit_contract --check
+	$(BIN)/python -m tools.codegen.gen_tokenizer_tables --check
+	$(BIN)/python -m tools.codegen.gen_wordpiece_tables --check
+	$(BIN)/python -m tools.codegen.gen_bpe_tables --check
+	$(BIN)/python -m tools.codegen.gen_cli_doc --check
+	$(BIN)/python -m tools.codegen.make_corpus --check
 
 ## Refresh the lock: newest versions the ranges in pyproject.toml allow. Run it on purpose
 ## (a new dependency, a wanted upgrade), then `make test` and commit requirements/ with the change.

@@ -13,8 +13,6 @@ tables' freshness."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -34,7 +32,6 @@ from edge_m3.tokenizer.wordpiece import _tables as wordpiece_tables
 from tests.support.bpe import ADDED, CONFIG, trained, write_checkpoint
 from tests.support.texts import CODE_POINTS, PER_TEXT, check_ids, check_padded, corpora
 
-ROOT = Path(__file__).resolve().parents[1]
 MAX_LENGTH = 128
 
 
@@ -385,12 +382,4 @@ def test_manifest_refusals(tmp_path: Path) -> None:
         ByteLevelBPETokenizer(tmp_path / BPE_FILE, trimmed)
 
 
-# --- generated tables ----------------------------------------------------------------------------
-
-
-def test_generated_tables_are_current() -> None:
-    """edge_m3/tokenizer/bpe_tables.py and the kits' BpeTables.kt / .swift are what the generator
-    probes from tokenizers now."""
-    proc = subprocess.run([sys.executable, "-m", "tools.codegen.gen_bpe_tables", "--check"],
-                          capture_output=True, text=True, cwd=ROOT)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+# The generated tables are checked with every generator's: tests/test_generated.py.

@@ -95,13 +95,6 @@ def test_every_variant_is_complete() -> None:
     assert c.RECIPES["int8"].thresholds == c.RECIPES["int8-tflite214"].thresholds  # one gate
 
 
-def test_kit_contract_files_are_current() -> None:
-    """EdgeM3Contract.kt / .swift are generated from edge_m3/contract.py and committed."""
-    proc = subprocess.run([sys.executable, "-m", "tools.codegen.gen_kit_contract", "--check"],
-                          capture_output=True, text=True, cwd=ROOT)
-    assert proc.returncode == 0, proc.stderr
-
-
 def test_kit_manifest_types_follow_the_contract(monkeypatch: pytest.MonkeyPatch) -> None:
     """Manifest.kt / Manifest.swift read exactly the keys contract.py defines: every kit type's keys
     are contract fields, the generated files name each key, and a key the contract lacks (a renamed

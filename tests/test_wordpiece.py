@@ -8,8 +8,6 @@ refusals; the generated Unicode tables (Python's and the kits') are current."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import unicodedata
 from pathlib import Path
 
@@ -26,7 +24,6 @@ from edge_m3.tokenizer import InvalidTextError
 from edge_m3.tokenizer.wordpiece import WordPieceTokenizer, _tables, wordpiece_spec, write_vocab
 from tests.support.texts import CODE_POINTS, PER_TEXT, check_ids, check_padded, corpora
 
-ROOT = Path(__file__).resolve().parents[1]
 MAX_SEQ_LENGTH = 256  # sentence-transformers' max_seq_length for all-MiniLM-L6-v2
 SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 
@@ -394,12 +391,4 @@ def test_device_side_refusals(minilm, tmp_path: Path) -> None:
         WordPieceTokenizer(tmp_path / "dup.txt", spec)
 
 
-# --- generated tables ----------------------------------------------------------------------------
-
-
-def test_generated_tables_are_current() -> None:
-    """edge_m3/tokenizer/wordpiece_tables.py and the kits' WordPieceTables.kt / .swift are what the
-    generator probes from tokenizers now."""
-    proc = subprocess.run([sys.executable, "-m", "tools.codegen.gen_wordpiece_tables", "--check"],
-                          capture_output=True, text=True, cwd=ROOT)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+# The generated tables are checked with every generator's: tests/test_generated.py.
