@@ -79,7 +79,7 @@ from edge_m3.tokenizer.wordpiece import WordPieceTokenizer, wordpiece_spec, writ
 from tests.support.bert import minilm_dir
 from tests.support.bpe import write_checkpoint as bpe_checkpoint
 from tests.support.texts import CODE_POINTS as ALL_CODE_POINTS
-from tests.support.texts import PER_TEXT
+from tests.support.texts import PER_TEXT, reference_ids
 from tests.support.texts import corpora as bpe_corpora
 from tools.codegen import gen_tokenizer_tables
 
@@ -355,10 +355,15 @@ def wp_expected(wp_vocab, wp_cases) -> dict[str, list[str]]:
     ref = reference(minilm_dir() / "tokenizer.json" if name == "minilm" else d / "ckpt/tokenizer.json")
     plain = [t for items in parts.values() for t, m in items if m is None and t == from_units(t)
              and not any(0xD800 <= ord(c) <= 0xDFFF for c in t)]
-    want = [e.ids for e in ref.encode_batch(plain)]
-    bad = [t[:60] for t, w in zip(plain, want, strict=True) if tok.encode(t) != w]
+    # The reference beside the Python side (reference_ids), whose answers give its ids too: a
+    # plain text's untruncated line is json.dumps(tok.encode(t)), not encoded a second time.
+    want, out = reference_ids(ref, plain, lambda: {part: [expected(tok, t, m) for t, m in items]
+                                                   for part, items in parts.items()})
+    line_of = {t: line for part, items in parts.items()
+               for (t, m), line in zip(items, out[part], strict=True) if m is None}
+    bad = [t[:60] for t, w in zip(plain, want, strict=True) if line_of[t] != json.dumps(w)]
     assert not bad and len(plain) > 1000, (len(bad), bad[:3])
-    return {part: [expected(tok, t, m) for t, m in items] for part, items in parts.items()}
+    return out
 
 
 def test_kotlin_wordpiece_ids_equal_python(kit_jar: Path, wp_vocab, wp_cases, wp_expected) -> None:
@@ -520,8 +525,10 @@ def bpe_expected(bpe_vocab, bpe_cases) -> dict[str, list[str]]:
     ref = bpe_reference(d / "ckpt/tokenizer.json")
     plain = [t for items in parts.values() for t, m in items if m is None and t == from_units(t)
              and not any(0xD800 <= ord(c) <= 0xDFFF for c in t)]
-    ref_ids = dict(zip(plain, (json.dumps(e.ids) for e in ref.encode_batch(plain)), strict=True))
-    out = {part: [ref_ids[t] if part == EVERY else expected(tok, t, m) for t, m in items]
+    want, ours = reference_ids(ref, plain, lambda: {part: [expected(tok, t, m) for t, m in items]
+                                                    for part, items in parts.items() if part != EVERY})
+    ref_ids = dict(zip(plain, map(json.dumps, want), strict=True))
+    out = {part: [ref_ids[t] for t, _ in items] if part == EVERY else ours[part]
            for part, items in parts.items()}
     bad = [t[:60] for part, items in parts.items() if part != EVERY
            for (t, m), line in zip(items, out[part], strict=True)
