@@ -332,6 +332,10 @@ def test_ci_run_row_reads_pytest_summary() -> None:
                    "1,406 passed, 2 skipped", "idle"]
     assert len(row) == len(ci_run.COLUMNS) == len(results.read_result(
         results.RESULTS_DIR / "ci_runs.json")["columns"])
+    # `make test` runs pytest -q: its last line has no rules around it (the fresh-clone run of this stop)
+    quiet = ("..F..\n1 failed, 1504 passed, 2 skipped in 2323.01s (0:38:43)\n"
+             "make: *** [Makefile:57: test] Error 1\n")
+    assert ci_run.pytest_summary(quiet) == ("1 failed, 1,504 passed, 2 skipped", 2323.01)
     failed = ci_run.next_row([], "a", "d", None, "boom", 5.0, 2, "s")
     assert failed[2:6] == ["kept", "", "5 s", "FAILED (exit 2): no pytest summary"]
 

@@ -383,11 +383,19 @@ def test_full_disk_loses_nothing(tmp_path: Path) -> None:
 
 @pytest.mark.models
 def test_add_remove_compact_commands(tiny_bundles: dict[str, Path], tmp_path: Path,
-                                     capsys: pytest.CaptureFixture[str]) -> None:
+                                     capsys: pytest.CaptureFixture[str],
+                                     request: pytest.FixtureRequest) -> None:
     """`edge-m3 add` (an existing id updated), `remove`, `compact` on a bulk-built folder, and
-    `search` reads the result: the hits of a fresh `edge-m3 index` of the same passages."""
+    `search` reads the result: the hits of a fresh `edge-m3 index` of the same passages. The
+    collector is off: each command must release the database itself (SQLite removes -wal and
+    -shm when the last connection closes), not leave it to whenever the GC runs."""
+    import gc
+
     from edge_m3.cli import main
 
+    gc.collect()
+    gc.disable()
+    request.addfinalizer(gc.enable)
     bundle = tiny_bundles["int8"]
     first = [{"id": "a", "text": "the cat sat on the mat"}, {"id": "b", "text": "dogs bark at night"},
              {"id": "c", "text": "rain in spain"}]
@@ -402,7 +410,8 @@ def test_add_remove_compact_commands(tiny_bundles: dict[str, Path], tmp_path: Pa
     assert main(["index", str(bundle), str(tmp_path / "first.jsonl"), "--out", str(ix), "-q"]) == 0
     assert main(["add", str(ix), str(tmp_path / "more.jsonl"), "-q"]) == 0
     assert "(2 new); 5 in" in capsys.readouterr().err
-    assert WritableIndex.open(ix).ids() == ["a", "c", "b", "d", "e"]
+    with WritableIndex.open(ix) as opened:
+        assert opened.ids() == ["a", "c", "b", "d", "e"]
     assert main(["remove", str(ix), str(tmp_path / "ids.txt")]) == 0
     (tmp_path / "missing.txt").write_text('"zz"\nc\n', encoding="utf-8")
     assert main(["remove", str(ix), str(tmp_path / "missing.txt")]) == 2

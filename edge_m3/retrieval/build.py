@@ -224,44 +224,50 @@ def cmd_search(opts: SearchOptions) -> int:
         check_writable(opts.out, "out", is_file=True)
     queries = read_texts(opts.queries, "queries")
     index = open_index(opts.index)  # refuses a corrupt index
-    bundle = _index_bundle(opts.index, index, opts.bundle)
-    if "sparse" in mode_signals(opts.mode) and "sparse" not in bundle.manifest.heads:
-        raise OptionError("mode", opts.mode, f"needs lexical weights; {bundle.path} exports no sparse head "
-                          "(its model gives dense vectors only): use dense")
-    if "colbert" in mode_signals(opts.mode) and not index.has_colbert:
-        raise OptionError("mode", opts.mode, f"needs ColBERT vectors; {opts.index} was built with "
-                          "colbert none")
-    pipe = _open_pipeline(bundle, opts.runtime, opts.threads, index.bundle.model_file if index.bundle else None)
-    if len(index) == 0:
-        sys.stderr.write(f"{opts.index}: empty index; every query gets no hits\n")
-    no_token = []
+    try:  # a writable index's database is released here, not whenever the GC finds it: SQLite
+        # removes its -wal and -shm files only when the last connection closes
+        bundle = _index_bundle(opts.index, index, opts.bundle)
+        if "sparse" in mode_signals(opts.mode) and "sparse" not in bundle.manifest.heads:
+            raise OptionError("mode", opts.mode, f"needs lexical weights; {bundle.path} exports no sparse head "
+                              "(its model gives dense vectors only): use dense")
+        if "colbert" in mode_signals(opts.mode) and not index.has_colbert:
+            raise OptionError("mode", opts.mode, f"needs ColBERT vectors; {opts.index} was built with "
+                              "colbert none")
+        model_file = index.bundle.model_file if index.bundle else None
+        pipe = _open_pipeline(bundle, opts.runtime, opts.threads, model_file)
+        if len(index) == 0:
+            sys.stderr.write(f"{opts.index}: empty index; every query gets no hits\n")
+        no_token = []
 
-    def lines() -> Iterator[str]:
-        for i, text in enumerate(queries):
-            q = pipe.embed(text)
-            hits = index.search(q, opts.k, opts.mode, opts.weights, chunks=opts.chunks)
-            if opts.mode == "sparse" and not hits:
-                no_token.append(i)
-            got = [[h.id, h.chunk, h.score] if opts.chunks else [h.id, h.score] for h in hits]
-            yield json.dumps({"query": i, "hits": got}, ensure_ascii=False)
+        def lines() -> Iterator[str]:
+            for i, text in enumerate(queries):
+                q = pipe.embed(text)
+                hits = index.search(q, opts.k, opts.mode, opts.weights, chunks=opts.chunks)
+                if opts.mode == "sparse" and not hits:
+                    no_token.append(i)
+                got = [[h.id, h.chunk, h.score] if opts.chunks else [h.id, h.score] for h in hits]
+                yield json.dumps({"query": i, "hits": got}, ensure_ascii=False)
 
-    emit: Callable[[Iterator[str]], None]
-    if opts.out is not None:
-        def emit(ls: Iterator[str]) -> None:
-            write_lines_atomic(opts.out, ls, "out")
-    else:
-        def emit(ls: Iterator[str]) -> None:
-            for line in ls:
-                sys.stdout.write(line + "\n")
-    emit(lines())
-    if no_token:
-        sys.stderr.write(f"{len(no_token)} query(ies) share no token with the index (no sparse hits), "
-                         f"first: query {no_token[0]}\n")
-    n = (len(index) if isinstance(index, WritableIndex) else index.passages) if not opts.chunks else (
-        index.rows if isinstance(index, WritableIndex) else len(index))
-    if opts.k > n and n:
-        sys.stderr.write(f"k {opts.k} > {n} {'rows' if opts.chunks else 'passages'} in the index: at most "
-                         f"{n} hits\n")
+        emit: Callable[[Iterator[str]], None]
+        if opts.out is not None:
+            def emit(ls: Iterator[str]) -> None:
+                write_lines_atomic(opts.out, ls, "out")
+        else:
+            def emit(ls: Iterator[str]) -> None:
+                for line in ls:
+                    sys.stdout.write(line + "\n")
+        emit(lines())
+        if no_token:
+            sys.stderr.write(f"{len(no_token)} query(ies) share no token with the index (no sparse hits), "
+                             f"first: query {no_token[0]}\n")
+        n = (len(index) if isinstance(index, WritableIndex) else index.passages) if not opts.chunks else (
+            index.rows if isinstance(index, WritableIndex) else len(index))
+        if opts.k > n and n:
+            sys.stderr.write(f"k {opts.k} > {n} {'rows' if opts.chunks else 'passages'} in the index: at most "
+                             f"{n} hits\n")
+    finally:
+        if isinstance(index, WritableIndex):
+            index.close()
     return 0
 
 
@@ -315,47 +321,47 @@ def cmd_add(opts: WriteOptions, quiet: bool = False) -> int:
     from edge_m3.runtime.choice import require_runtime
 
     assert opts.source is not None and opts.runtime is not None
-    index = _writable(opts.index)
-    corpus = open_corpus(opts.source, id_column=opts.id_column, text_column=opts.text_column, field="corpus")
-    total = corpus.count()
-    if total == 0:
-        raise OptionError("corpus", opts.source, "no passage in the file")
-    bundle = _index_bundle(opts.index, index, opts.bundle)
-    heads = bundle.manifest.heads
-    require_runtime(bundle, opts.runtime)
-    outputs = ("dense",) + (("sparse",) if "sparse" in heads else ()) + (
-        ("colbert",) if index.has_colbert else ())
-    rejected: list[Rejected] = []
-    passages = functools.partial(_unique_rows, corpus, rejected)
+    with _writable(opts.index) as index:  # released on every way out, a refusal included
+        corpus = open_corpus(opts.source, id_column=opts.id_column, text_column=opts.text_column,
+                             field="corpus")
+        total = corpus.count()
+        if total == 0:
+            raise OptionError("corpus", opts.source, "no passage in the file")
+        bundle = _index_bundle(opts.index, index, opts.bundle)
+        heads = bundle.manifest.heads
+        require_runtime(bundle, opts.runtime)
+        outputs = ("dense",) + (("sparse",) if "sparse" in heads else ()) + (
+            ("colbert",) if index.has_colbert else ())
+        rejected: list[Rejected] = []
+        passages = functools.partial(_unique_rows, corpus, rejected)
 
-    before, rows_before = len(index), index.rows
-    t0 = time.perf_counter()
-    done, batch, truncated = 0, [], []
-    embedder = BulkEmbedder(bundle, opts.runtime, opts.threads or DEVICE_THREADS, outputs)
-    with embedder, _progress("add", total, quiet or total < 2) as progress:
-        task = progress.add_task("add", total=total, rate="")
-        for pid, chunks in embed_passages(embedder, passages(), rejected, split=opts.chunk,
-                                          truncated=truncated):
-            batch.append((pid, chunks))
-            done += 1
-            if len(batch) == 256:
+        before, rows_before = len(index), index.rows
+        t0 = time.perf_counter()
+        done, batch, truncated = 0, [], []
+        embedder = BulkEmbedder(bundle, opts.runtime, opts.threads or DEVICE_THREADS, outputs)
+        with embedder, _progress("add", total, quiet or total < 2) as progress:
+            task = progress.add_task("add", total=total, rate="")
+            for pid, chunks in embed_passages(embedder, passages(), rejected, split=opts.chunk,
+                                              truncated=truncated):
+                batch.append((pid, chunks))
+                done += 1
+                if len(batch) == 256:
+                    index.add_many(batch, replace=True)
+                    batch = []
+                elapsed = time.perf_counter() - t0
+                progress.update(task, completed=done + len(rejected),
+                                rate=f"{done / max(elapsed, 1e-9):.1f} texts/s")
+            if batch:
                 index.add_many(batch, replace=True)
-                batch = []
-            elapsed = time.perf_counter() - t0
-            progress.update(task, completed=done + len(rejected),
-                            rate=f"{done / max(elapsed, 1e-9):.1f} texts/s")
-        if batch:
-            index.add_many(batch, replace=True)
-    if rejected:
-        first = rejected[0]
-        sys.stderr.write(f"{len(rejected)} row(s) of {opts.source} skipped (first: row {first.row}: "
-                         f"{first.reason})\n")
-    after = len(index)
-    if index.rows - rows_before > after - before or truncated:
-        _say_chunks(after, index.rows, truncated, embedder.pipe.lengths[-1])
-    sys.stderr.write(f"{done} passage(s) added or updated in {time.perf_counter() - t0:.2f} s "
-                     f"({after - before} new); {after} in {opts.index}\n")
-    index.close()
+        if rejected:
+            first = rejected[0]
+            sys.stderr.write(f"{len(rejected)} row(s) of {opts.source} skipped (first: row {first.row}: "
+                             f"{first.reason})\n")
+        after = len(index)
+        if index.rows - rows_before > after - before or truncated:
+            _say_chunks(after, index.rows, truncated, embedder.pipe.lengths[-1])
+        sys.stderr.write(f"{done} passage(s) added or updated in {time.perf_counter() - t0:.2f} s "
+                         f"({after - before} new); {after} in {opts.index}\n")
     return 0
 
 
@@ -380,24 +386,22 @@ def cmd_remove(opts: WriteOptions) -> int:
 
     assert opts.source is not None
     ids = read_ids(opts.source)
-    index = _writable(opts.index)
-    try:
-        index.remove_many(ids)
-    except WriteRefused as exc:
-        if exc.kind == "unknown_id":
-            raise OptionError("ids", opts.source, f"{exc}; nothing was removed") from None
-        raise
-    sys.stderr.write(f"{len(ids)} passage(s) removed; {len(index)} in {opts.index}\n")
-    index.close()
+    with _writable(opts.index) as index:  # released on every way out, a refusal included
+        try:
+            index.remove_many(ids)
+        except WriteRefused as exc:
+            if exc.kind == "unknown_id":
+                raise OptionError("ids", opts.source, f"{exc}; nothing was removed") from None
+            raise
+        sys.stderr.write(f"{len(ids)} passage(s) removed; {len(index)} in {opts.index}\n")
     return 0
 
 
 def cmd_compact(opts: WriteOptions) -> int:
     """Fold the writes into a new memory-mapped base."""
-    index = _writable(opts.index)
-    t0 = time.perf_counter()
-    index.compact()
-    sys.stderr.write(f"compacted {len(index)} passage(s) into {opts.index / index.base_name} in "
-                     f"{time.perf_counter() - t0:.2f} s\n")
-    index.close()
+    with _writable(opts.index) as index:  # released on every way out, a refusal included
+        t0 = time.perf_counter()
+        index.compact()
+        sys.stderr.write(f"compacted {len(index)} passage(s) into {opts.index / index.base_name} in "
+                         f"{time.perf_counter() - t0:.2f} s\n")
     return 0
