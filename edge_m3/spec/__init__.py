@@ -96,6 +96,8 @@ from edge_m3.spec.names import (  # noqa: F401  (re-exported: spec.NAME)
 )
 from edge_m3.spec.recipes import (  # noqa: F401  (re-exported: spec.NAME)
     AI_EDGE_QUANTIZER,
+    INT8_LIMITS,
+    INT8_TOLERANCE,
     INT16X8_LIMITS,
     ONNX_EXPORTER,
     QUANTS,
@@ -105,6 +107,7 @@ from edge_m3.spec.recipes import (  # noqa: F401  (re-exported: spec.NAME)
     RSS_GATE_MIN_BYTES,
     TFLITE_CONVERTER,
     FormatRecipe,
+    Gate,
     QuantRecipe,
     Tolerance,
     converter,
