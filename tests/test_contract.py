@@ -118,6 +118,49 @@ def test_kit_manifest_types_follow_the_contract(monkeypatch: pytest.MonkeyPatch)
         kit_manifest.kotlin_manifest("header")
 
 
+def test_manifest_rules_cover_every_field() -> None:
+    """spec.RULES is the one table of each object's keys: every dataclass field the manifest
+    holds has a rule (the tokenizer entry aside: TokenizerSpec.from_manifest), and no rule names a
+    key the dataclass lacks."""
+    import dataclasses
+
+    for name, rules in c.RULES.items():
+        keys = {r.key for r in rules}
+        assert len(keys) == len(rules), name
+        if name == "FileEntry":
+            assert tuple(keys) == c.FILE_ENTRY_KEYS or keys == set(c.FILE_ENTRY_KEYS)
+            continue
+        assert keys == {f.name for f in dataclasses.fields(getattr(c, name))}, name
+
+
+def test_kit_manifest_types_follow_the_rules(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The kits' manifest types take each key's type and presence from spec.RULES: a kit default
+    on a key the rule requires must be marked lenient, a kind must read the rule's JSON type, and
+    a changed rule stops the generator."""
+    import dataclasses
+
+    from tools.codegen import kit_manifest
+
+    kinds = {(t.name, f.key): f.kind for t in kit_manifest.check_against_contract() for f in t.fields}
+    assert kinds[("Manifest", "hidden_size")] == "Int" and kinds[("TensorSpec", "shape")] == "[Int]"
+    assert kinds[("Manifest", "heads")] == "[String]"
+    types = kit_manifest.TYPES
+    model = next(t for t in types if t.name == "ModelEntry")
+    strict = dataclasses.replace(model, fields=tuple(dataclasses.replace(f, lenient=False)
+                                                     for f in model.fields))
+    monkeypatch.setattr(kit_manifest, "TYPES", (strict,))
+    with pytest.raises(SystemExit, match="ModelEntry.quant: key 'quant': required by its rule"):
+        kit_manifest.kotlin_manifest("header")
+    monkeypatch.setattr(kit_manifest, "TYPES", types)
+    monkeypatch.setitem(c.RULES, "Signature", tuple(
+        dataclasses.replace(r, type=dict) if r.key == "inputs" else r for r in c.SIGNATURE_RULES))
+    with pytest.raises(SystemExit, match=r"kind \[TensorSpec\] does not read the rule's dict"):
+        kit_manifest.swift_manifest("header")
+    monkeypatch.setitem(c.RULES, "Signature", c.SIGNATURE_RULES[1:])  # a key without its rule
+    with pytest.raises(SystemExit, match="Signature.name: key 'name' has no rule"):
+        kit_manifest.kotlin_manifest("header")
+
+
 def test_names_are_spelled_only_in_the_contract() -> None:
     """Tensor and output names appear as string literals in edge_m3/spec/ alone."""
     names = {c.INPUT_IDS, c.ATTENTION_MASK, c.DENSE_VECS, c.SPARSE_WEIGHTS, c.COLBERT_VECS,

@@ -13,6 +13,7 @@ generator all read it.
 
 from __future__ import annotations
 
+from edge_m3.spec.check_result import CheckResult  # noqa: F401  (re-exported)
 from edge_m3.spec.index import (  # noqa: F401  (re-exported: spec.NAME)
     CHUNK_OVERLAP_PERCENT,
     COLBERT_STORES,
@@ -38,17 +39,29 @@ from edge_m3.spec.index import (  # noqa: F401  (re-exported: spec.NAME)
     INDEX_POSTING_WEIGHTS,
 )
 from edge_m3.spec.manifest import (  # noqa: F401  (re-exported: spec.NAME)
-    FILE_ENTRY_KEYS,
-    FILE_NAME_SEPARATORS,
-    NOT_FILE_NAMES,
-    CheckResult,
     Manifest,
     ModelEntry,
     Signature,
     TensorSpec,
     TokenizerSpec,
+)
+from edge_m3.spec.manifest_rules import (  # noqa: F401  (re-exported: spec.NAME)
+    ANY,
+    FILE_ENTRY_KEYS,
+    FILE_ENTRY_RULES,
+    FILE_NAME_SEPARATORS,
+    MANIFEST_RULES,
+    MODEL_RULES,
+    NOT_FILE_NAMES,
+    REQUIRED,
+    RULES,
+    SCHEMA_RULE,
+    SIGNATURE_RULES,
+    TENSOR_RULES,
+    Rule,
     file_name,
     is_file_name,
+    read_object,
 )
 from edge_m3.spec.names import (  # noqa: F401  (re-exported: spec.NAME)
     ATTENTION_MASK,

@@ -1,21 +1,30 @@
-"""manifest.json: its types, read, written and validated here only (docs/bundle-format.md;
-moved verbatim from contract.py's "manifest" section)."""
+"""manifest.json: its types, read, written and validated here only (docs/bundle-format.md), each
+object by its rule table (spec/manifest_rules.py)."""
 
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
-from edge_m3.errors import LINE_BREAKS, EdgeM3Error
+from edge_m3.errors import EdgeM3Error
+from edge_m3.spec.check_result import CheckResult
+from edge_m3.spec.manifest_rules import (
+    MANIFEST_RULES,
+    MODEL_RULES,
+    SCHEMA_RULE,
+    SIGNATURE_RULES,
+    TENSOR_RULES,
+    file_name,
+    read_object,
+)
+from edge_m3.spec.manifest_rules import bad as _bad
+from edge_m3.spec.manifest_rules import typed as _typed
 from edge_m3.spec.names import (
     BPE_NORMALIZERS,
     BYTE_LEVEL_BPE,
-    FORMATS,
-    HEADS,
     MANIFEST,
     SCHEMA_VERSION,
     SENTENCEPIECE,
@@ -27,49 +36,6 @@ from edge_m3.spec.names import (
     XLMR_SPECIAL_TOKENS,
 )
 from edge_m3.spec.recipes import RENAMED, QuantRecipe, recipe
-
-FILE_ENTRY_KEYS = ("sha256", "size")  # manifest.json `files.<name>`: hex digest (string), bytes (integer)
-# A bundle file's name as manifest.json gives it (tokenizer.file, tokenizer.vocab_map.file,
-# models[].file, extra_files and ort files, the keys of `files`) names a file in the bundle's own
-# folder, never a path: "../x" or "/x" had every reader open a file outside the bundle that no
-# sha256 covers (issue 38); nor holds a line break (LINE_BREAKS). Read by the kits'
-# checkedFileName (EdgeM3Contract, generated).
-NOT_FILE_NAMES = ("", ".", "..")
-FILE_NAME_SEPARATORS = ("/", "\\")
-
-
-def is_file_name(name: Any) -> bool:
-    """`name` is a file name in the bundle's folder by the rule above (not a path, not `..`, no
-    line break: every refusal that names the file stays one line)."""
-    return isinstance(name, str) and name not in NOT_FILE_NAMES and not any(
-        s in name for s in (*FILE_NAME_SEPARATORS, *LINE_BREAKS))
-
-
-def file_name(name: Any, where: str) -> str:
-    """`name` if it is a file name in the bundle (is_file_name), else one line naming `where`."""
-    if not is_file_name(name):
-        raise _bad(where, f"{name!r} is not a file name in the bundle (a name, not a path)")
-    return name
-
-
-def _bad(what: str, why: str) -> EdgeM3Error:
-    return EdgeM3Error(f"{MANIFEST}: {what}: {why}")
-
-
-def _typed(value: Any, kind: type | tuple[type, ...], what: str) -> Any:
-    if isinstance(value, bool) and kind is not bool or not isinstance(value, kind):
-        names = kind.__name__ if isinstance(kind, type) else "/".join(k.__name__ for k in kind)
-        raise _bad(what, f"expected {names}, got {type(value).__name__}")
-    return value
-
-
-def _field(d: Mapping[str, Any], key: str, kind: type | tuple[type, ...], where: str,
-           default: Any = ...) -> Any:
-    if key not in d:
-        if default is ...:
-            raise _bad(f"{where}.{key}" if where else key, "missing")
-        return default
-    return _typed(d[key], kind, f"{where}.{key}" if where else key)
 
 
 @dataclass(frozen=True)
@@ -83,8 +49,8 @@ class TensorSpec:
     @classmethod
     def from_json(cls, d: Any, where: str) -> TensorSpec:
         _typed(d, dict, where)
-        shape = [int(_typed(x, int, f"{where}.shape")) for x in _field(d, "shape", list, where)]
-        return cls(_field(d, "name", str, where), shape, _field(d, "dtype", str, where))
+        v = read_object(d, TENSOR_RULES, where)
+        return cls(v["name"], [int(x) for x in v["shape"]], v["dtype"])
 
     def to_json(self) -> dict[str, Any]:
         return {"name": self.name, "shape": list(self.shape), "dtype": self.dtype}
@@ -102,71 +68,15 @@ class Signature:
     @classmethod
     def from_json(cls, d: Any, where: str) -> Signature:
         _typed(d, dict, where)
-        return cls(_field(d, "name", str, where), _field(d, "seq_len", int, where),
-                   [TensorSpec.from_json(x, f"{where}.inputs") for x in _field(d, "inputs", list, where)],
-                   [TensorSpec.from_json(x, f"{where}.outputs")
-                    for x in _field(d, "outputs", list, where)])
+        v = read_object(d, SIGNATURE_RULES, where, {
+            key: lambda xs, key=key: [TensorSpec.from_json(x, f"{where}.{key}") for x in xs]
+            for key in ("inputs", "outputs")})
+        return cls(v["name"], v["seq_len"], v["inputs"], v["outputs"])
 
     def to_json(self) -> dict[str, Any]:
         return {"name": self.name, "seq_len": self.seq_len,
                 "inputs": [t.to_json() for t in self.inputs],
                 "outputs": [t.to_json() for t in self.outputs]}
-
-
-@dataclass(frozen=True)
-class CheckResult:
-    """One runtime's verdict on one model file (the build's self-check, `edge-m3 check`).
-
-    The manifest keeps it as one line, `str(result)`: "ok (2.3.0, XNNPACK runs 9 of 9
-    FULLY_CONNECTED)", "FAILED (2.14.0): Registration failed.", "not installed"; `parse` reads
-    that line back, so nothing else takes the string apart.
-    """
-
-    status: str  # OK, FAILED or NOT_INSTALLED
-    version: str | None = None  # the runtime's, when it ran
-    detail: str = ""  # ok: what it also saw; FAILED: why
-
-    OK: ClassVar[str] = "ok"
-    FAILED: ClassVar[str] = "FAILED"
-    NOT_INSTALLED: ClassVar[str] = "not installed"
-    _OK_LINE: ClassVar[re.Pattern[str]] = re.compile(r"ok \(([^,()]*)(?:, (.*))?\)", re.DOTALL)
-    _FAILED_LINE: ClassVar[re.Pattern[str]] = re.compile(r"FAILED \(([^()]*)\): (.*)", re.DOTALL)
-
-    @classmethod
-    def passed(cls, version: str, detail: str = "") -> CheckResult:
-        return cls(cls.OK, version, detail)
-
-    @classmethod
-    def failed(cls, version: str | None, why: str) -> CheckResult:
-        return cls(cls.FAILED, version, why)
-
-    @property
-    def ok(self) -> bool:
-        return self.status == self.OK
-
-    @property
-    def is_failure(self) -> bool:
-        """The runtime ran and failed (not installed is no failure)."""
-        return self.status == self.FAILED
-
-    def __str__(self) -> str:
-        if self.status == self.OK:
-            return f"ok ({self.version}{', ' + self.detail if self.detail else ''})"
-        if self.status == self.FAILED:
-            return f"FAILED ({self.version}): {self.detail}"
-        return self.status
-
-    @classmethod
-    def parse(cls, line: str) -> CheckResult:
-        """The manifest's line back as a result; ValueError for any other text."""
-        if line == cls.NOT_INSTALLED:
-            return cls(cls.NOT_INSTALLED)
-        if m := cls._OK_LINE.fullmatch(line):
-            return cls(cls.OK, m.group(1), m.group(2) or "")
-        if m := cls._FAILED_LINE.fullmatch(line):
-            return cls(cls.FAILED, m.group(1), m.group(2))
-        raise ValueError(f"{line!r} is not 'ok (VERSION[, ...])', 'FAILED (VERSION): ...' or "
-                         f"'{cls.NOT_INSTALLED}'")
 
 
 def _check_results(d: Mapping[str, Any], where: str) -> dict[str, CheckResult]:
@@ -209,25 +119,13 @@ class ModelEntry:
     @classmethod
     def from_json(cls, d: Any, where: str) -> ModelEntry:
         _typed(d, dict, where)
-        fmt = _field(d, "format", str, where)
-        if fmt not in FORMATS:
-            raise _bad(f"{where}.format", f"{fmt!r} is not one of {', '.join(FORMATS)}")
-        entry = cls(
-            format=fmt, file=_field(d, "file", str, where), quant=_field(d, "quant", str, where),
-            signatures=[Signature.from_json(s, f"{where}.signatures")
-                        for s in _field(d, "signatures", list, where)],
-            ops=d.get("ops"), oldest_runtime=dict(_field(d, "oldest_runtime", dict, where, {})),
-            self_check=_check_results(_field(d, "self_check", dict, where, {}), f"{where}.self_check"),
-            opset=_field(d, "opset", int, where, None), ir_version=_field(d, "ir_version", int, where, None),
-            sequence_axis=_field(d, "sequence_axis", str, where, None),
-            extra_files=list(_field(d, "extra_files", list, where, [])),
-            ort=_field(d, "ort", dict, where, None))
-        file_name(entry.file, f"{where}.file")
-        for i, name in enumerate(entry.extra_files):
-            file_name(name, f"{where}.extra_files[{i}]")
-        for key in ("file", "ops_config") if entry.ort else ():
-            file_name(entry.ort.get(key), f"{where}.ort.{key}")  # type: ignore[union-attr]
-        return entry
+        v = read_object(d, MODEL_RULES, where, {
+            "signatures": lambda xs: [Signature.from_json(s, f"{where}.signatures") for s in xs],
+            "self_check": lambda checks: _check_results(checks, f"{where}.self_check")})
+        return cls(format=v["format"], file=v["file"], quant=v["quant"], signatures=v["signatures"],
+                   ops=v["ops"], oldest_runtime=dict(v["oldest_runtime"]), self_check=v["self_check"],
+                   opset=v["opset"], ir_version=v["ir_version"], sequence_axis=v["sequence_axis"],
+                   extra_files=list(v["extra_files"]), ort=v["ort"])
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"ort": self.ort} if self.ort else {}
@@ -374,25 +272,14 @@ class Manifest:
     @classmethod
     def from_json(cls, d: Any) -> Manifest:
         """Validate a parsed manifest.json; every problem is one line naming the field."""
-        if not isinstance(d, dict) or d.get("schema_version") != SCHEMA_VERSION:
+        if not isinstance(d, dict) or d.get(SCHEMA_RULE.key) != SCHEMA_VERSION:
             raise EdgeM3Error(f"{MANIFEST}: unsupported schema_version (want {SCHEMA_VERSION})")
-        heads = [str(h) for h in _field(d, "heads", list, "")]
-        if not set(heads) <= set(HEADS):
-            raise _bad("heads", f"{heads} not a subset of {list(HEADS)}")
-        files = _field(d, "files", dict, "", {})
-        for name, entry in files.items():
-            file_name(name, "files")  # the name itself is shown with repr: one line
-            digest, size = FILE_ENTRY_KEYS
-            if not isinstance(entry, dict) or not isinstance(entry.get(digest), str) \
-                    or not isinstance(entry.get(size), int):
-                raise _bad(f"files.{name}", "needs sha256 (string) and size (integer)")
-        return cls(
-            edge_m3_version=str(d.get("edge_m3_version", "")), created=str(d.get("created", "")),
-            source=dict(_field(d, "source", dict, "", {})), quant=_field(d, "quant", str, ""),
-            hidden_size=_field(d, "hidden_size", int, ""), max_length=_field(d, "max_length", int, ""),
-            heads=heads, tokenizer=TokenizerSpec.from_manifest(_field(d, "tokenizer", dict, "")),
-            models=[ModelEntry.from_json(m, "models") for m in _field(d, "models", list, "")],
-            files=files)
+        v = read_object(d, MANIFEST_RULES, "", {
+            "tokenizer": TokenizerSpec.from_manifest,
+            "models": lambda models: [ModelEntry.from_json(m, "models") for m in models]})
+        return cls(edge_m3_version=v["edge_m3_version"], created=v["created"], source=dict(v["source"]),
+                   quant=v["quant"], hidden_size=v["hidden_size"], max_length=v["max_length"],
+                   heads=v["heads"], tokenizer=v["tokenizer"], models=v["models"], files=v["files"])
 
     def to_json(self) -> dict[str, Any]:
         out = {f.name: getattr(self, f.name) for f in fields(self)}
