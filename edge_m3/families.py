@@ -16,12 +16,13 @@ install reads nothing here, the builder and harness do.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from edge_m3.contract import (
+from edge_m3.errors import EdgeM3Error
+from edge_m3.spec import (
     BYTE_LEVEL_BPE,
     HEADS,
     SENTENCEPIECE,
@@ -29,7 +30,6 @@ from edge_m3.contract import (
     WORDPIECE_VOCAB,
     XLMR_SENTENCEPIECE,
 )
-from edge_m3.errors import EdgeM3Error
 
 # How position ids are made from the input ids (read by edge_m3.modeling):
 # XLM-R counts real tokens from pad_token_id + 1 and gives <pad> the row pad_token_id;
@@ -92,7 +92,7 @@ class Family:
     weight_prefixes: tuple[str, ...]  # stored names may carry one of these before `embeddings.`
     activations: tuple[str, ...]  # config.json `hidden_act` values the Keras layers implement
     positions: str  # AFTER_PADDING or ABSOLUTE
-    tokenizer_kind: str  # contract.TOKENIZER_KINDS
+    tokenizer_kind: str  # spec.TOKENIZER_KINDS
     tokenizer_files: tuple[str, ...]  # the checkpoint files the tokenizer is read from (any one)
     outputs: tuple[Outputs, ...]  # the output layouts it supports, the first present wins
     keras_name: str  # the Keras model's name (the scope of every op in the exported graphs)
@@ -197,6 +197,16 @@ def read_sentence_transformers(folder: Path) -> SentenceTransformersLayout:
     """modules.json (Transformer, Pooling, optional Normalize) and the Pooling config; anything
     edge-m3 does not reproduce is one line naming the file and the field."""
     modules_path = folder / ST_MODULES
+    modules, rest = _st_modules(modules_path)
+    sub = modules[1].get("path", "")  # a folder of the checkpoint: never outside it, never a line break
+    if not isinstance(sub, str) or Path(sub).name != sub or sub in ("", ".", "..") or not sub.isprintable():
+        raise EdgeM3Error(f"{modules_path}: the Pooling module's path {sub!r:.80} is not a folder name")
+    mode = _st_pooling_mode(folder / sub / "config.json")
+    return SentenceTransformersLayout(Pooling(mode, len(rest) == 2), _st_max_seq_length(folder / ST_CONFIG))
+
+
+def _st_modules(modules_path: Path) -> tuple[list[Mapping[str, Any]], list[str]]:
+    """modules.json's modules, and the types after the Transformer (Pooling, optional Normalize)."""
     modules = read_json(modules_path)
     if not isinstance(modules, list) or not all(isinstance(m, Mapping) for m in modules):
         raise EdgeM3Error(f"{modules_path}: expected a JSON array of modules")
@@ -207,11 +217,11 @@ def read_sentence_transformers(folder: Path) -> SentenceTransformersLayout:
     if not rest or rest[0] != ST_POOLING or any(t != ST_NORMALIZE for t in rest[1:]) or len(rest) > 2:
         raise EdgeM3Error(f"{modules_path}: modules {rest} unsupported (edge-m3 reproduces "
                           f"Transformer, Pooling and an optional Normalize)")
-    sub = modules[1].get("path", "")  # a folder of the checkpoint: never outside it, never a line break
-    if not isinstance(sub, str) or Path(sub).name != sub or sub in ("", ".", "..") or not sub.isprintable():
-        raise EdgeM3Error(f"{modules_path}: the Pooling module's path {sub!r:.80} is not a folder name")
-    pool_dir = folder / sub
-    pool_path = pool_dir / "config.json"
+    return modules, rest
+
+
+def _st_pooling_mode(pool_path: Path) -> str:
+    """The Pooling module's one mode that is on, as a Pooling mode name."""
     cfg = read_json(pool_path)
     if not isinstance(cfg, Mapping):
         raise EdgeM3Error(f"{pool_path}: expected a JSON object")
@@ -219,15 +229,23 @@ def read_sentence_transformers(folder: Path) -> SentenceTransformersLayout:
     if len(on) != 1 or on[0] not in ST_POOLING_MODES:
         raise EdgeM3Error(f"{pool_path}: pooling {on or 'none'} unsupported (one of "
                           f"{', '.join(ST_POOLING_MODES)})")
-    max_len: int | None = None
-    st_config = folder / ST_CONFIG
-    if st_config.is_file():
-        value = read_json(st_config)
-        raw = value.get("max_seq_length") if isinstance(value, Mapping) else None
-        if raw is not None and (not isinstance(raw, int) or isinstance(raw, bool) or raw < 2):
-            raise EdgeM3Error(f"{st_config}: 'max_seq_length' must be an integer of at least 2, got {raw!r}")
-        max_len = raw
-    return SentenceTransformersLayout(Pooling(ST_POOLING_MODES[on[0]], len(rest) == 2), max_len)
+    return ST_POOLING_MODES[on[0]]
+
+
+def _st_max_seq_length(st_config: Path) -> int | None:
+    """sentence_bert_config.json's max_seq_length (None without the file or the key)."""
+    if not st_config.is_file():
+        return None
+    value = read_json(st_config)
+    raw = value.get("max_seq_length") if isinstance(value, Mapping) else None
+    if raw is not None and (not _is_int(raw) or raw < 2):
+        raise EdgeM3Error(f"{st_config}: 'max_seq_length' must be an integer of at least 2, got {raw!r}")
+    return raw
+
+
+def _is_int(value: Any) -> bool:
+    """A JSON integer (true and false are not)."""
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 M3_POOLING = Pooling("cls", True)  # BGEM3FlagModel's dense: the normalised <s> row
@@ -295,6 +313,13 @@ _MODERNBERT_UNSUPPORTED = {"head_dim": "a head size other than hidden_size / num
                            "is_causal": "causal attention", "causal": "causal attention"}
 
 
+# Its flags (true or false, default false) and its defaults where config.json leaves a key out.
+_MODERNBERT_FLAGS = ("norm_bias", "attention_bias", "mlp_bias")
+_MODERNBERT_DEFAULTS = {"local_attention": 128, "global_attn_every_n_layers": 1, "global_rope_theta": 160000.0,
+                        "local_rope_theta": 10000.0, "classifier_pooling": "cls"}
+_Bad = Callable[[str, str], EdgeM3Error]  # the reader's one-line error for a key
+
+
 def read_modernbert_config(raw: Mapping[str, Any], where: str) -> dict[str, Any]:
     """ModernBERT's settings from config.json, in transformers 4's spelling
     (`global_attn_every_n_layers`, `global_rope_theta`, `local_rope_theta`) or 5's (`layer_types`,
@@ -302,37 +327,57 @@ def read_modernbert_config(raw: Mapping[str, Any], where: str) -> dict[str, Any]
     def bad(key: str, why: str) -> EdgeM3Error:
         return EdgeM3Error(f"{where}: '{key}' {why}")
 
-    layers = raw.get("num_hidden_layers")
+    _modernbert_unsupported(raw, bad)
+    out: dict[str, Any] = {}
+    for key in _MODERNBERT_FLAGS:
+        value = raw.get(key, False)
+        if not isinstance(value, bool):
+            raise bad(key, f"must be true or false, got {value!r}")
+        out[key] = value
+    window = raw.get("local_attention", _MODERNBERT_DEFAULTS["local_attention"])
+    if not _is_int(window) or window < 2 or window % 2:
+        raise bad("local_attention", f"must be an even integer >= 2 (the whole window), got {window!r}")
+    out["local_attention"] = window
+    out["layer_types"] = _modernbert_layer_types(raw, bad)
+    out["rope_theta"] = _modernbert_rope_thetas(raw, bad)
+    pooling = raw.get("classifier_pooling", _MODERNBERT_DEFAULTS["classifier_pooling"])
+    if pooling not in ST_POOLING_MODES.values():
+        raise bad("classifier_pooling", f"{pooling!r} unsupported (cls or mean)")
+    out["classifier_pooling"] = pooling
+    return out
+
+
+def _modernbert_unsupported(raw: Mapping[str, Any], bad: _Bad) -> None:
+    """Refuse, by name, a key of _MODERNBERT_UNSUPPORTED that changes what the model computes."""
     head_dim = raw.get("hidden_size", 0) // max(1, raw.get("num_attention_heads", 1))
     for key, why in _MODERNBERT_UNSUPPORTED.items():
         value = raw.get(key)
         if (key == "head_dim" and value in (None, head_dim)) or (key != "head_dim" and not value):
             continue
         raise bad(key, f"{value!r}: {why} is not what edge-m3's ModernBERT computes")
-    out: dict[str, Any] = {}
-    for key in ("norm_bias", "attention_bias", "mlp_bias"):
-        value = raw.get(key, False)
-        if not isinstance(value, bool):
-            raise bad(key, f"must be true or false, got {value!r}")
-        out[key] = value
-    window = raw.get("local_attention", 128)
-    if not isinstance(window, int) or isinstance(window, bool) or window < 2 or window % 2:
-        raise bad("local_attention", f"must be an even integer >= 2 (the whole window), got {window!r}")
-    out["local_attention"] = window
+
+
+def _modernbert_layer_types(raw: Mapping[str, Any], bad: _Bad) -> list[str]:
+    """`layer_types` (transformers 5), or every n-th layer global (4's global_attn_every_n_layers)."""
+    layers = raw.get("num_hidden_layers")
     types = raw.get("layer_types")
     if types is None:
-        every = raw.get("global_attn_every_n_layers", 1)
-        if not isinstance(every, int) or isinstance(every, bool) or every < 1:
+        every = raw.get("global_attn_every_n_layers", _MODERNBERT_DEFAULTS["global_attn_every_n_layers"])
+        if not _is_int(every) or every < 1:
             raise bad("global_attn_every_n_layers", f"must be a positive integer, got {every!r}")
         types = [FULL_ATTENTION if i % every == 0 else SLIDING_ATTENTION for i in range(int(layers or 0))]
     if not isinstance(types, list) or len(types) != layers or \
             any(t not in (FULL_ATTENTION, SLIDING_ATTENTION) for t in types):
         raise bad("layer_types", f"must list {layers} of {FULL_ATTENTION!r} / {SLIDING_ATTENTION!r}, got "
                                  f"{str(types)[:80]}")
-    out["layer_types"] = list(types)
+    return list(types)
+
+
+def _modernbert_rope_thetas(raw: Mapping[str, Any], bad: _Bad) -> dict[str, float]:
+    """Each layer type's RoPE base: 4's global/local_rope_theta, overridden by 5's rope_parameters."""
     rope = raw.get("rope_parameters")
-    thetas = {FULL_ATTENTION: raw.get("global_rope_theta", 160000.0),
-              SLIDING_ATTENTION: raw.get("local_rope_theta", 10000.0)}
+    thetas = {FULL_ATTENTION: raw.get("global_rope_theta", _MODERNBERT_DEFAULTS["global_rope_theta"]),
+              SLIDING_ATTENTION: raw.get("local_rope_theta", _MODERNBERT_DEFAULTS["local_rope_theta"])}
     if rope is not None:
         if not isinstance(rope, Mapping):
             raise bad("rope_parameters", "must be an object of layer type -> parameters")
@@ -346,9 +391,4 @@ def read_modernbert_config(raw: Mapping[str, Any], where: str) -> dict[str, Any]
     for kind, theta in thetas.items():
         if not isinstance(theta, int | float) or isinstance(theta, bool) or theta <= 1:
             raise bad("rope_parameters", f"{kind} rope_theta must be a number > 1, got {theta!r}")
-    out["rope_theta"] = {k: float(v) for k, v in thetas.items()}
-    pooling = raw.get("classifier_pooling", "cls")
-    if pooling not in ST_POOLING_MODES.values():
-        raise bad("classifier_pooling", f"{pooling!r} unsupported (cls or mean)")
-    out["classifier_pooling"] = pooling
-    return out
+    return {k: float(v) for k, v in thetas.items()}

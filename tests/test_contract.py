@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from edge_m3 import contract as c
+from edge_m3 import spec as c
 from edge_m3.errors import EdgeM3Error
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -96,7 +96,7 @@ def test_every_variant_is_complete() -> None:
 
 
 def test_kit_manifest_types_follow_the_contract(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Manifest.kt / Manifest.swift read exactly the keys contract.py defines: every kit type's keys
+    """Manifest.kt / Manifest.swift read exactly the keys spec/manifest.py defines: every kit type's keys
     are contract fields, the generated files name each key, and a key the contract lacks (a renamed
     manifest field) stops the generator."""
     import dataclasses
@@ -114,17 +114,60 @@ def test_kit_manifest_types_follow_the_contract(monkeypatch: pytest.MonkeyPatch)
     renamed = dataclasses.replace(kit_manifest.TYPES[-1],
                                   fields=(kit_manifest.Field("quant", "quantization", "String"),))
     monkeypatch.setattr(kit_manifest, "TYPES", (renamed,))
-    with pytest.raises(SystemExit, match="key 'quantization' is not in edge_m3/contract.py"):
+    with pytest.raises(SystemExit, match="key 'quantization' is not in edge_m3/spec/manifest.py"):
+        kit_manifest.kotlin_manifest("header")
+
+
+def test_manifest_rules_cover_every_field() -> None:
+    """spec.RULES is the one table of each object's keys: every dataclass field the manifest
+    holds has a rule (the tokenizer entry aside: TokenizerSpec.from_manifest), and no rule names a
+    key the dataclass lacks."""
+    import dataclasses
+
+    for name, rules in c.RULES.items():
+        keys = {r.key for r in rules}
+        assert len(keys) == len(rules), name
+        if name == "FileEntry":
+            assert tuple(keys) == c.FILE_ENTRY_KEYS or keys == set(c.FILE_ENTRY_KEYS)
+            continue
+        assert keys == {f.name for f in dataclasses.fields(getattr(c, name))}, name
+
+
+def test_kit_manifest_types_follow_the_rules(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The kits' manifest types take each key's type and presence from spec.RULES: a kit default
+    on a key the rule requires must be marked lenient, a kind must read the rule's JSON type, and
+    a changed rule stops the generator."""
+    import dataclasses
+
+    from tools.codegen import kit_manifest
+
+    kinds = {(t.name, f.key): f.kind for t in kit_manifest.check_against_contract() for f in t.fields}
+    assert kinds[("Manifest", "hidden_size")] == "Int" and kinds[("TensorSpec", "shape")] == "[Int]"
+    assert kinds[("Manifest", "heads")] == "[String]"
+    types = kit_manifest.TYPES
+    model = next(t for t in types if t.name == "ModelEntry")
+    strict = dataclasses.replace(model, fields=tuple(dataclasses.replace(f, lenient=False)
+                                                     for f in model.fields))
+    monkeypatch.setattr(kit_manifest, "TYPES", (strict,))
+    with pytest.raises(SystemExit, match="ModelEntry.quant: key 'quant': required by its rule"):
+        kit_manifest.kotlin_manifest("header")
+    monkeypatch.setattr(kit_manifest, "TYPES", types)
+    monkeypatch.setitem(c.RULES, "Signature", tuple(
+        dataclasses.replace(r, type=dict) if r.key == "inputs" else r for r in c.SIGNATURE_RULES))
+    with pytest.raises(SystemExit, match=r"kind \[TensorSpec\] does not read the rule's dict"):
+        kit_manifest.swift_manifest("header")
+    monkeypatch.setitem(c.RULES, "Signature", c.SIGNATURE_RULES[1:])  # a key without its rule
+    with pytest.raises(SystemExit, match="Signature.name: key 'name' has no rule"):
         kit_manifest.kotlin_manifest("header")
 
 
 def test_names_are_spelled_only_in_the_contract() -> None:
-    """Tensor and output names appear as string literals in edge_m3/contract.py alone."""
+    """Tensor and output names appear as string literals in edge_m3/spec/ alone."""
     names = {c.INPUT_IDS, c.ATTENTION_MASK, c.DENSE_VECS, c.SPARSE_WEIGHTS, c.COLBERT_VECS,
              c.LEXICAL_WEIGHTS, c.DYNAMIC_SIGNATURE}
     offenders = []
     for path in sorted(PACKAGE.rglob("*.py")):
-        if path.name == "contract.py":
+        if path.parent == PACKAGE / "spec":
             continue
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.Constant) and node.value in names:
@@ -158,7 +201,7 @@ def test_kits_spell_no_contract_value() -> None:
 
 
 def test_line_breaks_are_what_splitlines_splits_on() -> None:
-    """contract.LINE_BREAKS (escaped by both kits' exception constructors, issue 38) is exactly the
+    """spec.LINE_BREAKS (escaped by both kits' exception constructors, issue 38) is exactly the
     set of characters str.splitlines splits on, and every escape is one line of printable ASCII."""
     splits = {chr(i) for i in range(0x110000) if len(f"a{chr(i)}b".splitlines()) == 2}
     assert set(c.LINE_BREAKS) == splits and len(c.LINE_BREAKS) == len(splits)
@@ -256,7 +299,7 @@ def test_reference_cache_key_covers_the_moved_sources(tmp_path: Path, monkeypatc
     names = {p.relative_to(PACKAGE).as_posix() for p in sources}
     assert {"modeling/keras_model.py", "checkpoint/loader.py", "checkpoint/safeload.py",
             "tokenizer/tokenizer.py", "tokenizer/normalizer.py", "tokenizer/graphemes.py",
-            "tokenizer/unigram.py", "runtime/postprocess.py", "contract.py"} <= names
+            "tokenizer/unigram.py", "runtime/postprocess.py", "spec/names.py", "spec/recipes.py"} <= names
     ckpt = tmp_path / "ckpt"
     ckpt.mkdir()
     (ckpt / "config.json").write_text("{}")

@@ -52,7 +52,21 @@ _INT_KEYS = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_he
 # kits' int32 ids, and a layer count is looped over before any weight is read (issue 38).
 _INT_MAX = 2**31 - 1
 _MAX_LAYERS = 1024
+# Integer fields whose bounds differ from (1, _INT_MAX): (the least value, the largest).
+_INT_RULES = {"pad_token_id": (0, _INT_MAX), "num_hidden_layers": (1, _MAX_LAYERS)}
 _HINT = "pass a local snapshot directory with {} DIR"  # {}: the option, as the CLI spells it
+
+
+def _config_int(v: Any, name: str, spelled: str, path: Path) -> int:
+    """A ModelConfig integer field by its rule (_INT_RULES: the least value, the largest), or one
+    line naming the file and `spelled`, the family's key for it."""
+    low, top = _INT_RULES.get(name, (1, _INT_MAX))
+    if not isinstance(v, int) or isinstance(v, bool) or v < low:
+        kind = "a non-negative" if low == 0 else "a positive"
+        raise EdgeM3Error(f"{path}: '{spelled}' must be {kind} integer, got {v!r}")
+    if v > top:
+        raise EdgeM3Error(f"{path}: '{spelled}' {v} is implausibly large (at most {top})")
+    return v
 
 
 @dataclass(frozen=True)
@@ -91,15 +105,7 @@ class ModelConfig:
             if key(name) not in raw:
                 raise EdgeM3Error(f"{path}: missing key '{key(name)}'")
         values: dict[str, Any] = {"type_vocab_size": 0}
-        for name in int_keys:
-            v = raw[key(name)]
-            if not isinstance(v, int) or isinstance(v, bool) or v < (0 if name == "pad_token_id" else 1):
-                kind = "a non-negative" if name == "pad_token_id" else "a positive"
-                raise EdgeM3Error(f"{path}: '{key(name)}' must be {kind} integer, got {v!r}")
-            top = _MAX_LAYERS if name == "num_hidden_layers" else _INT_MAX
-            if v > top:
-                raise EdgeM3Error(f"{path}: '{key(name)}' {v} is implausibly large (at most {top})")
-            values[name] = v
+        values |= {name: _config_int(raw[key(name)], name, key(name), path) for name in int_keys}
         eps = raw[key("layer_norm_eps")]
         if not isinstance(eps, int | float) or isinstance(eps, bool) or not 0 < eps < 1:
             raise EdgeM3Error(f"{path}: '{key('layer_norm_eps')}' must be a small positive number, got {eps!r}")
@@ -375,6 +381,20 @@ def load_checkpoint(path: Path | str, source: dict[str, Any] | None = None) -> C
         raise EdgeM3Error(f"{path / family.tokenizer_files[0]}: missing (the {family.name} tokenizer "
                           f"the bundle ships{'' if len(family.tokenizer_files) == 1 else ': ' + names})")
     outputs = outputs_for(family, path)
+    weights_file, encoder, rename = _open_encoder(path, config)
+    heads, pooling, max_len, output_files = _read_outputs(path, config, outputs)
+    used = ["config.json", weights_file.name, *output_files, tokenizer.name]
+    info = dict(source or {"id": str(path), "revision": None})
+    info["files"] = {name: sha256_file(path / name) for name in used}
+    return Checkpoint(path=path, config=config, tensors=_Tensors(encoder, rename, heads),
+                      tokenizer_path=tokenizer, source=info, outputs=outputs, pooling=pooling,
+                      max_seq_length=max_len)
+
+
+def _open_encoder(path: Path, config: ModelConfig
+                  ) -> tuple[Path, SafetensorsFile | TorchArchive, dict[str, str]]:
+    """The weights file, opened lazily, and each expected tensor's stored name, every one checked
+    for presence, shape and a float dtype against config.json."""
     weights_file = next((path / f for f in WEIGHT_FILES if (path / f).is_file()), None)
     if weights_file is None:
         raise EdgeM3Error(f"{path}: no model.safetensors or pytorch_model.bin")
@@ -382,8 +402,9 @@ def load_checkpoint(path: Path | str, source: dict[str, Any] | None = None) -> C
         SafetensorsFile(weights_file) if weights_file.suffix == ".safetensors"
         else TorchArchive(weights_file))
     rename: dict[str, str] = {}
+    prefixes = config.family.weight_prefixes
     for name, want in expected_shapes(config).items():
-        stored = next((k for k in (name, *(p + name for p in family.weight_prefixes)) if k in encoder), None)
+        stored = next((k for k in (name, *(p + name for p in prefixes)) if k in encoder), None)
         if stored is None:
             raise EdgeM3Error(f"{weights_file}: tensor '{name}' missing")
         got = encoder.shape(stored)
@@ -394,21 +415,16 @@ def load_checkpoint(path: Path | str, source: dict[str, Any] | None = None) -> C
             raise EdgeM3Error(f"{weights_file}: tensor '{name}' has dtype {encoder.dtype(stored)}, "
                               "expected float32, float16 or bfloat16")
         rename[name] = stored
-    used = ["config.json", weights_file.name]
-    heads: dict[str, np.ndarray] = {}
-    pooling, max_len = M3_POOLING, None
+    return weights_file, encoder, rename
+
+
+def _read_outputs(path: Path, config: ModelConfig, outputs: Outputs
+                  ) -> tuple[dict[str, np.ndarray], Pooling, int | None, list[str]]:
+    """The output layout's heads, pooling and max length, and the files it read (their sha256
+    goes into the source record)."""
     if outputs is M3:
-        heads = _load_heads(path, config.hidden_size)
-        used += HEAD_FILES
-    elif outputs is TRANSFORMERS:
-        pooling = Pooling(config.extra["classifier_pooling"], False)
-    else:
-        st = read_sentence_transformers(path)
-        pooling, max_len = st.pooling, st.max_seq_length
-        used += [f for f in (ST_MODULES, ST_CONFIG) if (path / f).is_file()]
-    used.append(tokenizer.name)
-    info = dict(source or {"id": str(path), "revision": None})
-    info["files"] = {name: sha256_file(path / name) for name in used}
-    return Checkpoint(path=path, config=config, tensors=_Tensors(encoder, rename, heads),
-                      tokenizer_path=tokenizer, source=info, outputs=outputs, pooling=pooling,
-                      max_seq_length=max_len)
+        return _load_heads(path, config.hidden_size), M3_POOLING, None, list(HEAD_FILES)
+    if outputs is TRANSFORMERS:
+        return {}, Pooling(config.extra["classifier_pooling"], False), None, []
+    st = read_sentence_transformers(path)
+    return {}, st.pooling, st.max_seq_length, [f for f in (ST_MODULES, ST_CONFIG) if (path / f).is_file()]

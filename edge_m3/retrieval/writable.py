@@ -22,7 +22,21 @@ from typing import Any
 import numpy as np
 
 from edge_m3.common.files import sha256_file
-from edge_m3.contract import (
+from edge_m3.errors import EdgeM3Error, OptionError, one_line
+from edge_m3.retrieval.index import (
+    BundleIdentity,
+    CorruptIndexError,
+    Hit,
+    Index,
+    PassageId,
+    _as_query,
+    _hybrid_top,
+    _top_of,
+    best_per_passage,
+    postings,
+    search_args,
+)
+from edge_m3.spec import (
     COLBERT_STORES,
     COLBERT_VECS,
     DENSE_STORES,
@@ -45,20 +59,6 @@ from edge_m3.contract import (
     is_file_name,
     mode_signals,
 )
-from edge_m3.errors import EdgeM3Error, OptionError, one_line
-from edge_m3.retrieval.index import (
-    BundleIdentity,
-    CorruptIndexError,
-    Hit,
-    Index,
-    PassageId,
-    _as_query,
-    _hybrid_top,
-    _top_of,
-    best_per_passage,
-    postings,
-    search_args,
-)
 
 _PW = INDEX_POSTING_WEIGHTS
 _INT64 = (-(1 << 63), (1 << 63) - 1)
@@ -73,7 +73,7 @@ def chunk_embedder(pipe: Any, overlap: int | None = None) -> Embedder:
 
 
 class WriteRefused(EdgeM3Error):
-    """A write that changed nothing, with the kits' error kind (contract.KIT_ERROR_KINDS):
+    """A write that changed nothing, with the kits' error kind (spec.KIT_ERROR_KINDS):
     duplicate_id, unknown_id, index_busy or write_failed."""
 
     def __init__(self, kind: str, message: str) -> None:
@@ -196,7 +196,7 @@ def _blob(x: np.ndarray | None) -> bytes | None:
 
 
 def _meta_int(text: str) -> int | None:
-    """A meta integer (contract.INDEX_DB_INT_MAX): ASCII digits only, at most 2^63 - 1; else None."""
+    """A meta integer (spec.INDEX_DB_INT_MAX): ASCII digits only, at most 2^63 - 1; else None."""
     # (the length first: int() of over 4,300 digits raises ValueError rather than read them)
     if not (text.isascii() and text.isdigit()) or len(text) > 19:
         return None
@@ -408,7 +408,7 @@ class WritableIndex:
 
     def _load(self) -> None:
         """Read meta, tombstones and passages; open the base they name (all checked, one line).
-        One committed state (contract.INDEX_DB_RELOADS): when another connection commits while
+        One committed state (spec.INDEX_DB_RELOADS): when another connection commits while
         this reads, it reads again, so a compaction that deleted the base being opened, or a
         commit between two of the SELECTs, is never reported as a corrupt index; a writer that
         keeps committing is waited for, and the state read under its lock."""

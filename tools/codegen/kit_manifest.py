@@ -1,19 +1,25 @@
 """The kits' manifest types (Kotlin Manifest.kt, Swift Manifest.swift), written from one table.
 
 The table names, per kit type, its properties and the manifest.json keys they read; every key is
-checked against edge_m3/contract.py (the dataclass fields of Manifest, ModelEntry, Signature,
+checked against edge_m3/spec/manifest.py (the dataclass fields of Manifest, ModelEntry, Signature,
 TensorSpec, TokenizerSpec; SPECIAL_KEYS; FILE_ENTRY_KEYS), so a renamed manifest field breaks the
-generator, not a phone. What the types *do* beyond holding and reading fields (the schema check,
-sorting and checking signatures, the special-token strings) is hand-written in each kit
-(ManifestRules.kt / ManifestRules.swift) and called by name from here (`hook`).
+generator, not a phone. Where Python reads an object by a rule table (spec.RULES: Manifest,
+ModelEntry, Signature, TensorSpec, FileEntry), a key's type and presence come from its rule: a
+field without a kind takes the rule's, an explicit kind must be the rule's JSON type, a field the
+kit requires is one the rule requires, and a key the rule requires but the kit reads with a
+default is marked `lenient` (the kit accepts what Python refuses: written here, not by accident).
+What the types *do* beyond holding and reading fields (the schema check, sorting and checking
+signatures, the special-token strings) is hand-written in each kit (ManifestRules.kt /
+ManifestRules.swift) and called by name from here (`hook`).
 `python -m tools.codegen.gen_kit_contract` writes both files; `--check` compares them.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, fields
 
-from edge_m3 import contract as c
+from edge_m3 import spec as c
 
 
 @dataclass(frozen=True)
@@ -24,7 +30,7 @@ class Field:
 
     prop: str
     key: str
-    kind: str
+    kind: str = ""  # "": the spec rule's (spec.RULES), for a type read by a rule table
     # None: required; "empty": [], {}, "" when absent; "hook": see hook; "absent": `absent` when
     # the key is missing (null is refused).
     default: str | None = None
@@ -34,13 +40,14 @@ class Field:
     # Read only for some kinds (an optional object): "NAME" when the type's `kind` is the contract
     # constant NAME, "!NAME" when it is not; fields sharing a key then each read it for their kinds.
     when: str | None = None
+    lenient: bool = False  # the spec rule requires the key, the kit reads it with `default`
 
 
 @dataclass(frozen=True)
 class KitType:
     name: str
     doc: str
-    source: tuple[str, ...]  # the JSON keys this type may read (from contract.py)
+    source: tuple[str, ...]  # the JSON keys this type may read (from spec/manifest.py)
     fields: tuple[Field, ...]
     mutable: bool = True  # Swift `var` (else `let`)
     init_hook: str | None = None  # a property the memberwise init checks: `hook(value, file)` throws
@@ -79,7 +86,7 @@ TYPES = (
                 Field("special", "special_ids", "SpecialIds"),
                 Field("specialTokens", "special_tokens", "tokens", "hook", "checkedSpecialTokens",
                       "The strings the reference turns into special ids wherever the text holds them; "
-                      "absent or null: XLM-R's (as edge_m3/contract.py)."),
+                      "absent or null: XLM-R's (as edge_m3/spec/manifest.py)."),
                 Field("spUnkId", "sp_unk_id", "Int"),
                 Field("idOffset", "id_offset", "Int"),
                 Field("vocabSize", "vocab_size", "Int"),
@@ -103,25 +110,25 @@ TYPES = (
             tuple(c.BPE_OPTIONS),
             tuple(Field(camel(k), k, _OPTION_KINDS[t]) for k, t in c.BPE_OPTIONS.items())),
     KitType("TensorSpec", "One input or output of a signature, as the interpreter reports it.",
-            _keys(c.TensorSpec), (Field("name", "name", "String"), Field("shape", "shape", "[Int]"),
-                                  Field("dtype", "dtype", "String"))),
+            _keys(c.TensorSpec), (Field("name", "name"), Field("shape", "shape"), Field("dtype", "dtype"))),
     KitType("Signature", "One fixed-length entry point of the model (`embed_<L>`).", _keys(c.Signature), (
-        Field("name", "name", "String"), Field("seqLen", "seq_len", "Int"),
-        Field("inputs", "inputs", "[TensorSpec]", "empty"),
-        Field("outputs", "outputs", "[TensorSpec]", "empty"))),
+        Field("name", "name"), Field("seqLen", "seq_len"),
+        Field("inputs", "inputs", "[TensorSpec]", "empty", lenient=True),
+        Field("outputs", "outputs", "[TensorSpec]", "empty", lenient=True))),
     KitType("ModelEntry", "One model file of the bundle; its signatures sorted by length, never empty.",
             _keys(c.ModelEntry), (
-                Field("format", "format", "String"), Field("file", "file", "String", hook="checkedFileName"),
-                Field("quant", "quant", "String", "empty"), Field("signatures", "signatures", "[Signature]")),
+                Field("format", "format"), Field("file", "file", hook="checkedFileName"),
+                Field("quant", "quant", default="empty", lenient=True),
+                Field("signatures", "signatures", "[Signature]")),
             mutable=False, init_hook="signatures:checkedSignatures"),
     KitType("FileEntry", "A shipped file's SHA-256 (lowercase hex) and size in bytes.", c.FILE_ENTRY_KEYS,
-            (Field("sha256", c.FILE_ENTRY_KEYS[0], "String"), Field("size", c.FILE_ENTRY_KEYS[1], "Int64"))),
+            (Field("sha256", c.FILE_ENTRY_KEYS[0]), Field("size", c.FILE_ENTRY_KEYS[1], "Int64"))),
     KitType("Manifest",
             "manifest.json: the fields the kit reads (others, e.g. `source` or `ops`, are ignored).",
             _keys(c.Manifest), (
-                Field("schemaVersion", "schema_version", "Int", hook="checkedSchemaVersion"),
-                Field("quant", "quant", "String"), Field("hiddenSize", "hidden_size", "Int"),
-                Field("maxLength", "max_length", "Int"), Field("heads", "heads", "[String]"),
+                Field("schemaVersion", "schema_version", hook="checkedSchemaVersion"),
+                Field("quant", "quant"), Field("hiddenSize", "hidden_size"),
+                Field("maxLength", "max_length"), Field("heads", "heads"),
                 Field("tokenizer", "tokenizer", "TokenizerSpec"), Field("models", "models", "[ModelEntry]"),
                 Field("files", "files", "{FileEntry}", "empty", "checkedFileNames")), mutable=False),
 )
@@ -133,14 +140,57 @@ def quote(s: str | None) -> str:
     return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
-def check_against_contract() -> None:
-    """Every key a kit reads is one contract.py defines."""
+_SCALAR_KINDS = {str: "String", int: "Int", bool: "Bool"}  # a rule's JSON type -> the table's kind
+# The JSON type each kind reads (the nested types, optional objects and `file?` are objects).
+_KIND_TYPES = {"String": str, "Int": int, "Int64": int, "Bool": bool}
+RULES_FILE = "edge_m3/spec/manifest_rules.py"
+
+
+def _rule_kind(rule: c.Rule) -> str:
+    """The table's kind for a rule's value: a scalar, or a list of scalars ([String] for a subset)."""
+    if rule.type is list:
+        return "[String]" if rule.subset_of else f"[{_SCALAR_KINDS[rule.items]}]" if rule.items else ""
+    return _SCALAR_KINDS.get(rule.type, "")
+
+
+def _kind_type(kind: str) -> type:
+    return _KIND_TYPES.get(kind) or (list if kind.startswith("[") else dict)
+
+
+def _with_rule(t: KitType, f: Field) -> Field:
+    """`f` checked against its spec rule (when `t` is read by a rule table), its kind filled in."""
+    rules = {r.key: r for r in c.RULES.get(t.name, ())}
+    rule = rules.get(f.key)
+    where = f"kit manifest type {t.name}.{f.prop}: key {f.key!r}"
+    if rule is None:
+        if rules or not f.kind:
+            raise SystemExit(f"{where} has no rule in {RULES_FILE}")
+        return f
+    kind = f.kind or _rule_kind(rule)
+    if not kind or _kind_type(kind) is not rule.type:
+        raise SystemExit(f"{where}: kind {kind or '(none)'} does not read the rule's {rule.type.__name__}")
+    required = rule.default is c.REQUIRED and not rule.text
+    optional = f.default is not None or kind.endswith("?")
+    if required and optional and not f.lenient:
+        raise SystemExit(f"{where}: required by its rule, read with a default: mark it lenient")
+    if not required and not optional:
+        raise SystemExit(f"{where}: optional by its rule (default {rule.default!r}), required by the kit")
+    if ("" in rule.file_names) != (f.hook == "checkedFileName") or \
+            bool(rule.entries) != (f.hook == "checkedFileNames"):
+        raise SystemExit(f"{where}: its file-name check differs from the rule's")
+    return dataclasses.replace(f, kind=kind)
+
+
+def check_against_contract() -> tuple[KitType, ...]:
+    """Every key a kit reads is one spec/manifest.py defines, by its rule where it has one: the
+    table with every kind filled in."""
     for t in TYPES:
         for f in t.fields:
             if f.key not in t.source:
                 raise SystemExit(f"kit manifest type {t.name}.{f.prop}: key {f.key!r} is not in "
-                                 "edge_m3/contract.py "
+                                 "edge_m3/spec/manifest.py "
                                  f"({', '.join(t.source)})")
+    return tuple(dataclasses.replace(t, fields=tuple(_with_rule(t, f) for f in t.fields)) for t in TYPES)
 
 
 # ---------------------------------------------------------------------------------------- Kotlin
@@ -196,11 +246,11 @@ def _kt_read(f: Field, tree: str, where: str) -> str:
 
 
 def kotlin_manifest(header: str) -> str:
-    check_against_contract()
+    types = check_against_contract()
     out = [f"// {header}",
            "// The manifest types' rules (schema, signatures, special-token strings): ManifestRules.kt.",
            "package dev.edgem3", ""]
-    for t in TYPES:
+    for t in types:
         hook_prop, _, hook = (t.init_hook or ":").partition(":")
         params = []
         for f in t.fields:
@@ -248,11 +298,11 @@ def _sw_default(f: Field) -> str:
 
 
 def swift_manifest(header: str) -> str:
-    check_against_contract()
+    types = check_against_contract()
     out = [f"// {header}",
            "// The manifest types' rules (schema, signatures, special-token strings): ManifestRules.swift.",
            "", "import Foundation", ""]
-    for t in TYPES:
+    for t in types:
         hook_prop, _, hook = (t.init_hook or ":").partition(":")
         throws = " throws" if hook else ""
         out += [f"/// {t.doc}", f"nonisolated public struct {t.name}: Codable, Hashable, Sendable {{"]
