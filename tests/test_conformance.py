@@ -135,16 +135,17 @@ def junit_results(kit_jar: Path, generated: Path) -> tuple[str, dict[str, str]]:
         if os.environ.get("EDGE_M3_REQUIRE_KOTLIN"):
             pytest.fail(reason)
         pytest.skip(reason)
-    key = hashlib.sha256(JUNIT_SOURCE.read_bytes() + str(kit_jar).encode()).hexdigest()[:16]
+    key = hashlib.sha256(JUNIT_SOURCE.read_bytes() + str(kit_jar).encode() + b"junit-first").hexdigest()[:16]
     jar = kit_jar.parent / f"conformance-{key}.jar"
-    classpath = ":".join([str(kit_jar), *JUNIT_JARS])
+    # JUnit first: the kit jar holds compile-only stubs of org.junit (jvm/stubs/) for its androidTest
+    classpath = ":".join([*JUNIT_JARS, str(kit_jar)])
     if not jar.is_file():
         proc = subprocess.run([sys.executable, "-m", "tools.kit.kotlin2", "compile", "--classpath", classpath,
                                "--out", str(jar), str(JUNIT_SOURCE)], capture_output=True, text=True,
                               timeout=900, cwd=ROOT)
         assert proc.returncode == 0, f"the JUnit class did not compile:\n{proc.stderr}"
     proc = subprocess.run(["java", f"-Dedgem3.conformance={generated}", "-cp",
-                           ":".join([str(jar), classpath, SQLITE_JDBC_JAR]), "org.junit.runner.JUnitCore",
+                           ":".join([classpath, str(jar), SQLITE_JDBC_JAR]), "org.junit.runner.JUnitCore",
                            JUNIT_CLASS], capture_output=True, text=True, timeout=600)
     out = proc.stdout + proc.stderr
     ran = re.search(r"OK \((\d+) tests?\)|Tests run: (\d+)", out)
