@@ -224,6 +224,7 @@ def generate(out: Path, fmt: str = "index") -> list[str]:
                 apply_step(target / "input", step)
             except (OSError, sqlite3.Error, KeyError, IndexError, TypeError, ValueError) as exc:
                 raise CaseError(f"{path}: step {n + 1} ({step.get('step')}) failed: {exc}") from None
+        case["dim"] = DIM  # the fixtures' width, for a runner that needs a query (Swift's ids)
         (target / "case.json").write_text(json.dumps(case, indent=1, ensure_ascii=False), encoding="utf-8")
         names.append(case["name"])
     return names
