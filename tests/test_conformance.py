@@ -17,6 +17,7 @@ import os
 import re
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -161,15 +162,11 @@ def test_kotlin(junit_results: tuple[str, dict[str, str]], name: str) -> None:
 # ------------------------------------------------------------------ Swift: XCTest
 
 @pytest.fixture(scope="session")
-def xctest_results(swift: Path, swift_build: Path, generated: Path) -> tuple[str, dict[str, str]]:
-    """`swift test --filter EdgeM3ConformanceTests` over the generated cases: its output and
-    {case: failure}."""
-    from tests.conftest import SWIFT_FLAGS
-
-    proc = subprocess.run([str(swift), "test", *SWIFT_FLAGS, "--skip-build", "--filter", SWIFT_CLASS,
-                           "--package-path", str(ROOT / "ios_assets"), "--scratch-path", str(swift_build)],
-                          capture_output=True, text=True, timeout=900,
-                          env=os.environ | {SWIFT_ENV: str(generated)})
+def xctest_results(swift_test: Callable[..., subprocess.CompletedProcess[str]],
+                   generated: Path) -> tuple[str, dict[str, str]]:
+    """`swift test --filter EdgeM3ConformanceTests` over the generated cases (conftest's
+    swift_test: the session's build): its output and {case: failure}."""
+    proc = swift_test("--filter", SWIFT_CLASS, env=os.environ | {SWIFT_ENV: str(generated)})
     out = proc.stdout + proc.stderr
     checked = set(re.findall(r"conformance checked (\S+)", out))
     assert checked == set(CASES), f"the XCTest checked {len(checked)} of {len(CASES)} cases:\n{out[-3000:]}"
