@@ -21,11 +21,12 @@ LOCK_TARGET := --python-version 3.11 --python-platform x86_64-manylinux_2_28 $(L
 # tests (tests/test_kits.py, test_kit_tokenizer.py, test_kit_retrieval.py: JNA; their Kotlin 2
 # compiler is a wheel of the dev lock, tools/kit/kotlin2.py, not Debian's 2019 kotlinc), the
 # kits' writable index (tests/test_kit_writable.py: the xerial SQLite JDBC driver for the desktop
-# JVM, libsqlite3-dev for the Swift package's CSQLite module on Linux) and the
+# JVM, libsqlite3-dev for the Swift package's CSQLite module on Linux), the conformance suite's JVM
+# runner (tests/test_conformance.py: junit4, JUnit 4 and its hamcrest) and the
 # emulated Raspberry Pi (tests/test_arm64.py: debootstrap, qemu-aarch64-static). `make test`
 # installs the missing ones as root (apt-get) and otherwise stops with one line naming them;
 # `make test ALLOW_SKIPS=1` runs without them, their tests skipped. .ci/run runs `make test`.
-DEBIAN_PACKAGES := libjna-java libxerial-sqlite-jdbc-java debootstrap qemu-user-static libsqlite3-dev
+DEBIAN_PACKAGES := libjna-java libxerial-sqlite-jdbc-java junit4 debootstrap qemu-user-static libsqlite3-dev
 
 .PHONY: build test test-quick demo demo-minilm lint lock clean debian-packages
 

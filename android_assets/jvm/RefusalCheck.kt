@@ -1,7 +1,8 @@
 // JVM-only CI check (not part of the app): the refusals and overloads no bundle on the desktop
 // reached before (issue 34, item 5: the lines that had never run), each refusal by its exact typed
 // kind (EdgeM3ErrorKind, generated from spec.KIT_ERROR_KINDS): EdgeM3WritableIndex's (bad ids,
-// refused vectors, a closed index, foreign and spoiled databases, a passage removed in part), the
+// refused vectors, a closed index, another bundle; foreign and spoiled databases and index folders are
+// the conformance suite's, tests/conformance/index/ run by jvm/conformance/IndexConformanceTest.kt), the
 // text API through a live embedder (embedChunks), the ScoreMode overloads of both indexes' search,
 // extractAsset's size and hash checks, and the tokenizers' corrupt files (SentencePiece, WordPiece,
 // byte-level BPE). Run inside `AndroidCheck api` (jvm/ApiCheck.kt, tests/test_kit_api.py): no
@@ -92,9 +93,6 @@ private fun writableChecks(work: File, truth: LocalBundle, want: List<Embedding>
                 if (e.code != IndexDbException.ERROR || e.message != "cannot bind a Integer") "${e.code}: ${e.message}" else null
             }
         }
-    }
-    cases.refuses("writable-open-no-index", EdgeM3ErrorKind.CORRUPT_INDEX, "not an index") {
-        EdgeM3WritableIndex.open(folder().also { it.mkdirs() }, db)
     }
 
     // ids and rows
@@ -246,90 +244,7 @@ private fun writableChecks(work: File, truth: LocalBundle, want: List<Embedding>
     cases.refuses("writable-open-another-bundle", EdgeM3ErrorKind.INVALID_INPUT, "index built by another bundle") {
         EdgeM3WritableIndex.open(scored, db, files + (truth.model.file to "0".repeat(64))).close()
     }
-
-    // a format-1 folder spoiled after the fact: EdgeM3Index.open refuses it, corrupt_index, one line
-    val base1 = File(scored, EdgeM3Contract.INDEX_BASE_PREFIX + "1")
-    fun spoiledIndex(name: String, contains: String, verify: Boolean = true, spoil: (File) -> Unit) {
-        val f = File(work, "index-$name")
-        base1.copyRecursively(f)
-        spoil(f)
-        cases.refuses("index-$name", EdgeM3ErrorKind.CORRUPT_INDEX, contains) { EdgeM3Index.open(f, verifySha256 = verify) }
-    }
-    fun tree(f: File, edit: (MutableMap<String, Any?>) -> Unit) {
-        val m = File(f, EdgeM3Contract.INDEX_MANIFEST)
-        @Suppress("UNCHECKED_CAST")
-        val t = MiniJson.parse(m.readText()) as MutableMap<String, Any?>
-        edit(t)
-        m.writeText(PyJson.dumps(t, indent = 1, asciiOnly = true))
-    }
-    @Suppress("UNCHECKED_CAST")
-    fun obj(x: Any?) = x as MutableMap<String, Any?>
-    spoiledIndex("not-utf8", "not valid UTF-8") { File(it, EdgeM3Contract.INDEX_MANIFEST).writeBytes(byteArrayOf(0x7b, -1, 0x7d)) }
-    spoiledIndex("bundle-not-strings", "bundle: needs model_file") { f -> tree(f) { obj(it["bundle"])["model_file"] = 1L } }
-    spoiledIndex("bad-file-name", "bad file name \"a/b\"") { f -> tree(f) { obj(it["files"])["a/b"] = obj(it["files"]).values.first() } }
-    spoiledIndex("array-dtype", "arrays.dense: int8") { f -> tree(f) { obj(obj(it["arrays"])["dense"])["dtype"] = "int8" } }
-    spoiledIndex("array-stray", "is not used by the float32/") { f ->
-        tree(f) { val a = obj(it["arrays"]); a["dense_scale"] = a["dense"] }
-    }
-    spoiledIndex("not-finite", "a stored vector is not finite") { f ->
-        val name = EdgeM3Contract.INDEX_ARRAYS.getValue("dense")
-        val b = File(f, name).readBytes()
-        for (i in 0 until 4) b[i] = byteArrayOf(0, 0, -64, 127)[i]  // float32 NaN, little-endian
-        File(f, name).writeBytes(b)
-        val digest = java.security.MessageDigest.getInstance("SHA-256")
-        digest.update(b)
-        tree(f) { obj(obj(it["files"])[name])["sha256"] = ModelCheck.hex(digest) }  // listed as it now is
-    }
-    spoiledIndex("ids-corrupt", "${EdgeM3Contract.INDEX_IDS}: corrupt", verify = false) { f ->
-        val d = File(f, EdgeM3Contract.INDEX_IDS)
-        d.writeText("{" + d.readText().substring(1))
-    }
-
-    // databases spoiled after the fact: each refused when opened, as corrupt_index, one line
-    fun spoiled(name: String, contains: String, vararg statements: String) {
-        val f = File(work, "spoiled-$name")
-        scored.copyRecursively(f)
-        sql(f, *statements)
-        cases.refuses("writable-db-$name", EdgeM3ErrorKind.CORRUPT_INDEX, contains) {
-            EdgeM3WritableIndex.open(f, db).use { it.count }
-        }
-    }
-    fun meta(key: String, value: String) = "UPDATE meta SET value = $value WHERE key = '$key'"
-    spoiled("application-id", "not an edge-m3 index database (application_id 7)", "PRAGMA application_id = 7")
-    spoiled("user-version-newer", "written by a newer edge-m3", "PRAGMA user_version = ${EdgeM3Contract.INDEX_DB_VERSION + 1}")
-    spoiled("user-version-older", "written by an older edge-m3", "PRAGMA user_version = 1")
-    spoiled("meta-key-not-text", "meta: a key that is not text", "INSERT INTO meta (key, value) VALUES (X'00', 'v')")
-    spoiled("meta-value-not-text", "meta: dim is not text", meta("dim", "X'00'"))
-    spoiled("meta-missing", "meta: no dim", "DELETE FROM meta WHERE key = 'dim'")
-    spoiled("meta-format", "meta: format other, not", meta("format", "'other'"))
-    spoiled("meta-format-version", "meta: format_version x", meta("format_version", "'x'"))
-    spoiled("meta-format-version-newer", "written by a newer edge-m3", meta("format_version", "'${EdgeM3Contract.INDEX_DB_VERSION + 1}'"))
-    spoiled("meta-dim", "meta: dim 0", meta("dim", "'0'"))
-    spoiled("meta-dense", "meta: dense f8", meta("dense", "'f8'"))
-    spoiled("meta-colbert", "meta: colbert f8", meta("colbert", "'f8'"))
-    spoiled("meta-bundle", "meta: bundle is not JSON", meta("bundle", "'{'"))
-    spoiled("meta-base", "meta: base \"elsewhere\"", meta("base", "'elsewhere'"))
-    spoiled("meta-base-sha", "meta: base_sha256 \"\" for base", meta("base_sha256", "''"))
-    spoiled("meta-generation", "meta: generation -1", meta("generation", "'-1'"))
-    spoiled("base-missing", "has no ${EdgeM3Contract.INDEX_MANIFEST}", meta("base", "'${EdgeM3Contract.INDEX_BASE_PREFIX}9'"))
-    spoiled("base-stores", "dim/dense/colbert $dim/int8/$colbert, its base's are", meta("dense", "'int8'"))
-    spoiled("base-bundle", "written for another bundle than its base", meta("bundle", "'null'"))
-    spoiled("removed-outside", "removed: row 99 outside the base's ${v.size}", "INSERT INTO removed (row) VALUES (99)")
-    spoiled("passage-id", "passages: an id that is neither an integer nor text", "UPDATE passages SET id = X'00'")
-    spoiled("passage-chunk", "chunk -1 is not an integer from 0", "UPDATE passages SET chunk = -1")
-    spoiled("passage-dense", "dense is not a blob", "UPDATE passages SET dense = 'x'")
-    spoiled("passage-in-base", "id 1 is both in the base and added", "UPDATE passages SET id = 1")
-    // a base passage of two chunks with one chunk's row tombstoned: removed in part
-    val parted = folder()
-    EdgeM3WritableIndex.create(parted, dim, "float32", colbert, null, db).use { x ->
-        x.add("two", listOf(v[0], v[1]))
-        x.compact()
-        x.add("other", v[2])
-    }
-    sql(parted, "INSERT INTO removed (row) VALUES (1)")
-    cases.refuses("writable-db-removed-in-part", EdgeM3ErrorKind.CORRUPT_INDEX, "a base passage is removed in part") {
-        EdgeM3WritableIndex.open(parted, db).use { it.count }
-    }
+    // spoiled databases and index folders: tests/conformance/index/ (jvm/conformance/IndexConformanceTest.kt)
 }
 
 /** Manifest rules no bundle breaks: a special-token key, a signature too short for <s> and </s>. */

@@ -40,7 +40,7 @@ KOTLIN_SOURCES = ROOT / "android_assets/src/main/java/dev/edgem3"
 SWIFT_SOURCES = ROOT / "ios_assets/Sources/EdgeM3"
 KIT_TESTS = ["tests/test_kits.py", "tests/test_kit_api.py", "tests/test_kit_retrieval.py",
              "tests/test_kit_tokenizer.py", "tests/test_kit_writable.py", "tests/test_swift_kit.py",
-             "tests/test_swift_ios_binding.py"]
+             "tests/test_swift_ios_binding.py", "tests/test_conformance.py"]
 JACOCO = Path("/usr/share/java")
 JACOCO_CP = ["org.jacoco.core.jar", "asm.jar", "asm-commons.jar", "asm-tree.jar"]
 

@@ -4,9 +4,10 @@ import XCTest
 
 /// What no bundle on the desktop reached before (issue 34, item 5: the lines that had never run),
 /// each refusal by its exact typed kind (EdgeM3ErrorKind, generated from spec.KIT_ERROR_KINDS):
-/// EdgeM3WritableIndex's (refused vectors and ids, another bundle, a foreign or spoiled database,
-/// a passage removed in part), its text API through an embedder (embedChunks), the ScoreMode
-/// overloads of both indexes' search, and the tokenizers' corrupt files. No bundle: the embedder is
+/// EdgeM3WritableIndex's (refused vectors and ids, another bundle; foreign and spoiled databases
+/// and index folders are the conformance suite's, EdgeM3ConformanceTests), its text API through an
+/// embedder (embedChunks), the ScoreMode overloads of both indexes' search, and the tokenizers'
+/// corrupt files. No bundle: the embedder is
 /// EdgeM3CoreTests' pipeline (hidden size 2) over a CountingRunner. Runs in `swift test`
 /// (tests/test_kit_tokenizer.py::test_swift_unit_tests runs every XCTest class).
 final class EdgeM3RefusalTests: XCTestCase {
@@ -76,10 +77,6 @@ final class EdgeM3RefusalTests: XCTestCase {
         try Data("x".utf8).write(to: aFile)
         refuses(.writeFailed, "cannot create the folder") {
             _ = try EdgeM3WritableIndex.create(folder: aFile.appendingPathComponent("sub"), dim: 2)
-        }
-        try FileManager.default.createDirectory(at: folder("empty"), withIntermediateDirectories: true)
-        refuses(.corruptIndex, "not an index (no \(EdgeM3Contract.indexDb), no \(EdgeM3Contract.indexManifest))") {
-            _ = try EdgeM3WritableIndex(folder: self.folder("empty"))
         }
     }
 
@@ -184,52 +181,7 @@ final class EdgeM3RefusalTests: XCTestCase {
         }
     }
 
-    // ---- databases spoiled after the fact: each refused when opened, corrupt_index, one line
-
-    func testSpoiledDatabasesRefused() throws {
-        let good = folder("good")
-        do {
-            let x = try EdgeM3WritableIndex.create(folder: good, dim: 2, bundle: ["model_file": "m", "model_sha256": "a",
-                                                                                  "tokenizer_file": "t", "tokenizer_sha256": "b"])
-            try x.add(.int(1), try vectors(1))
-            try x.add(.string("two"), chunks: [try vectors(2), try vectors(3)])
-            try x.compact()
-            try x.add(.int(3), try vectors(4))
-        }
-        func spoiled(_ name: String, _ contains: String, _ sql: String, line: UInt = #line) throws {
-            let f = folder("spoiled-\(name)")
-            try FileManager.default.copyItem(at: good, to: f)
-            let db = try SQLiteDB(path: f.appendingPathComponent(EdgeM3Contract.indexDb).path)
-            try db.exec(sql)
-            refuses(.corruptIndex, contains, line: line) { _ = try EdgeM3WritableIndex(folder: f).count }
-        }
-        func meta(_ key: String, _ value: String) -> String { "UPDATE meta SET value = \(value) WHERE key = '\(key)'" }
-        let v = EdgeM3Contract.indexDbVersion
-        try spoiled("application-id", "(application_id 7)", "PRAGMA application_id = 7")
-        try spoiled("user-version-newer", "written by a newer edge-m3 (user_version \(v + 1)", "PRAGMA user_version = \(v + 1)")
-        try spoiled("user-version-older", "written by an older edge-m3 (user_version 1", "PRAGMA user_version = 1")
-        try spoiled("format", "meta format other", meta("format", "'other'"))
-        try spoiled("format-version", "meta format_version missing or malformed", meta("format_version", "'x'"))
-        try spoiled("format-version-newer", "(format_version \(v + 1),", meta("format_version", "'\(v + 1)'"))
-        try spoiled("format-version-older", "(format_version 1,", meta("format_version", "'1'"))
-        try spoiled("meta-missing", "meta dim missing", "DELETE FROM meta WHERE key = 'dim'")
-        try spoiled("dim", "meta dim malformed", meta("dim", "'0'"))
-        try spoiled("dense", "meta dense or colbert store unknown", meta("dense", "'f8'"))
-        try spoiled("bundle", "meta bundle is not a JSON object or null", meta("bundle", "'{'"))
-        try spoiled("generation", "meta generation malformed", meta("generation", "'-1'"))
-        try spoiled("base-name", "meta base \"elsewhere\" malformed", meta("base", "'elsewhere'"))
-        try spoiled("base-sha", "meta base_sha256 set without a base", meta("base", "''"))
-        try spoiled("base-other", "written for another base", meta("base_sha256", "'\(String(repeating: "0", count: 64))'"))
-        try spoiled("base-bundle", "its bundle differs from its base's", meta("bundle", "'null'"))
-        try spoiled("base-stores", "dim, dense or colbert differs from its base's", meta("dense", "'int8'"))
-        try spoiled("removed-range", "a removed row is out of range", "INSERT INTO removed (row) VALUES (99)")
-        try spoiled("removed-in-part", "a base passage is removed in part", "INSERT INTO removed (row) VALUES (2)")
-        try spoiled("passage-id", "a passage id is neither an integer nor a string", "UPDATE passages SET id = X'00'")
-        try spoiled("passage-chunk", "out of order", "UPDATE passages SET chunk = 1")
-        try spoiled("passage-blob", "has blobs of the wrong length", "UPDATE passages SET dense = X'00'")
-        try spoiled("passage-in-base", "is both in the base and added", "UPDATE passages SET id = 1")
-        XCTAssertEqual(try EdgeM3WritableIndex(folder: good).count, 3)  // the good one untouched
-    }
+    // ---- spoiled databases and index folders: EdgeM3ConformanceTests (tests/conformance/index/)
 
     // ---- the embedder's other entry points and the options builder
 
@@ -289,77 +241,5 @@ final class EdgeM3RefusalTests: XCTestCase {
             _ = try XlmrTokenizer(model: TokenizerTests.model([("a", -1), ("a", -2)]), specialIds: ids, spUnkId: 0,
                                   idOffset: 1, vocabSize: 10)
         }
-    }
-
-    // ---- a format-1 folder spoiled after the fact: EdgeM3Index refuses it, corrupt_index, one line
-
-    func testSpoiledIndexFoldersRefused() throws {
-        let made = folder("made")
-        do {
-            let x = try EdgeM3WritableIndex.create(folder: made, dim: 2, bundle: ["model_file": "m", "model_sha256": "a",
-                                                                                  "tokenizer_file": "t", "tokenizer_sha256": "b"])
-            for i in 0..<3 { try x.add(.int(Int64(i)), try vectors(i)) }
-            try x.compact()
-        }
-        let good = made.appendingPathComponent(EdgeM3Contract.indexBasePrefix + "1")
-        XCTAssertEqual(try EdgeM3Index(folder: good, bundleFiles: ["m": "a", "t": "b"]).count, 3)
-        // corrupt_index, but for the caller's bundle (`bundleFiles`): invalid input
-        func spoiled(_ name: String, _ contains: String, bundleFiles: [String: String]? = nil,
-                     kind: EdgeM3ErrorKind = .corruptIndex, line: UInt = #line,
-                     _ edit: (inout [String: Any]) -> Void) throws {
-            let f = folder("index-\(name)")
-            try FileManager.default.copyItem(at: good, to: f)
-            let m = f.appendingPathComponent(EdgeM3Contract.indexManifest)
-            var tree = try JSONSerialization.jsonObject(with: Data(contentsOf: m)) as! [String: Any]
-            edit(&tree)
-            try JSONSerialization.data(withJSONObject: tree).write(to: m)
-            refuses(kind, contains, line: line) { _ = try EdgeM3Index(folder: f, bundleFiles: bundleFiles) }
-        }
-        func set(_ tree: inout [String: Any], _ key: String, _ sub: String, _ value: Any?) {
-            var o = tree[key] as! [String: Any]
-            o[sub] = value
-            tree[key] = o
-        }
-        func setArray(_ tree: inout [String: Any], _ name: String, _ key: String, _ value: Any?) {
-            var arrays = tree["arrays"] as! [String: Any]
-            var a = arrays[name] as! [String: Any]
-            a[key] = value
-            arrays[name] = a
-            tree["arrays"] = arrays
-        }
-        try spoiled("format", "format other, not") { $0["format"] = "other" }
-        try spoiled("format-missing", "format missing or of the wrong type") { $0["format"] = nil }
-        try spoiled("version", "format_version 99, this kit reads") { $0["format_version"] = 99 }
-        try spoiled("version-type", "format_version must be an integer") { $0["format_version"] = "1" }
-        try spoiled("dim", "count 3, dim 0") { $0["dim"] = 0 }
-        try spoiled("dense", "dense store f8 unknown") { $0["dense"] = "f8" }
-        try spoiled("colbert", "colbert store f8 unknown") { $0["colbert"] = "f8" }
-        try spoiled("bundle", "bundle: needs model_file") { set(&$0, "bundle", "model_file", 1) }
-        try spoiled("no-bundle", "records no bundle", bundleFiles: ["m": "a"], kind: .invalidInput) { $0["bundle"] = NSNull() }
-        try spoiled("other-bundle", "index built by another bundle", bundleFiles: ["m": "z", "t": "b"], kind: .invalidInput) { _ in }
-        try spoiled("file-name", "bad file name") { set(&$0, "files", "a/b", ["size": 1, "sha256": "x"]) }
-        try spoiled("file-entry", "files.x.bin must be an object") { set(&$0, "files", "x.bin", 5) }
-        try spoiled("file-size", "size must be an integer") { t in
-            var files = t["files"] as! [String: Any]
-            var entry = files[EdgeM3Contract.indexIds] as! [String: Any]
-            entry["size"] = "5"
-            files[EdgeM3Contract.indexIds] = entry
-            t["files"] = files
-        }
-        try spoiled("array-fields", "arrays.dense needs file, dtype and shape") { setArray(&$0, "dense", "dtype", nil) }
-        try spoiled("array-dtype", "arrays.dense: int8") { setArray(&$0, "dense", "dtype", "int8") }
-        try spoiled("array-file", "is not among the files with a sha256") { setArray(&$0, "dense", "file", "none.bin") }
-        try spoiled("array-missing", "arrays.dense missing") { t in
-            var arrays = t["arrays"] as! [String: Any]
-            arrays["dense"] = nil
-            t["arrays"] = arrays
-        }
-        try spoiled("array-stray", "is not used by the float32/") { t in
-            var arrays = t["arrays"] as! [String: Any]
-            arrays["dense_scale"] = arrays["dense"]
-            t["arrays"] = arrays
-        }
-        try spoiled("length", "arrays.sparse_tokens missing") { setArray(&$0, "sparse_tokens", "shape", "x") }
-        try spoiled("length-range", "arrays.sparse_tokens.shape -1 out of range") { setArray(&$0, "sparse_tokens", "shape", [-1]) }
     }
 }

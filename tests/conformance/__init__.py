@@ -1,0 +1,1 @@
+"""The conformance suite of the on-disk formats (docs/conformance.md): cases and their generator."""
