@@ -10,7 +10,7 @@ import pytest
 
 from edge_m3.cli import COMMANDS, _build_parser, main
 from edge_m3.contract import COLBERT_STORES, DENSE_STORES, FORMATS, HEADS, QUANTS, SCORE_MODES
-from edge_m3.harness.bench import CACHE_MODES
+from edge_m3.device.bench import CACHE_MODES
 from edge_m3.runtime.registry import RUNTIMES, WeightCache
 
 CHECK_CACHE = (WeightCache.MEMORY.kind, WeightCache.OFF.kind)

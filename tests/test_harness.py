@@ -59,7 +59,7 @@ def verified(bundle: Path, tiny_ckpt: Path, tmp_path_factory: pytest.TempPathFac
 @pytest.fixture(scope="module")
 def flag_outputs(verified: dict[str, Any]) -> list[dict[str, Any]]:
     """BGEM3FlagModel.encode's outputs for TEXTS, as the verify run's FlagEmbedding child saved them."""
-    from edge_m3.harness.workers import load_outputs
+    from edge_m3.device.workers import load_outputs
 
     (entry,) = (verified["cache"] / "reference").glob("flag-*.json")
     outs, meta = load_outputs(entry.with_suffix(""))
@@ -195,9 +195,9 @@ def test_verify_passes_then_fails_on_a_strict_threshold(bundle: Path, tiny_ckpt:
 def test_verify_without_flagembedding_uses_keras(bundle: Path, tiny_ckpt: Path,
                                                  verified: dict[str, Any], tmp_path: Path,
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
-    import edge_m3.harness.references
+    import edge_m3.lab.references
 
-    monkeypatch.setattr(edge_m3.harness.references, "flagembedding_installed", lambda: False)
+    monkeypatch.setattr(edge_m3.lab.references, "flagembedding_installed", lambda: False)
     assert main(["verify", str(bundle), "--reference", str(tiny_ckpt), "--runtime", "litert",
                  "--texts", str(verified["texts"]), "--report", str(tmp_path / "r"),
                  "--cache", str(verified["cache"])]) == 0
@@ -242,8 +242,8 @@ def test_a_broken_flagembedding_is_one_line(bundle: Path, tiny_ckpt: Path, tmp_p
 
 
 def test_gate_skips_heads_a_bundle_lacks(tmp_path: Path) -> None:
-    from edge_m3.harness.metrics import check_limits, compare, gate
-    from edge_m3.harness.report import markdown
+    from edge_m3.lab.metrics import check_limits, compare, gate
+    from edge_m3.lab.report import markdown
 
     rng = np.random.default_rng(0)
     ref = [{"input_ids": [0, 5 + i, 2], "dense_vecs": rng.normal(size=4),
@@ -375,7 +375,7 @@ def test_default_runtimes_skip_what_the_build_saw_fail(tmp_path: Path) -> None:
 def test_memory_gate_applies_to_shipping_runtimes_and_real_sizes() -> None:
     """The ratio bound holds for LiteRT and tflite-runtime on models of RSS_GATE_MIN_BYTES and up."""
     from edge_m3.contract import RSS_GATE_MIN_BYTES
-    from edge_m3.harness.verify import memory_gated
+    from edge_m3.lab.verify import memory_gated
 
     rt = RUNTIMES
     assert memory_gated(rt["litert"], RSS_GATE_MIN_BYTES) and memory_gated(rt["tflite-runtime"], 10**9)
@@ -387,7 +387,7 @@ def test_error_spread_and_where_the_worst_is() -> None:
     """The gate bounds the 99th percentile of the lexical and ColBERT errors besides their
     largest value (which grows with the number of texts); the report says which text and which
     query x passage pair hold the largest."""
-    from edge_m3.harness.metrics import ERR_PERCENTILE, check_limits, compare, gate
+    from edge_m3.lab.metrics import ERR_PERCENTILE, check_limits, compare, gate
 
     rng = np.random.default_rng(1)
     n = 40

@@ -40,7 +40,7 @@ def _embed(bundle_path: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]
     from edge_m3.bulk.engine import BulkEmbedder
     from edge_m3.bundle import load_bundle
     from edge_m3.common.corpus import Row
-    from edge_m3.harness.inputs import retrieval_set
+    from edge_m3.lab.inputs import retrieval_set
     from edge_m3.retrieval.build import embed_passages
     from edge_m3.runtime.registry import RUNTIMES
 

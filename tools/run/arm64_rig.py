@@ -41,7 +41,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from edge_m3.common.files import atomic_dir
-from edge_m3.harness.references import default_cache_dir
+from edge_m3.lab.references import default_cache_dir
 
 ROOT = Path(__file__).resolve().parents[2]
 

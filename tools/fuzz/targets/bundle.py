@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from edge_m3.bundle.bundle import Bundle, load_bundle
 from edge_m3.contract import MANIFEST
-from edge_m3.harness.check import golden_entry, read_golden, replay_exact
+from edge_m3.device.check import golden_entry, read_golden, replay_exact
 from tools.fuzz.harness import SEEDS, TEXTS, base_folder, rehash, unpack, write_folder
 
 

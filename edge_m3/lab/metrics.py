@@ -13,15 +13,11 @@ from typing import Any
 import numpy as np
 
 from edge_m3.contract import COLBERT_VECS, DENSE_VECS, HEADS, LEXICAL_WEIGHTS, RESULT_OUTPUTS
+from edge_m3.device.check import cosine
 from edge_m3.errors import OptionError
 
 TOP_K = 10
 METHODS = HEADS  # one scoring method per head
-
-
-def cosine(a: np.ndarray, b: np.ndarray) -> float:
-    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
-    return float(a @ b / max(np.linalg.norm(a) * np.linalg.norm(b), 1e-30))
 
 
 def top_keys(weights: Mapping[str, float], k: int = TOP_K) -> list[str]:

@@ -35,9 +35,9 @@ from edge_m3.contract import (
     ModelEntry,
     Tolerance,
 )
+from edge_m3.device.bench import Repeats, bench_row
+from edge_m3.device.workers import CheckJob, load_outputs, run_workers, runtime_job, worker
 from edge_m3.errors import EdgeM3Error, one_line
-from edge_m3.harness.bench import Repeats, bench_row
-from edge_m3.harness.workers import load_outputs, run_workers, runtime_job, worker
 from edge_m3.runtime.choice import select_runtimes
 from edge_m3.runtime.registry import RUNTIMES, Runtime, WeightCache
 
@@ -174,6 +174,12 @@ def live_score_err(golden: Mapping[str, Any], outs: Sequence[Mapping[str, Any]])
                 for k, m in _score_keys(golden)), default=0.0)
 
 
+def cosine(a: np.ndarray, b: np.ndarray) -> float:
+    """Cosine similarity of two vectors (check's golden cosine; verify's figures read it too)."""
+    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    return float(a @ b / max(np.linalg.norm(a) * np.linalg.norm(b), 1e-30))
+
+
 def _max_abs(a: Any, b: Any) -> float:
     a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
     if a.shape != b.shape:
@@ -186,8 +192,6 @@ def compare_live(i: int, case: Mapping[str, Any], live: Mapping[str, Any],
     """One case's live outputs vs golden: ids and signature exact, the rest within `tol`
     (the kits' compareWithin). Returns the figures and the problems, each naming the text,
     the output and the size of the difference."""
-    from edge_m3.harness.metrics import cosine
-
     where = f"golden case {i} {_short(case['text'])}"
     problems, fig = [], {}
     if [int(x) for x in live["input_ids"]] != case["input_ids"]:
@@ -244,11 +248,10 @@ def check_runtime(bundle: Bundle, golden: Mapping[str, Any], entry: ModelEntry, 
     """One runtime, in a child of its own: golden.json replayed and every signature timed. The
     verdict (FAILED: the child's error or the golden problems) and the report's entry."""
     out = work / runtime.name
-    error = run_workers([worker("check", {"bundle": str(bundle.path),
-                                          **runtime_job(runtime, opts.weight_cache),
-                                          "threads": opts.threads, "warmup": opts.timing.warmup,
-                                          "repeats": opts.timing.repeats, "out": str(out)},
-                                f"runtime {runtime.name}")])[0]
+    job = CheckJob(bundle=str(bundle.path), **runtime_job(runtime, opts.weight_cache),
+                   threads=opts.threads, warmup=opts.timing.warmup, repeats=opts.timing.repeats,
+                   out=str(out))
+    error = run_workers([worker("check", job, f"runtime {runtime.name}")])[0]
     if error:
         return CheckResult.failed(runtime.version(), error), {"error": error, "passed": False}
     outs, meta = load_outputs(out)
@@ -267,7 +270,7 @@ def cmd_check(opts: CheckOptions) -> int:
     1 when one does not (or crashes), 2 for bad input (before any model is loaded)."""
     from edge_m3 import __version__
     from edge_m3.bundle import load_bundle
-    from edge_m3.harness.report import check_markdown, print_check, write_report
+    from edge_m3.device.report import check_markdown, print_check, write_report
 
     bundle = load_bundle(opts.bundle)  # refuses any file whose sha256 is not the manifest's
     tol = bundle.manifest.recipe.device_tolerance
@@ -293,6 +296,6 @@ def cmd_check(opts: CheckOptions) -> int:
         "runtimes_checked": [rt.name for rt in runtimes], "runtimes": results,
         "passed": not exact and all(r["passed"] for r in results.values()),
     }
-    write_report(report_dir, report, render=check_markdown, with_plots=False)
+    write_report(report_dir, report, check_markdown)
     print_check(report, report_dir)
     return 0 if report["passed"] else 1

@@ -19,8 +19,9 @@ from pathlib import Path
 from typing import Any
 
 from edge_m3.common.files import copy_atomic
+from edge_m3.device.workers import load_outputs, run_workers, worker
 from edge_m3.errors import EdgeM3Error
-from edge_m3.harness.workers import load_outputs, run_workers, worker
+from edge_m3.lab.workers import ReferenceJob
 
 REFERENCE_NAMES = {"flag": "flagembedding", "st": "sentence-transformers", "hf": "transformers",
                    "keras": "keras"}
@@ -34,7 +35,7 @@ REFERENCE_DEPS = {"flag": ("FlagEmbedding", "torch", "transformers", "tokenizers
 # packages is part of its cache key (by module name, so a move cannot silently drop one).
 KERAS_REFERENCE_CODE = ("edge_m3.contract", "edge_m3.families", "edge_m3.checkpoint", "edge_m3.modeling",
                         "edge_m3.tokenizer", "edge_m3.runtime.postprocess",
-                        "edge_m3.harness.workers")
+                        "edge_m3.device.workers")
 
 
 def reference_sources() -> list[Path]:
@@ -137,9 +138,10 @@ def compute_references(checkpoint_dir: Path, texts: Sequence[str], max_length: i
         cached[kind] = _cache_get(cache, key, work / kind)
         if not cached[kind]:
             jobs.append((kind, key))
-    errors = run_workers([worker(kind, {"checkpoint": str(checkpoint_dir), "texts": list(texts),
-                                        "max_length": max_length, "out": str(work / kind),
-                                        **({"pairs": dict(pairs)} if kind == "flag" else {})},
+    errors = run_workers([worker(kind, ReferenceJob(
+                                     checkpoint=str(checkpoint_dir), texts=list(texts),
+                                     max_length=max_length, out=str(work / kind),
+                                     pairs={k: list(v) for k, v in pairs.items()} if kind == "flag" else None),
                                  f"reference {REFERENCE_NAMES[kind]}")
                           for kind, _ in jobs], parallel=True)
     for (kind, key), error in zip(jobs, errors, strict=True):

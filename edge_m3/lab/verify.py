@@ -16,13 +16,13 @@ import numpy as np
 
 from edge_m3.common.files import check_writable, read_texts
 from edge_m3.contract import RSS_GATE_MIN_BYTES
+from edge_m3.device.workers import BundleJob, load_outputs, run_workers, runtime_job, worker
 from edge_m3.errors import OptionError
-from edge_m3.harness.fidelity import Corpus, is_corpus, read_corpus, sample, worst_labels
-from edge_m3.harness.inputs import load_thresholds, retrieval_set
-from edge_m3.harness.metrics import compare, gate
-from edge_m3.harness.references import compute_references
-from edge_m3.harness.report import print_summary, write_report
-from edge_m3.harness.workers import load_outputs, run_workers, runtime_job, worker
+from edge_m3.lab.fidelity import Corpus, is_corpus, read_corpus, sample, worst_labels
+from edge_m3.lab.inputs import load_thresholds, retrieval_set
+from edge_m3.lab.metrics import compare, gate
+from edge_m3.lab.references import compute_references
+from edge_m3.lab.report import print_summary, write_report
 from edge_m3.runtime.choice import select_runtimes
 from edge_m3.runtime.registry import Runtime
 
@@ -64,7 +64,7 @@ def _formula_check(refs: Mapping[str, Any], pairs: Mapping[str, list[int]]) -> d
     """Largest difference between our scores and FlagEmbedding's own, on its own outputs."""
     if "flagembedding" not in refs or not refs["flagembedding"][1].get("scores"):
         return None
-    from edge_m3.harness.metrics import score_matrices
+    from edge_m3.lab.metrics import score_matrices
 
     outs, meta = refs["flagembedding"]
     ours = score_matrices(outs, pairs["queries"], pairs["passages"])
@@ -156,9 +156,9 @@ def cmd_verify(opts: VerifyOptions) -> int:
         for i, rt in enumerate(runtimes):  # one after another, so latencies are not disturbed
             steps.update(step, completed=1 + i, description=f"runtime {rt.name}")
             out = tmp / rt.name
-            error = run_workers([worker("bundle", {"bundle": str(bundle.path), **runtime_job(rt),
-                                                   "threads": opts.threads, "texts": texts,
-                                                   "out": str(out)}, f"runtime {rt.name}")])[0]
+            job = BundleJob(bundle=str(bundle.path), **runtime_job(rt), threads=opts.threads,
+                            texts=list(texts), out=str(out))
+            error = run_workers([worker("bundle", job, f"runtime {rt.name}")])[0]
             if error:
                 results[rt.name] = {"error": error, "failed": [error]}
                 continue
