@@ -179,6 +179,17 @@ def test_interface(minilm) -> None:
         ours.encode("hello", 1)
 
 
+def test_the_base_class_is_initialised(minilm) -> None:
+    """WordPiece's `__init__` runs DeviceTokenizer's: the special-token split and the word cache
+    are the base's, filled with the five specials."""
+    from edge_m3.tokenizer import DeviceTokenizer
+
+    ours = minilm[0]
+    assert isinstance(ours, DeviceTokenizer) and ours._row is None
+    assert sorted(ours._special_of.values()) == sorted(ours.spec.special_ids.values())
+    assert ours._special_re is not None and ours.encode("[MASK]")[1] == ours.spec.special_ids["mask"]
+
+
 # --- option combinations, with tokenizers' own classes ----------------------------------------
 
 SMALL_EXTRA = ["Hello", "HELLO", "World", "É", "é", "e", "E", "##É", "##é", "##\u0301", "\u0301",
