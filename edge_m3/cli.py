@@ -256,7 +256,8 @@ def _index_argument(p: argparse.ArgumentParser) -> None:
 # --------------------------------------------------------------------------- the parser
 
 
-def _build_parser() -> argparse.ArgumentParser:
+def build_parser() -> argparse.ArgumentParser:
+    """The whole `edge-m3` parser, every command and flag (docs/cli.md is generated from it)."""
     p = _Parser(prog="edge-m3", description=DESCRIPTION, epilog=EPILOG,
                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--version", action="version", version=f"edge-m3 {_version()}",
@@ -705,7 +706,7 @@ def _dispatch(a: argparse.Namespace) -> int:
 def option_flags(command: str, parser: argparse.ArgumentParser | None = None) -> dict[str, str]:
     """How `command`'s options are spelled, by name (argparse dest): `--runtimes` for bench's
     runtimes, `coverage TEXTS` for a positional. OptionErrors raised below are rendered with it."""
-    parser = parser or _build_parser()
+    parser = parser or build_parser()
     sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
     flags = {}
     for action in sub.choices[command]._actions:
@@ -722,7 +723,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Console entry point."""
     from edge_m3.common.progress import switched
 
-    parser = _build_parser()
+    parser = build_parser()
     args = parser.parse_args(argv)
     if not args.verbose:  # TensorFlow's own INFO/WARNING lines (build, verify)
         os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")

@@ -241,7 +241,7 @@ def test_runtime_path_never_imports_tensorflow() -> None:
             "import edge_m3.cli, edge_m3.device.embed, edge_m3.device.bench, edge_m3.lab.inputs\n"
             "import edge_m3.runtime.pipeline, edge_m3.bundle, edge_m3.builder.selfcheck\n"
             "import edge_m3.device.workers, edge_m3.tokenizer, edge_m3.device.check\n"
-            "edge_m3.cli._build_parser()\n"
+            "edge_m3.cli.build_parser()\n"
             "print('ok')\n")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert proc.stdout.strip() == "ok", proc.stderr

@@ -176,7 +176,7 @@ def _patch_block() -> None:
         ctx = tf.transpose(tf.matmul(probs, v), [0, 2, 1, 3])
         ctx = tf.reshape(ctx, tf.stack([batch, length, self.hidden]))
         x = self.attn_norm(x + self.attn_out(site(self, "attn_out", ctx)))
-        h = keras_model._gelu_erf(self.ffn_in(site(self, "ffn_in", x)))
+        h = keras_model.gelu_erf(self.ffn_in(site(self, "ffn_in", x)))
         return self.ffn_norm(x + self.ffn_out(site(self, "ffn_out", h)))
 
     keras_model.TransformerBlock.call = call
@@ -405,7 +405,7 @@ def flag_reference(ckpt: Path, texts: list[str], max_length: int,
 
     with tempfile.TemporaryDirectory(prefix="peer-int8-") as tmp:
         key = r.reference_key("flag", ckpt, texts, max_length, dict(pairs))
-        if r._cache_get(r.default_cache_dir(), key, Path(tmp) / "flag"):
+        if r.cache_get(r.default_cache_dir(), key, Path(tmp) / "flag"):
             return load_outputs(Path(tmp) / "flag")[0]
         refs = r.compute_references(ckpt, texts, max_length, Path(tmp), r.default_cache_dir(), pairs)
     return refs["flagembedding"][0]
