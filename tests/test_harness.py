@@ -415,3 +415,32 @@ def test_error_spread_and_where_the_worst_is() -> None:
     limits = check_limits({"lexical_abs_err_max": 0.6, "lexical_abs_err_p99_max": 0.1,
                            "colbert_score_abs_err_p99_max": 1.0}, "t")
     assert [r.split(":")[0] for r in gate(f, limits)] == ["lexical_abs_err_p99_max"]
+
+
+def test_a_job_is_checked_where_the_child_receives_it() -> None:
+    """Each kind of child job is one dataclass: it round-trips through its JSON, and a job whose
+    field is missing, unknown or of another type is refused, naming the kind and the field, by
+    the step that receives it, before the step runs."""
+    from edge_m3.device import workers as device
+    from edge_m3.errors import EdgeM3Error
+    from edge_m3.lab import workers as lab
+
+    job = device.BenchJob(bundle="b", **device.runtime_job(RUNTIMES["litert"], WeightCache.MEMORY),
+                          threads=1, lengths=[8, 16], warmup=0, repeats=1, out="o")
+    wire = json.loads(json.dumps(job.to_json()))
+    assert device.BenchJob.from_json(wire) == job
+    assert device.worker("bench", job, "w").module == device.MODULE
+    ref = lab.ReferenceJob(checkpoint="c", texts=["a"], max_length=8, out="o")
+    assert lab.ReferenceJob.from_json(json.loads(json.dumps(ref.to_json()))) == ref
+    assert device.worker("keras", ref, "w").module == lab.MODULE == device.TorchBenchJob.module
+    assert set(device.STEPS) == {"bundle", "bench", "check"}
+    assert set(lab.STEPS) == {"flag", "st", "hf", "keras", "bench-torch"}
+    bad = [({**wire, "threads": "1"}, "BenchJob job: field 'threads' is not"),
+           ({**wire, "lengths": [8, True]}, "field 'lengths' is not"),
+           ({k: v for k, v in wire.items() if k != "out"}, "BenchJob job: field 'out' missing"),
+           ({**wire, "text": "x"}, "BenchJob job: unknown field 'text'")]
+    for data, message in bad:
+        with pytest.raises(EdgeM3Error, match=message):
+            device.STEPS["bench"](data)
+    with pytest.raises(EdgeM3Error, match="ReferenceJob job: field 'pairs'"):
+        lab.STEPS["flag"]({**ref.to_json(), "pairs": {"queries": "0"}})

@@ -68,27 +68,35 @@ def read_golden(bundle: Bundle) -> dict[str, Any]:
         raise EdgeM3Error(f"{path}: needs model_file and a non-empty list of cases")
     ids = range(bundle.manifest.tokenizer.vocab_size)
     for i, case in enumerate(cases):
-        ok = (isinstance(case, dict) and isinstance(case.get("text"), str)
-              and isinstance(case.get("signature"), str) and isinstance(case.get("raw"), dict)
-              and isinstance(case.get("input_ids"), list)
-              and all(isinstance(x, int) and not isinstance(x, bool) and x in ids for x in case["input_ids"]))
-        if not ok:
+        if not _case_fields(case, ids):
             raise EdgeM3Error(f"{path}: case {i} needs text, input_ids (in the vocabulary), signature and raw")
-        # What the replay and the comparison read: numbers in the shapes they index.
-        bad = [f"raw.{k}" for k, v in case["raw"].items()  # EdgeM3Error escapes a key's line breaks
-               if _array(v, 2, 9) is None or len(v) != 1]
-        bad += [k for k, n in ((DENSE_VECS, 1), (COLBERT_VECS, 2))
-                if k in case and _array(case[k], n, n) is None]
-        lex = case.get(LEXICAL_WEIGHTS, {})
-        if not isinstance(lex, dict) or not all(_number(w) for w in lex.values()):
-            bad.append(LEXICAL_WEIGHTS)
-        if bad:
+        if bad := _case_arrays(case):
             raise EdgeM3Error(f"{path}: case {i} {', '.join(bad)}: not numbers in the expected shape")
     scores = golden.get("scores") or []
     if not isinstance(scores, list) or not all(
             isinstance(s, dict) and all(_number(s[m]) for m in SCORE_MODES if m in s) for s in scores):
         raise EdgeM3Error(f"{path}: scores must be a list of objects with a number per mode")
     return golden
+
+
+def _case_fields(case: Any, ids: range) -> bool:
+    """Whether a golden case has its text, signature, raw outputs and ids in the vocabulary."""
+    return (isinstance(case, dict) and isinstance(case.get("text"), str)
+            and isinstance(case.get("signature"), str) and isinstance(case.get("raw"), dict)
+            and isinstance(case.get("input_ids"), list)
+            and all(isinstance(x, int) and not isinstance(x, bool) and x in ids for x in case["input_ids"]))
+
+
+def _case_arrays(case: Mapping[str, Any]) -> list[str]:
+    """What the replay and the comparison read that is not numbers in the shapes they index."""
+    bad = [f"raw.{k}" for k, v in case["raw"].items()  # EdgeM3Error escapes a key's line breaks
+           if _array(v, 2, 9) is None or len(v) != 1]
+    bad += [k for k, n in ((DENSE_VECS, 1), (COLBERT_VECS, 2))
+            if k in case and _array(case[k], n, n) is None]
+    lex = case.get(LEXICAL_WEIGHTS, {})
+    if not isinstance(lex, dict) or not all(_number(w) for w in lex.values()):
+        bad.append(LEXICAL_WEIGHTS)
+    return bad
 
 
 def _number(x: Any) -> bool:

@@ -37,6 +37,15 @@ def _texts_source(t: Mapping[str, Any]) -> str:
 
 def markdown(r: Mapping[str, Any]) -> str:
     """The report for people: what was checked against what, every figure, the verdict."""
+    ok = {rt: f for rt, f in r["runtimes"].items() if "error" not in f}
+    lines = _summary_md(r) + _gate_md(r, ok) + _figures_md(ok) + _worst_md(ok) + _keras_md(ok)
+    lines += _per_language_md(ok)
+    lines += _memory_md(ok) + _latency_md(ok)
+    return "\n".join(lines)
+
+
+def _summary_md(r: Mapping[str, Any]) -> list[str]:
+    """The title, what was checked against what, the verdict; Keras's and the formulas' checks."""
     t, th = r["texts"], r["thresholds"]
     refs = "; ".join(f"**{name}**{' (primary)' if name == r['primary_reference'] else ''}: "
                      f"{m['runtime']} {m['version']}, load {m['load_s']:.1f} s, peak RSS "
@@ -64,8 +73,13 @@ def markdown(r: Mapping[str, Any]) -> str:
         lines += ["Score formulas vs FlagEmbedding's own `compute_lexical_matching_score` / "
                   f"`colbert_score` on its outputs: max diff {cell(sf, 'sparse', '.1e')} / "
                   f"{cell(sf, 'colbert', '.1e')}.", ""]
-    ok = {rt: f for rt, f in r["runtimes"].items() if "error" not in f}
-    lines += ["## Gate", "", "| threshold | limit | " + " | ".join(ok) + " |",
+    return lines
+
+
+def _gate_md(r: Mapping[str, Any], ok: Mapping[str, Any]) -> list[str]:
+    """Each threshold, its limit and every runtime's figure against it; the runtimes that failed."""
+    th = r["thresholds"]
+    lines = ["## Gate", "", "| threshold | limit | " + " | ".join(ok) + " |",
               "| --- | --- |" + " --- |" * len(ok)]
     from edge_m3.lab.metrics import gate_value
 
@@ -81,7 +95,12 @@ def markdown(r: Mapping[str, Any]) -> str:
     for rt, f in r["runtimes"].items():
         if "error" in f:
             lines.append(f"\n**{rt}: {f['error']}**")
-    lines += ["", "## Figures (vs the primary reference)", "",
+    return lines
+
+
+def _figures_md(ok: Mapping[str, Any]) -> list[str]:
+    """Every runtime's figures against the primary reference."""
+    lines = ["", "## Figures (vs the primary reference)", "",
               "| runtime | version | dense cos min/mean per text set | lexical top-10 "
               "overlap | lexical err max (p99) | key Jaccard | ColBERT err max (p99) | retrieval top-10 "
               "dense / sparse / colbert | recall@10 bundle (ref) | ids | load s (first run of each signature) "
@@ -104,7 +123,12 @@ def markdown(r: Mapping[str, Any]) -> str:
             f"| {agr} | {recall} | {f['input_ids_match']:.3f} | {f['load_s']:.2f} "
             f"({cell(f, 'warmup_s', '.2f')}) "
             f"| {f['peak_rss_mb']:.0f} ({f['rss_before_load_mb']:.0f}) |")
-    lines += _worst_md(ok)
+    return lines
+
+
+def _keras_md(ok: Mapping[str, Any]) -> list[str]:
+    """Every runtime against the Keras fp32 model, when it ran."""
+    lines: list[str] = []
     if any("vs_keras" in f for f in ok.values()):
         lines += ["", "Against the Keras fp32 model (conversion and quantization only):", "",
                   "| runtime | dense cos min | lexical err | ColBERT err | retrieval top-10 min |",
@@ -115,8 +139,12 @@ def markdown(r: Mapping[str, Any]) -> str:
                          f"| {cell(k, 'lexical_abs_err', '.2e')} "
                          f"| {cell(k, 'colbert_score_abs_err', '.2e')} "
                          f"| {cell(k, 'retrieval_top10_agreement.min', '.3f')} |")
-    lines += _per_language_md(ok)
-    lines += ["", "## Memory and first-run cost", "",
+    return lines
+
+
+def _memory_md(ok: Mapping[str, Any]) -> list[str]:
+    """The model's memory and the first call of each signature, per runtime."""
+    lines = ["", "## Memory and first-run cost", "",
               "| runtime | weight cache | model file MB | model peak RSS MB | x file | gated "
               "| open s | first call per signature ms |", "|" + " --- |" * 8]
     for rt, f in ok.items():
@@ -130,7 +158,12 @@ def markdown(r: Mapping[str, Any]) -> str:
               f"run; x file: that, less the runtime's fixed {RSS_ALLOWANCE >> 20} MiB, over the "
               "model file's size (`model_rss_ratio`); gated on LiteRT and tflite-runtime for "
               f"model files of {RSS_GATE_MIN_BYTES >> 20} MiB and more."]
-    lines += ["", "## Latency of the device step (tokenize + run + post-process), per signature", "",
+    return lines
+
+
+def _latency_md(ok: Mapping[str, Any]) -> list[str]:
+    """The device step's latency per signature, and what the figures and plots are."""
+    lines = ["", "## Latency of the device step (tokenize + run + post-process), per signature", "",
               "| runtime | length | texts | p50 ms | p95 ms |", "| --- | --- | --- | --- | --- |"]
     for rt, f in ok.items():
         for n, v in f["latency"].items():
@@ -141,7 +174,7 @@ def markdown(r: Mapping[str, Any]) -> str:
               "Plots: `cosine.png` (dense cosine per text), `latency.png` (p50/p95 by length)"
               + (", `fidelity.png` (per language and per length)" if _has_corpus(ok) else "")
               + ".", ""]
-    return "\n".join(lines)
+    return lines
 
 
 def _worst_md(ok: Mapping[str, Any]) -> list[str]:

@@ -48,8 +48,8 @@ def _worker_flag(job: ReferenceJob) -> None:
     """FlagEmbedding's BGEM3FlagModel itself (torch fp32, CPU): the primary reference.
 
     With `pairs` (query and passage text indexes) it also scores them with FlagEmbedding's own
-    `colbert_score` and `compute_lexical_matching_score`, so the harness's formulas are checked
-    against FlagEmbedding's on every run.
+    `colbert_score` and `compute_lexical_matching_score`, so the lab's formulas (lab.metrics)
+    are checked against FlagEmbedding's on every run.
     """
     from importlib import metadata
 
