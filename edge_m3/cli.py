@@ -19,10 +19,10 @@ from edge_m3.errors import EdgeM3Error, OptionError, disk_full
 
 if TYPE_CHECKING:  # the options types; their modules are imported only when a command runs
     from edge_m3.builder import BuildOptions
-    from edge_m3.harness.bench import BenchOptions
-    from edge_m3.harness.check import CheckOptions
-    from edge_m3.harness.embed import EmbedOptions
-    from edge_m3.harness.verify import VerifyOptions
+    from edge_m3.device.bench import BenchOptions
+    from edge_m3.device.check import CheckOptions
+    from edge_m3.device.embed import EmbedOptions
+    from edge_m3.lab.verify import VerifyOptions
     from edge_m3.retrieval.build import IndexOptions, SearchOptions, WriteOptions
     from edge_m3.runtime.registry import Runtime
 
@@ -256,7 +256,8 @@ def _index_argument(p: argparse.ArgumentParser) -> None:
 # --------------------------------------------------------------------------- the parser
 
 
-def _build_parser() -> argparse.ArgumentParser:
+def build_parser() -> argparse.ArgumentParser:
+    """The whole `edge-m3` parser, every command and flag (docs/cli.md is generated from it)."""
     p = _Parser(prog="edge-m3", description=DESCRIPTION, epilog=EPILOG,
                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--version", action="version", version=f"edge-m3 {_version()}",
@@ -393,7 +394,7 @@ def _coverage_command(sub: argparse._SubParsersAction) -> None:
 
 
 def _bench_command(sub: argparse._SubParsersAction) -> None:
-    from edge_m3.harness.bench import CACHE_MODES
+    from edge_m3.device.bench import CACHE_MODES
 
     bn = _command(sub, "bench")
     _bundle_argument(bn)
@@ -594,7 +595,7 @@ def _runtimes(value: str | None, flag: str) -> tuple[Runtime, ...]:
 
 def _embed(a: argparse.Namespace) -> EmbedOptions:
     from edge_m3.common.options import parse_choices
-    from edge_m3.harness.embed import EmbedOptions
+    from edge_m3.device.embed import EmbedOptions
     from edge_m3.runtime.registry import RUNTIMES
     from edge_m3.spec import HEADS
 
@@ -614,8 +615,8 @@ def _embed(a: argparse.Namespace) -> EmbedOptions:
 
 
 def _verify(a: argparse.Namespace) -> VerifyOptions:
-    from edge_m3.harness.references import default_cache_dir
-    from edge_m3.harness.verify import VerifyOptions
+    from edge_m3.lab.references import default_cache_dir
+    from edge_m3.lab.verify import VerifyOptions
 
     if a.sample is not None and a.sample < 2:
         raise OptionError("sample", a.sample, "must be at least 2 (a query and a passage)")
@@ -627,8 +628,8 @@ def _verify(a: argparse.Namespace) -> VerifyOptions:
 
 
 def _check(a: argparse.Namespace) -> CheckOptions:
-    from edge_m3.harness.bench import Repeats
-    from edge_m3.harness.check import CheckOptions
+    from edge_m3.device.bench import Repeats
+    from edge_m3.device.check import CheckOptions
     from edge_m3.runtime.registry import WeightCache
 
     threads = _threads(a.threads)
@@ -639,7 +640,7 @@ def _check(a: argparse.Namespace) -> CheckOptions:
 
 def _bench(a: argparse.Namespace) -> BenchOptions:
     from edge_m3.common.options import parse_choices, parse_ints
-    from edge_m3.harness.bench import CACHE_MODES, BenchOptions, Repeats
+    from edge_m3.device.bench import CACHE_MODES, BenchOptions, Repeats
 
     threads = tuple(parse_ints(a.threads, "--threads"))
     modes = tuple(parse_choices(a.weight_cache, "--weight-cache", CACHE_MODES))
@@ -676,15 +677,15 @@ def _dispatch(a: argparse.Namespace) -> int:
     if a.command == "coverage":
         return _cmd_coverage(a)
     if a.command == "embed":
-        from edge_m3.harness.embed import cmd_embed
+        from edge_m3.device.embed import cmd_embed
 
         return cmd_embed(_embed(a))
     if a.command == "bench":
-        from edge_m3.harness.bench import cmd_bench
+        from edge_m3.device.bench import cmd_bench
 
         return cmd_bench(_bench(a))
     if a.command == "check":
-        from edge_m3.harness.check import cmd_check
+        from edge_m3.device.check import cmd_check
 
         return cmd_check(_check(a))
     if a.command in ("index", "search"):  # issue 25
@@ -697,7 +698,7 @@ def _dispatch(a: argparse.Namespace) -> int:
         opts = _write_opts(a)
         return (cmd_add(opts, quiet=a.quiet) if a.command == "add"
                 else cmd_remove(opts) if a.command == "remove" else cmd_compact(opts))
-    from edge_m3.harness.verify import cmd_verify
+    from edge_m3.lab.verify import cmd_verify
 
     return cmd_verify(_verify(a))
 
@@ -705,7 +706,7 @@ def _dispatch(a: argparse.Namespace) -> int:
 def option_flags(command: str, parser: argparse.ArgumentParser | None = None) -> dict[str, str]:
     """How `command`'s options are spelled, by name (argparse dest): `--runtimes` for bench's
     runtimes, `coverage TEXTS` for a positional. OptionErrors raised below are rendered with it."""
-    parser = parser or _build_parser()
+    parser = parser or build_parser()
     sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
     flags = {}
     for action in sub.choices[command]._actions:
@@ -722,7 +723,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Console entry point."""
     from edge_m3.common.progress import switched
 
-    parser = _build_parser()
+    parser = build_parser()
     args = parser.parse_args(argv)
     if not args.verbose:  # TensorFlow's own INFO/WARNING lines (build, verify)
         os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")

@@ -206,8 +206,8 @@ def flag_model_class() -> type:
     a developer machine, a failure in CI; when it is installed but cannot be imported (a new
     transformers): every test that needs it fails with the one line naming what broke it."""
     from edge_m3.errors import EdgeM3Error
-    from edge_m3.harness.flagref import import_flag_model
-    from edge_m3.harness.references import flagembedding_installed
+    from edge_m3.lab.flagref import import_flag_model
+    from edge_m3.lab.references import flagembedding_installed
 
     if not flagembedding_installed():
         _tool_missing("FlagEmbedding not installed (pip install 'edge-m3[dev]')", "CI")

@@ -77,7 +77,7 @@ def _line_groups(svg: Path) -> list[ET.Element]:
 
 
 def test_bench_writes_a_latency_svg_per_runtime(tiny_bundles: dict[str, Path], tmp_path: Path) -> None:
-    from edge_m3.harness.bench import BenchOptions, Repeats, cmd_bench, plot_path
+    from edge_m3.device.bench import BenchOptions, Repeats, cmd_bench, plot_path
     from edge_m3.runtime.registry import RUNTIMES, installed_version
 
     runtimes = tuple(RUNTIMES[n] for n in ("litert", "tflite-runtime") if installed_version(RUNTIMES[n]))
@@ -100,7 +100,7 @@ def test_bench_writes_a_latency_svg_per_runtime(tiny_bundles: dict[str, Path], t
 
 def test_bench_without_matplotlib_says_so_in_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                       capsys) -> None:
-    from edge_m3.harness.bench import write_latency_plot
+    from edge_m3.device.bench import write_latency_plot
 
     real_import = builtins.__import__
 

@@ -28,7 +28,7 @@ from edge_m3.errors import EdgeM3Error
 from edge_m3.spec import BPE_FILE, BYTE_LEVEL_BPE, TokenizerSpec
 from edge_m3.tokenizer import InvalidTextError, bundle_tokenizer, open_tokenizer
 from edge_m3.tokenizer.bpe import ByteLevelBPETokenizer, _tables, bpe_spec, write_bpe
-from edge_m3.tokenizer.wordpiece import _tables as wordpiece_tables
+from edge_m3.tokenizer.wordpiece import wordpiece_tables
 from tests.support.bpe import ADDED, CONFIG, trained, write_checkpoint
 from tests.support.texts import CODE_POINTS, PER_TEXT, check_ids, check_padded, corpora
 
@@ -120,6 +120,16 @@ def test_spec(modernbert) -> None:
     assert spec.options == {"normalizer": "NFC", "add_prefix_space": False, "use_regex": True,
                             "ignore_merges": False, "fuse_unk": False, "unk_token": ""}
     assert (spec.sp_unk_id, spec.id_offset, spec.vocab_map) == (0, 0, None)
+
+
+def test_the_base_class_is_initialised(modernbert) -> None:
+    """BPE's `__init__` runs DeviceTokenizer's; its added tokens are split by its own rules
+    (`_segments`), so the base gets no special strings."""
+    from edge_m3.tokenizer import DeviceTokenizer
+
+    ours = modernbert[0]
+    assert isinstance(ours, DeviceTokenizer) and ours._row is None
+    assert ours._special_of == {} and ours._special_re is None and ours.bos == ours.spec.special_ids["bos"]
 
 
 def test_corpora(modernbert) -> None:

@@ -362,7 +362,7 @@ def test_int16x8_is_full_integer_and_computes_like_fp32(tiny_ckpt: Path, tmp_pat
     pytest.importorskip("ai_edge_quantizer")
     from edge_m3.builder.orchestrate import _calibration_texts
     from edge_m3.export.aeq import float_ops, int32_biases
-    from edge_m3.harness.fidelity import bundled_sample
+    from edge_m3.lab.fidelity import bundled_sample
     from edge_m3.runtime.pipeline import DevicePipeline
     from edge_m3.spec import RECIPES
 

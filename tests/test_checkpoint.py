@@ -427,7 +427,7 @@ def test_local_paths(tmp_path: Path, tiny_ckpt: Path) -> None:
 def test_builder_modules_do_not_import_torch() -> None:
     code = ("import sys, edge_m3.checkpoint, edge_m3.checkpoint.safeload, edge_m3.modeling, edge_m3.builder, "
             "edge_m3.export.worker, edge_m3.export.trace, edge_m3.export.tflite, edge_m3.export.onnx, "
-            "edge_m3.tokenizer, edge_m3.runtime.pipeline, edge_m3.harness.verify; "
+            "edge_m3.tokenizer, edge_m3.runtime.pipeline, edge_m3.lab.verify; "
             "print('torch' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"

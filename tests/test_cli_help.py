@@ -8,8 +8,8 @@ import importlib.metadata
 
 import pytest
 
-from edge_m3.cli import COMMANDS, _build_parser, main
-from edge_m3.harness.bench import CACHE_MODES
+from edge_m3.cli import COMMANDS, build_parser, main
+from edge_m3.device.bench import CACHE_MODES
 from edge_m3.runtime.registry import RUNTIMES, WeightCache
 from edge_m3.spec import COLBERT_STORES, DENSE_STORES, FORMATS, HEADS, QUANTS, SCORE_MODES
 
@@ -17,7 +17,7 @@ CHECK_CACHE = (WeightCache.MEMORY.kind, WeightCache.OFF.kind)
 
 
 def _commands() -> dict[str, argparse.ArgumentParser]:
-    parser = _build_parser()
+    parser = build_parser()
     sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
     return dict(sub.choices)
 
@@ -48,7 +48,7 @@ def test_every_command_and_option_explains_itself() -> None:
     """A one-line help, a description, examples that run the command, and help for every option."""
     commands = _commands()
     assert set(commands) == set(COMMANDS)
-    helps = {c.dest: c.help for c in next(a for a in _build_parser()._actions
+    helps = {c.dest: c.help for c in next(a for a in build_parser()._actions
                                           if isinstance(a, argparse._SubParsersAction))._choices_actions}
     for name, cmd in commands.items():
         assert helps[name] and "\n" not in helps[name], name
@@ -133,7 +133,7 @@ def test_a_shared_flag_is_one_definition(flag: str) -> None:
 def test_the_list_commands_take_both_runtime_spellings() -> None:
     """verify and check say --runtime, bench --runtimes (all comma lists): each takes the other
     spelling too, not shown."""
-    parser = _build_parser()
+    parser = build_parser()
     assert parser.parse_args(["bench", "b", "--runtime", "litert"]).runtimes == "litert"
     assert parser.parse_args(["check", "b", "--runtimes", "litert"]).runtime == "litert"
     assert parser.parse_args(["verify", "b", "--reference", "r", "--runtimes", "litert"]).runtime == "litert"
@@ -144,7 +144,7 @@ def test_the_list_commands_take_both_runtime_spellings() -> None:
 @pytest.mark.parametrize("argv", [["-q", "embed", "b", "x"], ["embed", "-q", "b", "x"],
                                   ["embed", "b", "x", "--quiet"]])
 def test_quiet_goes_before_or_after_the_command(argv: list[str]) -> None:
-    a = _build_parser().parse_args(argv)
+    a = build_parser().parse_args(argv)
     assert a.quiet is True and a.verbose is False
 
 
@@ -154,7 +154,7 @@ def test_every_command_takes_quiet_and_verbose(command: str) -> None:
                   "coverage": ["b", "t"], "bench": ["b"], "index": ["b", "c", "--out", "o"],
                   "search": ["ix", "--queries", "q"], "add": ["ix", "c"], "remove": ["ix", "ids"],
                   "compact": ["ix"]}[command]
-    parser = _build_parser()
+    parser = build_parser()
     assert parser.parse_args([command, *positional]).quiet is False
     a = parser.parse_args([command, *positional, "-v", "-q"])
     assert a.quiet is True and a.verbose is True

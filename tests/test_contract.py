@@ -75,7 +75,7 @@ def test_every_variant_is_complete() -> None:
     from edge_m3.export.aeq import AEQ_RECIPES, STATIC_RECIPES
     from edge_m3.export.onnx import CALIBRATED_ONNX_RECIPES, ONNX_RECIPES
     from edge_m3.export.tflite import CONVERTER_RECIPES
-    from edge_m3.harness.metrics import check_limits
+    from edge_m3.lab.metrics import check_limits
 
     registries = {c.TFLITE_CONVERTER: CONVERTER_RECIPES, c.AI_EDGE_QUANTIZER: {**AEQ_RECIPES, **STATIC_RECIPES}}
     assert c.QUANTS == ("fp32", "fp16", "int8", "int8-tflite214", "int4", "int16x8")
@@ -172,7 +172,7 @@ def test_names_are_spelled_only_in_the_contract() -> None:
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.Constant) and node.value in names:
                 # "input_ids" is also the key of a result's token ids, the same name on purpose
-                if node.value == c.INPUT_IDS and path.parent.name in ("harness", "runtime", "bulk"):
+                if node.value == c.INPUT_IDS and path.parent.name in ("device", "lab", "runtime", "bulk"):
                     continue
                 offenders.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.value!r}")
     assert not offenders, offenders
@@ -281,10 +281,10 @@ def test_runtime_path_never_imports_tensorflow() -> None:
             "                                  'matplotlib', 'huggingface_hub', 'onnx'):\n"
             "            raise ImportError('blocked: ' + name)\n"
             "sys.meta_path.insert(0, Block())\n"
-            "import edge_m3.cli, edge_m3.harness.embed, edge_m3.harness.bench, edge_m3.harness.inputs\n"
+            "import edge_m3.cli, edge_m3.device.embed, edge_m3.device.bench, edge_m3.lab.inputs\n"
             "import edge_m3.runtime.pipeline, edge_m3.bundle, edge_m3.builder.selfcheck\n"
-            "import edge_m3.harness.workers, edge_m3.tokenizer, edge_m3.harness.check\n"
-            "edge_m3.cli._build_parser()\n"
+            "import edge_m3.device.workers, edge_m3.tokenizer, edge_m3.device.check\n"
+            "edge_m3.cli.build_parser()\n"
             "print('ok')\n")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert proc.stdout.strip() == "ok", proc.stderr
@@ -293,7 +293,7 @@ def test_runtime_path_never_imports_tensorflow() -> None:
 def test_reference_cache_key_covers_the_moved_sources(tmp_path: Path, monkeypatch) -> None:
     """The Keras reference's key hashes the code it runs, found by module name: every source
     resolves, and a change to any of them changes the key."""
-    from edge_m3.harness import references
+    from edge_m3.lab import references
 
     sources = references.reference_sources()
     names = {p.relative_to(PACKAGE).as_posix() for p in sources}

@@ -186,7 +186,7 @@ def test_keras_bert_equals_sentence_transformers_random(tmp_path: Path, pooling:
 def test_keras_minilm_equals_sentence_transformers_on_the_fidelity_sample() -> None:
     """The real all-MiniLM-L6-v2 over every text of the committed fidelity sample (24
     languages), truncated at its 256 tokens as sentence-transformers truncates: cosine >= 0.99999."""
-    from edge_m3.harness.fidelity import read_corpus
+    from edge_m3.lab.fidelity import read_corpus
 
     sample = Path(__file__).resolve().parents[1] / "edge_m3" / "data" / "fidelity_sample.jsonl"
     texts = [r["text"] for r in read_corpus(sample, "texts").records]

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from edge_m3.errors import OptionError
-from edge_m3.harness.fidelity import bundled_sample, read_corpus, sample
+from edge_m3.lab.fidelity import bundled_sample, read_corpus, sample
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "edge_m3" / "data" / "fidelity_sample.jsonl"
@@ -65,7 +65,7 @@ def test_read_corpus_names_the_bad_line(tmp_path: Path) -> None:
 def test_all_pair_scores_are_flagembeddings_sums() -> None:
     """score_matrices (all pairs at once) against the pairwise formulas (FlagEmbedding's,
     checked against FlagEmbedding itself on every verify run), ragged and empty inputs too."""
-    from edge_m3.harness import metrics
+    from edge_m3.lab import metrics
 
     rng = np.random.default_rng(0)
     outs = [{"dense_vecs": rng.normal(size=8).astype(np.float32),
@@ -138,7 +138,7 @@ def test_shipped_recipes_hold_on_real_text(e5_ckpt: Path, e5_bundles: dict[str, 
     run, cached for the three); int4 holds its measured figures. A recipe that loses accuracy
     on real text fails here."""
     from edge_m3.cli import main
-    from edge_m3.harness.metrics import gate
+    from edge_m3.lab.metrics import gate
     from tests.support.spread import TOLERANCES
 
     cache = tmp_path / "cache"

@@ -59,7 +59,7 @@ def verified(bundle: Path, tiny_ckpt: Path, tmp_path_factory: pytest.TempPathFac
 @pytest.fixture(scope="module")
 def flag_outputs(verified: dict[str, Any]) -> list[dict[str, Any]]:
     """BGEM3FlagModel.encode's outputs for TEXTS, as the verify run's FlagEmbedding child saved them."""
-    from edge_m3.harness.workers import load_outputs
+    from edge_m3.device.workers import load_outputs
 
     (entry,) = (verified["cache"] / "reference").glob("flag-*.json")
     outs, meta = load_outputs(entry.with_suffix(""))
@@ -195,9 +195,9 @@ def test_verify_passes_then_fails_on_a_strict_threshold(bundle: Path, tiny_ckpt:
 def test_verify_without_flagembedding_uses_keras(bundle: Path, tiny_ckpt: Path,
                                                  verified: dict[str, Any], tmp_path: Path,
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
-    import edge_m3.harness.references
+    import edge_m3.lab.references
 
-    monkeypatch.setattr(edge_m3.harness.references, "flagembedding_installed", lambda: False)
+    monkeypatch.setattr(edge_m3.lab.references, "flagembedding_installed", lambda: False)
     assert main(["verify", str(bundle), "--reference", str(tiny_ckpt), "--runtime", "litert",
                  "--texts", str(verified["texts"]), "--report", str(tmp_path / "r"),
                  "--cache", str(verified["cache"])]) == 0
@@ -242,8 +242,8 @@ def test_a_broken_flagembedding_is_one_line(bundle: Path, tiny_ckpt: Path, tmp_p
 
 
 def test_gate_skips_heads_a_bundle_lacks(tmp_path: Path) -> None:
-    from edge_m3.harness.metrics import check_limits, compare, gate
-    from edge_m3.harness.report import markdown
+    from edge_m3.lab.metrics import check_limits, compare, gate
+    from edge_m3.lab.report import markdown
 
     rng = np.random.default_rng(0)
     ref = [{"input_ids": [0, 5 + i, 2], "dense_vecs": rng.normal(size=4),
@@ -374,7 +374,7 @@ def test_default_runtimes_skip_what_the_build_saw_fail(tmp_path: Path) -> None:
 
 def test_memory_gate_applies_to_shipping_runtimes_and_real_sizes() -> None:
     """The ratio bound holds for LiteRT and tflite-runtime on models of RSS_GATE_MIN_BYTES and up."""
-    from edge_m3.harness.verify import memory_gated
+    from edge_m3.lab.verify import memory_gated
     from edge_m3.spec import RSS_GATE_MIN_BYTES
 
     rt = RUNTIMES
@@ -387,7 +387,7 @@ def test_error_spread_and_where_the_worst_is() -> None:
     """The gate bounds the 99th percentile of the lexical and ColBERT errors besides their
     largest value (which grows with the number of texts); the report says which text and which
     query x passage pair hold the largest."""
-    from edge_m3.harness.metrics import ERR_PERCENTILE, check_limits, compare, gate
+    from edge_m3.lab.metrics import ERR_PERCENTILE, check_limits, compare, gate
 
     rng = np.random.default_rng(1)
     n = 40
@@ -415,3 +415,32 @@ def test_error_spread_and_where_the_worst_is() -> None:
     limits = check_limits({"lexical_abs_err_max": 0.6, "lexical_abs_err_p99_max": 0.1,
                            "colbert_score_abs_err_p99_max": 1.0}, "t")
     assert [r.split(":")[0] for r in gate(f, limits)] == ["lexical_abs_err_p99_max"]
+
+
+def test_a_job_is_checked_where_the_child_receives_it() -> None:
+    """Each kind of child job is one dataclass: it round-trips through its JSON, and a job whose
+    field is missing, unknown or of another type is refused, naming the kind and the field, by
+    the step that receives it, before the step runs."""
+    from edge_m3.device import workers as device
+    from edge_m3.errors import EdgeM3Error
+    from edge_m3.lab import workers as lab
+
+    job = device.BenchJob(bundle="b", **device.runtime_job(RUNTIMES["litert"], WeightCache.MEMORY),
+                          threads=1, lengths=[8, 16], warmup=0, repeats=1, out="o")
+    wire = json.loads(json.dumps(job.to_json()))
+    assert device.BenchJob.from_json(wire) == job
+    assert device.worker("bench", job, "w").module == device.MODULE
+    ref = lab.ReferenceJob(checkpoint="c", texts=["a"], max_length=8, out="o")
+    assert lab.ReferenceJob.from_json(json.loads(json.dumps(ref.to_json()))) == ref
+    assert device.worker("keras", ref, "w").module == lab.MODULE == device.TorchBenchJob.module
+    assert set(device.STEPS) == {"bundle", "bench", "check"}
+    assert set(lab.STEPS) == {"flag", "st", "hf", "keras", "bench-torch"}
+    bad = [({**wire, "threads": "1"}, "BenchJob job: field 'threads' is not"),
+           ({**wire, "lengths": [8, True]}, "field 'lengths' is not"),
+           ({k: v for k, v in wire.items() if k != "out"}, "BenchJob job: field 'out' missing"),
+           ({**wire, "text": "x"}, "BenchJob job: unknown field 'text'")]
+    for data, message in bad:
+        with pytest.raises(EdgeM3Error, match=message):
+            device.STEPS["bench"](data)
+    with pytest.raises(EdgeM3Error, match="ReferenceJob job: field 'pairs'"):
+        lab.STEPS["flag"]({**ref.to_json(), "pairs": {"queries": "0"}})

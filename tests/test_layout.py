@@ -97,14 +97,23 @@ def test_no_module_imports_upward() -> None:
 
 
 @pytest.mark.parametrize("source", [
-    "from edge_m3.harness.inputs import retrieval_set\n",
-    "def rows():\n    from edge_m3 import harness\n    return harness\n",
-    "def rows():\n    from ..harness import inputs\n    return inputs\n",
+    "from edge_m3.lab.inputs import retrieval_set\n",
+    "def rows():\n    from edge_m3 import lab\n    return lab\n",
+    "def rows():\n    from ..lab import inputs\n    return inputs\n",
 ])
 def test_an_upward_import_is_found(source: str) -> None:
-    """The check bites: bulk importing the harness, at the top or lazily, absolutely or
+    """The check bites: bulk importing the lab, at the top or lazily, absolutely or
     relatively, is an arrow up."""
     order = layer_order(ARCHITECTURE.read_text("utf-8"))
     found = upward_imports(order, {Path("bulk/upward.py"): source})
     assert len(found) == 1 and found[0].startswith("edge_m3/bulk/upward.py:"), found
-    assert "(harness/ is above bulk/)" in found[0], found
+    assert "(lab/ is above bulk/)" in found[0], found
+
+
+def test_the_device_commands_never_import_the_lab() -> None:
+    """The shipped commands sit below the verification lab: a device module reading the lab
+    (its references, metrics or report) is an arrow up."""
+    order = layer_order(ARCHITECTURE.read_text("utf-8"))
+    assert order.index("device/") < order.index("lab/"), order
+    found = upward_imports(order, {Path("device/upward.py"): "from edge_m3.lab.metrics import gate\n"})
+    assert len(found) == 1 and "(lab/ is above device/)" in found[0], found

@@ -95,8 +95,9 @@ def test_modernbert_hub_snapshot_without_modules(tmp_path: Path) -> None:
     """A local snapshot laid out as the hub holds ModernBERT-base (ModernBertForMaskedLM's
     weights under `model.`, the MLM head beside them, no modules.json, mean `classifier_pooling`):
     the encoder equals transformers', and `verify --reference`'s plain-transformers reference
-    (`_worker_hf`) gives our tokenizer's ids and the Keras model's pooled vector."""
-    from edge_m3.harness.workers import _worker_hf, _worker_keras, load_outputs
+    (step `hf`) gives our tokenizer's ids and the Keras model's pooled vector."""
+    from edge_m3.device.workers import load_outputs
+    from edge_m3.lab.workers import STEPS
 
     folder = make_modernbert_checkpoint(tmp_path / "hub", masked_lm=True, classifier_pooling="mean",
                                         max_position_embeddings=512)
@@ -106,8 +107,8 @@ def test_modernbert_hub_snapshot_without_modules(tmp_path: Path) -> None:
     texts = ["a cat on a mat", "Le chat dort sur le tapis [MASK] au soleil.",
              "東京タワーは何メートルですか？ " * 30]
     got = {}
-    for name, work in (("hf", _worker_hf), ("keras", _worker_keras)):
-        work({"checkpoint": str(folder), "texts": texts, "max_length": 512, "out": str(tmp_path / name)})
+    for name in ("hf", "keras"):
+        STEPS[name]({"checkpoint": str(folder), "texts": texts, "max_length": 512, "out": str(tmp_path / name)})
         got[name] = load_outputs(tmp_path / name)[0]
     for ref, ours in zip(got["hf"], got["keras"], strict=True):
         assert ref["input_ids"] == ours["input_ids"]

@@ -366,7 +366,7 @@ def e5_sets(e5_bundles: dict[str, Path], e5_flag: Any) -> dict[str, Any]:
     """The built-in retrieval set through the int8 bundle (LiteRT, one thread) and through
     FlagEmbedding fp32 on the same checkpoint, truncated alike (the bundle's longest signature)."""
     from edge_m3.bundle import load_bundle
-    from edge_m3.harness.inputs import retrieval_set
+    from edge_m3.lab.inputs import retrieval_set
     from edge_m3.runtime.pipeline import DevicePipeline
     from edge_m3.runtime.registry import RUNTIMES
 

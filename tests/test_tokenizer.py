@@ -253,6 +253,26 @@ def test_empty_string_and_specials(tiny_ckpt: Path) -> None:
     assert TokenizerSpec.from_manifest(old) == spec
 
 
+def test_every_kind_derives_from_the_base(tiny_ckpt: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """One base class for every kind: open_tokenizer's three classes derive from DeviceTokenizer,
+    which cannot be made alone, and XLM-R's `__init__` runs the base's (WordPiece's and BPE's
+    run it in tests/test_wordpiece.py and tests/test_bpe.py)."""
+    from edge_m3.tokenizer import DeviceTokenizer, XlmrTokenizer
+    from edge_m3.tokenizer.bpe import ByteLevelBPETokenizer
+    from edge_m3.tokenizer.wordpiece import WordPieceTokenizer
+
+    assert Tokenizer is XlmrTokenizer  # the public name the docs and the API use
+    for kind in (XlmrTokenizer, WordPieceTokenizer, ByteLevelBPETokenizer):
+        assert issubclass(kind, DeviceTokenizer), kind
+    with pytest.raises(TypeError):
+        DeviceTokenizer(Tokenizer(tiny_ckpt / "sentencepiece.bpe.model").spec, {})  # type: ignore[abstract]
+    calls = []
+    base_init = DeviceTokenizer.__init__
+    monkeypatch.setattr(DeviceTokenizer, "__init__", lambda self, *a: calls.append(a) or base_init(self, *a))
+    tok = Tokenizer(tiny_ckpt / "sentencepiece.bpe.model")
+    assert len(calls) == 1 and calls[0][0] is tok.spec and "<mask>" in calls[0][1]
+
+
 @pytest.mark.parametrize("bad", [{}, {"special_ids": {"bos": 0}}, {"special_ids": None},
                                  {"special_ids": {"bos": 0, "pad": 1, "eos": 2, "unk": 3, "mask": "x"},
                                   "sp_unk_id": 0, "id_offset": 1, "vocab_size": 9}])

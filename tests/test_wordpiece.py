@@ -21,7 +21,7 @@ from tokenizers import models, normalizers, pre_tokenizers, processors
 from edge_m3.errors import EdgeM3Error
 from edge_m3.spec import WORDPIECE, TokenizerSpec
 from edge_m3.tokenizer import InvalidTextError
-from edge_m3.tokenizer.wordpiece import WordPieceTokenizer, _tables, wordpiece_spec, write_vocab
+from edge_m3.tokenizer.wordpiece import WordPieceTokenizer, wordpiece_spec, wordpiece_tables, write_vocab
 from tests.support.texts import CODE_POINTS, PER_TEXT, check_ids, check_padded, corpora
 
 MAX_SEQ_LENGTH = 256  # sentence-transformers' max_seq_length for all-MiniLM-L6-v2
@@ -93,7 +93,7 @@ MIXED = st.lists(st.one_of(PIECES, TEXT), max_size=25).map("".join)
 ANCHOR_MARKS = "\u0301\u0316\u0334\u05b0\u093c\u094d\u0345\u302e\U0001d16d\U0001d165\u08d4\U0001e000"
 
 
-MARKS = {c for c in CODE_POINTS if unicodedata.combining(c)} | set(_tables().combining)
+MARKS = {c for c in CODE_POINTS if unicodedata.combining(c)} | set(wordpiece_tables().combining)
 
 
 def mark_texts() -> list[str]:
@@ -177,6 +177,17 @@ def test_interface(minilm) -> None:
         ours.encode_batch("hello")
     with pytest.raises(EdgeM3Error, match="max_length"):
         ours.encode("hello", 1)
+
+
+def test_the_base_class_is_initialised(minilm) -> None:
+    """WordPiece's `__init__` runs DeviceTokenizer's: the special-token split and the word cache
+    are the base's, filled with the five specials."""
+    from edge_m3.tokenizer import DeviceTokenizer
+
+    ours = minilm[0]
+    assert isinstance(ours, DeviceTokenizer) and ours._row is None
+    assert sorted(ours._special_of.values()) == sorted(ours.spec.special_ids.values())
+    assert ours._special_re is not None and ours.encode("[MASK]")[1] == ours.spec.special_ids["mask"]
 
 
 # --- option combinations, with tokenizers' own classes ----------------------------------------

@@ -165,7 +165,7 @@ def build(opts: BuildOptions, quiet: bool = False) -> list[Path]:
 def _calibration_texts(opts: BuildOptions) -> list[str] | None:
     """The texts the calibrated files calibrate on (`calibration`, else the committed fidelity
     sample), or None when no such file is built. A bad file is one line."""
-    from edge_m3.harness.fidelity import bundled_sample, read_corpus
+    from edge_m3.lab.fidelity import bundled_sample, read_corpus
 
     needed = any((f := r.recipe_for(fmt)) is not None and f.calibrated
                  for r in opts.quants for fmt in opts.formats)

@@ -41,6 +41,7 @@ from edge_m3.bulk.sinks import JOB_FILE, arrow_table, read_record, rejected_path
 from edge_m3.common.corpus import (
     DEFAULT_ID_COLUMN,
     DEFAULT_TEXT_COLUMN,
+    Corpus,
     Rejected,
     Row,
     check_row,
@@ -133,17 +134,7 @@ def run_ray_job(opts: Any, address: str | None = None, workers: int = 2) -> dict
     from edge_m3.runtime.choice import require_runtime
 
     t_start = time.perf_counter()
-    out = Path(opts.out)
-    if out.suffix and out.suffix.lower() != ".parquet":
-        raise OptionError("out", out, "--engine ray writes a Parquet dataset: a directory, or X.parquet")
-    if not opts.texts_file:
-        raise OptionError("texts", None, "--engine ray needs a corpus file or dataset")
-    corpus = open_corpus(opts.texts_file, id_column=opts.id_column, text_column=opts.text_column)
-    exists = out.exists() or rejected_path(out).exists()
-    if exists and not opts.resume:
-        raise OptionError("out", out, "exists (add {} to continue the job that wrote it, or choose "
-                          "another path)", mentions=("resume",))
-    check_writable(out, "out")
+    out, corpus, exists = _check_job(opts)
     ray = require_ray()  # before pyarrow: the [ray] extra brings both
     pa = require_pyarrow()
     bundle = load_bundle(opts.bundle)
@@ -168,10 +159,53 @@ def run_ray_job(opts: Any, address: str | None = None, workers: int = 2) -> dict
     ctx.execution_options.preserve_order = True  # blocks written in input order
     ctx.enable_progress_bars = sys.stderr.isatty()
 
-    # The driver reads the corpus (no model) into object-store blocks of row, id, text: a few
-    # blocks per worker at least, so that every actor gets some.
+    refs, rejected = _put_blocks(ray, corpus, done, workers)
+    if not refs and not done:
+        raise OptionError("texts", opts.texts_file, "no row that can be embedded")
+    t0 = time.perf_counter()
+    if refs:
+        _run_ray(ray, refs, opts, out, outputs, threads, workers, started)
+    elif started:
+        ray.shutdown()
+    seconds = time.perf_counter() - t0
+    rows = sum(pa.parquet.ParquetFile(p).metadata.num_rows for p in out.glob("*.parquet"))
+    if rejected:
+        lines = "".join(json.dumps(r.to_json(), ensure_ascii=False) + "\n" for r in rejected)
+        fill_atomic(rejected_path(out), lambda tmp: tmp.write_text(lines, "utf-8"), "out")
+    write_json(out / JOB_FILE, {**identity, "workers": workers, "rows": rows,
+                                "rejected": len(rejected), "complete": True}, "out")
+    new_rows = rows - len(done)
+    _report(opts, out, new_rows, seconds, workers, threads, len(done), len(rejected))
+    return {"rows": new_rows, "rejected": len(rejected), "seconds": seconds, "resumed_rows": len(done),
+            "wall_seconds": time.perf_counter() - t_start}
+
+
+def _check_job(opts: Any) -> tuple[Path, Corpus, bool]:
+    """--out (a Parquet dataset), the corpus opened, and whether --out exists (then --resume is
+    needed): every user error before Ray starts."""
+    out = Path(opts.out)
+    if out.suffix and out.suffix.lower() != ".parquet":
+        raise OptionError("out", out, "--engine ray writes a Parquet dataset: a directory, or X.parquet")
+    if not opts.texts_file:
+        raise OptionError("texts", None, "--engine ray needs a corpus file or dataset")
+    corpus = open_corpus(opts.texts_file, id_column=opts.id_column, text_column=opts.text_column)
+    exists = out.exists() or rejected_path(out).exists()
+    if exists and not opts.resume:
+        raise OptionError("out", out, "exists (add {} to continue the job that wrote it, or choose "
+                          "another path)", mentions=("resume",))
+    check_writable(out, "out")
+    return out, corpus, exists
+
+
+def _put_blocks(ray: Any, corpus: Corpus, done: set[int], workers: int) -> tuple[list[Any], list[Rejected]]:
+    """The driver reads the corpus (no model) into object-store blocks of row, id, text: a few
+    blocks per worker at least, so that every actor gets some. The rows `done` (written by the
+    run this one resumes) are left out; the rejected rows are returned beside the blocks."""
+    pa = require_pyarrow()
     block_rows = min(BLOCK_ROWS, max(1, -(-corpus.count() // (4 * workers))))
-    refs, rejected, id_type = [], [], None
+    refs: list[Any] = []
+    rejected: list[Rejected] = []
+    id_type = None
     buf: list[Row] = []
 
     def flush() -> None:
@@ -194,29 +228,18 @@ def run_ray_job(opts: Any, address: str | None = None, workers: int = 2) -> dict
         if len(buf) == block_rows:
             flush()
     flush()
-    if not refs and not done:
-        raise OptionError("texts", opts.texts_file, "no row that can be embedded")
-    t0 = time.perf_counter()
-    if refs:
-        _run_ray(ray, refs, opts, out, outputs, threads, workers, started)
-    elif started:
-        ray.shutdown()
-    seconds = time.perf_counter() - t0
-    rows = sum(pa.parquet.ParquetFile(p).metadata.num_rows for p in out.glob("*.parquet"))
-    if rejected:
-        lines = "".join(json.dumps(r.to_json(), ensure_ascii=False) + "\n" for r in rejected)
-        fill_atomic(rejected_path(out), lambda tmp: tmp.write_text(lines, "utf-8"), "out")
-    write_json(out / JOB_FILE, {**identity, "workers": workers, "rows": rows,
-                                "rejected": len(rejected), "complete": True}, "out")
-    new_rows = rows - len(done)
+    return refs, rejected
+
+
+def _report(opts: Any, out: Path, new_rows: int, seconds: float, workers: int, threads: int,
+            resumed: int, rejected: int) -> None:
+    """The job's summary on stderr: throughput, and where the rejected rows are."""
     sys.stderr.write(f"{new_rows} text(s) embedded in {seconds:.2f} s: {new_rows / max(seconds, 1e-9):.1f} "
                      f"texts/s (Ray Data, {workers} worker(s) x {threads} thread(s), {opts.runtime.name}, "
                      f"actor start-up included) -> {out}"
-                     + (f"; resumed: {len(done)} row(s) written before kept" if done else "") + "\n")
+                     + (f"; resumed: {resumed} row(s) written before kept" if resumed else "") + "\n")
     if rejected:
-        sys.stderr.write(f"{len(rejected)} row(s) rejected (row, id and reason in {rejected_path(out)})\n")
-    return {"rows": new_rows, "rejected": len(rejected), "seconds": seconds, "resumed_rows": len(done),
-            "wall_seconds": time.perf_counter() - t_start}
+        sys.stderr.write(f"{rejected} row(s) rejected (row, id and reason in {rejected_path(out)})\n")
 
 
 def written_rows(out: Path) -> set[int]:

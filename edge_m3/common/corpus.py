@@ -273,34 +273,50 @@ def open_corpus(path: Path, *, format: CorpusFormat | str | None = None,
         with Corpus(path, fmt, id_column, text_column, field, (path,))._open(path):
             pass
         return Corpus(path, fmt, id_column, text_column, field, (path,))
-    pa = require_pyarrow()
+    files = _parquet_files(path, field, id_column, text_column)
+    return Corpus(path, fmt, id_column, text_column, field, files)
+
+
+def _parquet_files(path: Path, field: str, id_column: str | None, text_column: str) -> tuple[Path, ...]:
+    """The Parquet file, or a dataset's files, each readable with the text and id columns (one
+    id type across the files)."""
+    require_pyarrow()  # before anything else: without it no Parquet corpus is read
     files = tuple(sorted(path.glob("*.parquet"))) if path.is_dir() else (path,)
     if not files:
         raise OptionError(field, path, "a directory without *.parquet files")
-    wanted = {text_column: "a string or binary", id_column: "an integer or string"}
-    first: dict[str, Any] = {}
+    first = None
     for f in files:
-        try:
-            schema = pa.parquet.read_schema(f)
-            meta = pa.parquet.read_metadata(f)
-        except (OSError, ValueError, pa.ArrowException) as exc:
-            raise _unreadable_parquet(field, f, exc) from None
-        groups = sum(meta.row_group(i).num_rows for i in range(meta.num_row_groups))
-        if groups != meta.num_rows:  # rows are numbered (and --resume skips) by the footer's count
-            raise OptionError(field, f, f"corrupt Parquet footer ({meta.num_rows} rows, its row groups "
-                              f"hold {groups})")
-        for name, kind in wanted.items():
-            if name is None:
-                continue
-            if name not in schema.names:
-                names = one_line(", ".join(schema.names))  # names are the file's: any characters
-                raise OptionError(field, f, f"no column '{name}' (columns: {names})")
-            t = schema.field(name).type
-            ok = (pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_binary(t)
-                  or pa.types.is_large_binary(t)) if name == text_column else (
-                pa.types.is_integer(t) or pa.types.is_string(t) or pa.types.is_large_string(t))
-            if not ok:
-                raise OptionError(field, f, f"column '{name}' is {one_line(t)}, not {kind}")
-            if name == id_column and first.setdefault(name, t) != t:  # one id type, as JSON lines
-                raise OptionError(field, f, f"column '{name}' is {t}, {files[0].name}'s is {first[name]}")
-    return Corpus(path, fmt, id_column, text_column, field, files)
+        t = _check_parquet(f, field, id_column, text_column)
+        if first is None:
+            first = t
+        if id_column is not None and first != t:  # one id type, as JSON lines
+            raise OptionError(field, f, f"column '{id_column}' is {t}, {files[0].name}'s is {first}")
+    return files
+
+
+def _check_parquet(f: Path, field: str, id_column: str | None, text_column: str) -> Any:
+    """One Parquet file's footer and columns checked; its id column's type (None without one)."""
+    pa = require_pyarrow()
+    try:
+        schema = pa.parquet.read_schema(f)
+        meta = pa.parquet.read_metadata(f)
+    except (OSError, ValueError, pa.ArrowException) as exc:
+        raise _unreadable_parquet(field, f, exc) from None
+    groups = sum(meta.row_group(i).num_rows for i in range(meta.num_row_groups))
+    if groups != meta.num_rows:  # rows are numbered (and --resume skips) by the footer's count
+        raise OptionError(field, f, f"corrupt Parquet footer ({meta.num_rows} rows, its row groups "
+                          f"hold {groups})")
+    wanted = {text_column: "a string or binary", id_column: "an integer or string"}
+    for name, kind in wanted.items():
+        if name is None:
+            continue
+        if name not in schema.names:
+            names = one_line(", ".join(schema.names))  # names are the file's: any characters
+            raise OptionError(field, f, f"no column '{name}' (columns: {names})")
+        t = schema.field(name).type
+        ok = (pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_binary(t)
+              or pa.types.is_large_binary(t)) if name == text_column else (
+            pa.types.is_integer(t) or pa.types.is_string(t) or pa.types.is_large_string(t))
+        if not ok:
+            raise OptionError(field, f, f"column '{name}' is {one_line(t)}, not {kind}")
+    return None if id_column is None else schema.field(id_column).type

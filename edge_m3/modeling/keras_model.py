@@ -35,19 +35,19 @@ def _embedding_lookup(table: tf.Tensor, ids: tf.Tensor) -> tf.Tensor:
     return tf.gather(table, ids)
 
 
-def _lookup(layer: keras.layers.Embedding, ids: tf.Tensor) -> tf.Tensor:
+def flat_lookup(layer: keras.layers.Embedding, ids: tf.Tensor) -> tf.Tensor:
     """`layer(ids)` for `[B, L]` ids as one EMBEDDING_LOOKUP over the flattened ids."""
     shape = tf.shape(ids)
     rows = _embedding_lookup(tf.convert_to_tensor(layer.embeddings), tf.reshape(ids, [-1]))
     return tf.reshape(rows, tf.concat([shape, [layer.output_dim]], 0))
 
 
-def _gelu_erf(x: tf.Tensor) -> tf.Tensor:
+def gelu_erf(x: tf.Tensor) -> tf.Tensor:
     """Exact GELU as XLM-R uses it, spelled with erf so ONNX export keeps a supported op."""
     return 0.5 * x * (1.0 + tf.math.erf(x * (1.0 / math.sqrt(2.0))))
 
 
-class _Preset(keras.initializers.Initializer):
+class Preset(keras.initializers.Initializer):
     """A variable's initial value, read from the checkpoint as the variable is created.
 
     Creating variables from zeros and assigning later holds two copies of a 1 GB table at
@@ -71,24 +71,28 @@ class _Preset(keras.initializers.Initializer):
         return value
 
 
-def _dense(units: int, tensors: Mapping[str, np.ndarray] | None, prefix: str,
-           name: str, bias: bool = True) -> keras.layers.Dense:
+def dense_layer(units: int, tensors: Mapping[str, np.ndarray] | None, prefix: str,
+                name: str, bias: bool = True) -> keras.layers.Dense:
+    """A Dense layer whose kernel (transposed from torch's) and bias are the checkpoint's
+    `prefix.weight`/`.bias`, read as the layer is built (Preset); every family's encoder uses it."""
     if not bias:
         return keras.layers.Dense(units, name=name, use_bias=False,
-                                  kernel_initializer=_Preset(tensors, prefix + ".weight", True))
+                                  kernel_initializer=Preset(tensors, prefix + ".weight", True))
     return keras.layers.Dense(units, name=name,
-                              kernel_initializer=_Preset(tensors, prefix + ".weight", True),
-                              bias_initializer=_Preset(tensors, prefix + ".bias"))
+                              kernel_initializer=Preset(tensors, prefix + ".weight", True),
+                              bias_initializer=Preset(tensors, prefix + ".bias"))
 
 
-def _norm(eps: float, tensors: Mapping[str, np.ndarray] | None, prefix: str,
-          name: str, bias: bool = True) -> keras.layers.LayerNormalization:
+def layer_norm(eps: float, tensors: Mapping[str, np.ndarray] | None, prefix: str,
+               name: str, bias: bool = True) -> keras.layers.LayerNormalization:
+    """A LayerNormalization whose gamma (and beta, unless bias-free) are the checkpoint's
+    `prefix.weight`/`.bias`, read as the layer is built (Preset); every family's encoder uses it."""
     if not bias:  # ModernBERT's bias-free LayerNorm
         return keras.layers.LayerNormalization(epsilon=eps, name=name, center=False,
-                                               gamma_initializer=_Preset(tensors, prefix + ".weight"))
+                                               gamma_initializer=Preset(tensors, prefix + ".weight"))
     return keras.layers.LayerNormalization(
-        epsilon=eps, name=name, gamma_initializer=_Preset(tensors, prefix + ".weight"),
-        beta_initializer=_Preset(tensors, prefix + ".bias"))
+        epsilon=eps, name=name, gamma_initializer=Preset(tensors, prefix + ".weight"),
+        beta_initializer=Preset(tensors, prefix + ".bias"))
 
 
 class TransformerBlock(keras.layers.Layer):
@@ -100,14 +104,14 @@ class TransformerBlock(keras.layers.Layer):
         super().__init__(**kwargs)
         self.hidden, self.heads, self.head_dim = hidden, heads, hidden // heads
         t, p = tensors, prefix
-        self.query = _dense(hidden, t, p + "attention.self.query", "query")
-        self.key = _dense(hidden, t, p + "attention.self.key", "key")
-        self.value = _dense(hidden, t, p + "attention.self.value", "value")
-        self.attn_out = _dense(hidden, t, p + "attention.output.dense", "attn_out")
-        self.attn_norm = _norm(eps, t, p + "attention.output.LayerNorm", "attn_norm")
-        self.ffn_in = _dense(ffn, t, p + "intermediate.dense", "ffn_in")
-        self.ffn_out = _dense(hidden, t, p + "output.dense", "ffn_out")
-        self.ffn_norm = _norm(eps, t, p + "output.LayerNorm", "ffn_norm")
+        self.query = dense_layer(hidden, t, p + "attention.self.query", "query")
+        self.key = dense_layer(hidden, t, p + "attention.self.key", "key")
+        self.value = dense_layer(hidden, t, p + "attention.self.value", "value")
+        self.attn_out = dense_layer(hidden, t, p + "attention.output.dense", "attn_out")
+        self.attn_norm = layer_norm(eps, t, p + "attention.output.LayerNorm", "attn_norm")
+        self.ffn_in = dense_layer(ffn, t, p + "intermediate.dense", "ffn_in")
+        self.ffn_out = dense_layer(hidden, t, p + "output.dense", "ffn_out")
+        self.ffn_norm = layer_norm(eps, t, p + "output.LayerNorm", "ffn_norm")
 
     def build(self, input_shape: Any) -> None:
         h = (None, None, self.hidden)
@@ -134,7 +138,7 @@ class TransformerBlock(keras.layers.Layer):
         ctx = tf.transpose(tf.matmul(probs, v), [0, 2, 1, 3])
         ctx = tf.reshape(ctx, tf.stack([batch, length, self.hidden]))
         x = self.attn_norm(x + self.attn_out(ctx))
-        return self.ffn_norm(x + self.ffn_out(_gelu_erf(self.ffn_in(x))))
+        return self.ffn_norm(x + self.ffn_out(gelu_erf(self.ffn_in(x))))
 
 
 # torch's normalize floors the norm at 1e-12; that constant flushes to 0 in a float16 graph
@@ -182,21 +186,21 @@ class BGEM3Encoder(keras.Model):
         self.heads = HEADS if m3_heads else ("dense",)  # what call() computes unless told
         self.word = keras.layers.Embedding(
             config.vocab_size, h, name="word_embeddings",
-            embeddings_initializer=_Preset(t, "embeddings.word_embeddings.weight"))
+            embeddings_initializer=Preset(t, "embeddings.word_embeddings.weight"))
         # Token-type 0 is folded into this table: every family here only ever uses type 0.
         self.position = keras.layers.Embedding(
             config.max_position_embeddings, h, name="position_embeddings",
-            embeddings_initializer=_Preset(t, "embeddings.position_embeddings.weight",
+            embeddings_initializer=Preset(t, "embeddings.position_embeddings.weight",
                                            add_row0="embeddings.token_type_embeddings.weight"))
-        self.emb_norm = _norm(config.layer_norm_eps, t, "embeddings.LayerNorm", "emb_norm")
+        self.emb_norm = layer_norm(config.layer_norm_eps, t, "embeddings.LayerNorm", "emb_norm")
         self.blocks = [
             TransformerBlock(h, config.num_attention_heads, config.intermediate_size,
                              config.layer_norm_eps, t, f"encoder.layer.{i}.", name=f"layer_{i}")
             for i in range(config.num_hidden_layers)
         ]
         if m3_heads:  # BGE-M3's sparse and ColBERT heads
-            self.colbert = _dense(colbert_dim or h, t, "colbert_linear", "colbert_linear")
-            self.sparse = _dense(1, t, "sparse_linear", "sparse_linear")
+            self.colbert = dense_layer(colbert_dim or h, t, "colbert_linear", "colbert_linear")
+            self.sparse = dense_layer(1, t, "sparse_linear", "sparse_linear")
         self.word.build((None, None))
         self.position.build((None, None))
         self.emb_norm.build((None, None, h))
@@ -226,7 +230,7 @@ class BGEM3Encoder(keras.Model):
         else:  # ABSOLUTE: BERT's rows 0..L-1, whatever the ids and the mask
             positions = tf.zeros_like(ids) + tf.range(tf.shape(ids)[1], dtype=tf.int32)[None, :]
         if lookup:
-            x = _lookup(self.word, ids) + _lookup(self.position, positions)
+            x = flat_lookup(self.word, ids) + flat_lookup(self.position, positions)
         else:
             x = self.word(ids) + self.position(positions)
         x = self.emb_norm(x)

@@ -22,7 +22,15 @@ import numpy as np
 import tensorflow as tf
 
 from edge_m3.families import M3_POOLING, SLIDING_ATTENTION, Pooling
-from edge_m3.modeling.keras_model import MASK_VALUE, _dense, _gelu_erf, _lookup, _norm, _Preset, pool
+from edge_m3.modeling.keras_model import (
+    MASK_VALUE,
+    Preset,
+    dense_layer,
+    flat_lookup,
+    gelu_erf,
+    layer_norm,
+    pool,
+)
 from edge_m3.spec import DENSE_VECS
 
 
@@ -65,12 +73,12 @@ class ModernBertLayer(keras.layers.Layer):
         self.ffn, self.kind = config.intermediate_size, x["layer_types"][index]
         self.block = int(x["local_attention"]) // 2  # the sliding window's reach either side
         t, p, eps = tensors, f"layers.{index}.", config.layer_norm_eps
-        self.attn_norm = _norm(eps, t, p + "attn_norm", "attn_norm", x["norm_bias"]) if index else None
-        self.wqkv = _dense(3 * h, t, p + "attn.Wqkv", "wqkv", x["attention_bias"])
-        self.attn_out = _dense(h, t, p + "attn.Wo", "attn_out", x["attention_bias"])
-        self.mlp_norm = _norm(eps, t, p + "mlp_norm", "mlp_norm", x["norm_bias"])
-        self.ffn_in = _dense(2 * self.ffn, t, p + "mlp.Wi", "ffn_in", x["mlp_bias"])
-        self.ffn_out = _dense(h, t, p + "mlp.Wo", "ffn_out", x["mlp_bias"])
+        self.attn_norm = layer_norm(eps, t, p + "attn_norm", "attn_norm", x["norm_bias"]) if index else None
+        self.wqkv = dense_layer(3 * h, t, p + "attn.Wqkv", "wqkv", x["attention_bias"])
+        self.attn_out = dense_layer(h, t, p + "attn.Wo", "attn_out", x["attention_bias"])
+        self.mlp_norm = layer_norm(eps, t, p + "mlp_norm", "mlp_norm", x["norm_bias"])
+        self.ffn_in = dense_layer(2 * self.ffn, t, p + "mlp.Wi", "ffn_in", x["mlp_bias"])
+        self.ffn_out = dense_layer(h, t, p + "mlp.Wo", "ffn_out", x["mlp_bias"])
 
     def build(self, input_shape: Any) -> None:
         shape = (None, None, self.hidden)
@@ -123,7 +131,7 @@ class ModernBertLayer(keras.layers.Layer):
         ctx = tf.transpose(ctx, [0, 2, 1, 3])
         x = x + self.attn_out(tf.reshape(ctx, tf.stack([batch, length, self.hidden])))
         inp, gate = tf.split(self.ffn_in(self.mlp_norm(x)), 2, axis=-1)
-        return x + self.ffn_out(_gelu_erf(inp) * gate)
+        return x + self.ffn_out(gelu_erf(inp) * gate)
 
 
 class ModernBertEncoder(keras.Model):
@@ -137,11 +145,11 @@ class ModernBertEncoder(keras.Model):
         x, h, t = config.extra, config.hidden_size, tensors
         self.word = keras.layers.Embedding(
             config.vocab_size, h, name="word_embeddings",
-            embeddings_initializer=_Preset(t, "embeddings.tok_embeddings.weight"))
-        self.emb_norm = _norm(config.layer_norm_eps, t, "embeddings.norm", "emb_norm", x["norm_bias"])
+            embeddings_initializer=Preset(t, "embeddings.tok_embeddings.weight"))
+        self.emb_norm = layer_norm(config.layer_norm_eps, t, "embeddings.norm", "emb_norm", x["norm_bias"])
         self.blocks = [ModernBertLayer(config, i, t, name=f"layer_{i}")
                        for i in range(config.num_hidden_layers)]
-        self.final_norm = _norm(config.layer_norm_eps, t, "final_norm", "final_norm", x["norm_bias"])
+        self.final_norm = layer_norm(config.layer_norm_eps, t, "final_norm", "final_norm", x["norm_bias"])
         head_dim = h // config.num_attention_heads
         self.inv_freq = {kind: rope_inv_freq(theta, head_dim) for kind, theta in x["rope_theta"].items()}
         self.word.build((None, None))
@@ -153,7 +161,7 @@ class ModernBertEncoder(keras.Model):
                       lookup: bool = False) -> tf.Tensor:
         """The last hidden state, as ModernBertModel computes it (after the final norm)."""
         ids = tf.cast(input_ids, tf.int32)
-        x = _lookup(self.word, ids) if lookup else self.word(ids)
+        x = flat_lookup(self.word, ids) if lookup else self.word(ids)
         x = self.emb_norm(x)
         length = tf.shape(ids)[1]
         mask_f = tf.cast(attention_mask, x.dtype)

@@ -105,7 +105,7 @@ class QuantRecipe:
 @dataclass(frozen=True)
 class Gate:
     """One variant's ship gate: each field is a figure of the verify report plus _min (the figure
-    must be >= the value) or _max (<=), edge_m3.harness.metrics.GATE_PATHS; a figure past a limit
+    must be >= the value) or _max (<=), edge_m3.lab.metrics.GATE_PATHS; a figure past a limit
     fails the bundle (exit 1). `limits()` is the variant's `thresholds`, in this order."""
 
     dense_cosine_min: float  # the worst text's

@@ -1,12 +1,14 @@
 """The device tokenizers (ids equal to the reference's for any text) and vocabulary trimming.
 
-One tokenizer class per kind (the manifest's `tokenizer.kind`, edge_m3.spec.TOKENIZER_KINDS):
-tokenizer (`xlmr-sentencepiece`: special-token split, normalisation (normalizer, graphemes),
-unigram Viterbi (unigram), XLM-R id mapping, padding) and wordpiece (`wordpiece`: BERT's
-normaliser, pre-tokenizer and WordPiece) and bpe (`byte-level-bpe`: GPT-2-style added tokens,
-byte-level pre-tokenizer and BPE merges). `open_tokenizer` is the one place a kind is mapped to
-its class; `bundle_tokenizer` writes a checkpoint's tokenizer into a bundle. vocab: trimming
-plans and the trimmed-row map (SentencePiece bundles).
+One tokenizer class per kind (the manifest's `tokenizer.kind`, edge_m3.spec.TOKENIZER_KINDS),
+each derived from base.DeviceTokenizer (the interface the pipeline calls, the special-token split,
+truncation, padding): tokenizer (`XlmrTokenizer`, also `Tokenizer`; `xlmr-sentencepiece`:
+normalisation (normalizer, graphemes), unigram Viterbi (unigram), XLM-R id mapping) and
+wordpiece (`wordpiece`: BERT's normaliser, pre-tokenizer and WordPiece) and bpe
+(`byte-level-bpe`: GPT-2-style added tokens, byte-level pre-tokenizer and BPE merges).
+`open_tokenizer` is the one place a kind is mapped to its class; `bundle_tokenizer` writes a
+checkpoint's tokenizer into a bundle. vocab: trimming plans and the trimmed-row map
+(SentencePiece bundles).
 """
 
 from __future__ import annotations
@@ -15,19 +17,14 @@ from pathlib import Path
 from typing import Any
 
 from edge_m3.spec import BYTE_LEVEL_BPE, WORDPIECE, XLMR_SENTENCEPIECE, TokenizerSpec, choose_length
-from edge_m3.tokenizer.tokenizer import (
-    InvalidTextError,
-    Tokenizer,
-    check_text,
-    pad_ids,
-    spec_for_sentencepiece,
-)
+from edge_m3.tokenizer.base import DeviceTokenizer, InvalidTextError, check_text, pad_ids
+from edge_m3.tokenizer.tokenizer import Tokenizer, XlmrTokenizer, spec_for_sentencepiece
 
 
-def open_tokenizer(path: Path, spec: TokenizerSpec) -> Any:
+def open_tokenizer(path: Path, spec: TokenizerSpec) -> DeviceTokenizer:
     """The tokenizer of `spec.kind` over its file `path` (a bundle's `tokenizer.file`)."""
     if spec.kind == XLMR_SENTENCEPIECE:
-        return Tokenizer(path, spec)
+        return XlmrTokenizer(path, spec)
     if spec.kind == BYTE_LEVEL_BPE:
         from edge_m3.tokenizer.bpe import ByteLevelBPETokenizer
 
@@ -58,10 +55,10 @@ def bundle_tokenizer(checkpoint: Any, out_dir: Path) -> TokenizerSpec:
     return spec
 
 
-def checkpoint_tokenizer(checkpoint: Any) -> Any:
+def checkpoint_tokenizer(checkpoint: Any) -> DeviceTokenizer:
     """The device tokenizer straight from a checkpoint (the Keras reference, trimming plans)."""
     if checkpoint.family.tokenizer_kind == XLMR_SENTENCEPIECE:
-        return Tokenizer(checkpoint.tokenizer_path)
+        return XlmrTokenizer(checkpoint.tokenizer_path)
     import tempfile
 
     with tempfile.TemporaryDirectory(prefix="edge-m3-tokenizer-") as tmp:
@@ -69,5 +66,6 @@ def checkpoint_tokenizer(checkpoint: Any) -> Any:
         return open_tokenizer(Path(tmp) / spec.file, spec)
 
 
-__all__ = ["InvalidTextError", "Tokenizer", "TokenizerSpec", "bundle_tokenizer", "check_text",
-           "checkpoint_tokenizer", "choose_length", "open_tokenizer", "pad_ids", "spec_for_sentencepiece"]
+__all__ = ["DeviceTokenizer", "InvalidTextError", "Tokenizer", "TokenizerSpec", "XlmrTokenizer",
+           "bundle_tokenizer", "check_text", "checkpoint_tokenizer", "choose_length", "open_tokenizer",
+           "pad_ids", "spec_for_sentencepiece"]

@@ -37,18 +37,18 @@ from typing import Any
 
 from edge_m3.errors import EdgeM3Error
 from edge_m3.spec import BPE_FILE, BPE_OPTIONS, BYTE_LEVEL_BPE, SPECIAL_KEYS, TokenizerSpec
-from edge_m3.tokenizer.tokenizer import Tokenizer
+from edge_m3.tokenizer.base import DeviceTokenizer
 from edge_m3.tokenizer.wordpiece import (
-    _CONFIG_KEYS,
+    CONFIG_KEYS,
     TOKENIZER_JSON,
-    _config_tokens,
-    _field,
-    _load_json,
-    _ranges,
-    _template_ends,
+    char_class,
+    config_tokens,
+    hex_ranges,
+    json_field,
+    load_json,
+    template_ends,
+    wordpiece_tables,
 )
-from edge_m3.tokenizer.wordpiece import _char_class as char_class
-from edge_m3.tokenizer.wordpiece import _tables as wordpiece_tables
 
 ADDED_FLAGS = ("special", "normalized", "lstrip", "rstrip")  # single_word is refused
 
@@ -108,7 +108,7 @@ class _Tables:
 def _tables() -> _Tables:
     from edge_m3.tokenizer.generated import bpe_tables as tables  # generated from the reference
 
-    letter, number, space = (char_class(_ranges(t)) for t in (tables.LETTER, tables.NUMBER, tables.SPACE))
+    letter, number, space = (char_class(hex_ranges(t)) for t in (tables.LETTER, tables.NUMBER, tables.SPACE))
     pattern = (f"'s|'t|'re|'ve|'m|'ll|'d| ?[{letter}]+| ?[{number}]+| ?[^{space}{letter}{number}]+"
                f"|[{space}]+(?![^{space}])|[{space}]+")
     compose = {}
@@ -116,9 +116,9 @@ def _tables() -> _Tables:
         key, _, value = item.partition(":")
         a, b = (chr(int(h, 16)) for h in value.split())
         compose[a, b] = chr(int(key, 16))
-    spaces = frozenset(chr(cp) for a, b in _ranges(tables.SPACE) for cp in range(a, b + 1))
+    spaces = frozenset(chr(cp) for a, b in hex_ranges(tables.SPACE) for cp in range(a, b + 1))
     return _Tables(words=re.compile(pattern), space=space, space_chars=spaces, compose=compose,
-                   nfc_unsafe=re.compile(f"[{char_class(_ranges(tables.NFC_UNSAFE))}]"))
+                   nfc_unsafe=re.compile(f"[{char_class(hex_ranges(tables.NFC_UNSAFE))}]"))
 
 
 def nfc(text: str) -> str:
@@ -159,15 +159,15 @@ def read_bpe(path: Path) -> dict[str, Any]:
     path = Path(path)
     if not path.is_file():
         raise EdgeM3Error(f"{path}: missing byte-level BPE tokenizer file")
-    data = _load_json(path)
+    data = load_json(path)
     where = str(path)
-    vocab = _field(data, "vocab", list, where, "vocab")
+    vocab = json_field(data, "vocab", list, where, "vocab")
     if not all(isinstance(t, str) and t for t in vocab) or len(set(vocab)) != len(vocab):
         raise EdgeM3Error(f"{where}: vocab must be distinct non-empty strings")
-    merges = _field(data, "merges", list, where, "merges")
+    merges = json_field(data, "merges", list, where, "merges")
     if not all(isinstance(m, list) and len(m) == 2 and all(isinstance(x, str) for x in m) for m in merges):
         raise EdgeM3Error(f"{where}: merges must be [left, right] pairs of strings")
-    added = _field(data, "added_tokens", list, where, "added_tokens")
+    added = json_field(data, "added_tokens", list, where, "added_tokens")
     for entry in added:
         ok = isinstance(entry, Mapping) and isinstance(entry.get("content"), str) and entry["content"]
         ok = ok and isinstance(entry.get("id"), int) and not isinstance(entry["id"], bool)
@@ -219,8 +219,50 @@ class _AddedTokens:
         return out
 
 
-class ByteLevelBPETokenizer(Tokenizer):
-    """`encode` -> `[CLS] pieces [SEP]`; truncation, padding and batching are Tokenizer's."""
+def _merge_ranks(path: Path, vocab: Mapping[str, int], merges: list[list[str]]
+                 ) -> dict[tuple[int, int], tuple[int, int]]:
+    """(left id, right id) -> (rank, merged id); a repeated pair keeps its last rank, as the
+    reference's map does. Every merge is of vocabulary tokens whose join is one."""
+    for a, b in merges:
+        if a not in vocab or b not in vocab or a + b not in vocab:
+            raise EdgeM3Error(f"{path}: merge [{a!r}, {b!r}] is not of vocabulary tokens")
+    return {(vocab[a], vocab[b]): (rank, vocab[a + b]) for rank, (a, b) in enumerate(merges)}
+
+
+def _merge_all(c: list[int], merges: Mapping[tuple[int, int], tuple[int, int]]) -> list[int]:
+    """The symbols `c` merged lowest rank first (a heap over the live pairs, a linked list
+    of symbols), as tokenizers' Word.merge_all; `merges`: (left, right) -> (rank, merged id)."""
+    n = len(c)
+    if n < 2:
+        return c
+    nxt = list(range(1, n + 1))
+    prv = list(range(-1, n - 1))
+    alive = [True] * n
+    heap = [(m[0], i, m[1]) for i in range(n - 1) if (m := merges.get((c[i], c[i + 1])))]
+    heapq.heapify(heap)
+    while heap:
+        _, pos, new_id = heapq.heappop(heap)
+        right = nxt[pos]
+        if not alive[pos] or right >= n:
+            continue
+        m = merges.get((c[pos], c[right]))
+        if m is None or m[1] != new_id:
+            continue
+        c[pos] = new_id
+        alive[right] = False
+        nxt[pos] = nxt[right]
+        if nxt[pos] < n:
+            prv[nxt[pos]] = pos
+        if prv[pos] >= 0 and (m := merges.get((c[prv[pos]], new_id))):
+            heapq.heappush(heap, (m[0], prv[pos], m[1]))
+        if nxt[pos] < n and (m := merges.get((new_id, c[nxt[pos]]))):
+            heapq.heappush(heap, (m[0], pos, m[1]))
+    return [x for x, keep in zip(c, alive, strict=True) if keep]
+
+
+class ByteLevelBPETokenizer(DeviceTokenizer):
+    """`encode` -> `[CLS] pieces [SEP]`; truncation, padding and batching are DeviceTokenizer's,
+    the added tokens its own (`_segments`). The embedding table is never trimmed."""
 
     def __init__(self, path: Path, spec: TokenizerSpec) -> None:
         path = Path(path)
@@ -232,23 +274,30 @@ class ByteLevelBPETokenizer(Tokenizer):
         data = read_bpe(path)
         tokens: list[str] = data["vocab"]
         self.vocab = {t: i for i, t in enumerate(tokens)}
-        n = len(tokens)
-        for a, b in data["merges"]:
-            if a not in self.vocab or b not in self.vocab or a + b not in self.vocab:
-                raise EdgeM3Error(f"{path}: merge [{a!r}, {b!r}] is not of vocabulary tokens")
-        # (left id, right id) -> (rank, merged id); a repeated pair keeps its last rank, as the
-        # reference's map does.
-        self.merges = {(self.vocab[a], self.vocab[b]): (rank, self.vocab[a + b])
-                       for rank, (a, b) in enumerate(data["merges"])}
+        self.merges = _merge_ranks(path, self.vocab, data["merges"])
         self.options = dict(spec.options)
         unk = self.options["unk_token"]
         if unk and unk not in self.vocab:
             raise EdgeM3Error(f"{path}: options.unk_token {unk!r} is not in the vocabulary")
         self._unk = self.vocab[unk] if unk else None
+        raw, normalized = self._added(path, spec, tokens, data["added_tokens"])
+        super().__init__(spec, {})  # added tokens are split by their own rules: _segments
+        space = _tables().space
+        spaces = _tables().space_chars
+        self._raw, self._normalized = _AddedTokens(raw, space, spaces), _AddedTokens(normalized, space, spaces)
+        self._words = _tables().words if self.options["use_regex"] else None
+        self._prefix = " " if self.options["add_prefix_space"] else ""
+        self._byte_ids = self._byte_table()
+
+    def _added(self, path: Path, spec: TokenizerSpec, tokens: list[str], entries: list[dict[str, Any]]
+               ) -> tuple[dict[str, tuple[int, bool, bool]], dict[str, tuple[int, bool, bool]]]:
+        """The added tokens matched raw and those matched after normalization, each string ->
+        (id, lstrip, rstrip); checked to fill the manifest's vocab_size and hold its specials."""
+        n = len(tokens)
         ids: dict[int, str] = {}
         raw: dict[str, tuple[int, bool, bool]] = {}
         normalized: dict[str, tuple[int, bool, bool]] = {}
-        for entry in data["added_tokens"]:
+        for entry in entries:
             tid, content = entry["id"], entry["content"]
             if tid in ids or not 0 <= tid < spec.vocab_size or (tid < n and tokens[tid] != content):
                 raise EdgeM3Error(f"{path}: added token {content!r} id {tid} repeats, lies outside the "
@@ -265,16 +314,7 @@ class ByteLevelBPETokenizer(Tokenizer):
             string = spec.special_tokens[key]
             if ids.get(s[key], tokens[s[key]] if s[key] < n else None) != string:
                 raise EdgeM3Error(f"{path}: special token {key} {string!r} is not id {s[key]}")
-        self.spec = spec
-        self.bos, self.eos, self.pad_id, self.unk = s["bos"], s["eos"], s["pad"], s["unk"]
-        space = _tables().space
-        spaces = _tables().space_chars
-        self._raw, self._normalized = _AddedTokens(raw, space, spaces), _AddedTokens(normalized, space, spaces)
-        self._words = _tables().words if self.options["use_regex"] else None
-        self._prefix = " " if self.options["add_prefix_space"] else ""
-        self._byte_ids = self._byte_table()
-        self._word_ids: dict[str, list[int]] = {}
-        self._row = None  # to_model_ids is the identity: the embedding table is never trimmed
+        return raw, normalized
 
     def _byte_table(self) -> list[int | None]:
         """Byte -> id of its character (None when the vocabulary lacks it)."""
@@ -296,6 +336,11 @@ class ByteLevelBPETokenizer(Tokenizer):
             whole = self.vocab.get("".join(_BYTE_CHARS[b] for b in raw))
             if whole is not None:
                 return [whole]
+        return _merge_all(self._symbols(raw), self.merges)
+
+    def _symbols(self, raw: bytes) -> list[int]:
+        """Each byte's id before any merge; a byte the vocabulary lacks is unk (one unk for a
+        run of them with `fuse_unk`), or dropped without an unk token."""
         c: list[int] = []
         unk_open = False  # the last symbol is an unk that the next may fuse with
         for b in raw:
@@ -306,33 +351,7 @@ class ByteLevelBPETokenizer(Tokenizer):
             elif self._unk is not None and not (unk_open and self.options["fuse_unk"]):
                 c.append(self._unk)
                 unk_open = True
-        n = len(c)
-        if n < 2:
-            return c
-        merges = self.merges
-        nxt = list(range(1, n + 1))
-        prv = list(range(-1, n - 1))
-        alive = [True] * n
-        heap = [(m[0], i, m[1]) for i in range(n - 1) if (m := merges.get((c[i], c[i + 1])))]
-        heapq.heapify(heap)
-        while heap:
-            _, pos, new_id = heapq.heappop(heap)
-            right = nxt[pos]
-            if not alive[pos] or right >= n:
-                continue
-            m = merges.get((c[pos], c[right]))
-            if m is None or m[1] != new_id:
-                continue
-            c[pos] = new_id
-            alive[right] = False
-            nxt[pos] = nxt[right]
-            if nxt[pos] < n:
-                prv[nxt[pos]] = pos
-            if prv[pos] >= 0 and (m := merges.get((c[prv[pos]], new_id))):
-                heapq.heappush(heap, (m[0], prv[pos], m[1]))
-            if nxt[pos] < n and (m := merges.get((new_id, c[nxt[pos]]))):
-                heapq.heappush(heap, (m[0], pos, m[1]))
-        return [x for x, keep in zip(c, alive, strict=True) if keep]
+        return c
 
     def _segments(self, text: str) -> list[int]:
         """Added tokens (raw, then normalized) and the pieces of the text between them."""
@@ -367,7 +386,7 @@ def _processor_ids(post: Any, where: str) -> tuple[str, str, int | None, int | N
         if len(steps) != 1:
             raise EdgeM3Error(f"{where}: post_processor {json.dumps(post)[:120]} is not [CLS] $A [SEP]")
         post = steps[0]
-    cls, sep = _template_ends(post, where)
+    cls, sep = template_ends(post, where)
     if _kind(post) == "BertProcessing":
         return cls, sep, post["cls"][1], post["sep"][1]
     table = post.get("special_tokens") or {}
@@ -376,6 +395,25 @@ def _processor_ids(post: Any, where: str) -> tuple[str, str, int | None, int | N
 
 
 def _check_model(model: Any, where: str) -> tuple[list[str], list[list[str]], dict[str, Any]]:
+    """tokenizer.json's `model`: a plain BPE (the options this pipeline covers), its tokens by
+    id, its merges and the options the tokenizer reads."""
+    _check_model_kind(model, where)
+    raw = json_field(model, "vocab", dict, where, "model.vocab")
+    tokens = _vocab_tokens(raw, where)
+    merges = _model_merges(model, raw, where)
+    unk = model.get("unk_token")
+    if unk is not None and unk not in raw:
+        raise EdgeM3Error(f"{where}: model.unk_token {unk!r} is not in model.vocab")
+    options = {"ignore_merges": model.get("ignore_merges", False), "fuse_unk": model.get("fuse_unk", False),
+               "unk_token": unk or ""}
+    for name in ("ignore_merges", "fuse_unk"):
+        if not isinstance(options[name], bool):
+            raise EdgeM3Error(f"{where}: model.{name} is {options[name]!r}, not a boolean")
+    return tokens, merges, options
+
+
+def _check_model_kind(model: Any, where: str) -> None:
+    """BPE without dropout, subword prefix or suffix, or byte fallback."""
     if _kind(model) != "BPE":
         raise EdgeM3Error(f"{where}: model.type is {_kind(model)!r}, only BPE is supported")
     if model.get("dropout") not in (None, 0, 0.0):
@@ -386,29 +424,28 @@ def _check_model(model: Any, where: str) -> tuple[list[str], list[list[str]], di
     if model.get("byte_fallback", False) is not False:
         raise EdgeM3Error(f"{where}: model.byte_fallback is {model.get('byte_fallback')!r}; only false is "
                           "supported")
-    raw = _field(model, "vocab", dict, where, "model.vocab")
+
+
+def _vocab_tokens(raw: Mapping[str, Any], where: str) -> list[str]:
+    """model.vocab's tokens in id order: ids 0..n-1, each once, of non-empty tokens."""
     by_id = sorted(raw.items(), key=lambda kv: kv[1] if isinstance(kv[1], int) else -1)
     if [i for _, i in by_id] != list(range(len(by_id))) or not all(t for t, _ in by_id):
         raise EdgeM3Error(f"{where}: model.vocab ids are not 0..{len(by_id) - 1}, each once, of "
                           "non-empty tokens")
-    tokens = [t for t, _ in by_id]
+    return [t for t, _ in by_id]
+
+
+def _model_merges(model: Any, raw: Mapping[str, Any], where: str) -> list[list[str]]:
+    """model.merges as pairs (written "a b" or [a, b]) of vocabulary tokens whose join is one."""
     merges: list[list[str]] = []
-    for i, m in enumerate(_field(model, "merges", list, where, "model.merges")):
+    for i, m in enumerate(json_field(model, "merges", list, where, "model.merges")):
         pair = m.split(" ") if isinstance(m, str) else m
         if not (isinstance(pair, list) and len(pair) == 2 and all(isinstance(x, str) for x in pair)
                 and all(x in raw for x in (*pair, "".join(pair)))):
             raise EdgeM3Error(f"{where}: model.merges[{i}] {m!r} is not two vocabulary tokens whose "
                               "join is one")
         merges.append(list(pair))
-    unk = model.get("unk_token")
-    if unk is not None and unk not in raw:
-        raise EdgeM3Error(f"{where}: model.unk_token {unk!r} is not in model.vocab")
-    options = {"ignore_merges": model.get("ignore_merges", False), "fuse_unk": model.get("fuse_unk", False),
-               "unk_token": unk or ""}
-    for name in ("ignore_merges", "fuse_unk"):
-        if not isinstance(options[name], bool):
-            raise EdgeM3Error(f"{where}: model.{name} is {options[name]!r}, not a boolean")
-    return tokens, merges, options
+    return merges
 
 
 def _check_pipeline(d: Mapping[str, Any], where: str) -> dict[str, Any]:
@@ -431,7 +468,7 @@ def _added_tokens(d: Mapping[str, Any], vocab: dict[str, int], where: str) -> li
     out: list[dict[str, Any]] = []
     seen: set[str] = set()
     next_id = len(vocab)
-    for i, entry in enumerate(_field(d, "added_tokens", list, where, "added_tokens")):
+    for i, entry in enumerate(json_field(d, "added_tokens", list, where, "added_tokens")):
         name = f"added_tokens[{i}]"
         content = entry.get("content") if isinstance(entry, Mapping) else None
         if not isinstance(content, str) or not content or content in seen:
@@ -461,7 +498,7 @@ def bpe_spec(checkpoint_dir: Path) -> tuple[TokenizerSpec, dict[str, Any]]:
     where = str(path)
     if not path.is_file():
         raise EdgeM3Error(f"{ckpt}: no {TOKENIZER_JSON} (a byte-level BPE tokenizer needs one)")
-    d = _load_json(path)
+    d = load_json(path)
     if not isinstance(d, Mapping):
         raise EdgeM3Error(f"{where}: not a JSON object")
     options = _check_pipeline(d, where)
@@ -470,12 +507,12 @@ def bpe_spec(checkpoint_dir: Path) -> tuple[TokenizerSpec, dict[str, Any]]:
     vocab = {t: i for i, t in enumerate(tokens)}
     added = _added_tokens(d, vocab, where)
     ids = vocab | {a["content"]: a["id"] for a in added}
-    special = _config_tokens(ckpt)
+    special = config_tokens(ckpt)
     cls, sep, cls_id, sep_id = _processor_ids(d.get("post_processor"), where)
     special["bos"], special["eos"] = cls, sep
     for key in SPECIAL_KEYS:
         if special[key] not in ids:
-            raise EdgeM3Error(f"{where}: special token {_CONFIG_KEYS[key]} {special[key]!r} is neither an "
+            raise EdgeM3Error(f"{where}: special token {CONFIG_KEYS[key]} {special[key]!r} is neither an "
                               "added token nor in model.vocab")
     for key, emitted in (("bos", cls_id), ("eos", sep_id)):
         if emitted != ids[special[key]]:

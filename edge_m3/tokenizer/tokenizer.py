@@ -28,15 +28,13 @@ offset) comes from the manifest, never from scattered constants.
 from __future__ import annotations
 
 import copy
-import re
-from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
 from edge_m3.errors import EdgeM3Error
-from edge_m3.spec import CHUNK_OVERLAP_PERCENT, VOCAB_MAP, XLMR_SPECIAL_TOKENS, TokenizerSpec, file_name
+from edge_m3.spec import VOCAB_MAP, XLMR_SPECIAL_TOKENS, TokenizerSpec, file_name
+from edge_m3.tokenizer.base import DeviceTokenizer
 from edge_m3.tokenizer.spmodel import (
     CONTROL,
     UNKNOWN,
@@ -45,23 +43,6 @@ from edge_m3.tokenizer.spmodel import (
     SentencePieceModel,
     read_model,
 )
-
-_WORD_CACHE_SIZE = 100_000
-
-
-class InvalidTextError(EdgeM3Error, ValueError):
-    """Text that no tokenizer can take (not a string, or not encodable as UTF-8)."""
-
-
-def pad_ids(ids: Sequence[int], length: int, pad_id: int) -> tuple[np.ndarray, np.ndarray]:
-    """int32 ids right-padded with pad_id to `length`, and the attention mask (1 = real)."""
-    if len(ids) > length:
-        raise EdgeM3Error(f"{len(ids)} tokens do not fit length {length}")
-    out = np.full(length, pad_id, dtype=np.int32)
-    out[: len(ids)] = ids
-    mask = np.zeros(length, dtype=np.int32)
-    mask[: len(ids)] = 1
-    return out, mask
 
 
 def read_sentencepiece(sp_model_path: Path) -> SentencePieceModel:
@@ -95,43 +76,10 @@ def spec_for_sentencepiece(sp_model: Path | SentencePieceModel) -> TokenizerSpec
                          sp_unk_id=0, id_offset=1, vocab_size=n + 2, special_tokens=tokens)
 
 
-def check_text(text: Any) -> str:
-    """The text itself, or a clear error: None, bytes, numbers and lone surrogates are refused."""
-    if not isinstance(text, str):
-        raise InvalidTextError(f"text must be a str, got {type(text).__name__}")
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError as exc:
-        raise InvalidTextError(f"text is not valid Unicode (lone surrogate at index "
-                               f"{exc.start})") from None
-    return text
-
-
-def _check_texts(texts: Any) -> Sequence[Any]:
-    """A batch must be a sequence of texts, not one text (a str would iterate characters)."""
-    if isinstance(texts, str | bytes) or not isinstance(texts, Sequence):
-        raise InvalidTextError(f"texts must be a sequence of str, got {type(texts).__name__}")
-    return texts
-
-
-def chunk_spans(n: int, max_length: int, overlap: int | None = None) -> list[tuple[int, int]]:
-    """[start, end) of each window over `n` content tokens for signatures of `max_length`
-    (docs/index-format.md, "Passages and chunks"): W = max_length - 2 tokens each, the next one
-    W - overlap tokens on, until one reaches the end."""
-    width = max_length - 2
-    if overlap is None:
-        overlap = width * CHUNK_OVERLAP_PERCENT // 100
-    if isinstance(overlap, bool) or not isinstance(overlap, int | np.integer) or not 0 <= overlap < width:
-        raise EdgeM3Error(f"chunk overlap {overlap!r}: must be an integer from 0 to {width - 1} "
-                          f"(windows of {width} tokens)")
-    starts = [0]
-    while starts[-1] + width < n:
-        starts.append(starts[-1] + width - int(overlap))
-    return [(s, min(s + width, n)) for s in starts]
-
-
-class Tokenizer:
-    """`encode` -> `<s> pieces </s>` in model ids; `pad` -> fixed-length ids and mask."""
+class XlmrTokenizer(DeviceTokenizer):
+    """XLM-R's (kind `xlmr-sentencepiece`): `encode` -> `<s> pieces </s>` in model ids, over the
+    bundled SentencePiece model; the rest of the interface is DeviceTokenizer's. Its vocabulary
+    may be trimmed (`_row`: the manifest's vocab_map)."""
 
     def __init__(self, sp_model_path: Path, spec: TokenizerSpec | None = None) -> None:
         from edge_m3.tokenizer.normalizer import CharsMap
@@ -139,42 +87,39 @@ class Tokenizer:
 
         path = Path(sp_model_path)
         model = read_sentencepiece(path)
-        self.spec = spec or spec_for_sentencepiece(model)
+        spec = spec or spec_for_sentencepiece(model)
         try:
-            self.unigram = UnigramModel(model, added=list(self.spec.special_tokens.values()))
+            self.unigram = UnigramModel(model, added=list(spec.special_tokens.values()))
             blob = model.precompiled_charsmap
             self.charsmap = CharsMap(blob, str(path)) if blob else None
         except ValueError as exc:
             raise EdgeM3Error(f"{path}: not a SentencePiece model ({exc})") from None
         self.piece_count = len(model)
-        top = self.piece_count - 1 + self.spec.id_offset
-        if top >= self.spec.vocab_size:
+        top = self.piece_count - 1 + spec.id_offset
+        if top >= spec.vocab_size:
             raise EdgeM3Error(f"{path}: {self.piece_count} pieces map past the manifest's "
-                              f"vocab_size {self.spec.vocab_size} (wrong SentencePiece model?)")
-        s = self.spec.special_ids
-        outside = {k: v for k, v in s.items() if not 0 <= int(v) < self.spec.vocab_size}
+                              f"vocab_size {spec.vocab_size} (wrong SentencePiece model?)")
+        s = spec.special_ids
+        outside = {k: v for k, v in s.items() if not 0 <= int(v) < spec.vocab_size}
         if outside:  # the model's embedding table has vocab_size rows: an id past it reads past it
             raise EdgeM3Error(f"manifest.json: tokenizer special_ids {outside} lie outside vocab_size "
-                              f"{self.spec.vocab_size}")
+                              f"{spec.vocab_size}")
         odd = [(i, t) for i, t in enumerate(self.unigram.types) if i > 2 and t in (CONTROL, USER_DEFINED)]
-        if odd or self.spec.sp_unk_id != self.unigram.unk_id:
+        if odd or spec.sp_unk_id != self.unigram.unk_id:
             raise EdgeM3Error(f"{path}: not an XLM-R SentencePiece model (control or user-defined "
-                              f"pieces past </s>: {odd[:3]}, or <unk> not at id {self.spec.sp_unk_id})")
+                              f"pieces past </s>: {odd[:3]}, or <unk> not at id {spec.sp_unk_id})")
+        # Special-token strings in the text -> their ids (the reference's added tokens).
+        super().__init__(spec, {t: int(s[k]) for k, t in spec.special_tokens.items() if t})
         # SentencePiece id (then the added specials) -> model id; the specials' strings map to
         # their ids wherever the reference's vocabulary holds them.
-        off = self.spec.id_offset
+        off = spec.id_offset
         self._id_of = [p + off for p in range(len(self.unigram.scores))]
         self._id_of[self.unigram.unk_id] = int(s["unk"])
-        for key, string in self.spec.special_tokens.items():
+        for key, string in spec.special_tokens.items():
             if string in self.unigram.ids:
                 self._id_of[self.unigram.ids[string]] = int(s[key])
-        self.bos, self.eos, self.pad_id, self.unk = s["bos"], s["eos"], s["pad"], s["unk"]
-        # Special-token strings in the text -> their ids (the reference's added tokens).
-        self._special_of = {t: int(s[k]) for k, t in self.spec.special_tokens.items() if t}
-        alternatives = sorted(self._special_of, key=len, reverse=True)  # leftmost-longest
-        self._special_re = re.compile("|".join(map(re.escape, alternatives))) if alternatives else None
-        self._word_ids: dict[str, list[int]] = {}
-        self._row: np.ndarray | None = self.read_row_map(path.parent) if self.spec.vocab_map else None
+        if spec.vocab_map:
+            self._row = self.read_row_map(path.parent)
 
     def read_row_map(self, folder: Path) -> np.ndarray:
         """The manifest's vocab_map file in the bundle folder `folder` (a trimmed vocabulary):
@@ -184,7 +129,7 @@ class Tokenizer:
         reach = max(top, *(int(i) for i in self.spec.special_ids.values())) + 1  # the largest id encode gives
         return _load_row_map(folder / name, self.spec, reach)
 
-    def with_row_map(self, folder: Path) -> Tokenizer:
+    def with_row_map(self, folder: Path) -> XlmrTokenizer:
         """This tokenizer reading its rows from the vocab_map file in `folder` instead (nothing
         else read again): the row map alone, as the tokenizer reads it at open (issue 38's
         `vocab_map` fuzz target)."""
@@ -203,78 +148,8 @@ class Tokenizer:
         """One word's ids: a lattice with the reference's tie-breaking (edge_m3.tokenizer.unigram)."""
         return [self._id_of[p] for p in self.unigram.encode_words([word])]
 
-    def _pieces(self, text: str) -> list[int]:
-        # Each word's ids (each kind's `_word`); words repeat, so their ids are cached (as the
-        # reference caches them).
-        out: list[int] = []
-        cache = self._word_ids
-        for word in self.words(text):
-            ids = cache.get(word)
-            if ids is None:
-                ids = self._word(word)
-                if len(cache) >= _WORD_CACHE_SIZE:
-                    cache.clear()
-                cache[word] = ids
-            out.extend(ids)
-        return out
 
-    def _segments(self, text: str) -> list[int]:
-        """Pieces of the text between special-token strings, and those strings' ids."""
-        if self._special_re is None:
-            return self._pieces(text)
-        out: list[int] = []
-        pos = 0
-        for m in self._special_re.finditer(text):
-            out.extend(self._pieces(text[pos:m.start()]))
-            out.append(self._special_of[m.group()])
-            pos = m.end()
-        out.extend(self._pieces(text[pos:]))
-        return out
-
-    def encode(self, text: str, max_length: int | None = None) -> list[int]:
-        """Original vocabulary ids, `<s>`/`</s>` added; truncation keeps `</s>`.
-
-        `max_length` below 2 is refused (the reference silently ignores it)."""
-        text = check_text(text)
-        if max_length is not None and (not isinstance(max_length, int | np.integer) or max_length < 2):
-            raise EdgeM3Error(f"max_length {max_length!r}: must be an integer of at least 2")
-        ids = [self.bos, *self._segments(text), self.eos]
-        if max_length is not None:
-            if len(ids) > max_length:
-                ids = [*ids[: max_length - 1], self.eos]
-        return ids
-
-    def encode_chunks(self, text: str, max_length: int, overlap: int | None = None) -> list[list[int]]:
-        """The text split into windows of `max_length - 2` tokens overlapping by `overlap`, each
-        with `<s>`/`</s>`, so a long passage is indexed whole rather than truncated
-        (docs/index-format.md, "Passages and chunks"). The first chunk is `encode(text, max_length)`."""
-        text = check_text(text)
-        if isinstance(max_length, bool) or not isinstance(max_length, int | np.integer) or max_length < 3:
-            raise EdgeM3Error(f"max_length {max_length!r}: chunks need an integer of at least 3")
-        content = self._segments(text)
-        spans = chunk_spans(len(content), int(max_length), overlap)
-        return [[self.bos, *content[s:e], self.eos] for s, e in spans]
-
-    def encode_batch(self, texts: Sequence[str], max_length: int | None = None) -> list[list[int]]:
-        """`encode` of each text."""
-        return [self.encode(t, max_length) for t in _check_texts(texts)]
-
-    def to_model_ids(self, ids: Sequence[int]) -> list[int]:
-        """Rows of the (possibly trimmed) embedding table; identity for a full vocabulary."""
-        if self._row is None:
-            return list(ids)
-        return [int(self._row[i]) for i in ids]
-
-    def pad(self, ids: Sequence[int], length: int) -> tuple[np.ndarray, np.ndarray]:
-        """int32 ids padded with `<pad>` to `length`, and the attention mask."""
-        return pad_ids(ids, length, self.pad_id)
-
-    def encode_padded_batch(self, texts: Sequence[str], length: int) -> tuple[np.ndarray, np.ndarray]:
-        """`[B, length]` ids and mask, each text truncated to `length`."""
-        rows = [self.pad(self.to_model_ids(self.encode(t, length)), length) for t in _check_texts(texts)]
-        if not rows:
-            return np.zeros((0, length), np.int32), np.zeros((0, length), np.int32)
-        return np.stack([r[0] for r in rows]), np.stack([r[1] for r in rows])
+Tokenizer = XlmrTokenizer  # the name the public API and the docs have always used for XLM-R's
 
 
 def _load_row_map(path: Path, spec: TokenizerSpec, reach: int) -> np.ndarray:

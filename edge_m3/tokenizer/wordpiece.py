@@ -33,13 +33,14 @@ from typing import Any
 
 from edge_m3.errors import EdgeM3Error
 from edge_m3.spec import SPECIAL_KEYS, WORDPIECE, WORDPIECE_OPTIONS, WORDPIECE_VOCAB, TokenizerSpec
-from edge_m3.tokenizer.tokenizer import Tokenizer
+from edge_m3.tokenizer.base import DeviceTokenizer
 
 TOKENIZER_JSON, TOKENIZER_CONFIG, SPECIAL_TOKENS_MAP = (
     "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
 # BertTokenizer's defaults (transformers), for a tokenizer_config.json that leaves them out.
 BERT_SPECIAL_TOKENS = {"bos": "[CLS]", "pad": "[PAD]", "eos": "[SEP]", "unk": "[UNK]", "mask": "[MASK]"}
-_CONFIG_KEYS = {"bos": "cls_token", "pad": "pad_token", "eos": "sep_token", "unk": "unk_token",
+# Each special token's key in tokenizer_config.json and special_tokens_map.json (BPE reads them too).
+CONFIG_KEYS = {"bos": "cls_token", "pad": "pad_token", "eos": "sep_token", "unk": "unk_token",
                 "mask": "mask_token"}
 
 
@@ -59,7 +60,7 @@ def hangul_decomposition(cp: int) -> str:
 
 
 
-def _ranges(encoded: str) -> list[tuple[int, int]]:
+def hex_ranges(encoded: str) -> list[tuple[int, int]]:
     """'a-b,c' (hex) -> [(a, b), (c, c)]."""
     out = []
     for item in filter(None, encoded.split(",")):
@@ -68,7 +69,7 @@ def _ranges(encoded: str) -> list[tuple[int, int]]:
     return out
 
 
-def _char_class(ranges: list[tuple[int, int]]) -> str:
+def char_class(ranges: list[tuple[int, int]]) -> str:
     """A regex character class body; every character escaped as \\U........."""
     return "".join(f"\\U{a:08x}" if a == b else f"\\U{a:08x}-\\U{b:08x}" for a, b in ranges)
 
@@ -83,7 +84,7 @@ def _map(encoded: str) -> dict[int, str]:
 
 
 @dataclass(frozen=True)
-class _Tables:
+class WordPieceTables:
     """The generated tables, decoded once into regexes and str.translate maps."""
 
     drop: re.Pattern[str]
@@ -98,7 +99,9 @@ class _Tables:
 
 
 @functools.cache
-def _tables() -> _Tables:
+def wordpiece_tables() -> WordPieceTables:
+    """The generated WordPiece tables, decoded (cached: once per process); BPE's NFC and tools'
+    probes read the same decomposition and combining classes."""
     from edge_m3.tokenizer.generated import wordpiece_tables as tables  # generated from the reference
 
     decompose = _map(tables.DECOMPOSITIONS) | {cp: hangul_decomposition(cp) for cp in HANGUL}
@@ -106,19 +109,19 @@ def _tables() -> _Tables:
     marks: list[tuple[int, int]] = []
     for item in filter(None, tables.COMBINING.split(",")):
         span, _, value = item.partition(":")
-        (lo, hi), = _ranges(span)
+        (lo, hi), = hex_ranges(span)
         marks.append((lo, hi))
         combining.update((chr(cp), int(value)) for cp in range(lo, hi + 1))
-    spaces = {cp for a, b in _ranges(tables.CLEAN_SPACE) for cp in range(a, b + 1)} - {ord(" ")}
-    punct, split = _char_class(_ranges(tables.PUNCT)), _char_class(_ranges(tables.SPLIT))
-    return _Tables(
-        drop=re.compile(f"[{_char_class(_ranges(tables.CLEAN_DROP))}]+"),
-        space=re.compile(f"[{_char_class([(cp, cp) for cp in sorted(spaces)])}]"),
-        chinese=re.compile(f"[{_char_class(_ranges(tables.CHINESE))}]"),
+    spaces = {cp for a, b in hex_ranges(tables.CLEAN_SPACE) for cp in range(a, b + 1)} - {ord(" ")}
+    punct, split = char_class(hex_ranges(tables.PUNCT)), char_class(hex_ranges(tables.SPLIT))
+    return WordPieceTables(
+        drop=re.compile(f"[{char_class(hex_ranges(tables.CLEAN_DROP))}]+"),
+        space=re.compile(f"[{char_class([(cp, cp) for cp in sorted(spaces)])}]"),
+        chinese=re.compile(f"[{char_class(hex_ranges(tables.CHINESE))}]"),
         decompose=decompose,
-        nonstarter_runs=re.compile(f"[{_char_class(marks)}]{{2,}}"),
+        nonstarter_runs=re.compile(f"[{char_class(marks)}]{{2,}}"),
         combining=combining,
-        nonspacing=re.compile(f"[{_char_class(_ranges(tables.NONSPACING))}]+"),
+        nonspacing=re.compile(f"[{char_class(hex_ranges(tables.NONSPACING))}]+"),
         lower=_map(tables.LOWERCASE),
         words=re.compile(f"[{punct}]|[^{punct}{split}]+"),
     )
@@ -126,7 +129,7 @@ def _tables() -> _Tables:
 
 def normalize(text: str, options: Mapping[str, Any]) -> str:
     """BertNormalizer with `options` (clean_text, handle_chinese_chars, strip_accents, lowercase)."""
-    t = _tables()
+    t = wordpiece_tables()
     ascii_only = text.isascii()
     if options["clean_text"]:
         text = t.space.sub(" ", t.drop.sub("", text))
@@ -144,7 +147,7 @@ def normalize(text: str, options: Mapping[str, Any]) -> str:
 
 def pre_tokenize(text: str) -> list[str]:
     """BertPreTokenizer: the words between whitespace, each punctuation character a word."""
-    return _tables().words.findall(text)
+    return wordpiece_tables().words.findall(text)
 
 
 # --------------------------------------------------------------------------- vocabulary file
@@ -188,9 +191,10 @@ def write_vocab(tokens: list[str], path: Path) -> None:
 # --------------------------------------------------------------------------- tokenizer
 
 
-class WordPieceTokenizer(Tokenizer):
-    """`encode` -> `[CLS] pieces [SEP]`; the rest of the interface is Tokenizer's (special-token
-    split, truncation keeping [SEP], padding), which this class inherits."""
+class WordPieceTokenizer(DeviceTokenizer):
+    """`encode` -> `[CLS] pieces [SEP]`; the rest of the interface is DeviceTokenizer's
+    (special-token split, truncation keeping [SEP], padding). The embedding table is never
+    trimmed: `to_model_ids` is the identity."""
 
     def __init__(self, vocab_path: Path, spec: TokenizerSpec) -> None:
         path = Path(vocab_path)
@@ -210,14 +214,8 @@ class WordPieceTokenizer(Tokenizer):
             string = spec.special_tokens[key]
             if self.vocab.get(string) != s[key]:
                 raise EdgeM3Error(f"{path}: special token {key} {string!r} is not line {s[key] + 1}")
-        self.spec = spec
+        super().__init__(spec, {spec.special_tokens[k]: int(s[k]) for k in SPECIAL_KEYS})
         self.options = dict(spec.options)
-        self.bos, self.eos, self.pad_id, self.unk = s["bos"], s["eos"], s["pad"], s["unk"]
-        self._special_of = {spec.special_tokens[k]: int(s[k]) for k in SPECIAL_KEYS}
-        alternatives = sorted(self._special_of, key=len, reverse=True)  # leftmost-longest
-        self._special_re = re.compile("|".join(map(re.escape, alternatives)))
-        self._word_ids: dict[str, list[int]] = {}
-        self._row = None  # to_model_ids is the identity: the embedding table is never trimmed
         prefix = self.options["continuing_subword_prefix"]
         self._prefix = prefix
         self._max_chars = self.options["max_input_chars_per_word"]
@@ -250,7 +248,8 @@ class WordPieceTokenizer(Tokenizer):
 # --------------------------------------------------------------------------- checkpoint reader
 
 
-def _load_json(path: Path) -> Any:
+def load_json(path: Path) -> Any:
+    """A checkpoint's JSON file, or one line naming it and why it cannot be read."""
     try:
         return json.loads(path.read_text(encoding="utf-8"))
     except OSError as exc:
@@ -264,7 +263,7 @@ def _content(value: Any) -> Any:
     return value.get("content") if isinstance(value, Mapping) else value
 
 
-def _field(d: Any, key: str, kind: type | tuple[type, ...], where: str, name: str) -> Any:
+def json_field(d: Any, key: str, kind: type | tuple[type, ...], where: str, name: str) -> Any:
     """d[key] of the given type, or one line naming the file and the field."""
     value = d.get(key) if isinstance(d, Mapping) else None
     if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
@@ -299,26 +298,26 @@ def _specials(vocab: dict[str, int], tokens: dict[str, Any], where: str) -> dict
     for key in SPECIAL_KEYS:
         string = tokens[key]
         if not isinstance(string, str) or string not in vocab:
-            raise EdgeM3Error(f"{where}: special token {_CONFIG_KEYS[key]} {string!r} missing from "
+            raise EdgeM3Error(f"{where}: special token {CONFIG_KEYS[key]} {string!r} missing from "
                               "the vocabulary")
         ids[key] = vocab[string]
     return ids
 
 
-def _config_tokens(ckpt: Path) -> dict[str, Any]:
+def config_tokens(ckpt: Path) -> dict[str, Any]:
     """The special tokens' strings: tokenizer_config.json, then special_tokens_map.json, over BERT's."""
     tokens: dict[str, Any] = dict(BERT_SPECIAL_TOKENS)
     for name in (TOKENIZER_CONFIG, SPECIAL_TOKENS_MAP):
         path = ckpt / name
         if path.is_file():
-            data = _load_json(path)
+            data = load_json(path)
             if not isinstance(data, Mapping):
                 raise EdgeM3Error(f"{path}: not a JSON object")
-            tokens.update({k: _content(data[c]) for k, c in _CONFIG_KEYS.items() if c in data})
+            tokens.update({k: _content(data[c]) for k, c in CONFIG_KEYS.items() if c in data})
     return tokens
 
 
-def _template_ends(post: Any, where: str) -> tuple[str, str]:
+def template_ends(post: Any, where: str) -> tuple[str, str]:
     """The [CLS] and [SEP] strings of a `[CLS] $A [SEP]` post-processor."""
     kind = post.get("type") if isinstance(post, Mapping) else None
     if kind == "BertProcessing":
@@ -343,7 +342,7 @@ def _template_ends(post: Any, where: str) -> tuple[str, str]:
 def _from_tokenizer_json(ckpt: Path) -> tuple[dict[str, Any], list[str], dict[str, Any]]:
     path = ckpt / TOKENIZER_JSON
     where = str(path)
-    d = _load_json(path)
+    d = load_json(path)
     if not isinstance(d, Mapping):
         raise EdgeM3Error(f"{where}: not a JSON object")
     norm = d.get("normalizer")
@@ -358,32 +357,32 @@ def _from_tokenizer_json(ckpt: Path) -> tuple[dict[str, Any], list[str], dict[st
     if not isinstance(model, Mapping) or model.get("type") != "WordPiece":
         kind = model.get("type") if isinstance(model, Mapping) else model
         raise EdgeM3Error(f"{where}: model.type is {kind!r}, only WordPiece is supported")
-    raw = _field(model, "vocab", dict, where, "model.vocab")
+    raw = json_field(model, "vocab", dict, where, "model.vocab")
     by_id = sorted(raw.items(), key=lambda kv: kv[1] if isinstance(kv[1], int) else -1)
     if [i for _, i in by_id] != list(range(len(by_id))):
         raise EdgeM3Error(f"{where}: model.vocab ids are not 0..{len(by_id) - 1}, each once")
     tokens = [t for t, _ in by_id]
     vocab = check_vocab(tokens, f"{where}: model.vocab")
     strip = norm.get("strip_accents")
-    lowercase = _field(norm, "lowercase", bool, where, "normalizer.lowercase")
+    lowercase = json_field(norm, "lowercase", bool, where, "normalizer.lowercase")
     if strip is not None and not isinstance(strip, bool):
         raise EdgeM3Error(f"{where}: normalizer.strip_accents is {strip!r}, not supported here")
     options = {
-        "clean_text": _field(norm, "clean_text", bool, where, "normalizer.clean_text"),
-        "handle_chinese_chars": _field(norm, "handle_chinese_chars", bool, where,
+        "clean_text": json_field(norm, "clean_text", bool, where, "normalizer.clean_text"),
+        "handle_chinese_chars": json_field(norm, "handle_chinese_chars", bool, where,
                                        "normalizer.handle_chinese_chars"),
         "strip_accents": lowercase if strip is None else strip,  # the reference's default
         "lowercase": lowercase,
-        "continuing_subword_prefix": _field(model, "continuing_subword_prefix", str, where,
+        "continuing_subword_prefix": json_field(model, "continuing_subword_prefix", str, where,
                                             "model.continuing_subword_prefix"),
-        "max_input_chars_per_word": _field(model, "max_input_chars_per_word", int, where,
+        "max_input_chars_per_word": json_field(model, "max_input_chars_per_word", int, where,
                                            "model.max_input_chars_per_word"),
     }
-    special = _config_tokens(ckpt)
-    special["unk"] = _field(model, "unk_token", str, where, "model.unk_token")
-    special["bos"], special["eos"] = _template_ends(d.get("post_processor"), where)
+    special = config_tokens(ckpt)
+    special["unk"] = json_field(model, "unk_token", str, where, "model.unk_token")
+    special["bos"], special["eos"] = template_ends(d.get("post_processor"), where)
     _specials(vocab, special, where)
-    _check_added(_field(d, "added_tokens", list, where, "added_tokens"), vocab, set(special.values()),
+    _check_added(json_field(d, "added_tokens", list, where, "added_tokens"), vocab, set(special.values()),
                  where, "added_tokens")
     return options, tokens, special
 
@@ -391,7 +390,7 @@ def _from_tokenizer_json(ckpt: Path) -> tuple[dict[str, Any], list[str], dict[st
 def _from_vocab_txt(ckpt: Path) -> tuple[dict[str, Any], list[str], dict[str, Any]]:
     path = ckpt / TOKENIZER_CONFIG
     where = str(path)
-    cfg = _load_json(path) if path.is_file() else {}
+    cfg = load_json(path) if path.is_file() else {}
     if not isinstance(cfg, Mapping):
         raise EdgeM3Error(f"{where}: not a JSON object")
     tokens = read_vocab(ckpt / WORDPIECE_VOCAB)
@@ -412,7 +411,7 @@ def _from_vocab_txt(ckpt: Path) -> tuple[dict[str, Any], list[str], dict[str, An
     options = {"clean_text": True, "handle_chinese_chars": chinese,
                "strip_accents": lowercase if strip is None else strip, "lowercase": lowercase,
                "continuing_subword_prefix": "##", "max_input_chars_per_word": 100}
-    special = _config_tokens(ckpt)
+    special = config_tokens(ckpt)
     _specials(vocab, special, where)
     added = cfg.get("added_tokens_decoder") or {}
     if not isinstance(added, Mapping):

@@ -35,7 +35,7 @@ import numpy as np  # noqa: E402
 
 from edge_m3.spec import SCORE_MODES  # noqa: E402
 from tools.bench import results  # noqa: E402
-from tools.bench.bench_search import _embed, synthesize  # noqa: E402
+from tools.bench.bench_search import embed_corpus, synthesize  # noqa: E402
 from tools.kit import retrieval_wire as wire  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -87,7 +87,7 @@ def main() -> None:
     columns, cells = ["mode"], {m: [m] for m in SCORE_MODES}
     os.sched_setaffinity(0, {CPU})
     tools = _kit_tools([k for k in a.kits.split(",") if k])
-    base, queries, dim = _embed(a.bundle)
+    base, queries, dim = embed_corpus(a.bundle)
     print(f"{len(base)} real passages, {len(queries)} queries, dim {dim}; "
           f"cpu flags: {results.machine()['flags']}")
     print(f"one CPU (taskset {CPU}), k=10, p50 over {a.rounds} interleaved rounds; ms")

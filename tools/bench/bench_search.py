@@ -36,11 +36,13 @@ from edge_m3.spec import SCORE_MODES  # noqa: E402
 from tools.bench import results  # noqa: E402
 
 
-def _embed(bundle_path: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]], int]:
+def embed_corpus(bundle_path: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]], int]:
+    """The benchmark's passages and queries embedded by the bundle (LiteRT, every head), and
+    the dense dimension: the one corpus the search benchmarks of Python and the kits share."""
     from edge_m3.bulk.engine import BulkEmbedder
     from edge_m3.bundle import load_bundle
     from edge_m3.common.corpus import Row
-    from edge_m3.harness.inputs import retrieval_set
+    from edge_m3.lab.inputs import retrieval_set
     from edge_m3.retrieval.build import embed_passages
     from edge_m3.runtime.registry import RUNTIMES
 
@@ -139,7 +141,7 @@ def main() -> None:
     a = p.parse_args()
     load = results.Load()
     t0 = time.perf_counter()
-    base, queries, dim = _embed(a.bundle)
+    base, queries, dim = embed_corpus(a.bundle)
     print(f"embedded {len(base)} passages and {len(queries)} queries in {time.perf_counter() - t0:.0f} s "
           f"(dim {dim})")
     print(f"cpu: {results.machine()['flags']}")

@@ -35,7 +35,7 @@ import numpy as np  # noqa: E402
 from edge_m3.retrieval.writable import WritableIndex  # noqa: E402
 from edge_m3.spec import INDEX_DB  # noqa: E402
 from tools.bench import results  # noqa: E402
-from tools.bench.bench_search import _embed, synthesize  # noqa: E402
+from tools.bench.bench_search import embed_corpus, synthesize  # noqa: E402
 
 
 def _p50(xs: list[float]) -> str:
@@ -62,7 +62,7 @@ def main() -> None:
     figures: dict[str, list[str]] = {}
     chunk_rows: list[list[str]] = []
     sizes = [int(x) for x in a.sizes.split(",")]
-    base_out, queries, dim = _embed(a.bundle)
+    base_out, queries, dim = embed_corpus(a.bundle)
     print(f"cpu: {results.machine()['flags']}")
     print(f"date: {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
     work = Path(tempfile.mkdtemp(prefix="bench_writable_"))

@@ -13,7 +13,7 @@ second way of measuring. The result's command is the CLI calls (rebuilt from eac
 bundle, runtimes, threads, lengths, repeats, references, texts) followed by this one.
 A layout is the shape of one page table (the file names which fed it):
 
-- bench `table`: bench's own printed table (edge_m3.harness.bench.bench_table), a label column
+- bench `table`: bench's own printed table (edge_m3.device.bench.bench_table), a label column
   first when several reports; `lengths`: p50 by length, first call, peak RSS per variant and
   thread count (speed_fullsize_int4); `torch`: p50 by length beside torch and the ratio
   (speed_minilm); `by-length`: lengths as columns, a row per cache mode (speed_modernbert);
@@ -114,7 +114,7 @@ def _fig(row: dict[str, Any], n: object) -> dict[str, float]:
 
 
 def bench_table_layout(reports: list[Report]) -> Table:
-    from edge_m3.harness.bench import bench_table
+    from edge_m3.device.bench import bench_table
 
     header, rows = bench_table(reports[0][1])
     if len(reports) == 1:
@@ -361,7 +361,7 @@ COMMANDS = {"bench": bench_command, "verify": verify_command, "check": check_com
 def default_title(kind: str, reports: list[Report]) -> str:
     r = reports[0][1]
     if kind == "bench":
-        from edge_m3.harness.bench import table_title
+        from edge_m3.device.bench import table_title
 
         return table_title(r) if len(reports) == 1 else f"bench: {', '.join(label for label, _ in reports)}"
     names = ", ".join(Path(x["bundle"]).name for _, x in reports)

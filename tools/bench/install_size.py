@@ -67,10 +67,10 @@ def venv_size(python: str, spec: str, constraints: Path, where: Path) -> tuple[s
 
 def aarch64_size(wheel: Path, py: str, where: Path, extras: str = "") -> tuple[int, int]:
     """The aarch64 packages of `wheel` for Python `py`, as the arm64 rig installs them."""
-    from tools.run.arm64_rig import _pip_target
+    from tools.run.arm64_rig import pip_target
 
     target = where / f"aarch64-{py}{extras}"
-    _pip_target(target, f"{wheel}[{extras}]" if extras else str(wheel), py)
+    pip_target(target, f"{wheel}[{extras}]" if extras else str(wheel), py)
     return sizes(target)
 
 

@@ -77,7 +77,7 @@ def render(template: Path = TEMPLATE, results: Path = RESULTS_DIR) -> tuple[str,
 
 def draw(plots: Mapping[str, Mapping[str, Any]], results: Path = RESULTS_DIR) -> None:
     """The SVGs the page shows, from the result files' series (skipped without matplotlib)."""
-    from edge_m3.harness.report import latency_svg
+    from edge_m3.device.report import latency_svg
 
     for name, r in plots.items():
         y = (r.get("plot") or {}).get("y", "p50 ms a call")

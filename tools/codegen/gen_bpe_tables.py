@@ -38,14 +38,14 @@ from pathlib import Path
 
 from tools.codegen import ROOT, generate, header
 from tools.codegen.gen_wordpiece_tables import (
-    _WIDTH,
-    _batched,
-    _chunks,
-    _code_points,
-    _reference,
+    LINE_WIDTH,
     encode_map,
     encode_ranges,
+    every_code_point,
+    probe_batched,
+    reference_name,
     table_module,
+    wrap_chunks,
 )
 
 PYTHON_OUT = ROOT / "edge_m3/tokenizer/generated/bpe_tables.py"
@@ -80,15 +80,15 @@ def _matched(pattern: str, chars: list[str]) -> set[int]:
 
 def _reference_nfd() -> dict[int, str]:
     """NFD of every code point it changes, from the WordPiece tables (probed from the same crate)."""
-    from edge_m3.tokenizer.wordpiece import HANGUL, _tables, hangul_decomposition
+    from edge_m3.tokenizer.wordpiece import HANGUL, hangul_decomposition, wordpiece_tables
 
-    return _tables().decompose | {cp: hangul_decomposition(cp) for cp in HANGUL}
+    return wordpiece_tables().decompose | {cp: hangul_decomposition(cp) for cp in HANGUL}
 
 
 def _reference_classes() -> dict[int, int]:
-    from edge_m3.tokenizer.wordpiece import _tables
+    from edge_m3.tokenizer.wordpiece import wordpiece_tables
 
-    return {ord(c): v for c, v in _tables().combining.items()}
+    return {ord(c): v for c, v in wordpiece_tables().combining.items()}
 
 
 def probe() -> dict[str, object]:
@@ -97,7 +97,7 @@ def probe() -> dict[str, object]:
 
     from edge_m3.tokenizer.bpe import hangul_compose
 
-    chars = _code_points()
+    chars = every_code_point()
     nfc = NFC().normalize_str
     # Canonical pairs as Python knows them (a composite's one-step decomposition a b).
     candidates: dict[int, str] = {}
@@ -106,12 +106,12 @@ def probe() -> dict[str, object]:
         if d and not d.startswith("<") and len(d.split()) == 2:
             candidates[cp] = "".join(chr(int(h, 16)) for h in d.split())
     cps = sorted(candidates)
-    composed = _batched(nfc, [candidates[cp] for cp in cps], "\n")
+    composed = probe_batched(nfc, [candidates[cp] for cp in cps], "\n")
     compositions = {cp: candidates[cp] for cp, out in zip(cps, composed, strict=True) if out == chr(cp)}
     python_compositions = {cp for cp in cps if unicodedata.normalize("NFC", candidates[cp]) == chr(cp)}
     syllables = [chr(cp) for cp in range(0xAC00, 0xAC00 + 11172)]
     decomposed = [unicodedata.normalize("NFD", s) for s in syllables]
-    if _batched(nfc, decomposed, "\n") != syllables or any(
+    if probe_batched(nfc, decomposed, "\n") != syllables or any(
             hangul_compose(d) != s for d, s in zip(decomposed, syllables, strict=True)):
         raise SystemExit("probe: the reference's Hangul composition is not the algorithm")
     # Where Python's NFC may differ: decomposition, class, or a composition one side lacks ...
@@ -157,11 +157,11 @@ _KIT_TITLE = ("The byte-level BPE tokenizer's Unicode tables, probed from the re
 
 def kotlin_source() -> str:
     """BpeTables.kt: an internal object of constants (raw strings: one JVM constant each)."""
-    lines = [f"// {_HEADER}", "package dev.edgem3", "", f"/** {_KIT_TITLE.format(_reference())} */",
-             "internal object BpeTables {", f'    const val REFERENCE = "{_reference()}"']
+    lines = [f"// {_HEADER}", "package dev.edgem3", "", f"/** {_KIT_TITLE.format(reference_name())} */",
+             "internal object BpeTables {", f'    const val REFERENCE = "{reference_name()}"']
     for name in KIT_TABLES:
         lines += [f"    /** {DOCS[name]} */", f'    const val {name.upper()} = """']
-        lines += [f"        {chunk}" for chunk in _chunks(tables()[name], _WIDTH)]
+        lines += [f"        {chunk}" for chunk in wrap_chunks(tables()[name], LINE_WIDTH)]
         lines[-1] += '"""'
     return "\n".join([*lines, "}", ""])
 
@@ -170,10 +170,10 @@ def swift_source() -> str:
     """BpeTables.swift: an enum of constants (multi-line literals joined by a trailing '\\')."""
     from tools.codegen.kit_manifest import camel
 
-    lines = [f"// {_HEADER}", "", f"/// {_KIT_TITLE.format(_reference())}", "nonisolated enum BpeTables {",
-             f'    static let reference = "{_reference()}"']
+    lines = [f"// {_HEADER}", "", f"/// {_KIT_TITLE.format(reference_name())}", "nonisolated enum BpeTables {",
+             f'    static let reference = "{reference_name()}"']
     for name in KIT_TABLES:
-        chunks = _chunks(tables()[name], _WIDTH)
+        chunks = wrap_chunks(tables()[name], LINE_WIDTH)
         lines += [f"    /// {DOCS[name]}", f'    static let {camel(name)} = """']
         lines += [f"        {chunk}\\" for chunk in chunks[:-1]] + [f"        {chunks[-1]}", '        """']
     return "\n".join([*lines, "}", ""])

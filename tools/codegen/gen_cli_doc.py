@@ -62,10 +62,10 @@ def _options(parser: argparse.ArgumentParser, skip: tuple[str, ...] = ()) -> lis
 
 def render() -> str:
     """docs/cli.md's text."""
-    from edge_m3.cli import _build_parser
+    from edge_m3.cli import build_parser
 
     with _columns():
-        return _render(_build_parser())
+        return _render(build_parser())
 
 
 def _render(parser: argparse.ArgumentParser) -> str:

@@ -47,7 +47,7 @@ KOTLIN_OUT = ROOT / "android_assets/src/main/java/dev/edgem3/generated/WordPiece
 SWIFT_OUT = ROOT / "ios_assets/Sources/EdgeM3/Generated/WordPieceTables.swift"
 _HEADER = header("gen_wordpiece_tables", "the reference `tokenizers`")
 _CHUNK = 8192
-_WIDTH = 100
+LINE_WIDTH = 100
 PROPERTIES = ("clean_drop", "clean_space", "split", "punct", "chinese", "nonspacing")
 # Docstrings of the generated constants (also for the kits' copies).
 DOCS = {
@@ -63,11 +63,12 @@ DOCS = {
 }
 
 
-def _code_points() -> list[str]:
+def every_code_point() -> list[str]:
+    """Every Unicode scalar value as a one-character string (surrogates left out)."""
     return [chr(cp) for cp in range(0x110000) if not 0xD800 <= cp <= 0xDFFF]
 
 
-def _batched(fn: Callable[[str], str], items: list[str], sep: str) -> list[str]:
+def probe_batched(fn: Callable[[str], str], items: list[str], sep: str) -> list[str]:
     """fn of each item, many items per call: joined by `sep`, which fn leaves alone and which
     separates contexts; an item holding `sep` goes alone."""
     out: list[str] = [""] * len(items)
@@ -116,7 +117,7 @@ def _combining_classes(nfd: Callable[[str], str], stable: list[str]) -> dict[int
     """The non-starters among NFD-stable characters and their classes (see the module doc)."""
     acute, grave_below = "\u0301", "\u0316"  # classes 230 and 220
     probes = [m + c + m for m in (acute, grave_below) for c in stable]
-    moved = [p != q for p, q in zip(probes, _batched(nfd, probes, "\n"), strict=True)]
+    moved = [p != q for p, q in zip(probes, probe_batched(nfd, probes, "\n"), strict=True)]
     n = len(stable)
     nonstarters = [c for i, c in enumerate(stable) if moved[i] or moved[n + i]]
     known = set(nonstarters)
@@ -127,10 +128,10 @@ def _combining_classes(nfd: Callable[[str], str], stable: list[str]) -> dict[int
             anchors[v] = chr(cp)
     classes = sorted(anchors)
     pairs = [anchors[b] + anchors[a] for i, a in enumerate(classes) for b in classes[i + 1:]]
-    if _batched(nfd, pairs, "\n") != [p[::-1] for p in pairs]:
+    if probe_batched(nfd, pairs, "\n") != [p[::-1] for p in pairs]:
         raise SystemExit("probe: the anchor marks' order differs from unicodedata's combining classes")
     probes = [x for c in nonstarters for v in classes for x in (anchors[v] + c, c + anchors[v])]
-    out = _batched(nfd, probes, "\n")
+    out = probe_batched(nfd, probes, "\n")
     result: dict[int, int] = {}
     for i, c in enumerate(nonstarters):
         k = 2 * len(classes) * i
@@ -150,13 +151,13 @@ def probe() -> dict[str, object]:
         flags = dict(clean_text=False, handle_chinese_chars=False, strip_accents=False, lowercase=False)
         return BertNormalizer(**(flags | on)).normalize_str
 
-    chars = _code_points()
-    clean = _batched(bert(clean_text=True), chars, "x")
-    chinese = _batched(bert(handle_chinese_chars=True), chars, "\n")
+    chars = every_code_point()
+    clean = probe_batched(bert(clean_text=True), chars, "x")
+    chinese = probe_batched(bert(handle_chinese_chars=True), chars, "\n")
     nfd_fn = NFD().normalize_str
-    nfd = _batched(nfd_fn, chars, "\n")  # "\u1e8b" decomposes to "x\u0307"
-    strip = _batched(bert(strip_accents=True), chars, "\n")
-    lower = _batched(Lowercase().normalize_str, chars, "\n")
+    nfd = probe_batched(nfd_fn, chars, "\n")  # "\u1e8b" decomposes to "x\u0307"
+    strip = probe_batched(bert(strip_accents=True), chars, "\n")
+    lower = probe_batched(Lowercase().normalize_str, chars, "\n")
     split, punct = _pretokenize_classes(chars)
     from edge_m3.tokenizer.wordpiece import HANGUL, hangul_decomposition
 
@@ -228,7 +229,7 @@ def tables() -> dict[str, str]:
     return out
 
 
-def _chunks(s: str, width: int) -> list[str]:
+def wrap_chunks(s: str, width: int) -> list[str]:
     """Cut at item boundaries (',') so that each line stays under `width`."""
     lines, line = [], ""
     for item in s.split(","):
@@ -251,12 +252,13 @@ def table_module(header: str, decoder: str, encoded: dict[str, str], docs: dict[
              f"REFERENCE = \"tokenizers {tokenizers.__version__}\""]
     for name, value in encoded.items():
         lines += ["", f"# {docs[name]}", f"{name.upper()} = ("]
-        lines += [f'    "{chunk}"' for chunk in _chunks(value, _WIDTH)]
+        lines += [f'    "{chunk}"' for chunk in wrap_chunks(value, LINE_WIDTH)]
         lines.append(")")
     return "\n".join(lines) + "\n"
 
 
-def _reference() -> str:
+def reference_name() -> str:
+    """The probed reference and its version, as the generated tables name it."""
     import tokenizers
 
     return f"tokenizers {tokenizers.__version__}"
@@ -280,13 +282,13 @@ def _hex(v: int) -> str:
 
 def kotlin_source() -> str:
     """WordPieceTables.kt: an internal object of constants (raw strings: one JVM constant each)."""
-    lines = [f"// {_HEADER}", "package dev.edgem3", "", f"/** {_KIT_TITLE.format(_reference())} */",
-             "internal object WordPieceTables {", f'    const val REFERENCE = "{_reference()}"',
+    lines = [f"// {_HEADER}", "package dev.edgem3", "", f"/** {_KIT_TITLE.format(reference_name())} */",
+             "internal object WordPieceTables {", f'    const val REFERENCE = "{reference_name()}"',
              f"    /** {_KIT_HANGUL} */"]
     lines += [f"    const val {n} = {_hex(v)}" for n, v in hangul().items()]
     for name, value in tables().items():
         lines += [f"    /** {DOCS[name]} */", f'    const val {name.upper()} = """']
-        lines += [f"        {chunk}" for chunk in _chunks(value, _WIDTH)]
+        lines += [f"        {chunk}" for chunk in wrap_chunks(value, LINE_WIDTH)]
         lines[-1] += '"""'
     return "\n".join([*lines, "}", ""])
 
@@ -295,12 +297,12 @@ def swift_source() -> str:
     """WordPieceTables.swift: an enum of constants (multi-line literals joined by a trailing '\\')."""
     from tools.codegen.kit_manifest import camel
 
-    lines = [f"// {_HEADER}", "", f"/// {_KIT_TITLE.format(_reference())}",
+    lines = [f"// {_HEADER}", "", f"/// {_KIT_TITLE.format(reference_name())}",
              "nonisolated enum WordPieceTables {",
-             f'    static let reference = "{_reference()}"', f"    /// {_KIT_HANGUL}"]
+             f'    static let reference = "{reference_name()}"', f"    /// {_KIT_HANGUL}"]
     lines += [f"    static let {camel(n)}: UInt32 = {_hex(v)}" for n, v in hangul().items()]
     for name, value in tables().items():
-        chunks = _chunks(value, _WIDTH)
+        chunks = wrap_chunks(value, LINE_WIDTH)
         lines += [f"    /// {DOCS[name]}", f'    static let {camel(name)} = """']
         lines += [f"        {chunk}\\" for chunk in chunks[:-1]] + [f"        {chunks[-1]}", '        """']
     return "\n".join([*lines, "}", ""])

@@ -347,14 +347,14 @@ def write_jsonl(path: Path, records: Sequence[dict[str, Any]]) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from edge_m3.harness.fidelity import default_corpus
+    from edge_m3.lab.fidelity import default_corpus
 
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", type=Path, default=default_corpus(), help="the corpus (JSON lines)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--groups-per-lang", type=int, default=GROUPS_PER_LANG)
     p.add_argument("--sample", type=Path, help="also write the stratified sample here "
-                   "(edge_m3.harness.fidelity.sample: what `verify --sample N --seed S` takes)")
+                   "(edge_m3.lab.fidelity.sample: what `verify --sample N --seed S` takes)")
     p.add_argument("--sample-size", type=int, default=SAMPLE_SIZE, help="texts in --sample")
     p.add_argument("--work", type=Path, help="where the packages are unpacked (default: a temp dir)")
     a = p.parse_args(argv)
@@ -367,7 +367,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     write_jsonl(a.out, records)
     print(f"{a.out}: {summary(records)}")
     if a.sample:
-        from edge_m3.harness.fidelity import Corpus, sample
+        from edge_m3.lab.fidelity import Corpus, sample
 
         small = list(sample(Corpus(tuple(records)), a.sample_size, a.seed).records)
         write_jsonl(a.sample, small)

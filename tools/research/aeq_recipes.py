@@ -9,7 +9,7 @@ quantizes only that group's weights (symmetric, one scale per output channel, dy
 activations) in the float .tflite traced from the checkpoint; LiteRT then runs the built-in
 retrieval set (plus `--texts`) through the fp32 bundle's device pipeline, and each group's
 dense cosine, lexical weight error, ColBERT score error and retrieval top-10 agreement are
-measured against the fp32 bundle's own outputs (edge_m3.harness.metrics, as `verify` does).
+measured against the fp32 bundle's own outputs (edge_m3.lab.metrics, as `verify` does).
 Full recipes come last: everything at each bit width, and each AEQ recipe a variant ships.
 Prints a markdown table; `--json` keeps the figures. Needs ai-edge-quantizer.
 """
@@ -30,7 +30,7 @@ GROUPS = ["embeddings", "attn_q", "attn_k", "attn_v", "attn_o", "ffn_in", "ffn_o
 
 def _texts(extra: Path | None) -> tuple[list[str], dict[str, list[int]]]:
     from edge_m3.common.files import read_texts
-    from edge_m3.harness.inputs import retrieval_set
+    from edge_m3.lab.inputs import retrieval_set
 
     user = read_texts(extra) if extra else []
     rs = retrieval_set()
@@ -45,7 +45,7 @@ def child(model: str, bundle_dir: str, texts_json: str, threads: str, out: str) 
     """LiteRT over `model` with the fp32 bundle's tokenizer and signatures (its own process:
     the parent never loads a runtime, so each model's memory goes when its child ends)."""
     from edge_m3.bundle import load_bundle
-    from edge_m3.harness.workers import save_outputs, synthetic_inputs
+    from edge_m3.device.workers import save_outputs, synthetic_inputs
     from edge_m3.runtime import RUNTIMES
     from edge_m3.runtime.pipeline import DevicePipeline
     from edge_m3.runtime.runners import TFLiteRunner
@@ -70,7 +70,7 @@ def child(model: str, bundle_dir: str, texts_json: str, threads: str, out: str) 
 
 def _run(model: Path, bundle: Path, texts_json: Path, threads: int, out: Path) -> Any:
     from edge_m3.common.proc import run_children
-    from edge_m3.harness.workers import load_outputs
+    from edge_m3.device.workers import load_outputs
 
     done = run_children([([str(Path(__file__).resolve()), "--child", str(model), str(bundle),
                            str(texts_json), str(threads), str(out)], f"LiteRT on {model.name}")])[0]
@@ -134,7 +134,7 @@ def main() -> int:
     from edge_m3.common.options import parse_ints, split_list
     from edge_m3.export import worker
     from edge_m3.export.aeq import AEQ_RECIPES, parse_rules
-    from edge_m3.harness.metrics import compare
+    from edge_m3.lab.metrics import compare
 
     bundle = load_bundle(a.bundle)
     entry = bundle.model_entry("tflite")

@@ -55,7 +55,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from edge_m3.harness.fidelity import default_corpus
+from edge_m3.lab.fidelity import default_corpus
 
 GPTQ = "GPTQ"
 BAR = (0.997, 0.9, 0.6)  # dense min, agreement min (every mode), file over int8's
@@ -305,8 +305,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     a.checkpoint = a.checkpoint.resolve()
 
     from edge_m3.bundle import load_bundle
-    from edge_m3.harness.fidelity import Corpus, read_corpus, sample
-    from edge_m3.harness.verify import formula_pairs
+    from edge_m3.lab.fidelity import Corpus, read_corpus, sample
+    from edge_m3.lab.verify import formula_pairs
     from edge_m3.spec import model_file
     from tools.research.calibrated_onnx_recipes import bundle_with, figures, flag_reference, our_outputs
 

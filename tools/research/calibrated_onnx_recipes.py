@@ -28,7 +28,7 @@ Offline, every step skipped when its result is already in WORK:
    relu(sparse_linear(h)) per token, the largest per id, specials and weights <= 0 dropped;
    ColBERT = colbert_linear(h[1:n]) L2-normalised. (bge-m3-lite's own `encode` does the same
    arithmetic; the tokenizers' agreement is printed.)
-6. `edge_m3.harness.metrics.compare` for each against FlagEmbedding: one table.
+6. `edge_m3.lab.metrics.compare` for each against FlagEmbedding: one table.
 
 `--smooth ALPHA` adds ours with SmoothQuant-style scaling (research only, not a recipe): the
 per-input-channel scale s = max|X|^alpha / max|W|^(1-alpha) of each projection's input (the
@@ -176,7 +176,7 @@ def _patch_block() -> None:
         ctx = tf.transpose(tf.matmul(probs, v), [0, 2, 1, 3])
         ctx = tf.reshape(ctx, tf.stack([batch, length, self.hidden]))
         x = self.attn_norm(x + self.attn_out(site(self, "attn_out", ctx)))
-        h = keras_model._gelu_erf(self.ffn_in(site(self, "ffn_in", x)))
+        h = keras_model.gelu_erf(self.ffn_in(site(self, "ffn_in", x)))
         return self.ffn_norm(x + self.ffn_out(site(self, "ffn_out", h)))
 
     keras_model.TransformerBlock.call = call
@@ -341,16 +341,16 @@ def build_smoothed(a: argparse.Namespace, base: Path, calib_ids: list[list[int]]
 
 
 def our_outputs(bundle: Path, runtime: str, texts: list[str], work: Path, tag: str) -> list[dict[str, Any]]:
-    from edge_m3.harness.workers import load_outputs, run_workers, runtime_job, worker
+    from edge_m3.device.workers import BundleJob, load_outputs, run_workers, runtime_job, worker
     from edge_m3.runtime.registry import RUNTIMES
 
     out = work / f"outs-{tag}-{runtime}".replace(".", "p")  # no dot: with_suffix adds .json/.npz
     if not out.with_suffix(".json").is_file():
         t0 = time.time()
         part = out.with_name(f"{out.name}-part{os.getpid()}")
-        error = run_workers([worker("bundle", {"bundle": str(bundle), **runtime_job(RUNTIMES[runtime]),
-                                               "threads": 1, "texts": texts, "out": str(part)},
-                                    f"runtime {runtime}")])[0]
+        job = BundleJob(bundle=str(bundle), **runtime_job(RUNTIMES[runtime]), threads=1,
+                        texts=texts, out=str(part))
+        error = run_workers([worker("bundle", job, f"runtime {runtime}")])[0]
         if error:
             raise SystemExit(error)
         for ext in (".npz", ".json"):  # the .json last: it marks the outputs complete
@@ -400,12 +400,12 @@ def flag_reference(ckpt: Path, texts: list[str], max_length: int,
     does (with the Keras reference, which this tool does not read)."""
     import tempfile
 
-    from edge_m3.harness import references as r
-    from edge_m3.harness.workers import load_outputs
+    from edge_m3.device.workers import load_outputs
+    from edge_m3.lab import references as r
 
     with tempfile.TemporaryDirectory(prefix="peer-int8-") as tmp:
         key = r.reference_key("flag", ckpt, texts, max_length, dict(pairs))
-        if r._cache_get(r.default_cache_dir(), key, Path(tmp) / "flag"):
+        if r.cache_get(r.default_cache_dir(), key, Path(tmp) / "flag"):
             return load_outputs(Path(tmp) / "flag")[0]
         refs = r.compute_references(ckpt, texts, max_length, Path(tmp), r.default_cache_dir(), pairs)
     return refs["flagembedding"][0]
@@ -418,7 +418,7 @@ def _subset(outs: Sequence[Any], idx: Sequence[int]) -> list[Any]:
 def figures(ours: Sequence[Mapping[str, Any]], ref: Sequence[Mapping[str, Any]], nq: int,
             relevant: Sequence[Sequence[int]], quant: str = "int8") -> dict[str, Any]:
     """The gate's figures of `ours` against `ref` (queries first), `failed` by `quant`'s gate."""
-    from edge_m3.harness.metrics import compare, gate
+    from edge_m3.lab.metrics import compare, gate
     from edge_m3.spec import RECIPES
 
     n = len(ref)
@@ -434,7 +434,7 @@ def colbert_worst(ours: Sequence[Mapping[str, Any]], ref: Sequence[Mapping[str, 
     query with its count and its vectors' cosines to the reference's, the maximum and p99
     without those queries, and the least cosine of every query's `</s>` vector by its token
     count: is a variant's maximum its own, or a kind of query every file misses?"""
-    from edge_m3.harness.metrics import cosine, score_matrices
+    from edge_m3.lab.metrics import cosine, score_matrices
     from edge_m3.spec import COLBERT_VECS
 
     queries, passages = list(range(nq)), list(range(nq, len(ref)))
@@ -486,7 +486,7 @@ CALIBRATION, CALIBRATION_SEED = 200, 36  # the slice every calibrated variant he
 def split_corpus(corpus: Any, n: int, seed: int) -> tuple[set[str], list[int]]:
     """The calibration groups (sample(corpus, n, seed): whole groups) and the gate part's indices
     into queries-then-passages: one split for every research tool, so their figures compare."""
-    from edge_m3.harness.fidelity import sample
+    from edge_m3.lab.fidelity import sample
 
     groups = {r["group"] for r in sample(corpus, n, seed).records}
     records = [*corpus.queries, *corpus.passages]
@@ -495,7 +495,7 @@ def split_corpus(corpus: Any, n: int, seed: int) -> tuple[set[str], list[int]]:
 
 def gate_sample(corpus: Any, gate_idx: Sequence[int], n: int) -> list[int]:
     """The indices of sample(gate part, n, seed 0), as `verify --texts gate.jsonl --sample n`."""
-    from edge_m3.harness.fidelity import sample
+    from edge_m3.lab.fidelity import sample
 
     records = [*corpus.queries, *corpus.passages]
     keep = {r["group"] for r in sample(type(corpus)(tuple(records[i] for i in gate_idx)), n, 0).records}
@@ -508,7 +508,7 @@ def slice_path(work: Path, n: int, seed: int) -> Path:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from edge_m3.harness.fidelity import default_corpus
+    from edge_m3.lab.fidelity import default_corpus
 
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--checkpoint", type=Path, required=True, help="BGE-M3-layout snapshot")
@@ -554,8 +554,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     a.checkpoint, a.peer_dir = a.checkpoint.resolve(), a.peer_dir.resolve()
 
     from edge_m3.bundle import load_bundle
-    from edge_m3.harness.fidelity import read_corpus
-    from edge_m3.harness.verify import formula_pairs
+    from edge_m3.lab.fidelity import read_corpus
+    from edge_m3.lab.verify import formula_pairs
     from edge_m3.spec import model_file
 
     corpus = read_corpus(a.texts)

@@ -35,7 +35,7 @@ def make_mix(sp_path: Path, n_queries: int, n_passages: int, seed: int = 0) -> d
     """Queries of 8-40 tokens and passages of 60-500 tokens (see the module docstring)."""
     from importlib import resources
 
-    from edge_m3.harness.inputs import retrieval_set
+    from edge_m3.lab.inputs import retrieval_set
     from edge_m3.tokenizer import Tokenizer
 
     tok = Tokenizer(sp_path)
@@ -66,12 +66,12 @@ def make_mix(sp_path: Path, n_queries: int, n_passages: int, seed: int = 0) -> d
 
 def run_mix(bundle: Path, texts: list[str], threads: int, tmp: Path) -> dict[str, Any]:
     """The device pipeline over `texts` under LiteRT in a child (harness worker `bundle`)."""
-    from edge_m3.harness.workers import load_outputs, run_worker, runtime_job, worker
+    from edge_m3.device.workers import BundleJob, load_outputs, run_worker, runtime_job, worker
     from edge_m3.runtime import RUNTIMES
 
     out = tmp / "mix"
-    run_worker(worker("bundle", {"bundle": str(bundle), **runtime_job(RUNTIMES["litert"]),
-                                 "threads": threads, "texts": texts, "out": str(out)},
+    run_worker(worker("bundle", BundleJob(bundle=str(bundle), **runtime_job(RUNTIMES["litert"]),
+                                          threads=threads, texts=texts, out=str(out)),
                       f"mix on {bundle.name}"))
     outs, meta = load_outputs(out)
     return {"outs": outs, **meta}

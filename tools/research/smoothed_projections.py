@@ -176,9 +176,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     import onnx
 
     from edge_m3.bundle import load_bundle
-    from edge_m3.harness.fidelity import default_corpus, read_corpus, sample
-    from edge_m3.harness.verify import formula_pairs
-    from edge_m3.harness.workers import load_outputs
+    from edge_m3.device.workers import load_outputs
+    from edge_m3.lab.fidelity import default_corpus, read_corpus, sample
+    from edge_m3.lab.verify import formula_pairs
     from tools.research.calibrated_onnx_recipes import HEAD, figures, flag_reference, our_outputs, peer_outputs
 
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])

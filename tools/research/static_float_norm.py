@@ -85,7 +85,7 @@ def build(a: argparse.Namespace, out: Path) -> None:
     from edge_m3.export.aeq import STATIC_FLOAT_TAIL, quantize_static
     from edge_m3.export.tflite import convert_float
     from edge_m3.export.trace import trace_checkpoint
-    from edge_m3.harness.fidelity import read_corpus
+    from edge_m3.lab.fidelity import read_corpus
     from edge_m3.spec import HEADS, model_file
     from tools.research.calibrated_onnx_recipes import CALIBRATION, CALIBRATION_SEED, bundle_with, slice_path
 
@@ -106,7 +106,7 @@ def build(a: argparse.Namespace, out: Path) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     from edge_m3.export.aeq import STATIC_FLOAT_NORM, STATIC_HEADROOM
-    from edge_m3.harness.fidelity import default_corpus
+    from edge_m3.lab.fidelity import default_corpus
 
     ((on, factor),) = STATIC_HEADROOM.items()
 
@@ -131,9 +131,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--whole", action="store_true")
     a = p.parse_args(argv)
 
-    from edge_m3.harness.fidelity import read_corpus
-    from edge_m3.harness.metrics import cosine
-    from edge_m3.harness.verify import formula_pairs
+    from edge_m3.lab.fidelity import read_corpus
+    from edge_m3.lab.metrics import cosine
+    from edge_m3.lab.verify import formula_pairs
     from edge_m3.spec import model_file
     from tools.research.calibrated_onnx_recipes import (
         CALIBRATION,

@@ -41,7 +41,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from edge_m3.common.files import atomic_dir
-from edge_m3.harness.references import default_cache_dir
+from edge_m3.lab.references import default_cache_dir
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -152,7 +152,9 @@ def lock_file(py: str) -> Path:
     return ROOT / "requirements" / f"aarch64-py{py.replace('.', '')}.txt"
 
 
-def _pip_target(target: Path, spec: str, py: str, no_deps: bool = False) -> None:
+def pip_target(target: Path, spec: str, py: str, no_deps: bool = False) -> None:
+    """pip install `spec` into `target` as aarch64 wheels for Python `py` (the lock's
+    constraints unless `no_deps`)."""
     cmd = [sys.executable, "-m", "pip", "install", "-q", "--disable-pip-version-check",
            "--target", target, "--only-binary=:all:", "--implementation", "cp",
            "--python-version", py, *[a for p in PLATFORMS for a in ("--platform", p)]]
@@ -170,10 +172,10 @@ def install(wheel: Path, suite: str, extras: Sequence[str] = (), cache: Path | N
     deps = cache / f"site-{suite}-{key}"
     if not (deps / ".complete").is_file():
         with atomic_dir(deps) as tmp:
-            _pip_target(tmp, spec, py)
+            pip_target(tmp, spec, py)
         (deps / ".complete").touch()
     own = Path(tempfile.mkdtemp(prefix="edge-m3-arm64-pkg-"))
-    _pip_target(own, str(wheel), py, no_deps=True)  # this checkout, over the cached one
+    pip_target(own, str(wheel), py, no_deps=True)  # this checkout, over the cached one
     return [own, deps]
 
 

@@ -22,7 +22,7 @@ def load_thresholds(path: Path | None, recipe: QuantRecipe,
                     field: str = "thresholds") -> tuple[dict[str, float], str]:
     """One variant's ship thresholds, and where they came from: a user's file (option `field`,
     JSON `{variant: {figure_min|figure_max: value}}`), else the variant's own (edge_m3.spec)."""
-    from edge_m3.harness.metrics import check_limits
+    from edge_m3.lab.metrics import check_limits
 
     quant = recipe.name
     if path is None:

@@ -1,38 +1,23 @@
-"""The reports of verify and check: report.json, report.md for people, verify's plots, the
-console tables; and the latency-by-length SVG that bench and docs/benchmarks.md draw."""
+"""verify's report: report.json, report.md for people, its plots and its console table (check's
+and bench's, and the latency SVG, are edge_m3.device.report's)."""
 
 from __future__ import annotations
 
-import json
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from edge_m3.common.files import write_atomic
+from edge_m3.device.report import cell
+from edge_m3.device.report import write_report as write_files
 from edge_m3.spec import RSS_ALLOWANCE, RSS_GATE_MIN_BYTES
 
 
-def _v(f: Mapping[str, Any] | None, path: str, spec: str) -> str:
-    """A figure by dotted path, formatted; "n/a" when the bundle lacks that head."""
-    value: Any = f
-    for part in path.split("."):
-        if not isinstance(value, Mapping) or part not in value:
-            return "n/a"
-        value = value[part]
-    return format(value, spec)
-
-
-def write_report(out_dir: Path, report: Mapping[str, Any],
-                 render: Callable[[Mapping[str, Any]], str] | None = None,
-                 with_plots: bool = True) -> list[Path]:
-    """report.json, report.md (verify's `markdown` unless `render`), and verify's plots
-    cosine.png and latency.png (matplotlib: not on a runtime-only install); returns the paths."""
-    paths = [out_dir / "report.json", out_dir / "report.md"]
-    write_atomic(paths[0], json.dumps(report, indent=1, ensure_ascii=False) + "\n", "report")
-    write_atomic(paths[1], (render or markdown)(report), "report")
-    return paths + (plots(out_dir, report) if with_plots else [])
+def write_report(out_dir: Path, report: Mapping[str, Any]) -> list[Path]:
+    """verify's report.json, report.md (`markdown`) and its plots cosine.png and latency.png
+    (matplotlib: not on a runtime-only install); returns the paths."""
+    return write_files(out_dir, report, markdown) + plots(out_dir, report)
 
 
 def _fmt(key: str, value: float) -> str:
@@ -52,6 +37,15 @@ def _texts_source(t: Mapping[str, Any]) -> str:
 
 def markdown(r: Mapping[str, Any]) -> str:
     """The report for people: what was checked against what, every figure, the verdict."""
+    ok = {rt: f for rt, f in r["runtimes"].items() if "error" not in f}
+    lines = _summary_md(r) + _gate_md(r, ok) + _figures_md(ok) + _worst_md(ok) + _keras_md(ok)
+    lines += _per_language_md(ok)
+    lines += _memory_md(ok) + _latency_md(ok)
+    return "\n".join(lines)
+
+
+def _summary_md(r: Mapping[str, Any]) -> list[str]:
+    """The title, what was checked against what, the verdict; Keras's and the formulas' checks."""
     t, th = r["texts"], r["thresholds"]
     refs = "; ".join(f"**{name}**{' (primary)' if name == r['primary_reference'] else ''}: "
                      f"{m['runtime']} {m['version']}, load {m['load_s']:.1f} s, peak RSS "
@@ -70,19 +64,24 @@ def markdown(r: Mapping[str, Any]) -> str:
     kvf = r.get("keras_vs_reference") or r.get("keras_vs_flagembedding")
     if kvf:
         lines += [f"Keras fp32 re-implementation vs {r['primary_reference']}: dense cosine min "
-                  f"{_v(kvf, 'dense_cosine.min', '.7f')}, lexical err "
-                  f"{_v(kvf, 'lexical_abs_err', '.2e')}, ColBERT score err "
-                  f"{_v(kvf, 'colbert_score_abs_err', '.2e')}, ids match "
-                  f"{_v(kvf, 'input_ids_match', '.3f')}.", ""]
+                  f"{cell(kvf, 'dense_cosine.min', '.7f')}, lexical err "
+                  f"{cell(kvf, 'lexical_abs_err', '.2e')}, ColBERT score err "
+                  f"{cell(kvf, 'colbert_score_abs_err', '.2e')}, ids match "
+                  f"{cell(kvf, 'input_ids_match', '.3f')}.", ""]
     sf = r.get("score_formulas_vs_flagembedding")
     if sf:
         lines += ["Score formulas vs FlagEmbedding's own `compute_lexical_matching_score` / "
-                  f"`colbert_score` on its outputs: max diff {_v(sf, 'sparse', '.1e')} / "
-                  f"{_v(sf, 'colbert', '.1e')}.", ""]
-    ok = {rt: f for rt, f in r["runtimes"].items() if "error" not in f}
-    lines += ["## Gate", "", "| threshold | limit | " + " | ".join(ok) + " |",
+                  f"`colbert_score` on its outputs: max diff {cell(sf, 'sparse', '.1e')} / "
+                  f"{cell(sf, 'colbert', '.1e')}.", ""]
+    return lines
+
+
+def _gate_md(r: Mapping[str, Any], ok: Mapping[str, Any]) -> list[str]:
+    """Each threshold, its limit and every runtime's figure against it; the runtimes that failed."""
+    th = r["thresholds"]
+    lines = ["## Gate", "", "| threshold | limit | " + " | ".join(ok) + " |",
               "| --- | --- |" + " --- |" * len(ok)]
-    from edge_m3.harness.metrics import gate_value
+    from edge_m3.lab.metrics import gate_value
 
     for key, limit in th["limits"].items():
         cells = []
@@ -96,7 +95,12 @@ def markdown(r: Mapping[str, Any]) -> str:
     for rt, f in r["runtimes"].items():
         if "error" in f:
             lines.append(f"\n**{rt}: {f['error']}**")
-    lines += ["", "## Figures (vs the primary reference)", "",
+    return lines
+
+
+def _figures_md(ok: Mapping[str, Any]) -> list[str]:
+    """Every runtime's figures against the primary reference."""
+    lines = ["", "## Figures (vs the primary reference)", "",
               "| runtime | version | dense cos min/mean per text set | lexical top-10 "
               "overlap | lexical err max (p99) | key Jaccard | ColBERT err max (p99) | retrieval top-10 "
               "dense / sparse / colbert | recall@10 bundle (ref) | ids | load s (first run of each signature) "
@@ -104,34 +108,43 @@ def markdown(r: Mapping[str, Any]) -> str:
               "|" + " --- |" * 12]
     methods = ("dense", "sparse", "colbert")
     for rt, f in ok.items():
-        per = ", ".join(f"{s} {_v(f, f'dense_cosine.{s}.min', '.6f')}/"
-                        f"{_v(f, f'dense_cosine.{s}.mean', '.6f')}"
+        per = ", ".join(f"{s} {cell(f, f'dense_cosine.{s}.min', '.6f')}/"
+                        f"{cell(f, f'dense_cosine.{s}.mean', '.6f')}"
                         for s in ("user", "queries", "passages") if s in f.get("dense_cosine", {}))
-        agr = " / ".join(_v(f, f"retrieval_top10_agreement.{m}", ".3f") for m in methods)
-        recall = " / ".join(f"{_v(f, f'recall_at_10.bundle.{m}', '.2f')} "
-                            f"({_v(f, f'recall_at_10.reference.{m}', '.2f')})" for m in methods)
+        agr = " / ".join(cell(f, f"retrieval_top10_agreement.{m}", ".3f") for m in methods)
+        recall = " / ".join(f"{cell(f, f'recall_at_10.bundle.{m}', '.2f')} "
+                            f"({cell(f, f'recall_at_10.reference.{m}', '.2f')})" for m in methods)
         lines.append(
-            f"| {rt} | {f['version']} | {per or 'n/a'} | {_v(f, 'lexical_top10_overlap.mean', '.3f')} "
-            f"(min {_v(f, 'lexical_top10_overlap.min', '.2f')}) | {_v(f, 'lexical_abs_err', '.2e')} "
-            f"({_v(f, 'lexical_abs_err_p99', '.2e')}) "
-            f"| {_v(f, 'lexical_key_jaccard.mean', '.3f')} | {_v(f, 'colbert_score_abs_err', '.2e')} "
-            f"({_v(f, 'colbert_score_abs_err_p99', '.2e')}) "
+            f"| {rt} | {f['version']} | {per or 'n/a'} | {cell(f, 'lexical_top10_overlap.mean', '.3f')} "
+            f"(min {cell(f, 'lexical_top10_overlap.min', '.2f')}) | {cell(f, 'lexical_abs_err', '.2e')} "
+            f"({cell(f, 'lexical_abs_err_p99', '.2e')}) "
+            f"| {cell(f, 'lexical_key_jaccard.mean', '.3f')} | {cell(f, 'colbert_score_abs_err', '.2e')} "
+            f"({cell(f, 'colbert_score_abs_err_p99', '.2e')}) "
             f"| {agr} | {recall} | {f['input_ids_match']:.3f} | {f['load_s']:.2f} "
-            f"({_v(f, 'warmup_s', '.2f')}) "
+            f"({cell(f, 'warmup_s', '.2f')}) "
             f"| {f['peak_rss_mb']:.0f} ({f['rss_before_load_mb']:.0f}) |")
-    lines += _worst_md(ok)
+    return lines
+
+
+def _keras_md(ok: Mapping[str, Any]) -> list[str]:
+    """Every runtime against the Keras fp32 model, when it ran."""
+    lines: list[str] = []
     if any("vs_keras" in f for f in ok.values()):
         lines += ["", "Against the Keras fp32 model (conversion and quantization only):", "",
                   "| runtime | dense cos min | lexical err | ColBERT err | retrieval top-10 min |",
                   "| --- | --- | --- | --- | --- |"]
         for rt, f in ok.items():
             k = f["vs_keras"]
-            lines.append(f"| {rt} | {_v(k, 'dense_cosine.min', '.7f')} "
-                         f"| {_v(k, 'lexical_abs_err', '.2e')} "
-                         f"| {_v(k, 'colbert_score_abs_err', '.2e')} "
-                         f"| {_v(k, 'retrieval_top10_agreement.min', '.3f')} |")
-    lines += _per_language_md(ok)
-    lines += ["", "## Memory and first-run cost", "",
+            lines.append(f"| {rt} | {cell(k, 'dense_cosine.min', '.7f')} "
+                         f"| {cell(k, 'lexical_abs_err', '.2e')} "
+                         f"| {cell(k, 'colbert_score_abs_err', '.2e')} "
+                         f"| {cell(k, 'retrieval_top10_agreement.min', '.3f')} |")
+    return lines
+
+
+def _memory_md(ok: Mapping[str, Any]) -> list[str]:
+    """The model's memory and the first call of each signature, per runtime."""
+    lines = ["", "## Memory and first-run cost", "",
               "| runtime | weight cache | model file MB | model peak RSS MB | x file | gated "
               "| open s | first call per signature ms |", "|" + " --- |" * 8]
     for rt, f in ok.items():
@@ -145,7 +158,12 @@ def markdown(r: Mapping[str, Any]) -> str:
               f"run; x file: that, less the runtime's fixed {RSS_ALLOWANCE >> 20} MiB, over the "
               "model file's size (`model_rss_ratio`); gated on LiteRT and tflite-runtime for "
               f"model files of {RSS_GATE_MIN_BYTES >> 20} MiB and more."]
-    lines += ["", "## Latency of the device step (tokenize + run + post-process), per signature", "",
+    return lines
+
+
+def _latency_md(ok: Mapping[str, Any]) -> list[str]:
+    """The device step's latency per signature, and what the figures and plots are."""
+    lines = ["", "## Latency of the device step (tokenize + run + post-process), per signature", "",
               "| runtime | length | texts | p50 ms | p95 ms |", "| --- | --- | --- | --- | --- |"]
     for rt, f in ok.items():
         for n, v in f["latency"].items():
@@ -156,7 +174,7 @@ def markdown(r: Mapping[str, Any]) -> str:
               "Plots: `cosine.png` (dense cosine per text), `latency.png` (p50/p95 by length)"
               + (", `fidelity.png` (per language and per length)" if _has_corpus(ok) else "")
               + ".", ""]
-    return "\n".join(lines)
+    return lines
 
 
 def _worst_md(ok: Mapping[str, Any]) -> list[str]:
@@ -196,10 +214,10 @@ def _per_language_md(ok: Mapping[str, Any]) -> list[str]:
     langs = sorted({lang for f in ok.values() for lang in f["per_language"]})
     for lang in langs:
         first = next(f["per_language"][lang] for f in ok.values() if lang in f["per_language"])
-        cells = [f"{_v(f['per_language'].get(lang), 'dense_cosine.min', '.5f')} / "
-                 f"{_v(f['per_language'].get(lang), 'lexical_abs_err', '.3f')} / "
-                 f"{_v(f['per_language'].get(lang), 'colbert_score_abs_err', '.3f')} / "
-                 f"{_v(f['per_language'].get(lang), 'retrieval_top10_agreement.min', '.2f')}"
+        cells = [f"{cell(f['per_language'].get(lang), 'dense_cosine.min', '.5f')} / "
+                 f"{cell(f['per_language'].get(lang), 'lexical_abs_err', '.3f')} / "
+                 f"{cell(f['per_language'].get(lang), 'colbert_score_abs_err', '.3f')} / "
+                 f"{cell(f['per_language'].get(lang), 'retrieval_top10_agreement.min', '.2f')}"
                  for f in ok.values()]
         lines.append(f"| {lang} | {first['texts']} ({first['queries']}) | " + " | ".join(cells) + " |")
     for rt, f in ok.items():
@@ -210,9 +228,9 @@ def _per_language_md(ok: Mapping[str, Any]) -> list[str]:
               "| tokens <= | " + " | ".join(ok) + " |", "| --- |" + " --- |" * len(ok)]
     buckets = sorted({int(b) for f in ok.values() for b in f["per_length"]})
     for b in buckets:
-        cells = [f"{_v(f['per_length'].get(str(b)), 'min', '.5f')} / "
-                 f"{_v(f['per_length'].get(str(b)), 'p1', '.5f')} "
-                 f"({_v(f['per_length'].get(str(b)), 'texts', 'd')})" for f in ok.values()]
+        cells = [f"{cell(f['per_length'].get(str(b)), 'min', '.5f')} / "
+                 f"{cell(f['per_length'].get(str(b)), 'p1', '.5f')} "
+                 f"({cell(f['per_length'].get(str(b)), 'texts', 'd')})" for f in ok.values()]
         lines.append(f"| {b} | " + " | ".join(cells) + " |")
     return lines
 
@@ -265,38 +283,6 @@ def plots(out_dir: Path, r: Mapping[str, Any]) -> list[Path]:
     return [cos_path, lat_path] + ([_fidelity_plot(out_dir, r, ok, plt)] if _has_corpus(ok) else [])
 
 
-def latency_svg(path: Path, series: Mapping[str, Mapping[Any, float]], title: str,
-                y_label: str = "p50 ms a call") -> Path:
-    """An SVG of latency by length, one line per series (runtime x variant x ...), each line an
-    SVG group with id `latency-line-N`. SVG because it is text: diffable, shown by GitHub, and
-    reproducible (no date, fixed ids). matplotlib is imported here, not on a runtime-only
-    install: ImportError tells the caller to skip the plot."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    with matplotlib.rc_context({"svg.hashsalt": "edge-m3", "svg.fonttype": "none"}):
-        fig, ax = plt.subplots(figsize=(7, 4))
-        for i, (label, points) in enumerate(series.items()):
-            xs = sorted(points, key=float)
-            (line,) = ax.plot([float(x) for x in xs], [points[x] for x in xs], marker="o", label=label)
-            line.set_gid(f"latency-line-{i}")
-        ax.set_xscale("log", base=2)
-        ax.set_yscale("log")
-        ticks = sorted({float(x) for points in series.values() for x in points})
-        ax.set_xticks(ticks, [f"{t:g}" for t in ticks])
-        ax.set_xlabel("tokens")
-        ax.set_ylabel(y_label)
-        ax.set_title(title, fontsize=10)
-        ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=7)
-        fig.tight_layout()
-        fig.savefig(path, format="svg", metadata={"Date": None})
-        plt.close(fig)
-    return path
-
-
 def _fidelity_plot(out_dir: Path, r: Mapping[str, Any], ok: Mapping[str, Any], plt: Any) -> Path:
     """fidelity.png: 1 - dense cosine (worst text) per language, and per token length."""
     path = out_dir / "fidelity.png"
@@ -346,10 +332,10 @@ def print_summary(r: Mapping[str, Any], report_dir: Path) -> None:
             table.add_row(rt, *[""] * 8, f"[red]{f['error']}")
             continue
         table.add_row(
-            rt, f"{_v(f, 'dense_cosine.all.min', '.6f')} / {_v(f, 'dense_cosine.all.mean', '.6f')}",
-            _v(f, "lexical_top10_overlap.mean", ".3f"), _v(f, "lexical_abs_err", ".1e"),
-            _v(f, "colbert_score_abs_err", ".1e"),
-            "/".join(_v(f, f"retrieval_top10_agreement.{m}", ".2f")
+            rt, f"{cell(f, 'dense_cosine.all.min', '.6f')} / {cell(f, 'dense_cosine.all.mean', '.6f')}",
+            cell(f, "lexical_top10_overlap.mean", ".3f"), cell(f, "lexical_abs_err", ".1e"),
+            cell(f, "colbert_score_abs_err", ".1e"),
+            "/".join(cell(f, f"retrieval_top10_agreement.{m}", ".2f")
                      for m in ("dense", "sparse", "colbert")),
             " ".join(f"{n}:{v['p50_ms']:.1f}" for n, v in f["latency"].items()),
             f"{f['load_s']:.2f}", f"{f['memory']['model_peak_rss_mb']:.0f} "
@@ -359,87 +345,4 @@ def print_summary(r: Mapping[str, Any], report_dir: Path) -> None:
     if not console.is_terminal:  # logs and CI: do not squeeze the table into 80 columns
         console = Console(width=150)
     console.print(table)
-    console.print(f"{'PASS' if r['passed'] else 'FAIL'}; report: {report_dir / 'report.md'}")
-
-
-def check_markdown(r: Mapping[str, Any]) -> str:
-    """report.md of `check`: what ran where, golden.json's verdict, the timings."""
-    d, tol = r["device"], r["tolerance"]
-    lines = [f"# edge-m3 check: {r['bundle']}", "",
-             f"- device: {d['machine']}, {d['system']}, Python {d['python']}, {d['cpus']} CPUs",
-             f"- variant: **{r['quant']}**, model {r['model_file']}; edge-m3 {r['edge_m3_version']}",
-             f"- golden.json: {r['golden']['cases']} texts recorded with "
-             f"{r['golden']['recorded_with']}; tolerance dense cosine >= {tol['dense_cosine_min']:g}, "
-             f"every value within {tol['max_abs']:g} ({tol['source']})",
-             f"- runtimes: {', '.join(r['runtimes_checked'])} ({r['threads']} thread(s)); "
-             f"{r['warmup']} warm-up + {r['repeats']} timed runs per signature",
-             f"- result: **{'PASS' if r['passed'] else 'FAIL'}**", "",
-             "## golden.json", "",
-             "| runtime | version | dense cos min | dense max diff | lexical max diff | "
-             "ColBERT max diff | golden scores max diff | result |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- |"]
-
-    for rt, res in r["runtimes"].items():
-        if "error" in res:
-            lines.append(f"| {rt} | | | | | | | **{res['error']}** |")
-            continue
-        g = res["golden"]
-        lines.append(f"| {rt} | {res['version']} | {_v(g, 'dense_cosine_min', '.7f')} "
-                     f"| {_v(g, 'dense_max_abs', '.2e')} | {_v(g, 'lexical_max_abs', '.2e')} "
-                     f"| {_v(g, 'colbert_max_abs', '.2e')} | {_v(g, 'scores_max_abs', '.2e')} "
-                     f"| {'pass' if res['passed'] else 'FAIL'} |")
-    lines += ["", "Golden scores (every mode, 3 pairs per case): recomputed from the recorded "
-              "cases they must be equal bit for bit (else a problem below); from this device's "
-              "live outputs their largest difference is shown above."]
-    problems = list(r["golden"]["postprocess_problems"]) + [
-        f"{rt}: {p}" for rt, res in r["runtimes"].items() for p in res.get("golden", {}).get("problems", [])]
-    if problems:
-        lines += ["", "Problems:", "", *[f"- {p}" for p in problems]]
-    lines += ["", "## Latency per signature (exactly L tokens), ms", "",
-              "| runtime | signature | p50 | p95 | first call |", "| --- | --- | --- | --- | --- |"]
-    for rt, res in r["runtimes"].items():
-        timing = res.get("timing", {})
-        for n, f in timing.get("lengths", {}).items():
-            lines.append(f"| {rt} | embed_{n} | {f['p50_ms']:.2f} | {f['p95_ms']:.2f} "
-                         f"| {timing['first_call_ms'][n]:.1f} |")
-    lines += ["", "| runtime | load s | peak RSS MB (before load) |", "| --- | --- | --- |"]
-    for rt, res in r["runtimes"].items():
-        if "timing" in res:
-            t = res["timing"]
-            lines.append(f"| {rt} | {t['load_s']:.3f} | {t['peak_rss_mb']:.0f} "
-                         f"({t['rss_before_load_mb']:.0f}) |")
-    lines += ["", "Peak RSS: the runtime's own process (VmHWM), interpreter and imports included.", ""]
-    return "\n".join(lines)
-
-
-def print_check(r: Mapping[str, Any], report_dir: Path) -> None:
-    """The compact table of `check` on stdout; every problem on its own line."""
-    from rich.console import Console
-    from rich.table import Table
-
-    table = Table(title=f"check {r['bundle']} ({r['quant']}) on {r['device']['machine']}, "
-                        f"{r['threads']} thread(s)")
-    for col in ("runtime", "version", "dense cos min", "max diff d/l/c", "p50 ms by signature",
-                "load s", "RSS MB", "golden"):
-        table.add_column(col)
-    for rt, res in r["runtimes"].items():
-        if "error" in res:
-            table.add_row(rt, *[""] * 6, f"[red]{res['error']}")
-            continue
-        g, t = res["golden"], res["timing"]
-        table.add_row(rt, str(res["version"]), _v(g, "dense_cosine_min", ".6f"),
-                      "/".join(_v(g, k, ".1e") for k in ("dense_max_abs", "lexical_max_abs",
-                                                          "colbert_max_abs")),
-                      " ".join(f"{n}:{f['p50_ms']:.1f}" for n, f in t["lengths"].items()),
-                      f"{t['load_s']:.2f}", f"{t['peak_rss_mb']:.0f}",
-                      "[green]pass" if res["passed"] else f"[red]FAIL ({len(g['problems'])})")
-    console = Console()
-    if not console.is_terminal:  # logs and CI: do not squeeze the table into 80 columns
-        console = Console(width=150)
-    console.print(table)
-    for p in r["golden"]["postprocess_problems"]:
-        console.print(p, markup=False)
-    for rt, res in r["runtimes"].items():
-        for p in res.get("golden", {}).get("problems", []):
-            console.print(f"{rt}: {p}", markup=False)
     console.print(f"{'PASS' if r['passed'] else 'FAIL'}; report: {report_dir / 'report.md'}")

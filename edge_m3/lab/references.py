@@ -19,8 +19,9 @@ from pathlib import Path
 from typing import Any
 
 from edge_m3.common.files import copy_atomic
+from edge_m3.device.workers import load_outputs, run_workers, worker
 from edge_m3.errors import EdgeM3Error
-from edge_m3.harness.workers import load_outputs, run_workers, worker
+from edge_m3.lab.workers import ReferenceJob
 
 REFERENCE_NAMES = {"flag": "flagembedding", "st": "sentence-transformers", "hf": "transformers",
                    "keras": "keras"}
@@ -34,7 +35,7 @@ REFERENCE_DEPS = {"flag": ("FlagEmbedding", "torch", "transformers", "tokenizers
 # packages is part of its cache key (by module name, so a move cannot silently drop one).
 KERAS_REFERENCE_CODE = ("edge_m3.spec", "edge_m3.families", "edge_m3.checkpoint", "edge_m3.modeling",
                         "edge_m3.tokenizer", "edge_m3.runtime.postprocess",
-                        "edge_m3.harness.workers")
+                        "edge_m3.device.workers", "edge_m3.lab.workers")
 
 
 def reference_sources() -> list[Path]:
@@ -94,7 +95,8 @@ def reference_key(kind: str, checkpoint_dir: Path, texts: Sequence[str], max_len
     return f"{kind}-{h.hexdigest()[:20]}"
 
 
-def _cache_get(cache: Path | None, key: str, dest: Path) -> bool:
+def cache_get(cache: Path | None, key: str, dest: Path) -> bool:
+    """Copy the cached outputs under `key` to `dest` (.npz and .json); False when not cached."""
     if cache is None:
         return False
     src = cache / "reference" / key
@@ -105,7 +107,7 @@ def _cache_get(cache: Path | None, key: str, dest: Path) -> bool:
     return True
 
 
-def _cache_put(cache: Path | None, key: str, src: Path) -> None:
+def cache_put(cache: Path | None, key: str, src: Path) -> None:
     """Copy in, .npz before .json: the .json's presence marks a complete entry."""
     if cache is None:
         return
@@ -134,18 +136,19 @@ def compute_references(checkpoint_dir: Path, texts: Sequence[str], max_length: i
     for kind in kinds:
         key = reference_key(kind, checkpoint_dir, texts, max_length,
                             dict(pairs) if kind == "flag" else None)
-        cached[kind] = _cache_get(cache, key, work / kind)
+        cached[kind] = cache_get(cache, key, work / kind)
         if not cached[kind]:
             jobs.append((kind, key))
-    errors = run_workers([worker(kind, {"checkpoint": str(checkpoint_dir), "texts": list(texts),
-                                        "max_length": max_length, "out": str(work / kind),
-                                        **({"pairs": dict(pairs)} if kind == "flag" else {})},
+    errors = run_workers([worker(kind, ReferenceJob(
+                                     checkpoint=str(checkpoint_dir), texts=list(texts),
+                                     max_length=max_length, out=str(work / kind),
+                                     pairs={k: list(v) for k, v in pairs.items()} if kind == "flag" else None),
                                  f"reference {REFERENCE_NAMES[kind]}")
                           for kind, _ in jobs], parallel=True)
     for (kind, key), error in zip(jobs, errors, strict=True):
         if error:
             raise EdgeM3Error(error)
-        _cache_put(cache, key, work / kind)
+        cache_put(cache, key, work / kind)
     out = {}
     for kind in kinds:
         outs, meta = load_outputs(work / kind)

@@ -28,7 +28,7 @@ SAMPLE_FILE = "data/fidelity_sample.jsonl"
 
 def default_corpus() -> Path:
     """Where tools/inputs/make_fidelity_corpus.py writes the corpus (outside git: ~1.6 MB)."""
-    from edge_m3.harness.references import default_cache_dir
+    from edge_m3.lab.references import default_cache_dir
 
     return default_cache_dir() / "fidelity" / "corpus.jsonl"
 
@@ -127,7 +127,7 @@ def sample(corpus: Corpus, n: int, seed: int) -> Corpus:
 
 
 # --------------------------------------------------------------------------- figures
-# (per language and per length: edge_m3.harness.metrics, `per_label` and `per_length`)
+# (per language and per length: edge_m3.lab.metrics, `per_label` and `per_length`)
 
 
 def worst_labels(per: Mapping[str, Any], limits: Mapping[str, float]) -> list[str]:

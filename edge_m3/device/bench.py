@@ -19,8 +19,8 @@ from typing import Any
 import numpy as np
 
 from edge_m3.common.files import check_writable, write_atomic
+from edge_m3.device.workers import BenchJob, TorchBenchJob, run_worker, runtime_job, worker
 from edge_m3.errors import OptionError
-from edge_m3.harness.workers import run_worker, runtime_job, worker
 from edge_m3.runtime.choice import select_runtimes
 from edge_m3.runtime.registry import Runtime, WeightCache
 
@@ -98,23 +98,24 @@ def cmd_bench(opts: BenchOptions) -> int:
         ref_dir = str(resolve_checkpoint(opts.reference, field="reference")[0])
 
     rows: list[dict[str, Any]] = []
-    common = {"lengths": lengths, "warmup": timing.warmup, "repeats": timing.repeats}
+    common = {"lengths": lengths, "warmup": timing.warmup, "repeats": timing.repeats}  # both jobs'
     with tempfile.TemporaryDirectory(prefix="edge-m3-bench-") as tmp_s:
         tmp = Path(tmp_s)
         for th in opts.threads:  # one process per cell, run one after another: timings stay clean
             ref = None
             if ref_dir:
                 out = tmp / f"torch-{th}.json"
-                run_worker(worker("bench-torch", {"checkpoint": ref_dir, "threads": th, **common,
-                                                  "out": str(out)}, f"torch reference ({th} threads)"))
+                run_worker(worker("bench-torch", TorchBenchJob(checkpoint=ref_dir, threads=th, **common,
+                                                               out=str(out)),
+                                  f"torch reference ({th} threads)"))
                 ref = json.loads(out.read_text())
                 rows.append(bench_row(f"torch fp32 ({ref['reference']})", th, ref, None, lengths))
             for rt in runtimes:
                 runs = cache_runs(rt, opts.cache_modes, tmp / f"{rt.name}-{th}.xnnpack_cache")
                 for mode, cache in runs.items():
                     out = tmp / f"{rt.name}-{th}-{mode}.json"
-                    run_worker(worker("bench", {"bundle": str(bundle.path), **runtime_job(rt, cache),
-                                                "threads": th, **common, "out": str(out)},
+                    run_worker(worker("bench", BenchJob(bundle=str(bundle.path), **runtime_job(rt, cache),
+                                                        threads=th, **common, out=str(out)),
                                       f"bench {rt.name} ({th} threads, {mode})"))
                     rows.append(bench_row(rt.name, th, json.loads(out.read_text()), ref, lengths)
                                 | {"cache_mode": mode})
@@ -167,7 +168,7 @@ def latency_series(result: Mapping[str, Any]) -> dict[str, dict[int, float]]:
 
 def write_latency_plot(path: Path, result: Mapping[str, Any]) -> Path | None:
     """The SVG, or one line saying why not (matplotlib is not on a runtime-only install)."""
-    from edge_m3.harness.report import latency_svg
+    from edge_m3.device.report import latency_svg
 
     title = (f"bench {Path(result['bundle']).name} ({result['quant']}): p50 over "
              f"{result['repeats']} runs by length")

@@ -1,7 +1,7 @@
 """`edge-m3 verify`: the bundle's device pipeline against the references, gated, with a report.
 
-The references (FlagEmbedding and the Keras fp32 model) come from harness.references; the
-figures and the gate from harness.metrics; the report from harness.report.
+The references (FlagEmbedding and the Keras fp32 model) come from lab.references; the
+figures and the gate from lab.metrics; the report from lab.report.
 """
 
 from __future__ import annotations
@@ -15,13 +15,13 @@ from typing import Any
 import numpy as np
 
 from edge_m3.common.files import check_writable, read_texts
+from edge_m3.device.workers import BundleJob, load_outputs, run_workers, runtime_job, worker
 from edge_m3.errors import OptionError
-from edge_m3.harness.fidelity import Corpus, is_corpus, read_corpus, sample, worst_labels
-from edge_m3.harness.inputs import load_thresholds, retrieval_set
-from edge_m3.harness.metrics import compare, gate
-from edge_m3.harness.references import compute_references
-from edge_m3.harness.report import print_summary, write_report
-from edge_m3.harness.workers import load_outputs, run_workers, runtime_job, worker
+from edge_m3.lab.fidelity import Corpus, is_corpus, read_corpus, sample, worst_labels
+from edge_m3.lab.inputs import load_thresholds, retrieval_set
+from edge_m3.lab.metrics import compare, gate
+from edge_m3.lab.references import compute_references
+from edge_m3.lab.report import print_summary, write_report
 from edge_m3.runtime.choice import select_runtimes
 from edge_m3.runtime.registry import Runtime
 from edge_m3.spec import RSS_GATE_MIN_BYTES
@@ -64,7 +64,7 @@ def _formula_check(refs: Mapping[str, Any], pairs: Mapping[str, list[int]]) -> d
     """Largest difference between our scores and FlagEmbedding's own, on its own outputs."""
     if "flagembedding" not in refs or not refs["flagembedding"][1].get("scores"):
         return None
-    from edge_m3.harness.metrics import score_matrices
+    from edge_m3.lab.metrics import score_matrices
 
     outs, meta = refs["flagembedding"]
     ours = score_matrices(outs, pairs["queries"], pairs["passages"])
@@ -109,6 +109,71 @@ def _corpus(opts: VerifyOptions) -> Corpus | None:
     return corpus
 
 
+@dataclass(frozen=True)
+class TextSets:
+    """verify's texts: the user's, then the queries, then the passages (the built-in retrieval
+    set's, or a corpus's), with what the figures need of them."""
+
+    user: list[str]
+    queries: list[str]
+    passages: list[str]
+    relevant: list[Any]  # per query, the relevant passage(s)
+    languages: list[str]
+    labels: list[str] | None  # per query and passage, its language (a corpus only)
+
+    @property
+    def texts(self) -> list[str]:
+        return [*self.user, *self.queries, *self.passages]
+
+    @property
+    def sets(self) -> dict[str, list[int]]:
+        """Each set's indexes into `texts`."""
+        u, q = len(self.user), len(self.queries)
+        return {"user": list(range(u)), "queries": list(range(u, u + q)),
+                "passages": list(range(u + q, u + q + len(self.passages)))}
+
+
+def _text_sets(corpus: Corpus | None, user: list[str]) -> TextSets:
+    """The user's texts, then the corpus's queries and passages (or the built-in set's)."""
+    if corpus is None:
+        rs = retrieval_set()
+        return TextSets(user, [q["text"] for q in rs["queries"]], list(rs["passages"]),
+                        [int(q["relevant"]) for q in rs["queries"]],
+                        sorted({q["lang"] for q in rs["queries"]}), None)
+    return TextSets(user, [r["text"] for r in corpus.queries], [r["text"] for r in corpus.passages],
+                    corpus.relevant(), corpus.languages(),
+                    [r["lang"] for r in [*corpus.queries, *corpus.passages]])
+
+
+def _runtime_figures(outs: list[dict[str, Any]], meta: Mapping[str, Any], rt: Runtime,
+                     refs: Mapping[str, Any], ts: TextSets, limits: Mapping[str, float]) -> dict[str, Any]:
+    """One runtime's figures against the primary reference (and Keras), its timings and
+    memory, and the thresholds it fails."""
+    primary = next(iter(refs))  # the checkpoint's primary reference, else keras
+    texts, sets = ts.texts, ts.sets
+    figures = compare(outs, refs[primary][0], sets, sets["queries"], sets["passages"], ts.relevant,
+                      ts.labels)
+    for w in figures["worst"].values():  # the texts themselves, for a reader of the report
+        i = w.get("query", w.get("text"))
+        w["snippet"] = texts[i][:80] if i is not None else ""
+    if ts.labels is not None:
+        figures["worse_languages"] = worst_labels(figures["per_language"], limits)
+    if primary != "keras":
+        figures["vs_keras"] = _brief(compare(outs, refs["keras"][0], sets,
+                                             sets["queries"], sets["passages"]))
+    figures.update(version=meta["version"], file=meta["file"], latency=_latency(meta),
+                   load_s=meta["load_s"], import_s=meta["import_s"],
+                   warmup_s=meta["warmup_s"],
+                   first_call_ms={n: 1e3 * v for n, v in meta["first_call"].items()},
+                   peak_rss_mb=meta["peak_rss"] / 1e6,
+                   rss_before_load_mb=meta["rss_before_load"] / 1e6,
+                   memory=_memory(meta, rt))
+    if memory_gated(rt, meta["model_bytes"]):
+        figures["model_rss_ratio"] = meta["model_rss_ratio"]
+    figures["failed"] = gate(figures, limits)
+    return figures
+
+
 def cmd_verify(opts: VerifyOptions) -> int:
     """The whole `verify` command; 0 when every checked runtime meets every threshold, else 1."""
     from edge_m3.bundle import load_bundle
@@ -124,22 +189,8 @@ def cmd_verify(opts: VerifyOptions) -> int:
     report_dir = opts.report or Path("reports") / Path(opts.bundle).resolve().name
     check_writable(report_dir, "report")  # before the references, not after
     ckpt_dir, _ = resolve_checkpoint(opts.reference, field="reference")
-    labels: list[str] | None = None
-    relevant: list[Any]
-    if corpus is None:
-        rs = retrieval_set()
-        queries, passages = [q["text"] for q in rs["queries"]], list(rs["passages"])
-        relevant = [int(q["relevant"]) for q in rs["queries"]]
-        languages = sorted({q["lang"] for q in rs["queries"]})
-    else:
-        queries = [r["text"] for r in corpus.queries]
-        passages = [r["text"] for r in corpus.passages]
-        relevant, languages = corpus.relevant(), corpus.languages()
-        labels = [r["lang"] for r in [*corpus.queries, *corpus.passages]]
-    texts = [*user, *queries, *passages]
-    sets = {"user": list(range(len(user))),
-            "queries": list(range(len(user), len(user) + len(queries))),
-            "passages": list(range(len(user) + len(queries), len(texts)))}
+    ts = _text_sets(corpus, user)
+    texts, sets, queries, passages = ts.texts, ts.sets, ts.queries, ts.passages
     pairs = formula_pairs(sets)
     max_length = bundle.manifest.max_length
 
@@ -156,34 +207,14 @@ def cmd_verify(opts: VerifyOptions) -> int:
         for i, rt in enumerate(runtimes):  # one after another, so latencies are not disturbed
             steps.update(step, completed=1 + i, description=f"runtime {rt.name}")
             out = tmp / rt.name
-            error = run_workers([worker("bundle", {"bundle": str(bundle.path), **runtime_job(rt),
-                                                   "threads": opts.threads, "texts": texts,
-                                                   "out": str(out)}, f"runtime {rt.name}")])[0]
+            job = BundleJob(bundle=str(bundle.path), **runtime_job(rt), threads=opts.threads,
+                            texts=list(texts), out=str(out))
+            error = run_workers([worker("bundle", job, f"runtime {rt.name}")])[0]
             if error:
                 results[rt.name] = {"error": error, "failed": [error]}
                 continue
             outs, meta = load_outputs(out)
-            figures = compare(outs, ref_outs, sets, sets["queries"], sets["passages"], relevant,
-                              labels)
-            for w in figures["worst"].values():  # the texts themselves, for a reader of the report
-                i = w.get("query", w.get("text"))
-                w["snippet"] = texts[i][:80] if i is not None else ""
-            if labels is not None:
-                figures["worse_languages"] = worst_labels(figures["per_language"], limits)
-            if primary != "keras":
-                figures["vs_keras"] = _brief(compare(outs, refs["keras"][0], sets,
-                                                     sets["queries"], sets["passages"]))
-            figures.update(version=meta["version"], file=meta["file"], latency=_latency(meta),
-                           load_s=meta["load_s"], import_s=meta["import_s"],
-                           warmup_s=meta["warmup_s"],
-                           first_call_ms={n: 1e3 * v for n, v in meta["first_call"].items()},
-                           peak_rss_mb=meta["peak_rss"] / 1e6,
-                           rss_before_load_mb=meta["rss_before_load"] / 1e6,
-                           memory=_memory(meta, rt))
-            if memory_gated(rt, meta["model_bytes"]):
-                figures["model_rss_ratio"] = meta["model_rss_ratio"]
-            figures["failed"] = gate(figures, limits)
-            results[rt.name] = figures
+            results[rt.name] = _runtime_figures(outs, meta, rt, refs, ts, limits)
         keras_vs_primary = None
         if primary != "keras":
             keras_vs_primary = _brief(compare(refs["keras"][0], ref_outs, sets, sets["queries"],
@@ -199,7 +230,7 @@ def cmd_verify(opts: VerifyOptions) -> int:
         "keras_vs_reference": keras_vs_primary,
         "score_formulas_vs_flagembedding": formulas,
         "texts": {"total": len(texts), "user": len(user), "queries": len(queries),
-                  "passages": len(passages), "max_length": max_length, "languages": languages,
+                  "passages": len(passages), "max_length": max_length, "languages": ts.languages,
                   "corpus": None if corpus is None else {
                       "file": str(opts.texts_file), "sample": opts.sample, "seed": opts.seed,
                       "scripts": sorted({str(r.get("script", "")) for r in corpus.records})}},

@@ -12,16 +12,12 @@ from typing import Any
 
 import numpy as np
 
+from edge_m3.device.check import cosine
 from edge_m3.errors import OptionError
 from edge_m3.spec import COLBERT_VECS, DENSE_VECS, HEADS, LEXICAL_WEIGHTS, RESULT_OUTPUTS
 
 TOP_K = 10
 METHODS = HEADS  # one scoring method per head
-
-
-def cosine(a: np.ndarray, b: np.ndarray) -> float:
-    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
-    return float(a @ b / max(np.linalg.norm(a) * np.linalg.norm(b), 1e-30))
 
 
 def top_keys(weights: Mapping[str, float], k: int = TOP_K) -> list[str]:
@@ -173,6 +169,53 @@ def _min_mean(values: Sequence[float]) -> dict[str, float]:
     return {"min": float(np.min(values)), "mean": float(np.mean(values))} if len(values) else {}
 
 
+def _dense_cosine(pairs: Sequence[tuple[Mapping[str, Any], Mapping[str, Any]]],
+                  text_sets: Mapping[str, Sequence[int]]) -> dict[str, Any]:
+    """Dense cosine over all texts (min, mean, 1st percentile), per text set, per text."""
+    cos = [cosine(o[DENSE_VECS], r[DENSE_VECS]) for o, r in pairs]
+    out: dict[str, Any] = {
+        "all": _min_mean(cos),
+        **{name: _min_mean([cos[i] for i in idx]) for name, idx in text_sets.items() if len(idx)},
+        "per_text": [float(c) for c in cos]}
+    if cos:
+        out["all"]["p1"] = float(np.percentile(cos, 1))
+    return out
+
+
+def _lexical(pairs: Sequence[tuple[Mapping[str, Any], Mapping[str, Any]]],
+             ref: Sequence[Mapping[str, Any]], labels: Sequence[str] | None,
+             worst: dict[str, Any]) -> dict[str, Any]:
+    """The lexical weights' figures; the text of the largest error goes to `worst`."""
+    lw = [(o[LEXICAL_WEIGHTS], r[LEXICAL_WEIGHTS]) for o, r in pairs]
+    out: dict[str, Any] = {"lexical_top10_overlap": _min_mean([lexical_overlap(o, r) for o, r in lw])}
+    lex_err = np.array([lexical_abs_err(o, r) for o, r in lw], np.float64)
+    out["lexical_abs_err"] = float(lex_err.max(initial=0.0))
+    out["lexical_abs_err_p99"] = _p99(lex_err)
+    if len(lex_err):
+        i = int(lex_err.argmax())
+        worst["lexical_abs_err"] = {"text": i, "value": float(lex_err[i]),
+                                    "tokens": len(ref[i]["input_ids"]),
+                                    **({"label": labels[i]} if labels is not None else {})}
+    out["lexical_key_jaccard"] = _min_mean([lexical_key_jaccard(o, r) for o, r in lw])
+    return out
+
+
+def _score_err(m: str, ours: np.ndarray, ref_scores: np.ndarray, ref: Sequence[Mapping[str, Any]],
+               queries: Sequence[int], passages: Sequence[int], labels: Sequence[str] | None,
+               worst: dict[str, Any]) -> dict[str, float]:
+    """One method's query-passage score errors (max, p99); the worst pair goes to `worst`."""
+    err = np.abs(ours - ref_scores)
+    out = {f"{m}_score_abs_err": float(err.max(initial=0.0)), f"{m}_score_abs_err_p99": _p99(err)}
+    if err.size:
+        qi, pi = np.unravel_index(int(err.argmax()), err.shape)
+        q, p = queries[int(qi)], passages[int(pi)]
+        worst[f"{m}_score_abs_err"] = {
+            "query": q, "passage": p, "value": float(err[qi, pi]),
+            "query_tokens": len(ref[q]["input_ids"]), "passage_tokens": len(ref[p]["input_ids"]),
+            **({"label": labels[q]} if labels is not None else {})}
+    return out
+
+
 def compare(ours: Sequence[Mapping[str, Any]], ref: Sequence[Mapping[str, Any]],
             text_sets: Mapping[str, Sequence[int]], queries: Sequence[int],
             passages: Sequence[int], relevant: Sequence[int | Sequence[int]] = (),
@@ -192,38 +235,13 @@ def compare(ours: Sequence[Mapping[str, Any]], ref: Sequence[Mapping[str, Any]],
                                "input_ids_match": float(np.mean(ids_match)) if ids_match else 1.0,
                                "worst": worst}
     if "dense" in methods:
-        cos = [cosine(o[DENSE_VECS], r[DENSE_VECS]) for o, r in pairs]
-        figures["dense_cosine"] = {
-            "all": _min_mean(cos),
-            **{name: _min_mean([cos[i] for i in idx]) for name, idx in text_sets.items() if len(idx)},
-            "per_text": [float(c) for c in cos]}
-        if cos:
-            figures["dense_cosine"]["all"]["p1"] = float(np.percentile(cos, 1))
+        figures["dense_cosine"] = _dense_cosine(pairs, text_sets)
     if "sparse" in methods:
-        lw = [(o[LEXICAL_WEIGHTS], r[LEXICAL_WEIGHTS]) for o, r in pairs]
-        figures["lexical_top10_overlap"] = _min_mean([lexical_overlap(o, r) for o, r in lw])
-        lex_err = np.array([lexical_abs_err(o, r) for o, r in lw], np.float64)
-        figures["lexical_abs_err"] = float(lex_err.max(initial=0.0))
-        figures["lexical_abs_err_p99"] = _p99(lex_err)
-        if len(lex_err):
-            i = int(lex_err.argmax())
-            worst["lexical_abs_err"] = {"text": i, "value": float(lex_err[i]),
-                                        "tokens": len(ref[i]["input_ids"]),
-                                        **({"label": labels[i]} if labels is not None else {})}
-        figures["lexical_key_jaccard"] = _min_mean([lexical_key_jaccard(o, r) for o, r in lw])
+        figures.update(_lexical(pairs, ref, labels, worst))
     mo = score_matrices(ours, queries, passages, methods)
     mr = score_matrices(ref, queries, passages, methods)
     for m in methods:
-        err = np.abs(mo[m] - mr[m])
-        figures[f"{m}_score_abs_err"] = float(err.max(initial=0.0))
-        figures[f"{m}_score_abs_err_p99"] = _p99(err)
-        if err.size:
-            qi, pi = np.unravel_index(int(err.argmax()), err.shape)
-            q, p = queries[int(qi)], passages[int(pi)]
-            worst[f"{m}_score_abs_err"] = {
-                "query": q, "passage": p, "value": float(err[qi, pi]),
-                "query_tokens": len(ref[q]["input_ids"]), "passage_tokens": len(ref[p]["input_ids"]),
-                **({"label": labels[q]} if labels is not None else {})}
+        figures.update(_score_err(m, mo[m], mr[m], ref, queries, passages, labels, worst))
     if methods:
         agreement = {m: topk_agreement(mo[m], mr[m]) for m in methods}
         figures["retrieval_top10_agreement"] = {**agreement, "min": min(agreement.values())}

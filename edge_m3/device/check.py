@@ -25,9 +25,9 @@ import numpy as np
 
 from edge_m3.bundle import Bundle
 from edge_m3.common.files import check_writable
+from edge_m3.device.bench import Repeats, bench_row
+from edge_m3.device.workers import CheckJob, load_outputs, run_workers, runtime_job, worker
 from edge_m3.errors import EdgeM3Error, one_line
-from edge_m3.harness.bench import Repeats, bench_row
-from edge_m3.harness.workers import load_outputs, run_workers, runtime_job, worker
 from edge_m3.runtime.choice import select_runtimes
 from edge_m3.runtime.registry import RUNTIMES, Runtime, WeightCache
 from edge_m3.spec import (
@@ -68,27 +68,35 @@ def read_golden(bundle: Bundle) -> dict[str, Any]:
         raise EdgeM3Error(f"{path}: needs model_file and a non-empty list of cases")
     ids = range(bundle.manifest.tokenizer.vocab_size)
     for i, case in enumerate(cases):
-        ok = (isinstance(case, dict) and isinstance(case.get("text"), str)
-              and isinstance(case.get("signature"), str) and isinstance(case.get("raw"), dict)
-              and isinstance(case.get("input_ids"), list)
-              and all(isinstance(x, int) and not isinstance(x, bool) and x in ids for x in case["input_ids"]))
-        if not ok:
+        if not _case_fields(case, ids):
             raise EdgeM3Error(f"{path}: case {i} needs text, input_ids (in the vocabulary), signature and raw")
-        # What the replay and the comparison read: numbers in the shapes they index.
-        bad = [f"raw.{k}" for k, v in case["raw"].items()  # EdgeM3Error escapes a key's line breaks
-               if _array(v, 2, 9) is None or len(v) != 1]
-        bad += [k for k, n in ((DENSE_VECS, 1), (COLBERT_VECS, 2))
-                if k in case and _array(case[k], n, n) is None]
-        lex = case.get(LEXICAL_WEIGHTS, {})
-        if not isinstance(lex, dict) or not all(_number(w) for w in lex.values()):
-            bad.append(LEXICAL_WEIGHTS)
-        if bad:
+        if bad := _case_arrays(case):
             raise EdgeM3Error(f"{path}: case {i} {', '.join(bad)}: not numbers in the expected shape")
     scores = golden.get("scores") or []
     if not isinstance(scores, list) or not all(
             isinstance(s, dict) and all(_number(s[m]) for m in SCORE_MODES if m in s) for s in scores):
         raise EdgeM3Error(f"{path}: scores must be a list of objects with a number per mode")
     return golden
+
+
+def _case_fields(case: Any, ids: range) -> bool:
+    """Whether a golden case has its text, signature, raw outputs and ids in the vocabulary."""
+    return (isinstance(case, dict) and isinstance(case.get("text"), str)
+            and isinstance(case.get("signature"), str) and isinstance(case.get("raw"), dict)
+            and isinstance(case.get("input_ids"), list)
+            and all(isinstance(x, int) and not isinstance(x, bool) and x in ids for x in case["input_ids"]))
+
+
+def _case_arrays(case: Mapping[str, Any]) -> list[str]:
+    """What the replay and the comparison read that is not numbers in the shapes they index."""
+    bad = [f"raw.{k}" for k, v in case["raw"].items()  # EdgeM3Error escapes a key's line breaks
+           if _array(v, 2, 9) is None or len(v) != 1]
+    bad += [k for k, n in ((DENSE_VECS, 1), (COLBERT_VECS, 2))
+            if k in case and _array(case[k], n, n) is None]
+    lex = case.get(LEXICAL_WEIGHTS, {})
+    if not isinstance(lex, dict) or not all(_number(w) for w in lex.values()):
+        bad.append(LEXICAL_WEIGHTS)
+    return bad
 
 
 def _number(x: Any) -> bool:
@@ -174,6 +182,12 @@ def live_score_err(golden: Mapping[str, Any], outs: Sequence[Mapping[str, Any]])
                 for k, m in _score_keys(golden)), default=0.0)
 
 
+def cosine(a: np.ndarray, b: np.ndarray) -> float:
+    """Cosine similarity of two vectors (check's golden cosine; verify's figures read it too)."""
+    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    return float(a @ b / max(np.linalg.norm(a) * np.linalg.norm(b), 1e-30))
+
+
 def _max_abs(a: Any, b: Any) -> float:
     a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
     if a.shape != b.shape:
@@ -186,8 +200,6 @@ def compare_live(i: int, case: Mapping[str, Any], live: Mapping[str, Any],
     """One case's live outputs vs golden: ids and signature exact, the rest within `tol`
     (the kits' compareWithin). Returns the figures and the problems, each naming the text,
     the output and the size of the difference."""
-    from edge_m3.harness.metrics import cosine
-
     where = f"golden case {i} {_short(case['text'])}"
     problems, fig = [], {}
     if [int(x) for x in live["input_ids"]] != case["input_ids"]:
@@ -244,11 +256,10 @@ def check_runtime(bundle: Bundle, golden: Mapping[str, Any], entry: ModelEntry, 
     """One runtime, in a child of its own: golden.json replayed and every signature timed. The
     verdict (FAILED: the child's error or the golden problems) and the report's entry."""
     out = work / runtime.name
-    error = run_workers([worker("check", {"bundle": str(bundle.path),
-                                          **runtime_job(runtime, opts.weight_cache),
-                                          "threads": opts.threads, "warmup": opts.timing.warmup,
-                                          "repeats": opts.timing.repeats, "out": str(out)},
-                                f"runtime {runtime.name}")])[0]
+    job = CheckJob(bundle=str(bundle.path), **runtime_job(runtime, opts.weight_cache),
+                   threads=opts.threads, warmup=opts.timing.warmup, repeats=opts.timing.repeats,
+                   out=str(out))
+    error = run_workers([worker("check", job, f"runtime {runtime.name}")])[0]
     if error:
         return CheckResult.failed(runtime.version(), error), {"error": error, "passed": False}
     outs, meta = load_outputs(out)
@@ -267,7 +278,7 @@ def cmd_check(opts: CheckOptions) -> int:
     1 when one does not (or crashes), 2 for bad input (before any model is loaded)."""
     from edge_m3 import __version__
     from edge_m3.bundle import load_bundle
-    from edge_m3.harness.report import check_markdown, print_check, write_report
+    from edge_m3.device.report import check_markdown, print_check, write_report
 
     bundle = load_bundle(opts.bundle)  # refuses any file whose sha256 is not the manifest's
     tol = bundle.manifest.recipe.device_tolerance
@@ -293,6 +304,6 @@ def cmd_check(opts: CheckOptions) -> int:
         "runtimes_checked": [rt.name for rt in runtimes], "runtimes": results,
         "passed": not exact and all(r["passed"] for r in results.values()),
     }
-    write_report(report_dir, report, render=check_markdown, with_plots=False)
+    write_report(report_dir, report, check_markdown)
     print_check(report, report_dir)
     return 0 if report["passed"] else 1
