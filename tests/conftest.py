@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support import prebuild
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -227,6 +229,17 @@ def kit_jar() -> Path:
     """The Android kit's Kotlin (app sources against stubs, instrumented test, JVM tools) in one jar,
     compiled by Kotlin 2 at the language version apps use, warnings as errors, by
     tools/kit/kit_jar.sh (tools/kit/kotlin2.py; once per content: it takes ~40 s)."""
+    missing = _kit_jar_missing()
+    if missing:
+        _tool_missing(missing, "EDGE_M3_REQUIRE_KOTLIN")  # set by .ci/run: CI must not skip silently
+    proc = prebuild.result("kit_jar", _kit_jar_command())
+    jar = Path(proc.stdout.strip().splitlines()[-1]) if proc.stdout.strip() else None
+    assert proc.returncode == 0 and jar is not None and jar.is_file(), f"Kotlin failed:\n{proc.stderr}"
+    return jar
+
+
+def _kit_jar_missing() -> str | None:
+    """What kit_jar.sh needs and does not find (Kotlin 2, java, JNA), in one line; None: all there."""
     import shutil
 
     from tools.kit import kotlin2
@@ -234,17 +247,12 @@ def kit_jar() -> Path:
     try:
         kotlin2.jars()
     except kotlin2.CompilerMissing as exc:
-        _tool_missing(str(exc), "EDGE_M3_REQUIRE_KOTLIN")  # set by .ci/run: CI must not skip silently
+        return str(exc)
     if shutil.which("java") is None:
-        _tool_missing("java not installed (apt-get install -y default-jdk-headless)", "EDGE_M3_REQUIRE_KOTLIN")
+        return "java not installed (apt-get install -y default-jdk-headless)"
     if not Path(jna_jar_path()).is_file():  # the live runner (LiteRtCRunner) is compiled against JNA
-        _tool_missing(f"JNA not found at {jna_jar_path()} (apt-get install -y libjna-java; EDGE_M3_JNA_JAR)",
-                      "EDGE_M3_REQUIRE_KOTLIN")
-    proc = subprocess.run([str(ROOT / "tools/kit/kit_jar.sh")], capture_output=True, text=True, timeout=900,
-                          env=os.environ | {"EDGE_M3_PYTHON": sys.executable})
-    jar = Path(proc.stdout.strip().splitlines()[-1]) if proc.stdout.strip() else None
-    assert proc.returncode == 0 and jar is not None and jar.is_file(), f"Kotlin failed:\n{proc.stderr}"
-    return jar
+        return f"JNA not found at {jna_jar_path()} (apt-get install -y libjna-java; EDGE_M3_JNA_JAR)"
+    return None
 
 
 @pytest.fixture(scope="session")
@@ -264,12 +272,17 @@ def litert_c_library() -> Path:
 @pytest.fixture(scope="session")
 def swift() -> Path:
     """The Swift toolchain's `swift` (skips, or fails where CI requires it, when there is none)."""
+    swift = _swift_path()
+    if swift is None:  # set by .ci/run: CI must not skip silently
+        _tool_missing("no Swift toolchain (swift on PATH or /opt/swift)", "EDGE_M3_REQUIRE_SWIFT")
+    return swift
+
+
+def _swift_path() -> Path | None:
     import shutil
 
     swift = Path(shutil.which("swift") or "/opt/swift/usr/bin/swift")
-    if not swift.is_file():  # set by .ci/run: CI must not skip silently
-        _tool_missing("no Swift toolchain (swift on PATH or /opt/swift)", "EDGE_M3_REQUIRE_SWIFT")
-    return swift
+    return swift if swift.is_file() else None
 
 
 # One build of the iOS kit per session for every Swift test (tests/test_swift_kit.py,
@@ -288,12 +301,45 @@ def swift_build(swift: Path) -> Path:
     """The iOS kit's Swift package built once (tests included): its scratch directory. Holds
     release/edge-m3-tokenize, the command-line tokenizer; `swift_test` runs the XCTests
     (~60-150 s cold, a few seconds warm)."""
-    scratch = ROOT / ("build/swift-coverage" if SWIFT_COVERAGE else "build/swift-tests")  # gitignored; kept
-    proc = subprocess.run([str(swift), "build", *SWIFT_FLAGS, *SWIFT_COVERAGE, "--build-tests",
-                           "--package-path", str(ROOT / "ios_assets"), "--scratch-path", str(scratch)],
-                          capture_output=True, text=True, timeout=900)
+    proc = prebuild.result("swift_build", _swift_build_command(swift))
     assert proc.returncode == 0, f"swift build failed:\n{proc.stdout[-5000:]}\n{proc.stderr[-5000:]}"
-    return scratch
+    return SWIFT_SCRATCH
+
+
+SWIFT_SCRATCH = ROOT / ("build/swift-coverage" if SWIFT_COVERAGE else "build/swift-tests")  # gitignored; kept
+
+
+def _swift_build_command(swift: Path) -> prebuild.Command:
+    return prebuild.Command([str(swift), "build", *SWIFT_FLAGS, *SWIFT_COVERAGE, "--build-tests",
+                             "--package-path", str(ROOT / "ios_assets"), "--scratch-path", str(SWIFT_SCRATCH)],
+                            timeout=900)
+
+
+def _kit_jar_command() -> prebuild.Command:
+    return prebuild.Command([str(ROOT / "tools/kit/kit_jar.sh")],
+                            os.environ | {"EDGE_M3_PYTHON": sys.executable}, timeout=900)
+
+
+def fuzz_build_command(swift: Path) -> prebuild.Command:
+    """tools/fuzz/kits/swift/build.sh (fuzz_swift.build's command) with `swift`'s folder first on PATH."""
+    from tools.fuzz.kits import fuzz_swift
+
+    return prebuild.Command([str(fuzz_swift.KITS / "swift" / "build.sh")],
+                            os.environ | {"PATH": f"{swift.parent}{os.pathsep}{os.environ['PATH']}"})
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Starts the long builds the collected tests need, one at a time beside them (support/prebuild.py)."""
+    if session.config.option.collectonly:
+        return
+    swift = _swift_path()
+    prebuild.start(session.items, {"kit_jar": lambda: None if _kit_jar_missing() else _kit_jar_command(),
+                                   "swift_build": lambda: swift and _swift_build_command(swift),
+                                   "fuzz_exe": lambda: swift and fuzz_build_command(swift)})
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    prebuild.stop()
 
 
 @pytest.fixture(scope="session")
