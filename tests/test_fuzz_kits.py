@@ -35,7 +35,7 @@ def fuzz_exe(swift: Path) -> Path:
     """fuzz_swift.build() (built beside the earlier tests: tests/support/prebuild.py)."""
     command = fuzz_build_command(swift)
     os.environ["PATH"] = command.env["PATH"]
-    proc = prebuild.result("fuzz_exe", command)
+    proc = prebuild.result("fuzz_exe", [command])
     proc.check_returncode()
     return Path(proc.stdout.strip().splitlines()[-1])
 
