@@ -13,6 +13,9 @@ built and what the tests check do not change.
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
 import subprocess
 import threading
 from collections.abc import Callable, Iterable
@@ -131,8 +134,9 @@ def stop() -> None:
         for job in _queue:
             job.future.cancel()
         _queue.clear()
-        for proc in list(_running):
-            proc.kill()
+        for proc in list(_running):  # the build's own children too (swift-frontend, export workers)
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
         _lock.notify()
 
 
@@ -161,7 +165,7 @@ def _run_all(commands: list[Command]) -> subprocess.CompletedProcess[str]:
 def _run(command: Command) -> subprocess.CompletedProcess[str]:
     """subprocess.run with captured text output, its process reachable by `stop`."""
     with subprocess.Popen(command.argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                          env=command.env, cwd=command.cwd) as proc:
+                          env=command.env, cwd=command.cwd, start_new_session=True) as proc:
         _running.append(proc)
         try:
             out, err = proc.communicate(timeout=command.timeout)
