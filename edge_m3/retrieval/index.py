@@ -157,7 +157,7 @@ def _quantize_rows(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return codes, scale
 
 
-def _as_query(query: Mapping[str, Any], signals: Sequence[str]) -> dict[str, Any]:
+def as_query(query: Mapping[str, Any], signals: Sequence[str]) -> dict[str, Any]:
     names = {"dense": DENSE_VECS, "sparse": LEXICAL_WEIGHTS, "colbert": COLBERT_VECS}
     missing = [names[s] for s in signals if names[s] not in query]
     if missing:
@@ -185,7 +185,7 @@ class Index:
         self._norms: dict[str, np.ndarray] = {}
         self._chunks: tuple[np.ndarray, int] | None = None
         self.path: Path | None = None
-        self._freeze()
+        self.freeze()
 
     def __len__(self) -> int:
         """Rows (a chunked passage has several; `passages` counts ids)."""
@@ -243,7 +243,7 @@ class Index:
         self.ids.extend(ids)
         self._chunks = None
 
-    def _freeze(self) -> None:
+    def freeze(self) -> None:
         """Fold pending passages into the arrays (docs/index-format.md's layout); stored rows keep
         their codes (an int8 row is never quantized twice)."""
         if not self._pending and self.arrays:
@@ -356,7 +356,7 @@ class Index:
             out[i] = colbert_score(q, vecs, None if scale is None else np.asarray(scale[lo:hi]))
         return out
 
-    def _colbert_fast(self, q: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def colbert_fast(self, q: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """colbert(Q, row) for `rows` by float32 BLAS, and a bound on the distance to the exact one."""
         co, nq = self.arrays["colbert_offsets"], len(q)
         fast, margin = np.zeros(len(rows)), np.zeros(len(rows))
@@ -419,8 +419,8 @@ class Index:
                     weights: Sequence[float] | None, exclude: np.ndarray | None) -> list[Hit]:
         """The best `k` rows (docs/index-format.md, "Search")."""
         signals, w = search_args(k, mode, weights, self.has_colbert)
-        query = _as_query(query, signals)
-        self._freeze()
+        query = as_query(query, signals)
+        self.freeze()
         n = len(self.ids)
         dead = None if exclude is None or not np.any(exclude) else np.asarray(exclude, bool)
         if dead is not None and dead.shape != (n,):
@@ -437,10 +437,10 @@ class Index:
             rows, scores = self._dense_top(qd, k, dead)
         elif mode == "sparse":
             acc, touched = self.sparse_exact(query[LEXICAL_WEIGHTS], dead)
-            rows, scores = _top_of(touched, acc[touched], k)
+            rows, scores = top_of(touched, acc[touched], k)
         elif mode == "colbert":
             alive = np.arange(n) if dead is None else np.nonzero(~dead)[0]
-            fast, margin = self._colbert_fast(qc, alive)
+            fast, margin = self.colbert_fast(qc, alive)
             sel, scores = _exact_top(fast, margin, k, lambda sel: self.colbert_exact(qc, alive[sel]))
             rows = alive[sel]
         else:
@@ -462,10 +462,10 @@ class Index:
         c = max(k, HYBRID_CANDIDATES)
         dense_rows, _ = self._dense_top(qd, c, dead)
         acc, touched = self.sparse_exact(query[LEXICAL_WEIGHTS], dead)
-        sparse_rows, _ = _top_of(touched, acc[touched], c)
+        sparse_rows, _ = top_of(touched, acc[touched], c)
         cand = np.union1d(dense_rows, sparse_rows).astype(np.int64)
         d, s = self.dense_exact(qd, cand), acc[cand]
-        sel, scores = _hybrid_top(mode, d, s, qc is not None, lambda sel: self._colbert_fast(qc, cand[sel]),
+        sel, scores = hybrid_top(mode, d, s, qc is not None, lambda sel: self.colbert_fast(qc, cand[sel]),
                                   lambda sel: self.colbert_exact(qc, cand[sel]), k, w)
         return cand[sel], scores
 
@@ -473,7 +473,7 @@ class Index:
 
     def save(self, out: Path) -> Path:
         """Write the index folder atomically (docs/index-format.md): a reader never sees half of it."""
-        self._freeze()
+        self.freeze()
         with atomic_dir(Path(out)) as tmp:
             arrays = {}
             for name, arr in self.arrays.items():
@@ -682,13 +682,13 @@ def _cat(old: np.ndarray | None, new: np.ndarray) -> np.ndarray:
     return new if old is None else np.concatenate([np.asarray(old), new.astype(old.dtype)])
 
 
-def _top_of(rows: np.ndarray, scores: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+def top_of(rows: np.ndarray, scores: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     """The best k of exact scores: score descending, row ascending."""
     order = np.lexsort((rows, -scores))[:k]
     return rows[order], scores[order]
 
 
-def _hybrid_top(mode: str, d: np.ndarray, s: np.ndarray, colbert: bool,
+def hybrid_top(mode: str, d: np.ndarray, s: np.ndarray, colbert: bool,
                 fast: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]],
                 exact: Callable[[np.ndarray], np.ndarray], k: int,
                 w: tuple[float, float, float]) -> tuple[np.ndarray, np.ndarray]:
@@ -721,4 +721,4 @@ def _exact_top(fast: np.ndarray, margin: np.ndarray, k: int,
     lower = fast - margin
     floor = np.partition(lower, n - k)[n - k]
     cand = np.nonzero(fast + margin >= floor)[0]
-    return _top_of(cand, exact(cand), k)
+    return top_of(cand, exact(cand), k)
