@@ -195,7 +195,7 @@ def _runtimes_option(p: argparse.ArgumentParser, flag: str) -> None:
 
 def _threads_option(p: argparse.ArgumentParser, default: int | None) -> None:
     """The runtime's thread count (bench takes a list: its own --threads)."""
-    from edge_m3.contract import DEVICE_THREADS
+    from edge_m3.spec import DEVICE_THREADS
 
     says = f"default {default}" if default else (
         f"default: the runtime's own; {DEVICE_THREADS} for a bulk job, an index or add")
@@ -276,7 +276,7 @@ def _build_parser() -> argparse.ArgumentParser:
 
 def _build_command(sub: argparse._SubParsersAction) -> None:
     from edge_m3.builder.options import DEFAULT_CHECKPOINT, DEFAULT_OUT, DEFAULT_QUANT, DEFAULT_SEQ_LENS
-    from edge_m3.contract import FORMATS, HEADS, QUANTS
+    from edge_m3.spec import FORMATS, HEADS, QUANTS
 
     b = _command(sub, "build")
     b.add_argument("--checkpoint", default=DEFAULT_CHECKPOINT,
@@ -313,7 +313,7 @@ def _build_command(sub: argparse._SubParsersAction) -> None:
 
 
 def _embed_command(sub: argparse._SubParsersAction) -> None:
-    from edge_m3.contract import HEADS
+    from edge_m3.spec import HEADS
 
     e = _command(sub, "embed")
     _bundle_argument(e)
@@ -363,7 +363,7 @@ def _verify_command(sub: argparse._SubParsersAction) -> None:
     _runtimes_option(v, "--runtime")
     v.add_argument("--thresholds", type=Path, default=None, metavar="FILE",
                    help="JSON {variant: {figure_min|figure_max: value}} to gate on instead of the "
-                        "variant's own thresholds (edge_m3/contract.py)")
+                        "variant's own thresholds (edge_m3/spec/recipes.py)")
     _threads_option(v, 1)
     v.add_argument("--cache", type=Path, default=None, metavar="DIR",
                    help="reference-output cache (default $EDGE_M3_CACHE or ~/.cache/edge-m3)")
@@ -421,7 +421,7 @@ def _bench_command(sub: argparse._SubParsersAction) -> None:
 
 
 def _retrieval_commands(sub: argparse._SubParsersAction) -> None:
-    from edge_m3.contract import COLBERT_STORES, DENSE_STORES, SCORE_MODES
+    from edge_m3.spec import COLBERT_STORES, DENSE_STORES, SCORE_MODES
 
     ix = _command(sub, "index")
     _bundle_argument(ix)
@@ -497,10 +497,10 @@ def _index(a: argparse.Namespace) -> IndexOptions:
 
 
 def _search(a: argparse.Namespace) -> SearchOptions:
-    from edge_m3.contract import mode_weights
     from edge_m3.errors import OptionError
     from edge_m3.retrieval.build import SearchOptions
     from edge_m3.runtime.registry import RUNTIMES
+    from edge_m3.spec import mode_weights
 
     if a.k < 1:
         raise OptionError("k", a.k, "must be at least 1")
@@ -521,7 +521,7 @@ def _search(a: argparse.Namespace) -> SearchOptions:
 def _build(a: argparse.Namespace) -> BuildOptions:
     from edge_m3.builder import BuildOptions
     from edge_m3.common.options import parse_choices, parse_ints, split_list
-    from edge_m3.contract import FORMATS, HEADS, recipe
+    from edge_m3.spec import FORMATS, HEADS, recipe
 
     kits = None if a.kits == "none" else Path(a.kits or ".")
     if kits is not None and a.kits and not all((kits / k).is_dir() for k in ("android_assets", "ios_assets")):
@@ -594,9 +594,9 @@ def _runtimes(value: str | None, flag: str) -> tuple[Runtime, ...]:
 
 def _embed(a: argparse.Namespace) -> EmbedOptions:
     from edge_m3.common.options import parse_choices
-    from edge_m3.contract import HEADS
     from edge_m3.harness.embed import EmbedOptions
     from edge_m3.runtime.registry import RUNTIMES
+    from edge_m3.spec import HEADS
 
     bulk_only = [f for f, on in (("--outputs", a.outputs), ("--resume", a.resume),
                                  ("--engine ray", a.engine == "ray")) if on]

@@ -10,7 +10,7 @@ from collections.abc import Iterator, Mapping, Sequence
 
 # The characters Python's str.splitlines breaks a line at. A message quoting a string from a file
 # (a name, a token) escapes each of these as Python's repr does, so that a refusal is one line in
-# every language. Generated into both kits (through edge_m3.contract, which holds the kits' rules),
+# every language. Generated into both kits (through edge_m3.spec, which holds the kits' rules),
 # whose exception constructors (Kotlin's EdgeM3Exception, Swift's EdgeM3Error.init) apply
 # `escape_line_breaks` to every message, as EdgeM3Error's does here.
 LINE_BREAKS = "\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"
@@ -28,7 +28,7 @@ class EdgeM3Error(Exception):
     constructors do): a name or key quoted from a file cannot break a refusal into two lines
     (the fuzzers found three such messages, each quoting a field a different way)."""
 
-    # The kits' error kind this refusal is (contract.KIT_ERROR_KINDS): subclasses that map to
+    # The kits' error kind this refusal is (spec.KIT_ERROR_KINDS): subclasses that map to
     # another kind (CorruptIndexError, WriteRefused) set theirs, so a harness reads `exc.kind`.
     kind: str = "invalid_input"
 

@@ -21,7 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from edge_m3.contract import (
+from edge_m3.errors import EdgeM3Error
+from edge_m3.spec import (
     BYTE_LEVEL_BPE,
     HEADS,
     SENTENCEPIECE,
@@ -29,7 +30,6 @@ from edge_m3.contract import (
     WORDPIECE_VOCAB,
     XLMR_SENTENCEPIECE,
 )
-from edge_m3.errors import EdgeM3Error
 
 # How position ids are made from the input ids (read by edge_m3.modeling):
 # XLM-R counts real tokens from pad_token_id + 1 and gives <pad> the row pad_token_id;
@@ -92,7 +92,7 @@ class Family:
     weight_prefixes: tuple[str, ...]  # stored names may carry one of these before `embeddings.`
     activations: tuple[str, ...]  # config.json `hidden_act` values the Keras layers implement
     positions: str  # AFTER_PADDING or ABSOLUTE
-    tokenizer_kind: str  # contract.TOKENIZER_KINDS
+    tokenizer_kind: str  # spec.TOKENIZER_KINDS
     tokenizer_files: tuple[str, ...]  # the checkpoint files the tokenizer is read from (any one)
     outputs: tuple[Outputs, ...]  # the output layouts it supports, the first present wins
     keras_name: str  # the Keras model's name (the scope of every op in the exported graphs)

@@ -29,7 +29,7 @@ from pathlib import Path
 import pytest
 
 from edge_m3.common.files import file_entries
-from edge_m3.contract import GOLDEN, MANIFEST
+from edge_m3.spec import GOLDEN, MANIFEST
 
 pytestmark = pytest.mark.models  # builds bundles
 ROOT = Path(__file__).resolve().parents[1]

@@ -267,7 +267,7 @@ def _verify(quant: str, dense_min: float, failed: list[str]) -> dict:
             "runtimes": {"litert": fig, "onnxruntime": fig | {"version": "1.32.0"}},
             "texts": {"total": 2146, "user": 0, "queries": 952, "passages": 1194,
                       "corpus": {"file": "corpus.jsonl", "sample": 0, "seed": 0}},
-            "thresholds": {"file": "edge_m3.contract", "variant": quant, "limits": {}}, "passed": not failed}
+            "thresholds": {"file": "edge_m3.spec", "variant": quant, "limits": {}}, "passed": not failed}
 
 
 def test_from_report_verify_layouts(tmp_path: Path) -> None:

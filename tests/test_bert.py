@@ -13,7 +13,7 @@ import pytest
 
 from edge_m3.bundle import load_bundle
 from edge_m3.cli import main
-from edge_m3.contract import DENSE_VECS, WORDPIECE
+from edge_m3.spec import DENSE_VECS, WORDPIECE
 
 pytestmark = pytest.mark.models
 

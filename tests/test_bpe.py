@@ -24,8 +24,8 @@ from hypothesis import strategies as st
 from tokenizers import Tokenizer as Reference
 from tokenizers import models, pre_tokenizers, trainers
 
-from edge_m3.contract import BPE_FILE, BYTE_LEVEL_BPE, TokenizerSpec
 from edge_m3.errors import EdgeM3Error
+from edge_m3.spec import BPE_FILE, BYTE_LEVEL_BPE, TokenizerSpec
 from edge_m3.tokenizer import InvalidTextError, bundle_tokenizer, open_tokenizer
 from edge_m3.tokenizer.bpe import ByteLevelBPETokenizer, _tables, bpe_spec, write_bpe
 from edge_m3.tokenizer.wordpiece import _tables as wordpiece_tables

@@ -14,10 +14,10 @@ from edge_m3.bundle import load_bundle
 from edge_m3.checkpoint import load_checkpoint
 from edge_m3.cli import main
 from edge_m3.common.files import sha256_file
-from edge_m3.contract import recipes
 from edge_m3.errors import EdgeM3Error
 from edge_m3.modeling import build_model
 from edge_m3.runtime import RUNTIMES, open_runner
+from edge_m3.spec import recipes
 from tests.support.spread import TOLERANCES, run_in_child, runtimes_diff
 
 pytestmark = pytest.mark.models  # builds Keras models, bundles or references
@@ -269,7 +269,7 @@ def test_int8_is_per_channel_and_needs_litert(tiny_ckpt: Path, tmp_path: Path) -
 
 def test_int8_tflite214_says_in_one_line_that_it_misses_the_gate(tiny_ckpt: Path, tmp_path: Path,
                                                                   capsys) -> None:
-    from edge_m3.contract import RECIPES
+    from edge_m3.spec import RECIPES
 
     assert main(["build", "--checkpoint", str(tiny_ckpt), "--quant", "int8-tflite214",
                  "--seq-lens", "16", "--out", str(tmp_path / "pt"), "--kits", "none",
@@ -283,7 +283,7 @@ def test_a_file_no_runtime_can_run_is_refused(tiny_ckpt: Path, tmp_path: Path, c
                                               monkeypatch) -> None:
     """LiteRT is new enough for every variant: if it cannot run the file, nothing ships."""
     import edge_m3.builder.orchestrate as b
-    from edge_m3.contract import CheckResult
+    from edge_m3.spec import CheckResult
 
     monkeypatch.setattr(b, "self_check", lambda *a: {"tflite-runtime": CheckResult.failed("2.14.0", "x"),
                                                      "litert": CheckResult.failed("2.3.0", "boom")})
@@ -361,10 +361,10 @@ def test_int16x8_is_full_integer_and_computes_like_fp32(tiny_ckpt: Path, tmp_pat
     without one, the committed sample."""
     pytest.importorskip("ai_edge_quantizer")
     from edge_m3.builder.orchestrate import _calibration_texts
-    from edge_m3.contract import RECIPES
     from edge_m3.export.aeq import float_ops, int32_biases
     from edge_m3.harness.fidelity import bundled_sample
     from edge_m3.runtime.pipeline import DevicePipeline
+    from edge_m3.spec import RECIPES
 
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"text": "x", "kind": "query", "lang": "en"}\n')

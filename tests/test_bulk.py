@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from edge_m3.cli import main
-from edge_m3.contract import recipe
+from edge_m3.spec import recipe
 from tests.support import blocked_imports_env
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -75,7 +75,7 @@ def read_output(out: Path) -> list[dict[str, Any]]:
 def assert_like_single(bundle: Path, texts: dict[int, str], got: list[dict[str, Any]],
                        outputs: tuple[str, ...] = ("dense_vecs", "lexical_weights", "colbert_vecs")) -> None:
     """Each record equals DevicePipeline.embed of its text: ids exact, values within the
-    variant's device tolerance (edge_m3.contract)."""
+    variant's device tolerance (edge_m3.spec)."""
     from edge_m3.bundle import load_bundle
     from edge_m3.runtime import RUNTIMES
     from edge_m3.runtime.pipeline import DevicePipeline

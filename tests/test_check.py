@@ -21,8 +21,8 @@ import pytest
 from edge_m3.cli import main
 from edge_m3.common.files import file_entries
 from edge_m3.common.options import version_tuple
-from edge_m3.contract import GOLDEN, MANIFEST, RECIPES
 from edge_m3.runtime import available_runtimes
+from edge_m3.spec import GOLDEN, MANIFEST, RECIPES
 from tests.support import blocked_imports_env
 
 pytestmark = pytest.mark.models  # builds bundles

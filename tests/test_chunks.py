@@ -20,11 +20,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from edge_m3.contract import CHUNK_OVERLAP_PERCENT, SCORE_MODES
 from edge_m3.errors import EdgeM3Error
 from edge_m3.retrieval.compaction import merged
 from edge_m3.retrieval.index import Index
 from edge_m3.retrieval.writable import WritableIndex, chunk_embedder
+from edge_m3.spec import CHUNK_OVERLAP_PERCENT, SCORE_MODES
 from tools.bench.writable_kills import DIM, passage
 
 

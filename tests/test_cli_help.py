@@ -9,9 +9,9 @@ import importlib.metadata
 import pytest
 
 from edge_m3.cli import COMMANDS, _build_parser, main
-from edge_m3.contract import COLBERT_STORES, DENSE_STORES, FORMATS, HEADS, QUANTS, SCORE_MODES
 from edge_m3.harness.bench import CACHE_MODES
 from edge_m3.runtime.registry import RUNTIMES, WeightCache
+from edge_m3.spec import COLBERT_STORES, DENSE_STORES, FORMATS, HEADS, QUANTS, SCORE_MODES
 
 CHECK_CACHE = (WeightCache.MEMORY.kind, WeightCache.OFF.kind)
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from edge_m3 import contract as c
+from edge_m3 import spec as c
 from edge_m3.errors import EdgeM3Error
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -96,7 +96,7 @@ def test_every_variant_is_complete() -> None:
 
 
 def test_kit_manifest_types_follow_the_contract(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Manifest.kt / Manifest.swift read exactly the keys contract.py defines: every kit type's keys
+    """Manifest.kt / Manifest.swift read exactly the keys spec/manifest.py defines: every kit type's keys
     are contract fields, the generated files name each key, and a key the contract lacks (a renamed
     manifest field) stops the generator."""
     import dataclasses
@@ -114,17 +114,17 @@ def test_kit_manifest_types_follow_the_contract(monkeypatch: pytest.MonkeyPatch)
     renamed = dataclasses.replace(kit_manifest.TYPES[-1],
                                   fields=(kit_manifest.Field("quant", "quantization", "String"),))
     monkeypatch.setattr(kit_manifest, "TYPES", (renamed,))
-    with pytest.raises(SystemExit, match="key 'quantization' is not in edge_m3/contract.py"):
+    with pytest.raises(SystemExit, match="key 'quantization' is not in edge_m3/spec/manifest.py"):
         kit_manifest.kotlin_manifest("header")
 
 
 def test_names_are_spelled_only_in_the_contract() -> None:
-    """Tensor and output names appear as string literals in edge_m3/contract.py alone."""
+    """Tensor and output names appear as string literals in edge_m3/spec/ alone."""
     names = {c.INPUT_IDS, c.ATTENTION_MASK, c.DENSE_VECS, c.SPARSE_WEIGHTS, c.COLBERT_VECS,
              c.LEXICAL_WEIGHTS, c.DYNAMIC_SIGNATURE}
     offenders = []
     for path in sorted(PACKAGE.rglob("*.py")):
-        if path.name == "contract.py":
+        if path.parent == PACKAGE / "spec":
             continue
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.Constant) and node.value in names:
@@ -158,7 +158,7 @@ def test_kits_spell_no_contract_value() -> None:
 
 
 def test_line_breaks_are_what_splitlines_splits_on() -> None:
-    """contract.LINE_BREAKS (escaped by both kits' exception constructors, issue 38) is exactly the
+    """spec.LINE_BREAKS (escaped by both kits' exception constructors, issue 38) is exactly the
     set of characters str.splitlines splits on, and every escape is one line of printable ASCII."""
     splits = {chr(i) for i in range(0x110000) if len(f"a{chr(i)}b".splitlines()) == 2}
     assert set(c.LINE_BREAKS) == splits and len(c.LINE_BREAKS) == len(splits)
@@ -256,7 +256,7 @@ def test_reference_cache_key_covers_the_moved_sources(tmp_path: Path, monkeypatc
     names = {p.relative_to(PACKAGE).as_posix() for p in sources}
     assert {"modeling/keras_model.py", "checkpoint/loader.py", "checkpoint/safeload.py",
             "tokenizer/tokenizer.py", "tokenizer/normalizer.py", "tokenizer/graphemes.py",
-            "tokenizer/unigram.py", "runtime/postprocess.py", "contract.py"} <= names
+            "tokenizer/unigram.py", "runtime/postprocess.py", "spec/names.py", "spec/recipes.py"} <= names
     ckpt = tmp_path / "ckpt"
     ckpt.mkdir()
     (ckpt / "config.json").write_text("{}")

@@ -12,7 +12,6 @@ import pytest
 from onnx import numpy_helper
 
 from edge_m3.checkpoint import load_checkpoint
-from edge_m3.contract import HEADS, RECIPES, CheckResult, ModelEntry, Signature
 from edge_m3.errors import EdgeM3Error
 from edge_m3.export.onnx import (
     EXTERNAL_DATA_THRESHOLD,
@@ -37,6 +36,7 @@ from edge_m3.export.trace import write_saved_model
 from edge_m3.export.worker import export_onnx
 from edge_m3.modeling import build_model
 from edge_m3.runtime import RUNTIMES, OnnxRunner, open_runner
+from edge_m3.spec import HEADS, RECIPES, CheckResult, ModelEntry, Signature
 from tests.support.spread import OUTPUTS, TOLERANCES, cpu_kind, onnx_bounds, onnx_inputs, onnx_vs_keras
 
 pytestmark = pytest.mark.models  # builds Keras models, bundles or references

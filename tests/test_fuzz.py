@@ -265,8 +265,8 @@ def test_a_lying_writable_database_is_refused_at_open(name: str, tmp_path: Path)
     the stores do not use, a text vector, a scale not > 0, text not UTF-8, meta integers past
     their rule): refused when opened, as corrupt_index in one line (before, Python took most of
     them, and one was a ValueError traceback)."""
-    from edge_m3.contract import INDEX_DB
     from edge_m3.retrieval.writable import WritableIndex
+    from edge_m3.spec import INDEX_DB
 
     (tmp_path / INDEX_DB).write_bytes(writable_lies.build(name))
     with pytest.raises(CorruptIndexError) as err:
@@ -282,8 +282,8 @@ def test_a_refused_database_is_closed_at_once(tmp_path: Path) -> None:
     import gc
     import os
 
-    from edge_m3.contract import INDEX_DB
     from edge_m3.retrieval.writable import WritableIndex
+    from edge_m3.spec import INDEX_DB
 
     (tmp_path / INDEX_DB).write_bytes(writable_lies.build("float32-dense-scale"))
     before = len(os.listdir("/proc/self/fd"))

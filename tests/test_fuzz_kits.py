@@ -79,7 +79,7 @@ def test_three_readers_agree(kit_jar: Path, fuzz_exe: Path, target: str, tmp_pat
 
 def test_manifest_file_names_are_not_paths(kit_jar: Path, fuzz_exe: Path) -> None:
     """A manifest file name that is a path, or not a name ("../x", "/x", "a\\b", "..", "", a line feed)
-    is refused by all three manifest readers (contract.is_file_name, each kit's checkedFileName):
+    is refused by all three manifest readers (spec.is_file_name, each kit's checkedFileName):
     before, each opened the file it named, outside the bundle and under no sha256."""
     seed = json.loads((harness.SEEDS / "manifest" / "tiny-trimmed.json").read_bytes())
     assert seed["tokenizer"]["vocab_map"]["file"]  # the trimmed seed names all three

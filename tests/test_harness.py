@@ -360,8 +360,8 @@ def test_default_runtimes_skip_what_the_build_saw_fail(tmp_path: Path) -> None:
     default."""
     from types import SimpleNamespace
 
-    from edge_m3.contract import RECIPES, CheckResult, ModelEntry
     from edge_m3.runtime.choice import select_runtimes
+    from edge_m3.spec import RECIPES, CheckResult, ModelEntry
 
     entry = ModelEntry("tflite", "model_int8.tflite", "int8", [], self_check={
         "tflite-runtime": CheckResult.parse("FAILED (2.14.0): Didn't find op for builtin opcode"),
@@ -374,8 +374,8 @@ def test_default_runtimes_skip_what_the_build_saw_fail(tmp_path: Path) -> None:
 
 def test_memory_gate_applies_to_shipping_runtimes_and_real_sizes() -> None:
     """The ratio bound holds for LiteRT and tflite-runtime on models of RSS_GATE_MIN_BYTES and up."""
-    from edge_m3.contract import RSS_GATE_MIN_BYTES
     from edge_m3.harness.verify import memory_gated
+    from edge_m3.spec import RSS_GATE_MIN_BYTES
 
     rt = RUNTIMES
     assert memory_gated(rt["litert"], RSS_GATE_MIN_BYTES) and memory_gated(rt["tflite-runtime"], 10**9)

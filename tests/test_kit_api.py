@@ -5,8 +5,8 @@ Swift: a cancelled Task) with a runner stand-in that counts calls and holds one,
 running embed returning at once (the runner released when the running call returns, later calls
 refused as closed), each error kind raised by its cause (corrupt bundle, model mismatch, closed,
 cancelled, missing runtime, runtime failure), modes as an enum (ScoreMode, from
-contract.SCORE_MODES), MiniJson's and JsonTree's refusals with their exact messages (Kotlin), and the
-error kinds generated from contract.KIT_ERROR_KINDS into both kits.
+spec.SCORE_MODES), MiniJson's and JsonTree's refusals with their exact messages (Kotlin), and the
+error kinds generated from spec.KIT_ERROR_KINDS into both kits.
 
 Kotlin: android_assets/jvm/ApiCheck.kt through `AndroidCheck api`; Swift: the XCTest class
 EdgeM3ApiTests (ios_assets/Tests/EdgeM3Tests/EdgeM3ApiTests.swift).
@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from edge_m3 import contract
+from edge_m3 import spec
 
 pytestmark = pytest.mark.models  # builds a bundle and compiles the kits
 
@@ -30,11 +30,11 @@ SWIFT = ROOT / "ios_assets/Sources/EdgeM3"
 
 
 def test_error_kinds_are_generated_into_both_kits() -> None:
-    """One definition (contract.KIT_ERROR_KINDS): Swift's EdgeM3ErrorKind cases, Kotlin's
+    """One definition (spec.KIT_ERROR_KINDS): Swift's EdgeM3ErrorKind cases, Kotlin's
     EdgeM3ErrorKind and one exception class per kind, `cancelled` a CancellationException."""
     kt = (KT / "generated/EdgeM3Errors.kt").read_text(encoding="utf-8")
     sw = (SWIFT / "Generated/EdgeM3Contract.swift").read_text(encoding="utf-8")
-    for kind in contract.KIT_ERROR_KINDS:
+    for kind in spec.KIT_ERROR_KINDS:
         assert f'{kind.upper()}("{kind}")' in kt
         assert f'= "{kind}"' in sw
     assert "class EdgeM3CancelledException(message: String, cause: Throwable? = null) : " \
@@ -44,9 +44,9 @@ def test_error_kinds_are_generated_into_both_kits() -> None:
     assert "RuntimeException(EdgeM3Contract.escapeLineBreaks(message), cause)" in kt
     assert "self.message = EdgeM3Contract.escapeLineBreaks(message)" in \
         (SWIFT / "ManifestRules.swift").read_text(encoding="utf-8")
-    for kind, name in contract.KIT_EXCEPTION_CLASSES.items():
+    for kind, name in spec.KIT_EXCEPTION_CLASSES.items():
         assert f"EdgeM3ErrorKind.{kind.upper()} -> {name}(" in kt
-    for mode in contract.SCORE_MODES:
+    for mode in spec.SCORE_MODES:
         assert f'("{mode}")' in (KT / "generated/EdgeM3Contract.kt").read_text(encoding="utf-8")
         assert f'= "{mode}"' in sw
     # No hand-written exception class besides the generated ones (KT's own files: generated/ aside).
@@ -147,8 +147,8 @@ def test_swift_api(swift_test, tiny_bundle: Path) -> None:  # noqa: ANN001 (conf
 
     from tests.test_swift_kit import _swift_test, _test_count
 
-    spec = importlib.util.find_spec("ai_edge_litert")
-    lib = Path(spec.origin).with_name("libLiteRt.so") if spec and spec.origin else None
+    found = importlib.util.find_spec("ai_edge_litert")
+    lib = Path(found.origin).with_name("libLiteRt.so") if found and found.origin else None
     assert lib is not None and lib.is_file()
     proc, summary = _swift_test(swift_test, "EdgeM3ApiTests", EDGE_M3_BUNDLE=str(tiny_bundle),
                                 EDGE_M3_LITERT_LIB=str(lib))

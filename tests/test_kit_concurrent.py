@@ -20,8 +20,8 @@ from typing import Any
 
 import pytest
 
-from edge_m3.contract import INDEX_BASE_PREFIX, SCORE_MODES
 from edge_m3.retrieval.writable import WritableIndex
+from edge_m3.spec import INDEX_BASE_PREFIX, SCORE_MODES
 from tests.test_kit_kills import chunks_of
 from tools.bench import writable_readers as readers
 from tools.bench.writable_kills import DIM, fresh, passage

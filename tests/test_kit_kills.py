@@ -22,8 +22,8 @@ from typing import Any
 
 import pytest
 
-from edge_m3.contract import INDEX_DB, SCORE_MODES
 from edge_m3.retrieval.writable import WritableIndex
+from edge_m3.spec import INDEX_DB, SCORE_MODES
 from tests.test_kit_writable import SQLITE_JDBC_JAR
 from tools.bench.writable_kills import DIM, fresh, passage
 from tools.kit import retrieval_wire as wire

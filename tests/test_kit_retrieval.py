@@ -21,7 +21,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from edge_m3.contract import (
+from edge_m3.errors import EdgeM3Error
+from edge_m3.retrieval import compute_score
+from edge_m3.retrieval.index import CorruptIndexError, Index
+from edge_m3.spec import (
     COLBERT_VECS,
     DEFAULT_MODE_WEIGHTS,
     DENSE_VECS,
@@ -30,9 +33,6 @@ from edge_m3.contract import (
     LEXICAL_WEIGHTS,
     SCORE_MODES,
 )
-from edge_m3.errors import EdgeM3Error
-from edge_m3.retrieval import compute_score
-from edge_m3.retrieval.index import CorruptIndexError, Index
 from tools.kit import retrieval_wire as wire
 
 KITS = ("kotlin", "swift")

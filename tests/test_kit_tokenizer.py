@@ -72,7 +72,7 @@ from test_wordpiece import TEXT as WP_TEXT
 from test_wordpiece import TRICKY as WP_TRICKY
 from test_wordpiece import corpora as wp_corpora
 
-from edge_m3.contract import TOKENIZER_KINDS
+from edge_m3.spec import TOKENIZER_KINDS
 from edge_m3.tokenizer import Tokenizer, TokenizerSpec, spec_for_sentencepiece
 from edge_m3.tokenizer.bpe import ByteLevelBPETokenizer, bpe_spec, write_bpe
 from edge_m3.tokenizer.wordpiece import WordPieceTokenizer, wordpiece_spec, write_vocab

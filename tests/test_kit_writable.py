@@ -29,7 +29,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from edge_m3.contract import (
+from edge_m3.errors import EdgeM3Error
+from edge_m3.retrieval.index import BundleIdentity, CorruptIndexError, Index
+from edge_m3.spec import (
     COLBERT_STORES,
     COLBERT_VECS,
     DENSE_STORES,
@@ -41,8 +43,6 @@ from edge_m3.contract import (
     LEXICAL_WEIGHTS,
     SCORE_MODES,
 )
-from edge_m3.errors import EdgeM3Error
-from edge_m3.retrieval.index import BundleIdentity, CorruptIndexError, Index
 from tools.kit import retrieval_wire as wire
 
 Op = tuple[Any, ...]

@@ -31,7 +31,7 @@ from pathlib import Path
 import pytest
 
 from edge_m3.bundle import load_bundle
-from edge_m3.contract import weight_cache_name
+from edge_m3.spec import weight_cache_name
 from tests.conftest import MODERNBERT_QUANTS
 from tests.support import MINILM_TEXTS, assert_kit_embeddings, python_embed
 
@@ -235,7 +235,7 @@ def test_android_library_module() -> None:
     assert {"org.jetbrains.kotlinx:kotlinx-coroutines-android", "androidx.test.ext:junit",
             "androidx.test:runner"} <= deps.keys()
     # One runtime, LiteRT with CompiledModel (the weight cache), new enough for every variant.
-    from edge_m3.contract import RECIPES
+    from edge_m3.spec import RECIPES
 
     litert = deps["com.google.ai.edge.litert:litert"]
     assert version_tuple(litert) >= (2, 0) and all(
@@ -361,7 +361,7 @@ def test_kit_embed_matches_edge_m3_embed(kit_jar: Path, e5_bundles: dict[str, Pa
     bundle: ids and signature exact, vectors within the variant's device tolerance."""
     import numpy as np
 
-    from edge_m3.contract import RECIPES
+    from edge_m3.spec import RECIPES
 
     bundle = e5_bundles["int8"]
     texts = tmp_path / "texts.txt"

@@ -19,7 +19,7 @@ TOP = "__init__.py"  # edge_m3/__init__.py: `__version__` alone, readable from e
 
 
 def layer_order(text: str) -> list[str]:
-    """The first column of the `| package | owns | reads |` table: `contract.py`, `common/`, ..."""
+    """The first column of the `| package | owns | reads |` table: `errors.py`, `spec/`, ..."""
     lines = text.splitlines()
     start = lines.index("| package | owns | reads |") + 2
     rows = []

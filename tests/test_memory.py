@@ -138,8 +138,8 @@ def test_reset_peak_rss_forgets_an_earlier_peak() -> None:
 
 
 def test_weight_cache_file_names_the_model_and_runtime(tmp_path: Path) -> None:
-    from edge_m3.contract import WEIGHT_CACHE_SUFFIX
     from edge_m3.runtime.registry import RUNTIMES, weight_cache_file
+    from edge_m3.spec import WEIGHT_CACHE_SUFFIX
 
     litert = RUNTIMES["litert"]
     path = weight_cache_file(tmp_path, "ab" * 32, litert)

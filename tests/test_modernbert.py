@@ -173,7 +173,7 @@ def test_modernbert_bundle_end_to_end(modernbert_ckpt: Path, modernbert_bundles:
     a length past max_position_embeddings is one line."""
     from edge_m3.bundle import load_bundle
     from edge_m3.cli import main
-    from edge_m3.contract import BYTE_LEVEL_BPE
+    from edge_m3.spec import BYTE_LEVEL_BPE
 
     sample = Path(__file__).resolve().parents[1] / "edge_m3" / "data" / "fidelity_sample.jsonl"
     assert main(["build", "--checkpoint", str(modernbert_ckpt), "--seq-lens", "2000", "--out",
@@ -202,10 +202,10 @@ def test_modernbert_bulk_embed_index_search(modernbert_bundles: dict[str, Path],
     Index.search's hits."""
     from edge_m3.bundle import load_bundle
     from edge_m3.cli import main
-    from edge_m3.contract import DENSE_VECS
     from edge_m3.retrieval import Index
     from edge_m3.runtime.pipeline import DevicePipeline
     from edge_m3.runtime.registry import RUNTIMES
+    from edge_m3.spec import DENSE_VECS
     from tests.test_bulk import assert_like_single, read_output
 
     bundle = modernbert_bundles["int8"]

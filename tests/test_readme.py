@@ -209,7 +209,7 @@ def check_corpus(shell: Shell, request: pytest.FixtureRequest, tmp_path: Path) -
 def check_families(shell: Shell, request: pytest.FixtureRequest, tmp_path: Path) -> None:
     """Two variants built, the int8 one verified against sentence-transformers, its report written;
     the README's table names every variant the contract defines."""
-    from edge_m3.contract import QUANTS
+    from edge_m3.spec import QUANTS
 
     _run_shell_blocks(shell, "Choosing a model family and a quantization")
     for quant in ("int8", "fp16"):

@@ -18,7 +18,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from edge_m3.contract import (
+from edge_m3.errors import EdgeM3Error, OptionError
+from edge_m3.retrieval import colbert_score, compute_score, dense_score, lexical_matching_score
+from edge_m3.retrieval.index import CorruptIndexError, Index
+from edge_m3.spec import (
     COLBERT_STORES,
     DENSE_STORES,
     HYBRID_CANDIDATES,
@@ -27,9 +30,6 @@ from edge_m3.contract import (
     SCORE_MODES,
     hybrid_score,
 )
-from edge_m3.errors import EdgeM3Error, OptionError
-from edge_m3.retrieval import colbert_score, compute_score, dense_score, lexical_matching_score
-from edge_m3.retrieval.index import CorruptIndexError, Index
 
 MASK_ID = 250001  # XLM-R's <mask>: kept in lexical_weights, so it scores like any token
 

@@ -110,7 +110,7 @@ def test_swift_core_reproduces_golden(swift_test: SwiftTest, tiny_bundle: Path, 
 def test_swift_live_golden_real_weights(swift_test: SwiftTest, e5_bundles: dict[str, Path], litert_lib: Path,
                                         quant: str) -> None:
     """golden.json of the real-weights e5-small bundles run live through LiteRtCRunner, every
-    signature, within the variant's device tolerance (EdgeM3Contract, from edge_m3/contract.py)."""
+    signature, within the variant's device tolerance (EdgeM3Contract, from edge_m3/spec/recipes.py)."""
     proc, summary = _swift_test(swift_test, LIVE, **_kit_env(e5_bundles[quant], None, lib=litert_lib))
     assert summary == (1, 0, 0), proc.stdout[-6000:]
 
@@ -142,7 +142,7 @@ def test_kit_embed_swift_matches_python(swift_build: Path, e5_bundles: dict[str,
 
     import numpy as np
 
-    from edge_m3.contract import RECIPES
+    from edge_m3.spec import RECIPES
 
     bundle = e5_bundles["int8"]
     texts = tmp_path / "texts.txt"
@@ -330,9 +330,9 @@ def test_package_layout(tiny_bundle: Path) -> None:
     assert code[0] == "#if canImport(TensorFlowLite)" and code[-1] == "#endif", "all of it behind canImport"
     readme = (IOS / "README.md").read_text(encoding="utf-8")
     assert ".package(path:" in readme and ".package(url:" in readme and "TFLiteRunner.swift" in readme
-    # The CocoaPods runtime is what the default variant needs (edge_m3.contract), in the snippet and README.
+    # The CocoaPods runtime is what the default variant needs (edge_m3.spec), in the snippet and README.
     from edge_m3.builder.options import DEFAULT_QUANT
-    from edge_m3.contract import RECIPES
+    from edge_m3.spec import RECIPES
 
     oldest = ".".join(RECIPES[DEFAULT_QUANT].oldest_tflite.split(".")[:2])
     pod = f"pod 'TensorFlowLiteSwift', '~> {oldest}'"

@@ -11,10 +11,10 @@ import pytest
 from edge_m3.builder import BuildOptions, build
 from edge_m3.bundle import load_bundle
 from edge_m3.cli import main
-from edge_m3.contract import recipes
 from edge_m3.errors import EdgeM3Error
 from edge_m3.runtime import RUNTIMES
 from edge_m3.runtime.pipeline import DevicePipeline
+from edge_m3.spec import recipes
 from edge_m3.tokenizer.vocab import check_kept
 
 CORPUS = ["Hello world, this is a small test of the tokenizer.",

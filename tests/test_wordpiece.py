@@ -18,8 +18,8 @@ from hypothesis import strategies as st
 from tokenizers import Tokenizer as Reference
 from tokenizers import models, normalizers, pre_tokenizers, processors
 
-from edge_m3.contract import WORDPIECE, TokenizerSpec
 from edge_m3.errors import EdgeM3Error
+from edge_m3.spec import WORDPIECE, TokenizerSpec
 from edge_m3.tokenizer import InvalidTextError
 from edge_m3.tokenizer.wordpiece import WordPieceTokenizer, _tables, wordpiece_spec, write_vocab
 from tests.support.texts import CODE_POINTS, PER_TEXT, check_ids, check_padded, corpora

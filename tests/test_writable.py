@@ -17,10 +17,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from edge_m3.contract import INDEX_BASE_PREFIX, INDEX_DB, INDEX_DB_VERSION, INDEX_MANIFEST, SCORE_MODES
 from edge_m3.errors import EdgeM3Error
 from edge_m3.retrieval.index import BundleIdentity, CorruptIndexError, Index
 from edge_m3.retrieval.writable import WritableIndex, WriteRefused, open_index
+from edge_m3.spec import INDEX_BASE_PREFIX, INDEX_DB, INDEX_DB_VERSION, INDEX_MANIFEST, SCORE_MODES
 from tools.bench.writable_kills import DIM, check_prefix, fresh, kill_loop, passage
 from tools.kit.retrieval_wire import hits_line, python_answers
 
@@ -439,8 +439,8 @@ def test_add_remove_compact_commands(tiny_bundles: dict[str, Path], tmp_path: Pa
 def test_create_refuses_a_width_outside_the_contract(tmp_path: Path) -> None:
     """dim 1 to INDEX_MAX_DIM, as every reader holds index.json and the database to (the kits'
     create refuses the same; RefusalCheck.kt, EdgeM3RefusalTests.swift)."""
-    from edge_m3.contract import INDEX_MAX_DIM
     from edge_m3.errors import OptionError
+    from edge_m3.spec import INDEX_MAX_DIM
 
     for dim in (0, INDEX_MAX_DIM + 1):
         with pytest.raises(OptionError, match=f"must be an integer from 1 to {INDEX_MAX_DIM}"):

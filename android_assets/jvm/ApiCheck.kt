@@ -4,7 +4,7 @@
 // bit, blocking and suspending), cancellation before each model call (a cancelled coroutine Job, an
 // interrupted thread) with a runner that counts calls and holds one until released, close() while
 // an embed runs (it returns at once; the runner goes when the running call returns), the typed error
-// kinds (generated from contract.KIT_ERROR_KINDS) each raised by its cause, the ScoreMode enum,
+// kinds (generated from spec.KIT_ERROR_KINDS) each raised by its cause, the ScoreMode enum,
 // MiniJson's and JsonTree's refusals with their exact messages (jsonChecks), and the refusals and
 // overloads of jvm/RefusalCheck.kt (the writable index, extractAsset, the tokenizers' corrupt files).
 // Driven by `AndroidCheck api BUNDLE WORK LIBLITERT` (tests/test_kit_api.py).

@@ -1,6 +1,6 @@
 // JVM-only CI check (not part of the app): the refusals and overloads no bundle on the desktop
 // reached before (issue 34, item 5: the lines that had never run), each refusal by its exact typed
-// kind (EdgeM3ErrorKind, generated from contract.KIT_ERROR_KINDS): EdgeM3WritableIndex's (bad ids,
+// kind (EdgeM3ErrorKind, generated from spec.KIT_ERROR_KINDS): EdgeM3WritableIndex's (bad ids,
 // refused vectors, a closed index, foreign and spoiled databases, a passage removed in part), the
 // text API through a live embedder (embedChunks), the ScoreMode overloads of both indexes' search,
 // extractAsset's size and hash checks, and the tokenizers' corrupt files (SentencePiece, WordPiece,

@@ -236,7 +236,7 @@ private fun ops(dir: File, file: File) {
             }
             else -> throw EdgeM3Exception("unknown operation \"$op\"")
         }
-        val line = try { answer() } catch (e: EdgeM3Exception) { "error ${e.kind.wire}" }  // contract.KIT_ERROR_KINDS
+        val line = try { answer() } catch (e: EdgeM3Exception) { "error ${e.kind.wire}" }  // spec.KIT_ERROR_KINDS
         out.append(line).append('\n')
     }
     index?.close()

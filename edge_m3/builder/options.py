@@ -13,9 +13,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from edge_m3.contract import RECIPES, QuantRecipe
 from edge_m3.errors import OptionError
 from edge_m3.export.aeq import AEQ_RECIPES, check_blocks
+from edge_m3.spec import RECIPES, QuantRecipe
 
 DEFAULT_CHECKPOINT = "BAAI/bge-m3"
 DEFAULT_OUT = "dist/bge-m3-{quant}"

@@ -29,7 +29,10 @@ from edge_m3.builder.options import (
 from edge_m3.builder.selfcheck import oldest_runtime, refuse_unloadable, self_check
 from edge_m3.bundle import copy_to_kits, load_bundle
 from edge_m3.common.files import atomic_dir, check_writable, file_entries, write_json
-from edge_m3.contract import (
+from edge_m3.errors import OptionError
+from edge_m3.export import worker
+from edge_m3.runtime.registry import device_runtimes
+from edge_m3.spec import (
     GOLDEN,
     MANIFEST,
     VOCAB_MAP,
@@ -42,9 +45,6 @@ from edge_m3.contract import (
     model_file,
     signature_name,
 )
-from edge_m3.errors import OptionError
-from edge_m3.export import worker
-from edge_m3.runtime.registry import device_runtimes
 from edge_m3.tokenizer import bundle_tokenizer
 
 
@@ -187,7 +187,7 @@ def calibration_ids(ckpt: Any, plan: Any, texts: Sequence[str],
     """Each text's ids at the signature the device would run it at (choose_length; the longest
     truncates), each signature topped up to CALIBRATION_MIN_PER_SIGNATURE texts; as rows of the
     bundled (possibly trimmed) table."""
-    from edge_m3.contract import choose_length
+    from edge_m3.spec import choose_length
     from edge_m3.tokenizer import checkpoint_tokenizer
     from edge_m3.tokenizer.vocab import row_map
 

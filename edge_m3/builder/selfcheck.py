@@ -13,9 +13,9 @@ from typing import Any
 
 from edge_m3.common.options import version_tuple
 from edge_m3.common.proc import Job, job_main, run_jobs
-from edge_m3.contract import RECIPES, CheckResult, QuantRecipe, Signature
 from edge_m3.errors import OptionError
 from edge_m3.runtime.registry import RUNTIMES, Runtime
+from edge_m3.spec import RECIPES, CheckResult, QuantRecipe, Signature
 
 MODULE = "edge_m3.builder.selfcheck"
 # The oldest runtime we ship for: Raspberry Pi rigs and older apps pin tflite-runtime 2.14.
@@ -61,7 +61,7 @@ def refuse_unloadable(name: str, recipe: QuantRecipe, checks: dict[str, CheckRes
 
 def oldest_runtime(audit: dict[str, Any], checks: dict[str, CheckResult], r: QuantRecipe) -> dict[str, str]:
     """The oldest runtime that runs the file: tflite-runtime 2.14 if it loaded there, else the
-    oldest LiteRT and TF Lite the variant's kernels compute right (edge_m3.contract)."""
+    oldest LiteRT and TF Lite the variant's kernels compute right (edge_m3.spec)."""
     need = audit.get("min_runtime_version") or "0"
     loaded = checks.get("tflite-runtime")
     if (loaded is not None and loaded.ok) or (

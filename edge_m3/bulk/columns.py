@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from edge_m3.contract import COLBERT_VECS, DENSE_VECS, LEXICAL_WEIGHTS
+from edge_m3.spec import COLBERT_VECS, DENSE_VECS, LEXICAL_WEIGHTS
 
 
 @dataclass(frozen=True)

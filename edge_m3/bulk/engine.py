@@ -29,10 +29,10 @@ from edge_m3.bulk.columns import Ragged, result_columns
 from edge_m3.bulk.lanes import LaneProcess, ids_frame, wait_ready
 from edge_m3.bundle import Bundle
 from edge_m3.common.corpus import Rejected, Row
-from edge_m3.contract import COLBERT_VECS, DENSE_VECS, HEADS, LEXICAL_WEIGHTS, RESULT_OUTPUTS
 from edge_m3.errors import EdgeM3Error
 from edge_m3.runtime.pipeline import DevicePipeline, Encoded, special_rows
 from edge_m3.runtime.registry import Runtime, WeightCache
+from edge_m3.spec import COLBERT_VECS, DENSE_VECS, HEADS, LEXICAL_WEIGHTS, RESULT_OUTPUTS
 
 ID = "id"  # the input's id, beside the outputs (edge_m3.common.corpus)
 ROW = "row"  # the 0-based input row (line N of a text file is row N-1)

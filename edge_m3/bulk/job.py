@@ -26,9 +26,9 @@ from edge_m3.bulk.sinks import Sink, make_sink, out_format, rejected_path
 from edge_m3.bundle import Bundle
 from edge_m3.common.corpus import DEFAULT_ID_COLUMN, DEFAULT_TEXT_COLUMN, Corpus, Rejected, Row, open_corpus
 from edge_m3.common.files import check_writable
-from edge_m3.contract import MANIFEST
 from edge_m3.errors import EdgeM3Error, OptionError
 from edge_m3.runtime.registry import Runtime
+from edge_m3.spec import MANIFEST
 
 CHUNK_ROWS = 256  # tokenized and run together: the unit the three stages hand on
 LOOKAHEAD = 2  # chunks handed to the lane processes beyond the one being gathered

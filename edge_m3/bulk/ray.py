@@ -48,8 +48,8 @@ from edge_m3.common.corpus import (
     require_pyarrow,
 )
 from edge_m3.common.files import check_writable, fill_atomic, write_json
-from edge_m3.contract import HEADS
 from edge_m3.errors import EdgeM3Error, OptionError
+from edge_m3.spec import HEADS
 
 RAY_EXTRA = "pip install 'edge-m3[ray]'"
 BATCH_ROWS = 256  # rows per map_batches call: the same chunk as a single-machine job

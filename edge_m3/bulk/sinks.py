@@ -37,8 +37,8 @@ from edge_m3.bulk.columns import Ragged
 from edge_m3.bulk.engine import ID, ROW, Embedded
 from edge_m3.common.corpus import Rejected, require_pyarrow
 from edge_m3.common.files import fill_atomic, write_json
-from edge_m3.contract import COLBERT_VECS, DENSE_VECS, LEXICAL_WEIGHTS
 from edge_m3.errors import OptionError
+from edge_m3.spec import COLBERT_VECS, DENSE_VECS, LEXICAL_WEIGHTS
 
 JOB_FILE = "_edge_m3_job.json"
 REJECTED_SUFFIX = ".rejected.jsonl"

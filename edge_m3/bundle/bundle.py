@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from edge_m3.common.files import sha256_file
-from edge_m3.contract import GOLDEN, MANIFEST, Manifest, ModelEntry
 from edge_m3.errors import EdgeM3Error
+from edge_m3.spec import GOLDEN, MANIFEST, Manifest, ModelEntry
 
 
 @dataclass

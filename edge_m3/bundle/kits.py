@@ -9,7 +9,7 @@ import shutil
 from pathlib import Path
 
 from edge_m3.common.files import atomic_dir
-from edge_m3.contract import GOLDEN
+from edge_m3.spec import GOLDEN
 
 ANDROID_ASSETS = Path("src/main/assets/edge_m3")
 IOS_RESOURCES = Path("EdgeM3Resources")

@@ -158,7 +158,7 @@ def calibration_feed(calibration: Mapping[str, Sequence[Sequence[int]]],
                      pad_id: int) -> dict[str, list[dict[str, Any]]]:
     """Per signature name, the padded `[1, L]` int32 inputs of each calibration text's ids
     (already truncated to at most L by the caller)."""
-    from edge_m3.contract import ATTENTION_MASK, INPUT_IDS
+    from edge_m3.spec import ATTENTION_MASK, INPUT_IDS
     from edge_m3.tokenizer import pad_ids
 
     feed: dict[str, list[dict[str, Any]]] = {}

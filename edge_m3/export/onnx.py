@@ -22,7 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from edge_m3.common.options import version_tuple
-from edge_m3.contract import (
+from edge_m3.export.onnx_lift import copy_value_info, run_tf2onnx
+from edge_m3.spec import (
     ATTENTION_MASK,
     COLBERT_VECS,
     DENSE_VECS,
@@ -35,7 +36,6 @@ from edge_m3.contract import (
     model_file,
     signature_name,
 )
-from edge_m3.export.onnx_lift import copy_value_info, run_tf2onnx
 
 # onnxruntime implements opset 17 (and IR version 8) from 1.12 on; only the installed one is run.
 ORT_MIN_FOR_OPSET = {17: "1.12.0"}
@@ -602,7 +602,7 @@ def _smoothed_int8_per_row(model: Any, calib: OnnxCalibration) -> None:
     per_row_int8_tables(model, column_scales="vocabulary")
 
 
-# The ONNX exporter's recipes (contract.ONNX_EXPORTER), by the name a QuantRecipe gives: each
+# The ONNX exporter's recipes (spec.ONNX_EXPORTER), by the name a QuantRecipe gives: each
 # rewrites the converted float model in place. (The uncalibrated per-row int8 that int8 used
 # before issue 36 is tools/research/smoothed_projections.py's "" spec: per_row_int8_matmuls +
 # per_row_int8_tables.)
@@ -610,7 +610,7 @@ ONNX_RECIPES: dict[str, Callable[[Any], Any]] = {
     "float32": _float32,
     "float16-weights": fp16_weights,
 }
-# Those that also measure activations on calibration texts (contract.FormatRecipe.calibrated).
+# Those that also measure activations on calibration texts (spec.FormatRecipe.calibrated).
 CALIBRATED_ONNX_RECIPES: dict[str, Callable[[Any, OnnxCalibration], Any]] = {
     "smoothed-int8-per-row": _smoothed_int8_per_row,
 }

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from edge_m3.contract import DYNAMIC_SIGNATURE
+from edge_m3.spec import DYNAMIC_SIGNATURE
 
 OPSET = 17
 # Float constants of ndim >= 2 with at least this many elements (4 KB in fp32) are lifted out

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from edge_m3.contract import ATTENTION_MASK, HEAD_OUTPUTS, INPUT_IDS, QuantRecipe, signature_name
+from edge_m3.spec import ATTENTION_MASK, HEAD_OUTPUTS, INPUT_IDS, QuantRecipe, signature_name
 
 
 def _converter(saved_dir: Path, seq_lens: Sequence[int]) -> Any:
@@ -313,7 +313,7 @@ def _gather_half_tables(data: bytes) -> bytes:
     return gather_half_tables(data)[0]
 
 
-# The converter's recipes (contract.TFLITE_CONVERTER), by the name a QuantRecipe gives.
+# The converter's recipes (spec.TFLITE_CONVERTER), by the name a QuantRecipe gives.
 CONVERTER_RECIPES: dict[str, ConverterRecipe] = {
     "float32": ConverterRecipe(_float32),
     "float16-weights": ConverterRecipe(_float16_weights, rewrite=_gather_half_tables),

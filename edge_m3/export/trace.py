@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from edge_m3.contract import ATTENTION_MASK, DYNAMIC_SIGNATURE, INPUT_IDS, signature_name
+from edge_m3.spec import ATTENTION_MASK, DYNAMIC_SIGNATURE, INPUT_IDS, signature_name
 
 
 def write_saved_model(model: Any, seq_lens: Sequence[int], heads: Sequence[str],

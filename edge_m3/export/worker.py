@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from edge_m3.common.proc import Job, job_main, peak_rss, run_json
-from edge_m3.contract import AI_EDGE_QUANTIZER, RECIPES, TFLITE_CONVERTER, QuantRecipe
+from edge_m3.spec import AI_EDGE_QUANTIZER, RECIPES, TFLITE_CONVERTER, QuantRecipe
 
 MODULE = "edge_m3.export.worker"
 # oneDNN's allocator keeps every buffer TF ever held (the 1 GB embedding table read from the
@@ -117,7 +117,7 @@ def _by_quantizer(saved: Path, out_file: Path, recipe: QuantRecipe, seq_lens: Se
     return info
 
 
-# Who makes a TFLite file, by the tool its recipe names (contract.FormatRecipe.tool).
+# Who makes a TFLite file, by the tool its recipe names (spec.FormatRecipe.tool).
 _TFLITE_TOOLS = {TFLITE_CONVERTER: _by_converter, AI_EDGE_QUANTIZER: _by_quantizer}
 
 

@@ -4,7 +4,7 @@ the answers it was built with, how fast, in how much memory?
 No reference checkpoint: golden.json is the reference. Token ids, the chosen signature and the
 post-processing of the recorded raw outputs must match exactly (they are plain code); the live
 outputs of the device's runtime must stay within the variant's device tolerance
-(`edge_m3.contract.RECIPES[quant].device_tolerance`), since another CPU's kernels (ARM's
+(`edge_m3.spec.RECIPES[quant].device_tolerance`), since another CPU's kernels (ARM's
 XNNPACK, an older TF Lite) round differently. Then every signature is timed, cold and warm, and
 peak RSS read, each runtime in its own process. The kits' instrumented tests apply the same
 rules on phones (the Android kit's Golden.compareExact / compareWithin).
@@ -25,7 +25,12 @@ import numpy as np
 
 from edge_m3.bundle import Bundle
 from edge_m3.common.files import check_writable
-from edge_m3.contract import (
+from edge_m3.errors import EdgeM3Error, one_line
+from edge_m3.harness.bench import Repeats, bench_row
+from edge_m3.harness.workers import load_outputs, run_workers, runtime_job, worker
+from edge_m3.runtime.choice import select_runtimes
+from edge_m3.runtime.registry import RUNTIMES, Runtime, WeightCache
+from edge_m3.spec import (
     COLBERT_VECS,
     DENSE_VECS,
     GOLDEN,
@@ -35,11 +40,6 @@ from edge_m3.contract import (
     ModelEntry,
     Tolerance,
 )
-from edge_m3.errors import EdgeM3Error, one_line
-from edge_m3.harness.bench import Repeats, bench_row
-from edge_m3.harness.workers import load_outputs, run_workers, runtime_job, worker
-from edge_m3.runtime.choice import select_runtimes
-from edge_m3.runtime.registry import RUNTIMES, Runtime, WeightCache
 
 
 @dataclass(frozen=True)
@@ -287,7 +287,7 @@ def cmd_check(opts: CheckOptions) -> int:
         "model_file": entry.file, "edge_m3_version": __version__, "device": device_info(),
         "threads": opts.threads, "warmup": opts.timing.warmup, "repeats": opts.timing.repeats,
         "tolerance": {"dense_cosine_min": tol.dense_cosine_min, "max_abs": tol.max_abs,
-                      "source": f"edge_m3.contract ({bundle.manifest.quant})"},
+                      "source": f"edge_m3.spec ({bundle.manifest.quant})"},
         "golden": {"cases": len(golden["cases"]), "recorded_with": golden.get("runtime"),
                    "postprocess_problems": exact},
         "runtimes_checked": [rt.name for rt in runtimes], "runtimes": results,

@@ -29,7 +29,7 @@ class EmbedOptions:
     texts: tuple[str, ...] = ()  # given on the command line
     texts_file: Path | None = None  # one text per line, after `texts`
     out: Path | None = None  # a bulk job's output (edge_m3.bulk.sinks) instead of stdout
-    threads: int | None = None  # None: the runtime's default (bulk: contract.DEVICE_THREADS)
+    threads: int | None = None  # None: the runtime's default (bulk: spec.DEVICE_THREADS)
     # The bulk job's (edge_m3.bulk.job.BulkOptions; the CLI refuses them without `out`).
     outputs: tuple[str, ...] = ()
     resume: bool = False
@@ -78,7 +78,7 @@ def cmd_embed(opts: EmbedOptions) -> int:
 def _bulk(opts: EmbedOptions) -> int:
     """A bulk job (edge_m3.bulk): this machine's threads, or Ray Data."""
     from edge_m3.bulk.job import BulkOptions, run_job
-    from edge_m3.contract import DEVICE_THREADS
+    from edge_m3.spec import DEVICE_THREADS
 
     bulk = BulkOptions(bundle=opts.bundle, runtime=opts.runtime, out=opts.out, texts_file=opts.texts_file,
                        texts=opts.texts, outputs=opts.outputs, threads=opts.threads or DEVICE_THREADS,

@@ -8,8 +8,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from edge_m3.contract import QuantRecipe
 from edge_m3.errors import OptionError
+from edge_m3.spec import QuantRecipe
 
 
 def retrieval_set() -> dict[str, Any]:
@@ -21,12 +21,12 @@ def retrieval_set() -> dict[str, Any]:
 def load_thresholds(path: Path | None, recipe: QuantRecipe,
                     field: str = "thresholds") -> tuple[dict[str, float], str]:
     """One variant's ship thresholds, and where they came from: a user's file (option `field`,
-    JSON `{variant: {figure_min|figure_max: value}}`), else the variant's own (edge_m3.contract)."""
+    JSON `{variant: {figure_min|figure_max: value}}`), else the variant's own (edge_m3.spec)."""
     from edge_m3.harness.metrics import check_limits
 
     quant = recipe.name
     if path is None:
-        return check_limits(recipe.thresholds, f"edge_m3.contract ({quant})"), "edge_m3.contract"
+        return check_limits(recipe.thresholds, f"edge_m3.spec ({quant})"), "edge_m3.spec"
     source = str(path)
     try:
         data = json.loads(Path(path).read_text("utf-8"))

@@ -12,8 +12,8 @@ from typing import Any
 
 import numpy as np
 
-from edge_m3.contract import COLBERT_VECS, DENSE_VECS, HEADS, LEXICAL_WEIGHTS, RESULT_OUTPUTS
 from edge_m3.errors import OptionError
+from edge_m3.spec import COLBERT_VECS, DENSE_VECS, HEADS, LEXICAL_WEIGHTS, RESULT_OUTPUTS
 
 TOP_K = 10
 METHODS = HEADS  # one scoring method per head

@@ -32,7 +32,7 @@ REFERENCE_DEPS = {"flag": ("FlagEmbedding", "torch", "transformers", "tokenizers
                   "hf": ("torch", "transformers", "tokenizers")}
 # The code that decides the Keras reference's outputs: every .py file of these modules and
 # packages is part of its cache key (by module name, so a move cannot silently drop one).
-KERAS_REFERENCE_CODE = ("edge_m3.contract", "edge_m3.families", "edge_m3.checkpoint", "edge_m3.modeling",
+KERAS_REFERENCE_CODE = ("edge_m3.spec", "edge_m3.families", "edge_m3.checkpoint", "edge_m3.modeling",
                         "edge_m3.tokenizer", "edge_m3.runtime.postprocess",
                         "edge_m3.harness.workers")
 

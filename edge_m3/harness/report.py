@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from edge_m3.common.files import write_atomic
-from edge_m3.contract import RSS_ALLOWANCE, RSS_GATE_MIN_BYTES
+from edge_m3.spec import RSS_ALLOWANCE, RSS_GATE_MIN_BYTES
 
 
 def _v(f: Mapping[str, Any] | None, path: str, spec: str) -> str:

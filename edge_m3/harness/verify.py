@@ -15,7 +15,6 @@ from typing import Any
 import numpy as np
 
 from edge_m3.common.files import check_writable, read_texts
-from edge_m3.contract import RSS_GATE_MIN_BYTES
 from edge_m3.errors import OptionError
 from edge_m3.harness.fidelity import Corpus, is_corpus, read_corpus, sample, worst_labels
 from edge_m3.harness.inputs import load_thresholds, retrieval_set
@@ -25,6 +24,7 @@ from edge_m3.harness.report import print_summary, write_report
 from edge_m3.harness.workers import load_outputs, run_workers, runtime_job, worker
 from edge_m3.runtime.choice import select_runtimes
 from edge_m3.runtime.registry import Runtime
+from edge_m3.spec import RSS_GATE_MIN_BYTES
 
 
 @dataclass(frozen=True)
@@ -83,7 +83,7 @@ def _brief(f: Mapping[str, Any]) -> dict[str, Any]:
 
 def memory_gated(runtime: Runtime, model_bytes: int) -> bool:
     """Whether the gate bounds the model's memory: on the runtimes apps ship, for models big
-    enough that the runtime's own few MiB do not decide the ratio (contract.RSS_GATE_MIN_BYTES)."""
+    enough that the runtime's own few MiB do not decide the ratio (spec.RSS_GATE_MIN_BYTES)."""
     return runtime.memory_gated and model_bytes >= RSS_GATE_MIN_BYTES
 
 

@@ -17,7 +17,9 @@ from typing import Any
 import numpy as np
 
 from edge_m3.common.proc import Job, job_main, peak_rss, reset_peak_rss, rss_now, run_jobs
-from edge_m3.contract import (
+from edge_m3.errors import EdgeM3Error
+from edge_m3.runtime.registry import RUNTIMES, Runtime, WeightCache
+from edge_m3.spec import (
     ATTENTION_MASK,
     COLBERT_VECS,
     DENSE_VECS,
@@ -26,8 +28,6 @@ from edge_m3.contract import (
     RSS_ALLOWANCE,
     choose_length,
 )
-from edge_m3.errors import EdgeM3Error
-from edge_m3.runtime.registry import RUNTIMES, Runtime, WeightCache
 
 MODULE = "edge_m3.harness.workers"
 
@@ -121,7 +121,7 @@ def model_memory(rss0: int, model_bytes: int, weight_cache: WeightCache | None,
                  reset: bool) -> dict[str, Any]:
     """The model's memory: the process's peak RSS since just before the model was opened,
     over the RSS then (imports and tokenizer excluded), and its ratio to the model file (the
-    runtime's fixed RSS_ALLOWANCE left out: edge_m3.contract)."""
+    runtime's fixed RSS_ALLOWANCE left out: edge_m3.spec)."""
     peak = peak_rss()
     over = max(peak - rss0, 0)
     ratio = max(over - RSS_ALLOWANCE, 0) / model_bytes if model_bytes else None
@@ -359,9 +359,9 @@ def _worker_check(job: dict[str, Any]) -> None:
     then golden.json's texts through the whole device step; load time and peak RSS (job:
     bundle, runtime, weight_cache, threads, warmup, repeats, out)."""
     from edge_m3.bundle import load_bundle
-    from edge_m3.contract import GOLDEN
     from edge_m3.runtime.pipeline import DevicePipeline
     from edge_m3.runtime.runners import import_runtime
+    from edge_m3.spec import GOLDEN
 
     runtime, weight_cache = _runtime(job)
     threads, warmup, repeats = int(job["threads"]), int(job["warmup"]), int(job["repeats"])

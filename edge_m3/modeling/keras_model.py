@@ -17,8 +17,8 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from edge_m3.contract import COLBERT_VECS, DENSE_VECS, HEADS, SPARSE_WEIGHTS
 from edge_m3.families import AFTER_PADDING, M3_POOLING, Pooling
+from edge_m3.spec import COLBERT_VECS, DENSE_VECS, HEADS, SPARSE_WEIGHTS
 
 # Large enough that exp() underflows to 0 next to real scores (exp(-100) is 4e-44, below
 # float32's resolution next to the row's largest term, 1), small enough to stay finite in

@@ -21,9 +21,9 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from edge_m3.contract import DENSE_VECS
 from edge_m3.families import M3_POOLING, SLIDING_ATTENTION, Pooling
 from edge_m3.modeling.keras_model import MASK_VALUE, _dense, _gelu_erf, _lookup, _norm, _Preset, pool
+from edge_m3.spec import DENSE_VECS
 
 
 def rope_inv_freq(theta: float, head_dim: int) -> np.ndarray:

@@ -19,7 +19,9 @@ from pathlib import Path
 from typing import Any
 
 from edge_m3.common.files import check_writable, write_lines_atomic
-from edge_m3.contract import (
+from edge_m3.errors import EdgeM3Error, OptionError
+from edge_m3.runtime.registry import Runtime
+from edge_m3.spec import (
     COLBERT_STORES,
     COLBERT_VECS,
     DENSE_STORES,
@@ -29,8 +31,6 @@ from edge_m3.contract import (
     SCORE_MODES,
     mode_signals,
 )
-from edge_m3.errors import EdgeM3Error, OptionError
-from edge_m3.runtime.registry import Runtime
 
 # What one embedded passage keeps: the index stores no more (raw outputs are dropped).
 _KEEP = (DENSE_VECS, LEXICAL_WEIGHTS, COLBERT_VECS)

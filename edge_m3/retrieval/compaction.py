@@ -15,10 +15,10 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from edge_m3.common.files import sha256_file
-from edge_m3.contract import INDEX_BASE_PREFIX, INDEX_DB, INDEX_MANIFEST, INDEX_POSTING_WEIGHTS, is_file_name
 from edge_m3.retrieval.index import Index, postings
 from edge_m3.retrieval.segments import Segments
 from edge_m3.retrieval.store import DB_ERRORS, base_generation, refusal, swap_base
+from edge_m3.spec import INDEX_BASE_PREFIX, INDEX_DB, INDEX_MANIFEST, INDEX_POSTING_WEIGHTS, is_file_name
 
 if TYPE_CHECKING:
     from edge_m3.retrieval.writable import WritableIndex

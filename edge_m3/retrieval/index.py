@@ -1,6 +1,6 @@
 """An index of embedded passages: `add`, `search(query, k, mode)`, and the folder apps ship.
 
-Search returns exactly the hits docs/index-format.md defines (contract.py's scores, ties by row),
+Search returns exactly the hits docs/index-format.md defines (spec/scoring.py's scores, ties by row),
 so the kits return the same ones. Fast float32 passes (BLAS) only *select* rows, within a proven
 error bound of the exact scores; the returned scores are always the exact sequential ones.
 Saved indexes are memory-mapped back (no copy) after every file's sha256 is checked.
@@ -20,7 +20,9 @@ import numpy as np
 
 from edge_m3 import __version__
 from edge_m3.common.files import atomic_dir, file_entries, sha256_file
-from edge_m3.contract import (
+from edge_m3.errors import EdgeM3Error, OptionError, one_line
+from edge_m3.retrieval.scores import _U32, _U64, colbert_score, seq_dots
+from edge_m3.spec import (
     COLBERT_STORES,
     COLBERT_VECS,
     DENSE_STORES,
@@ -41,15 +43,13 @@ from edge_m3.contract import (
     mode_signals,
     mode_weights,
 )
-from edge_m3.errors import EdgeM3Error, OptionError, one_line
-from edge_m3.retrieval.scores import _U32, _U64, colbert_score, seq_dots
 
 PassageId = int | str
 _PW = INDEX_POSTING_WEIGHTS  # the postings' weights array
 
 
 class CorruptIndexError(EdgeM3Error):
-    """An index's files refused for their contents (contract.KIT_ERROR_KINDS' corrupt_index): a file
+    """An index's files refused for their contents (spec.KIT_ERROR_KINDS' corrupt_index): a file
     missing, malformed, or not what index.json says (or a writable index's database refused): build
     or download the index again. A caller's mistake (a bad query, another bundle) is not one."""
 

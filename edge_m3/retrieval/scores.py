@@ -1,4 +1,4 @@
-"""BGE-M3's three scores and compute_score's hybrid, as contract.py defines them, in numpy.
+"""BGE-M3's three scores and compute_score's hybrid, as spec/scoring.py defines them, in numpy.
 
 Every sum here is the contract's sequential float64 sum (np.cumsum over exact float64 products,
 never np.sum or `@`, which reorder), so the kits can return the same bits. Where a fast BLAS
@@ -12,7 +12,8 @@ from typing import Any
 
 import numpy as np
 
-from edge_m3.contract import (
+from edge_m3.errors import EdgeM3Error
+from edge_m3.spec import (
     COLBERT_VECS,
     DEFAULT_MODE_WEIGHTS,
     DENSE_VECS,
@@ -22,7 +23,6 @@ from edge_m3.contract import (
     hybrid_score,
     mode_signals,
 )
-from edge_m3.errors import EdgeM3Error
 
 # Unit roundoff of float64 / float32: the error bounds of a BLAS pass that only selects.
 _U64 = 2.0 ** -53

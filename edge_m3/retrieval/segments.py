@@ -13,14 +13,6 @@ from typing import Any
 
 import numpy as np
 
-from edge_m3.contract import (
-    COLBERT_VECS,
-    DENSE_VECS,
-    HYBRID_CANDIDATES,
-    INDEX_POSTING_WEIGHTS,
-    LEXICAL_WEIGHTS,
-    mode_signals,
-)
 from edge_m3.retrieval.index import (
     BundleIdentity,
     Hit,
@@ -34,6 +26,14 @@ from edge_m3.retrieval.index import (
     top_of,
 )
 from edge_m3.retrieval.store import Stored
+from edge_m3.spec import (
+    COLBERT_VECS,
+    DENSE_VECS,
+    HYBRID_CANDIDATES,
+    INDEX_POSTING_WEIGHTS,
+    LEXICAL_WEIGHTS,
+    mode_signals,
+)
 
 _PW = INDEX_POSTING_WEIGHTS
 Segment = tuple[Index, np.ndarray]  # an index, and its physical rows' logical rows (-1: removed)

@@ -18,7 +18,9 @@ from typing import Any
 
 import numpy as np
 
-from edge_m3.contract import (
+from edge_m3.errors import EdgeM3Error, OptionError, one_line
+from edge_m3.retrieval.index import BundleIdentity, CorruptIndexError, PassageId
+from edge_m3.spec import (
     COLBERT_STORES,
     DENSE_STORES,
     INDEX_BASE_PREFIX,
@@ -32,8 +34,6 @@ from edge_m3.contract import (
     INDEX_DB_VERSION,
     INDEX_MAX_DIM,
 )
-from edge_m3.errors import EdgeM3Error, OptionError, one_line
-from edge_m3.retrieval.index import BundleIdentity, CorruptIndexError, PassageId
 
 _INT64 = (-(1 << 63), (1 << 63) - 1)
 _SELECT_PASSAGES = ("SELECT id, chunk, dense, dense_scale, lex_tokens, lex_weights, colbert, colbert_scale "
@@ -47,7 +47,7 @@ DB_ERRORS = (sqlite3.Error, UnicodeDecodeError)
 
 
 class WriteRefused(EdgeM3Error):
-    """A write that changed nothing, with the kits' error kind (contract.KIT_ERROR_KINDS):
+    """A write that changed nothing, with the kits' error kind (spec.KIT_ERROR_KINDS):
     duplicate_id, unknown_id, index_busy or write_failed."""
 
     def __init__(self, kind: str, message: str) -> None:
@@ -106,7 +106,7 @@ def id_value(pid: Any, what: str = "id") -> PassageId:
 
 
 def meta_int(text: str) -> int | None:
-    """A meta integer (contract.INDEX_DB_INT_MAX): ASCII digits only, at most 2^63 - 1; else None."""
+    """A meta integer (spec.INDEX_DB_INT_MAX): ASCII digits only, at most 2^63 - 1; else None."""
     # (the length first: int() of over 4,300 digits raises ValueError rather than read them)
     if not (text.isascii() and text.isdigit()) or len(text) > 19:
         return None

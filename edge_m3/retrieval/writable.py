@@ -20,14 +20,6 @@ from pathlib import Path
 from typing import Any
 
 from edge_m3.common.files import sha256_file
-from edge_m3.contract import (
-    COLBERT_STORES,
-    DENSE_STORES,
-    INDEX_DB,
-    INDEX_DB_RELOADS,
-    INDEX_MANIFEST,
-    INDEX_MAX_DIM,
-)
 from edge_m3.errors import EdgeM3Error, OptionError, one_line
 from edge_m3.retrieval import compaction
 from edge_m3.retrieval.index import BundleIdentity, CorruptIndexError, Hit, Index, PassageId
@@ -50,6 +42,14 @@ from edge_m3.retrieval.store import (
     read_version,
     refusal,
     write_rows,
+)
+from edge_m3.spec import (
+    COLBERT_STORES,
+    DENSE_STORES,
+    INDEX_DB,
+    INDEX_DB_RELOADS,
+    INDEX_MANIFEST,
+    INDEX_MAX_DIM,
 )
 
 __all__ = ["Embedder", "PassageId", "WritableIndex", "WriteRefused", "chunk_embedder", "open_index"]
@@ -177,7 +177,7 @@ class WritableIndex:
 
     def reload(self) -> None:
         """Read meta, tombstones and passages; open the base they name (all checked, one line).
-        One committed state (contract.INDEX_DB_RELOADS): when another connection commits while
+        One committed state (spec.INDEX_DB_RELOADS): when another connection commits while
         this reads, it reads again, so a compaction that deleted the base being opened, or a
         commit between two of the SELECTs, is never reported as a corrupt index; a writer that
         keeps committing is waited for, and the state read under its lock."""

@@ -14,9 +14,9 @@ from collections.abc import Sequence
 
 from edge_m3.bundle import Bundle
 from edge_m3.common.options import version_tuple
-from edge_m3.contract import ModelEntry, QuantRecipe
 from edge_m3.errors import EdgeM3Error, OptionError
 from edge_m3.runtime.registry import RUNTIMES, Runtime, of_format
+from edge_m3.spec import ModelEntry, QuantRecipe
 
 
 def _advice(fmt: str) -> str:

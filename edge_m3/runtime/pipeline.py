@@ -13,11 +13,11 @@ from typing import Any
 import numpy as np
 
 from edge_m3.bundle import Bundle
-from edge_m3.contract import COLBERT_VECS, DENSE_VECS, LEXICAL_WEIGHTS, choose_length
 from edge_m3.errors import EdgeM3Error
 from edge_m3.runtime.postprocess import postprocess
 from edge_m3.runtime.registry import Runtime, WeightCache
 from edge_m3.runtime.runners import Runner, open_runner
+from edge_m3.spec import COLBERT_VECS, DENSE_VECS, LEXICAL_WEIGHTS, choose_length
 
 
 @dataclass

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from edge_m3.contract import (
+from edge_m3.spec import (
     COLBERT_VECS,
     DENSE_VECS,
     LEXICAL_SKIP_KEYS,

@@ -15,7 +15,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, ClassVar
 
-from edge_m3.contract import IN_MEMORY_WEIGHT_CACHE, QuantRecipe, weight_cache_name
+from edge_m3.spec import IN_MEMORY_WEIGHT_CACHE, QuantRecipe, weight_cache_name
 
 
 @dataclass(frozen=True)
@@ -25,7 +25,7 @@ class Runtime:
     name: str
     module: str  # imported to run a model (`attribute` of it holds the Interpreter when set)
     packages: tuple[str, ...]  # distributions that install it; the first is the one to install
-    format: str  # the model format it runs (contract.FORMATS)
+    format: str  # the model format it runs (spec.FORMATS)
     # The oldest kernels of a variant it runs correctly: the recipe's bound for this runtime.
     oldest: Callable[[QuantRecipe], str] | None = None
     attribute: str = ""  # tensorflow.lite is an attribute of `tensorflow`, not a module

@@ -13,10 +13,10 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from edge_m3.contract import ATTENTION_MASK, INPUT_IDS, Signature
 from edge_m3.errors import EdgeM3Error, OptionError
 from edge_m3.runtime.native_logs import ort_log_level, quiet_native
 from edge_m3.runtime.registry import Runtime, WeightCache
+from edge_m3.spec import ATTENTION_MASK, INPUT_IDS, Signature
 
 
 def import_runtime(runtime: Runtime) -> float:

@@ -1,6 +1,6 @@
 """The device tokenizers (ids equal to the reference's for any text) and vocabulary trimming.
 
-One tokenizer class per kind (the manifest's `tokenizer.kind`, edge_m3.contract.TOKENIZER_KINDS):
+One tokenizer class per kind (the manifest's `tokenizer.kind`, edge_m3.spec.TOKENIZER_KINDS):
 tokenizer (`xlmr-sentencepiece`: special-token split, normalisation (normalizer, graphemes),
 unigram Viterbi (unigram), XLM-R id mapping, padding) and wordpiece (`wordpiece`: BERT's
 normaliser, pre-tokenizer and WordPiece) and bpe (`byte-level-bpe`: GPT-2-style added tokens,
@@ -14,7 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from edge_m3.contract import BYTE_LEVEL_BPE, WORDPIECE, XLMR_SENTENCEPIECE, TokenizerSpec, choose_length
+from edge_m3.spec import BYTE_LEVEL_BPE, WORDPIECE, XLMR_SENTENCEPIECE, TokenizerSpec, choose_length
 from edge_m3.tokenizer.tokenizer import (
     InvalidTextError,
     Tokenizer,

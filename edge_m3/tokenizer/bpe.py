@@ -35,8 +35,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from edge_m3.contract import BPE_FILE, BPE_OPTIONS, BYTE_LEVEL_BPE, SPECIAL_KEYS, TokenizerSpec
 from edge_m3.errors import EdgeM3Error
+from edge_m3.spec import BPE_FILE, BPE_OPTIONS, BYTE_LEVEL_BPE, SPECIAL_KEYS, TokenizerSpec
 from edge_m3.tokenizer.tokenizer import Tokenizer
 from edge_m3.tokenizer.wordpiece import (
     _CONFIG_KEYS,
@@ -482,7 +482,7 @@ def bpe_spec(checkpoint_dir: Path) -> tuple[TokenizerSpec, dict[str, Any]]:
             raise EdgeM3Error(f"{where}: post_processor.special_tokens gives {special[key]!r} id {emitted!r}, "
                               f"but it is token {ids[special[key]]}")
     if set(options) != set(BPE_OPTIONS):
-        raise AssertionError("options out of step with contract.BPE_OPTIONS")
+        raise AssertionError("options out of step with spec.BPE_OPTIONS")
     size = max(ids.values()) + 1
     spec = TokenizerSpec(special_ids={k: ids[special[k]] for k in SPECIAL_KEYS}, sp_unk_id=0, id_offset=0,
                          vocab_size=size, vocab_map=None, special_tokens={k: special[k] for k in SPECIAL_KEYS},

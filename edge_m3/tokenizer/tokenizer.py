@@ -35,8 +35,8 @@ from typing import Any
 
 import numpy as np
 
-from edge_m3.contract import CHUNK_OVERLAP_PERCENT, VOCAB_MAP, XLMR_SPECIAL_TOKENS, TokenizerSpec, file_name
 from edge_m3.errors import EdgeM3Error
+from edge_m3.spec import CHUNK_OVERLAP_PERCENT, VOCAB_MAP, XLMR_SPECIAL_TOKENS, TokenizerSpec, file_name
 from edge_m3.tokenizer.spmodel import (
     CONTROL,
     UNKNOWN,

@@ -18,8 +18,8 @@ from typing import Any
 import numpy as np
 
 from edge_m3.common.files import read_lines
-from edge_m3.contract import SPECIAL_KEYS, VOCAB_MAP
 from edge_m3.errors import EdgeM3Error, OptionError
+from edge_m3.spec import SPECIAL_KEYS, VOCAB_MAP
 
 
 def read_corpus(path: Path, field: str = "vocab_corpus") -> list[str]:

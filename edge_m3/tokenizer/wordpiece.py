@@ -31,8 +31,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from edge_m3.contract import SPECIAL_KEYS, WORDPIECE, WORDPIECE_OPTIONS, WORDPIECE_VOCAB, TokenizerSpec
 from edge_m3.errors import EdgeM3Error
+from edge_m3.spec import SPECIAL_KEYS, WORDPIECE, WORDPIECE_OPTIONS, WORDPIECE_VOCAB, TokenizerSpec
 from edge_m3.tokenizer.tokenizer import Tokenizer
 
 TOKENIZER_JSON, TOKENIZER_CONFIG, SPECIAL_TOKENS_MAP = (
@@ -436,7 +436,7 @@ def wordpiece_spec(checkpoint_dir: Path) -> tuple[TokenizerSpec, list[str]]:
         raise EdgeM3Error(f"{ckpt}: neither {TOKENIZER_JSON} nor {WORDPIECE_VOCAB} (a WordPiece "
                           "tokenizer needs one)")
     if set(options) != set(WORDPIECE_OPTIONS):
-        raise AssertionError("options out of step with contract.WORDPIECE_OPTIONS")
+        raise AssertionError("options out of step with spec.WORDPIECE_OPTIONS")
     vocab = {t: i for i, t in enumerate(tokens)}
     ids = {k: vocab[special[k]] for k in SPECIAL_KEYS}
     spec = TokenizerSpec(special_ids=ids, sp_unk_id=0, id_offset=0, vocab_size=len(tokens),

@@ -55,7 +55,7 @@ def assert_kit_embeddings(got: list[dict], want: list[dict], quant: str) -> None
     ids and signature exactly, every head within the variant's device tolerance."""
     import numpy as np
 
-    from edge_m3.contract import RECIPES
+    from edge_m3.spec import RECIPES
 
     tol = RECIPES[quant].device_tolerance
     assert len(got) == len(want)

@@ -123,7 +123,7 @@ def onnx_vs_keras(runner: Any, keras_model: Any, seq_lens: Sequence[int]) -> dic
 
 _CHILD = r"""
 import json, sys, numpy as np
-from edge_m3.contract import Signature
+from edge_m3.spec import Signature
 from edge_m3.runtime import RUNTIMES, open_runner
 path, sigs, runtime, out = sys.argv[1], json.loads(sys.argv[2]), sys.argv[3], sys.argv[4]
 sigs = [Signature.from_json(s, "signatures") for s in sigs]

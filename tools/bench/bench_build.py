@@ -24,7 +24,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from edge_m3.contract import Manifest
+from edge_m3.spec import Manifest
 from tools.bench.results import Load, add_option, write_result
 
 

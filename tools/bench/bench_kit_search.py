@@ -33,7 +33,7 @@ from pathlib import Path  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-from edge_m3.contract import SCORE_MODES  # noqa: E402
+from edge_m3.spec import SCORE_MODES  # noqa: E402
 from tools.bench import results  # noqa: E402
 from tools.bench.bench_search import _embed, synthesize  # noqa: E402
 from tools.kit import retrieval_wire as wire  # noqa: E402

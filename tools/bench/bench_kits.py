@@ -67,7 +67,7 @@ def pick_texts(bundle: Path, out: Path) -> dict[int, str]:
     """One text per end of the bundle's lengths: of the built-in golden texts, the longest one
     landing on the shortest signature; and their words joined until one more would pass the longest."""
     from edge_m3.bundle import load_bundle
-    from edge_m3.contract import choose_length
+    from edge_m3.spec import choose_length
 
     b = load_bundle(bundle)
     entry = b.model_entry("tflite")

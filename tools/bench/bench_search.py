@@ -31,8 +31,8 @@ from typing import Any  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-from edge_m3.contract import SCORE_MODES  # noqa: E402
 from edge_m3.retrieval.index import Index, _quantize_rows  # noqa: E402
+from edge_m3.spec import SCORE_MODES  # noqa: E402
 from tools.bench import results  # noqa: E402
 
 

@@ -32,9 +32,9 @@ from pathlib import Path  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-from edge_m3.contract import INDEX_DB  # noqa: E402
 from edge_m3.retrieval.compaction import merged  # noqa: E402
 from edge_m3.retrieval.writable import WritableIndex  # noqa: E402
+from edge_m3.spec import INDEX_DB  # noqa: E402
 from tools.bench import results  # noqa: E402
 from tools.bench.bench_search import _embed, synthesize  # noqa: E402
 

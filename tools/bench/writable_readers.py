@@ -25,8 +25,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from edge_m3.contract import INDEX_DB
 from edge_m3.retrieval.writable import WritableIndex
+from edge_m3.spec import INDEX_DB
 from tools.bench.results import Load, add_option, write_result
 from tools.bench.writable_kills import DIM, passage
 from tools.kit import retrieval_wire as wire

@@ -1,11 +1,11 @@
-"""Write the kits' copies of the bundle contract from edge_m3/contract.py (the one definition).
+"""Write the kits' copies of the bundle contract from edge_m3/spec/ (the one definition).
 
     python -m tools.codegen.gen_kit_contract            # rewrite the generated kit files
     python -m tools.codegen.gen_kit_contract --check    # exit 1 if one is stale (make lint, the tests)
 
 Kotlin (android_assets/src/main/java/dev/edgem3/generated/): EdgeM3Contract.kt (object
 EdgeM3Contract), Manifest.kt, and EdgeM3Errors.kt (the error kinds and one exception class per
-kind, from contract.KIT_ERROR_KINDS); Swift (ios_assets/Sources/EdgeM3/Generated/):
+kind, from spec.KIT_ERROR_KINDS); Swift (ios_assets/Sources/EdgeM3/Generated/):
 EdgeM3Contract.swift (enum EdgeM3Contract, EdgeM3ErrorKind, ScoreMode) and Manifest.swift. The
 manifest types come from tools/codegen/kit_manifest.py's table.
 """
@@ -15,7 +15,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from edge_m3 import contract as c
+from edge_m3 import spec as c
 from edge_m3.bundle.kits import ANDROID_ASSETS, IOS_RESOURCES, IOS_TEST_RESOURCES
 from tools.codegen import ROOT, generate, header
 from tools.codegen.kit_manifest import camel as _camel
@@ -29,7 +29,7 @@ SWIFT = SWIFT_DIR / "EdgeM3Contract.swift"
 KOTLIN_MANIFEST = KOTLIN_DIR / "Manifest.kt"
 KOTLIN_ERRORS = KOTLIN_DIR / "EdgeM3Errors.kt"
 SWIFT_MANIFEST = SWIFT_DIR / "Manifest.swift"
-HEADER = header("gen_kit_contract", "edge_m3/contract.py")
+HEADER = header("gen_kit_contract", "edge_m3/spec/")
 
 # name -> value of the plain constants both kits get (Kotlin UPPER_SNAKE, Swift lowerCamel).
 STRINGS = {
@@ -70,20 +70,20 @@ LISTS = {"SPECIAL_KEYS": c.SPECIAL_KEYS, "LEXICAL_SKIP_KEYS": c.LEXICAL_SKIP_KEY
          "INDEX_BUNDLE_KEYS": c.INDEX_BUNDLE_KEYS,
          # a byte-level BPE bundle's `options.normalizer` values ("" for none)
          "BPE_NORMALIZERS": c.BPE_NORMALIZERS,
-         # a file name from manifest.json is not a path (issue 38; contract.is_file_name)
+         # a file name from manifest.json is not a path (issue 38; spec.is_file_name)
          "NOT_FILE_NAMES": c.NOT_FILE_NAMES, "FILE_NAME_SEPARATORS": c.FILE_NAME_SEPARATORS}
 # Retrieval (issue 25): lists of doubles and string maps.
 DOUBLE_LISTS = {"DEFAULT_MODE_WEIGHTS": c.DEFAULT_MODE_WEIGHTS}
 STRING_MAPS = {"INDEX_ARRAYS": c.INDEX_ARRAYS}
 
 
-# contract.weight_cache_name in each kit's language (ASCII letters, digits, '.' and '_' kept).
+# spec.weight_cache_name in each kit's language (ASCII letters, digits, '.' and '_' kept).
 KOTLIN_CACHE_NAME = """\
     fun weightCacheName(modelSha256: String, runtimeKey: String): String {
         val key = runtimeKey.map { if (it in 'a'..'z' || it in 'A'..'Z' || it in '0'..'9' || it == '.' ||
             it == '_') it else '_' }.joinToString("")
         return modelSha256.take(WEIGHT_CACHE_KEY_CHARS) + "-" + key + WEIGHT_CACHE_SUFFIX"""
-# contract.escape_line_breaks in each kit's language: every message of an EdgeM3Exception (Kotlin) or
+# spec.escape_line_breaks in each kit's language: every message of an EdgeM3Exception (Kotlin) or
 # an EdgeM3Error (Swift) goes through it, so a refusal is one line whatever the file held.
 KOTLIN_ESCAPE = """\
     fun escapeLineBreaks(message: String): String {
@@ -105,7 +105,7 @@ KOTLIN_CHAR, SWIFT_SCALAR = "'\\u%04x'", '"\\u{%x}"'  # a character literal, by 
 
 
 def _line_break_escapes(char: str, sep: str) -> str:
-    """contract.LINE_BREAKS -> their escapes, as a Kotlin or Swift map's entries (`char`: KOTLIN_CHAR...)."""
+    """spec.LINE_BREAKS -> their escapes, as a Kotlin or Swift map's entries (`char`: KOTLIN_CHAR...)."""
     return ", ".join(f"{char % ord(ch)}{sep}{_q(c.escape_line_breaks(ch))}" for ch in c.LINE_BREAKS)
 
 
@@ -132,11 +132,11 @@ def _kotlin_class(kind: str) -> str:
 
 
 def kotlin_errors() -> str:
-    """EdgeM3ErrorKind, EdgeM3Failure and one exception class per kind (contract.KIT_ERROR_KINDS)."""
+    """EdgeM3ErrorKind, EdgeM3Failure and one exception class per kind (spec.KIT_ERROR_KINDS)."""
     base = _kotlin_class("invalid_input")
     lines = [f"// {HEADER}", "package dev.edgem3", "",
              "/** What went wrong, for a caller to branch on (`EdgeM3Failure.kind`; "
-             "contract.KIT_ERROR_KINDS). */",
+             "spec.KIT_ERROR_KINDS). */",
              "enum class EdgeM3ErrorKind(val wire: String) {"]
     kinds = list(c.KIT_ERROR_KINDS.items())
     for i, (k, doc) in enumerate(kinds):
@@ -204,13 +204,13 @@ def kotlin() -> str:
     lines += ["    )", "", f"    /** {_doc(c.weight_cache_name)} */",
               *KOTLIN_CACHE_NAME.splitlines(),
               "    }", "",
-              "    /** What Python's str.splitlines splits on (contract.LINE_BREAKS), each with its escape. */",
+              "    /** What Python's str.splitlines splits on (spec.LINE_BREAKS), each with its escape. */",
               "    val LINE_BREAK_ESCAPES: Map<Char, String> = mapOf("
               f"{_line_break_escapes(KOTLIN_CHAR, ' to ')})", "",
               f"    /** {_doc(c.escape_line_breaks)} */",
               *KOTLIN_ESCAPE.splitlines(),
               "    }", "}", "",
-              "/** A score mode (contract.SCORE_MODES): what `Retrieval.score` and `EdgeM3Index.search` "
+              "/** A score mode (spec.SCORE_MODES): what `Retrieval.score` and `EdgeM3Index.search` "
               "take, as an enum. */",
               "enum class ScoreMode(val wire: String) {"]
     lines += [f"    {_mode_case(m)}({_q(m)}){',' if i < len(c.SCORE_MODES) - 1 else ''}"
@@ -244,7 +244,7 @@ def swift() -> str:
     lines += ["    ]", "", f"    /// {_doc(c.weight_cache_name)}",
               *SWIFT_CACHE_NAME.splitlines(),
               "    }", "",
-              "    /// What Python's str.splitlines splits on (contract.LINE_BREAKS), each with its escape.",
+              "    /// What Python's str.splitlines splits on (spec.LINE_BREAKS), each with its escape.",
               "    public static let lineBreakEscapes: [Unicode.Scalar: String] = ["
               f"{_line_break_escapes(SWIFT_SCALAR, ': ')}]", "",
               f"    /// {_doc(c.escape_line_breaks)}",
@@ -257,11 +257,11 @@ def swift() -> str:
               "    public var maxAbs: Float", "",
               "    public init(denseCosineMin: Double, maxAbs: Float) {",
               "        self.denseCosineMin = denseCosineMin", "        self.maxAbs = maxAbs", "    }", "}", "",
-              "/// What went wrong, for a caller to branch on (`EdgeM3Error.kind`; contract.KIT_ERROR_KINDS).",
+              "/// What went wrong, for a caller to branch on (`EdgeM3Error.kind`; spec.KIT_ERROR_KINDS).",
               "nonisolated public enum EdgeM3ErrorKind: String, CaseIterable, Hashable, Sendable {"]
     lines += [f"    /// {doc}\n    case {_camel(k.upper())} = {_q(k)}" for k, doc in c.KIT_ERROR_KINDS.items()]
     lines += ["}", "",
-              "/// A score mode (contract.SCORE_MODES): what `Retrieval.score` and `EdgeM3Index.search` "
+              "/// A score mode (spec.SCORE_MODES): what `Retrieval.score` and `EdgeM3Index.search` "
               "take, as an enum.",
               "nonisolated public enum ScoreMode: String, CaseIterable, Hashable, Sendable {"]
     lines += [f"    case {_camel(_mode_case(m))} = {_q(m)}" for m in c.SCORE_MODES]

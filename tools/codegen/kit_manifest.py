@@ -1,7 +1,7 @@
 """The kits' manifest types (Kotlin Manifest.kt, Swift Manifest.swift), written from one table.
 
 The table names, per kit type, its properties and the manifest.json keys they read; every key is
-checked against edge_m3/contract.py (the dataclass fields of Manifest, ModelEntry, Signature,
+checked against edge_m3/spec/manifest.py (the dataclass fields of Manifest, ModelEntry, Signature,
 TensorSpec, TokenizerSpec; SPECIAL_KEYS; FILE_ENTRY_KEYS), so a renamed manifest field breaks the
 generator, not a phone. What the types *do* beyond holding and reading fields (the schema check,
 sorting and checking signatures, the special-token strings) is hand-written in each kit
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 
-from edge_m3 import contract as c
+from edge_m3 import spec as c
 
 
 @dataclass(frozen=True)
@@ -40,7 +40,7 @@ class Field:
 class KitType:
     name: str
     doc: str
-    source: tuple[str, ...]  # the JSON keys this type may read (from contract.py)
+    source: tuple[str, ...]  # the JSON keys this type may read (from spec/manifest.py)
     fields: tuple[Field, ...]
     mutable: bool = True  # Swift `var` (else `let`)
     init_hook: str | None = None  # a property the memberwise init checks: `hook(value, file)` throws
@@ -79,7 +79,7 @@ TYPES = (
                 Field("special", "special_ids", "SpecialIds"),
                 Field("specialTokens", "special_tokens", "tokens", "hook", "checkedSpecialTokens",
                       "The strings the reference turns into special ids wherever the text holds them; "
-                      "absent or null: XLM-R's (as edge_m3/contract.py)."),
+                      "absent or null: XLM-R's (as edge_m3/spec/manifest.py)."),
                 Field("spUnkId", "sp_unk_id", "Int"),
                 Field("idOffset", "id_offset", "Int"),
                 Field("vocabSize", "vocab_size", "Int"),
@@ -134,12 +134,12 @@ def quote(s: str | None) -> str:
 
 
 def check_against_contract() -> None:
-    """Every key a kit reads is one contract.py defines."""
+    """Every key a kit reads is one spec/manifest.py defines."""
     for t in TYPES:
         for f in t.fields:
             if f.key not in t.source:
                 raise SystemExit(f"kit manifest type {t.name}.{f.prop}: key {f.key!r} is not in "
-                                 "edge_m3/contract.py "
+                                 "edge_m3/spec/manifest.py "
                                  f"({', '.join(t.source)})")
 
 

@@ -89,8 +89,8 @@ def build_bundle(ckpt: Path, tmp: Path) -> Path:
 
 
 def bundle_seeds(bundle: Path) -> None:
-    from edge_m3.contract import GOLDEN, MANIFEST, VOCAB_MAP
     from edge_m3.retrieval.scores import golden_scores
+    from edge_m3.spec import GOLDEN, MANIFEST, VOCAB_MAP
 
     manifest = json.loads((bundle / MANIFEST).read_text())
     golden = json.loads((bundle / GOLDEN).read_text())
@@ -117,9 +117,9 @@ def bundle_seeds(bundle: Path) -> None:
 def wordpiece_bundle_seed(bundle_blob: bytes, minilm_cut: Path) -> None:
     """The tiny bundle with MiniLM's (cut) WordPiece vocabulary as its tokenizer, golden.json's
     ids and named outputs redone with it (the raw outputs stay: only their shapes matter here)."""
-    from edge_m3.contract import GOLDEN, MANIFEST, SENTENCEPIECE, VOCAB_MAP
     from edge_m3.retrieval.scores import golden_scores
     from edge_m3.runtime.pipeline import named_outputs, to_jsonable
+    from edge_m3.spec import GOLDEN, MANIFEST, SENTENCEPIECE, VOCAB_MAP
     from edge_m3.tokenizer.wordpiece import WordPieceTokenizer, wordpiece_spec
 
     spec, tokens = wordpiece_spec(minilm_cut)

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from edge_m3.contract import COLBERT_VECS, DENSE_VECS, LEXICAL_WEIGHTS
+from edge_m3.spec import COLBERT_VECS, DENSE_VECS, LEXICAL_WEIGHTS
 
 KOTLIN_MAIN = "dev.edgem3.RetrievalCheckKt"
 SWIFT_PRODUCT = "edge-m3-retrieval"
@@ -118,7 +118,7 @@ def parse_scores(stdout: str) -> dict[tuple[int, int, str], str]:
 #          colbert; SCOPE "passages" (best chunk per passage, the default search) or "chunks")
 #   ID   = "i" DECIMAL (an integer id) | "s" HEX (a string id: its UTF-8 bytes in hex, "s" alone
 #          for the empty string)
-# Answers: "ok", "error KIND" (KIND one of contract.KIT_ERROR_KINDS; nothing was changed),
+# Answers: "ok", "error KIND" (KIND one of spec.KIT_ERROR_KINDS; nothing was changed),
 # "count N" (passages), "contains true|false", "hits N" (ROW ID CHUNK HEX64)*N (logical rows,
 # best first; CHUNK the row's chunk number in its passage).
 

@@ -196,7 +196,7 @@ def _aeq_child(job_path: Path) -> None:
 def _calibration_inputs(ids: list[list[int]], seq_lens: Sequence[int], pad_id: int, out: Path) -> Path:
     """AEQ calibration data: each calibration text's ids at the signature the device picks
     (`choose_length`; the longest cuts them), for `aeq.calibration_feed` to pad in the child."""
-    from edge_m3.contract import choose_length, signature_name
+    from edge_m3.spec import choose_length, signature_name
 
     data: dict[str, list[list[int]]] = {}
     for seq in ids:
@@ -305,9 +305,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     a.checkpoint = a.checkpoint.resolve()
 
     from edge_m3.bundle import load_bundle
-    from edge_m3.contract import model_file
     from edge_m3.harness.fidelity import Corpus, read_corpus, sample
     from edge_m3.harness.verify import formula_pairs
+    from edge_m3.spec import model_file
     from tools.research.calibrated_onnx_recipes import bundle_with, figures, flag_reference, our_outputs
 
     corpus = read_corpus(a.texts)

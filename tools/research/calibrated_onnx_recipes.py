@@ -73,7 +73,7 @@ def bundle_with(base: Path, model_name: str, made: Path, out: Path) -> Path:
     """A copy of `base` whose `model_name` is the file `made` (others hard-linked), its
     manifest's hash and size of that file updated."""
     from edge_m3.common.files import sha256_file
-    from edge_m3.contract import MANIFEST
+    from edge_m3.spec import MANIFEST
 
     if out.exists():
         shutil.rmtree(out)
@@ -266,7 +266,7 @@ def build_ours(a: argparse.Namespace) -> Path:
 def build_variant(a: argparse.Namespace, quant: str, slice_file: Path) -> Path:
     """Ours in variant `quant` (every format its recipe has), as `edge-m3 build` makes it; a
     calibrated variant calibrates on the corpus's calibration slice (`slice_file`)."""
-    from edge_m3.contract import RECIPES
+    from edge_m3.spec import RECIPES
 
     recipe = RECIPES[quant]
     out = a.work / f"ours-{quant}"
@@ -313,8 +313,8 @@ def build_smoothed(a: argparse.Namespace, base: Path, calib_ids: list[list[int]]
     """Ours with smoothing: the traced SavedModel from the smoothing child, then edge-m3's own
     int8 TFLite and ONNX conversions, both files swapped into a copy of `base`."""
     from edge_m3.bundle import load_bundle
-    from edge_m3.contract import RECIPES, model_file
     from edge_m3.export import worker
+    from edge_m3.spec import RECIPES, model_file
 
     tag = f"ours-int8-smooth{a.smooth:g}-{'-'.join(sites)}"
     out = a.work / tag
@@ -364,8 +364,8 @@ def peer_outputs(a: argparse.Namespace, cache: Path, texts: list[str], ref: Sequ
                  tag: str = "peer") -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """The peer's int8 backbone on FlagEmbedding's ids, then our heads (module docstring, 5)."""
     from edge_m3.checkpoint import load_checkpoint
-    from edge_m3.contract import COLBERT_VECS, DENSE_VECS, LEXICAL_WEIGHTS
     from edge_m3.runtime.postprocess import colbert_vectors, lexical_weights, special_skip_ids
+    from edge_m3.spec import COLBERT_VECS, DENSE_VECS, LEXICAL_WEIGHTS
 
     hid = a.work / f"{tag}-hidden.npz"
     ids = [list(map(int, r["input_ids"])) for r in ref]
@@ -418,8 +418,8 @@ def _subset(outs: Sequence[Any], idx: Sequence[int]) -> list[Any]:
 def figures(ours: Sequence[Mapping[str, Any]], ref: Sequence[Mapping[str, Any]], nq: int,
             relevant: Sequence[Sequence[int]], quant: str = "int8") -> dict[str, Any]:
     """The gate's figures of `ours` against `ref` (queries first), `failed` by `quant`'s gate."""
-    from edge_m3.contract import RECIPES
     from edge_m3.harness.metrics import compare, gate
+    from edge_m3.spec import RECIPES
 
     n = len(ref)
     sets = {"queries": list(range(nq)), "passages": list(range(nq, n))}
@@ -434,8 +434,8 @@ def colbert_worst(ours: Sequence[Mapping[str, Any]], ref: Sequence[Mapping[str, 
     query with its count and its vectors' cosines to the reference's, the maximum and p99
     without those queries, and the least cosine of every query's `</s>` vector by its token
     count: is a variant's maximum its own, or a kind of query every file misses?"""
-    from edge_m3.contract import COLBERT_VECS
     from edge_m3.harness.metrics import cosine, score_matrices
+    from edge_m3.spec import COLBERT_VECS
 
     queries, passages = list(range(nq)), list(range(nq, len(ref)))
     err = np.abs(score_matrices(ours, queries, passages, ["colbert"])["colbert"]
@@ -554,9 +554,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     a.checkpoint, a.peer_dir = a.checkpoint.resolve(), a.peer_dir.resolve()
 
     from edge_m3.bundle import load_bundle
-    from edge_m3.contract import model_file
     from edge_m3.harness.fidelity import read_corpus
     from edge_m3.harness.verify import formula_pairs
+    from edge_m3.spec import model_file
 
     corpus = read_corpus(a.texts)
     records = [*corpus.queries, *corpus.passages]  # verify's order: the reference cache's key
@@ -610,7 +610,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if a.gate_sample:
         gate_idx = gate_sample(corpus, gate_idx, a.gate_sample)
     if a.variants:
-        from edge_m3.contract import RECIPES
+        from edge_m3.spec import RECIPES
 
         slice_file = slice_path(a.work, a.calibration, a.calibration_seed)
         slice_file.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records

@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from edge_m3.contract import choose_length
+from edge_m3.spec import choose_length
 from tools.bench import results
 from tools.bench.bench_build import run_build  # one way to time a build
 

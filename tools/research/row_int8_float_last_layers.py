@@ -41,8 +41,8 @@ def _feeds(bundle_dir: Path) -> list[tuple[dict[str, np.ndarray], int]]:
     """The retrieval set as the device pipeline feeds it: truncated keeping `</s>`, padded with
     the bundle's own pad id, trimmed vocabularies mapped to rows."""
     from edge_m3.bundle import load_bundle
-    from edge_m3.contract import ATTENTION_MASK, INPUT_IDS
     from edge_m3.harness.inputs import retrieval_set
+    from edge_m3.spec import ATTENTION_MASK, INPUT_IDS
 
     bundle = load_bundle(bundle_dir)
     tok = bundle.tokenizer()

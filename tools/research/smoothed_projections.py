@@ -149,8 +149,8 @@ def run(model: Any, ref: Sequence[Mapping[str, Any]], idx: Sequence[int],
         special: Mapping[str, int]) -> list[dict[str, Any]]:
     import onnxruntime as ort
 
-    from edge_m3.contract import COLBERT_VECS, DENSE_VECS, SPARSE_WEIGHTS
     from edge_m3.runtime.postprocess import postprocess
+    from edge_m3.spec import COLBERT_VECS, DENSE_VECS, SPARSE_WEIGHTS
 
     so = ort.SessionOptions()
     so.intra_op_num_threads = 1

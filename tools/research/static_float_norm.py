@@ -82,11 +82,11 @@ def build(a: argparse.Namespace, out: Path) -> None:
     """Trace (with the chosen LayerNorm), convert to float, calibrate and quantize, bundle."""
     from edge_m3.builder.orchestrate import calibration_ids
     from edge_m3.checkpoint import load_checkpoint
-    from edge_m3.contract import HEADS, model_file
     from edge_m3.export.aeq import STATIC_FLOAT_TAIL, quantize_static
     from edge_m3.export.tflite import convert_float
     from edge_m3.export.trace import trace_checkpoint
     from edge_m3.harness.fidelity import read_corpus
+    from edge_m3.spec import HEADS, model_file
     from tools.research.calibrated_onnx_recipes import CALIBRATION, CALIBRATION_SEED, bundle_with, slice_path
 
     if a.norm.startswith("split:"):
@@ -131,10 +131,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--whole", action="store_true")
     a = p.parse_args(argv)
 
-    from edge_m3.contract import model_file
     from edge_m3.harness.fidelity import read_corpus
     from edge_m3.harness.metrics import cosine
     from edge_m3.harness.verify import formula_pairs
+    from edge_m3.spec import model_file
     from tools.research.calibrated_onnx_recipes import (
         CALIBRATION,
         CALIBRATION_SEED,

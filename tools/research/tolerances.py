@@ -30,7 +30,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 _ONNX_CHILD = r"""
 import json, sys, numpy as np
-from edge_m3.contract import ModelEntry
+from edge_m3.spec import ModelEntry
 from edge_m3.runtime import RUNTIMES, open_runner
 from tests.support.spread import onnx_errors
 model, entry, cases = sys.argv[1], json.loads(open(sys.argv[2]).read()), np.load(sys.argv[3])
@@ -64,12 +64,12 @@ def _onnx_runs(ckpt: Path, work: Path, repeats: int, prefix: tuple[str, ...] = (
                ) -> list[dict[str, dict[str, float]]]:
     """ONNX fp32, fp16 and int8 vs Keras, one export per repeat (the test's computation)."""
     from edge_m3.checkpoint import load_checkpoint
-    from edge_m3.contract import HEADS, RECIPES, ModelEntry
     from edge_m3.export.onnx import EXTERNAL_DATA_THRESHOLD
     from edge_m3.export.trace import write_saved_model
     from edge_m3.export.worker import export_onnx
     from edge_m3.modeling import build_model
     from edge_m3.runtime import RUNTIMES, open_runner
+    from edge_m3.spec import HEADS, RECIPES, ModelEntry
     from tests.support.spread import onnx_cases, onnx_errors
 
     model = build_model(load_checkpoint(ckpt))
@@ -100,7 +100,7 @@ def _tflite_runs(ckpt: Path, work: Path, repeats: int, prefix: tuple[str, ...] =
     """One TFLite file under tflite-runtime 2.14 and LiteRT, per variant and build."""
     from edge_m3.builder import BuildOptions, build
     from edge_m3.bundle import load_bundle
-    from edge_m3.contract import recipes
+    from edge_m3.spec import recipes
     from tests.support.spread import run_in_child, runtimes_diff
 
     runs = []
@@ -126,9 +126,9 @@ def _int4_runs(seeds: list[int], work: Path) -> list[float]:
 
     from edge_m3.builder import BuildOptions, build
     from edge_m3.bundle import load_bundle
-    from edge_m3.contract import recipes
     from edge_m3.runtime import RUNTIMES
     from edge_m3.runtime.pipeline import DevicePipeline
+    from edge_m3.spec import recipes
     from tests.support.synthetic import make_checkpoint
 
     out = []

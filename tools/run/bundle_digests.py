@@ -76,7 +76,7 @@ def main() -> None:
     p.add_argument("--no-build", action="store_true", help="digest the bundles already in --out")
     a = p.parse_args()
     from edge_m3.cli import main as cli
-    from edge_m3.contract import RECIPES
+    from edge_m3.spec import RECIPES
 
     if a.out.exists() and not a.no_build:
         shutil.rmtree(a.out)

@@ -6,7 +6,7 @@ import Foundation
 // android_assets/src/main/java/dev/edgem3/EdgeM3Core.kt; both kits replay a real bundle's
 // golden.json in CI (tests/test_kits.py, tests/test_swift_kit.py).
 // Reference: edge_m3/tokenizer/, edge_m3/runtime/pipeline.py, edge_m3/runtime/postprocess.py;
-// names and tolerances: EdgeM3Contract.swift, generated from edge_m3/contract.py.
+// names and tolerances: EdgeM3Contract.swift, generated from edge_m3/spec/.
 
 /// One text's ids (original vocabulary, truncated, unpadded) and the signature that runs them.
 nonisolated public struct Encoded: Hashable, Sendable {

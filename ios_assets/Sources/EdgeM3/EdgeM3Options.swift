@@ -4,7 +4,7 @@ import Foundation
 // MediaPipe's"): a value with defaults, set field by field or with the chaining setters, then
 // `EdgeM3Embedder(options:)` (TFLiteRunner.swift or LiteRTRunner.swift, the phone) or `EdgeM3Embedder(options:liteRt:)`
 // (LiteRtCRunner.swift, a desktop). Also the ScoreMode overloads of the String-taking mode calls
-// (ScoreMode is generated from contract.SCORE_MODES into EdgeM3Contract.swift).
+// (ScoreMode is generated from spec.SCORE_MODES into EdgeM3Contract.swift).
 
 /// Which hardware runs the model.
 nonisolated public enum EdgeM3Accelerator: String, CaseIterable, Hashable, Sendable {

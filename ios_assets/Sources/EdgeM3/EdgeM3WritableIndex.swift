@@ -1330,7 +1330,7 @@ nonisolated private func posixWrite(_ fd: Int32, _ p: UnsafeRawPointer, _ n: Int
 
 nonisolated private func posixClose(_ fd: Int32) { close(fd) }
 
-/// A meta integer (contract.INDEX_DB_INT_MAX): ASCII digits only (Int(_:) alone takes a sign), at
+/// A meta integer (spec.INDEX_DB_INT_MAX): ASCII digits only (Int(_:) alone takes a sign), at
 /// most 2^63 - 1 (Int's range on 64-bit platforms); else nil.
 nonisolated func metaInt(_ v: String) -> Int? {
     guard !v.isEmpty, v.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) else { return nil }

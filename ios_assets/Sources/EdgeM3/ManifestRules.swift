@@ -1,18 +1,18 @@
 import Foundation
 
 // What the manifest types do beyond holding fields: the generated Manifest.swift (from
-// edge_m3/contract.py by tools/codegen/gen_kit_contract.py) calls the checks below by name.
+// edge_m3/spec/ by tools/codegen/gen_kit_contract.py) calls the checks below by name.
 // Also vocab_map.json (VocabMap) and the JSON decoding with errors that name the field.
 // android_assets/.../ManifestRules.kt is the same for the Kotlin kit.
 
 /// Every error the kit throws: `kind` to branch on (EdgeM3ErrorKind, generated from
-/// edge_m3/contract.py), `message` one line naming the file, field, signature or call; for a text
+/// edge_m3/spec/names.py), `message` one line naming the file, field, signature or call; for a text
 /// the kit refuses it is the Python pipeline's (e.g. a lone surrogate).
 nonisolated public struct EdgeM3Error: Error, CustomStringConvertible, Equatable, Sendable {
     public let kind: EdgeM3ErrorKind
     public let message: String
     /// `message`'s line breaks are escaped (EdgeM3Contract.escapeLineBreaks, generated from
-    /// contract.LINE_BREAKS: what Python's str.splitlines splits on), so a refusal is one line
+    /// spec.LINE_BREAKS: what Python's str.splitlines splits on), so a refusal is one line
     /// whatever string from a file it holds.
     public init(_ message: String, kind: EdgeM3ErrorKind = .invalidInput) {
         self.kind = kind
@@ -47,7 +47,7 @@ nonisolated extension TokenizerSpec {
 }
 
 /// `special_tokens`: absent or null gives XLM-R's strings; present, every key is required (as
-/// edge_m3/contract.py).
+/// edge_m3/spec/manifest.py).
 nonisolated func checkedSpecialTokens(_ tokens: [String: String]?, at path: [CodingKey]) throws -> [String: String] {
     let tokens = tokens ?? TokenizerSpec.xlmrSpecialTokens
     for key in EdgeM3Contract.specialKeys where tokens[key] == nil {
@@ -94,7 +94,7 @@ nonisolated extension ModelEntry {
 }
 
 /// A file name from manifest.json (tokenizer.file, tokenizer.vocab_map.file, models[].file): a
-/// name in the bundle's folder, never a path, no line break (edge_m3/contract.py is_file_name:
+/// name in the bundle's folder, never a path, no line break (edge_m3/spec/manifest.py is_file_name:
 /// "../x" or "/x" opened a file outside the bundle).
 nonisolated func checkedFileName(_ name: String) throws -> String {
     if EdgeM3Contract.notFileNames.contains(name) || EdgeM3Contract.fileNameSeparators.contains(where: { name.contains($0) })

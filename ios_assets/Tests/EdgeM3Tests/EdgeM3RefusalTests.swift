@@ -3,7 +3,7 @@ import XCTest
 @testable import EdgeM3
 
 /// What no bundle on the desktop reached before (issue 34, item 5: the lines that had never run),
-/// each refusal by its exact typed kind (EdgeM3ErrorKind, generated from contract.KIT_ERROR_KINDS):
+/// each refusal by its exact typed kind (EdgeM3ErrorKind, generated from spec.KIT_ERROR_KINDS):
 /// EdgeM3WritableIndex's (refused vectors and ids, another bundle, a foreign or spoiled database,
 /// a passage removed in part), its text API through an embedder (embedChunks), the ScoreMode
 /// overloads of both indexes' search, and the tokenizers' corrupt files. No bundle: the embedder is

@@ -3,10 +3,10 @@ import Foundation
 
 // Test support, out of the library (the Swift twin of the Android kit's GoldenCheck): golden.json's
 // comparison, exact for the recorded outputs' post-processing and within the variant's device
-// tolerance (EdgeM3Contract, generated from edge_m3/contract.py) for live outputs.
+// tolerance (EdgeM3Contract, generated from edge_m3/spec/recipes.py) for live outputs.
 
 extension Tolerance {
-    /// The variant's device tolerance (EdgeM3Contract, generated from edge_m3/contract.py); an
+    /// The variant's device tolerance (EdgeM3Contract, generated from edge_m3/spec/recipes.py); an
     /// unknown variant compares exactly, the strictest choice.
     init(quant: String) {
         self = EdgeM3Contract.tolerances[quant] ?? .exact

@@ -465,14 +465,14 @@ def _py_spmodel(data: bytes) -> str:
 def _py_index(data: bytes) -> str:
     import numpy as np
 
-    from edge_m3.contract import (
+    from edge_m3.retrieval.index import Index
+    from edge_m3.spec import (
         COLBERT_VECS,
         DENSE_VECS,
         LEXICAL_WEIGHTS,
         SCORE_MODES,
         mode_signals,
     )
-    from edge_m3.retrieval.index import Index
     from tools.fuzz.harness import id_text, score_bits, write_folder
 
     idx = Index.load(write_folder(unpack(data)))  # rehashed by run_diff
@@ -508,7 +508,7 @@ def content(line: str) -> str:
 
 
 def refusal_kind(line: str) -> str:
-    """A "refused KIND MESSAGE" answer's KIND (contract.KIT_ERROR_KINDS)."""
+    """A "refused KIND MESSAGE" answer's KIND (spec.KIT_ERROR_KINDS)."""
     return line.split(" ", 2)[1] if verdict(line) == "refused" and " " in line else ""
 
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import json
 
-from edge_m3.contract import MANIFEST, TokenizerSpec
 from edge_m3.errors import EdgeM3Error
+from edge_m3.spec import MANIFEST, TokenizerSpec
 from edge_m3.tokenizer import open_tokenizer
 from tools.fuzz.harness import TEXTS, unpack, write_folder
 

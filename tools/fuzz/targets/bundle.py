@@ -4,8 +4,8 @@ model or WordPiece vocabulary), vocab_map.json and golden.json, read as `check` 
 from __future__ import annotations
 
 from edge_m3.bundle.bundle import Bundle, load_bundle
-from edge_m3.contract import MANIFEST
 from edge_m3.harness.check import golden_entry, read_golden, replay_exact
+from edge_m3.spec import MANIFEST
 from tools.fuzz.harness import SEEDS, TEXTS, base_folder, rehash, unpack, write_folder
 
 

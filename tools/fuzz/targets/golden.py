@@ -11,8 +11,8 @@ from functools import cache
 from typing import Any
 
 from edge_m3.bundle.bundle import Bundle
-from edge_m3.contract import GOLDEN
 from edge_m3.harness.check import golden_entry, read_golden, replay_exact
+from edge_m3.spec import GOLDEN
 from tools.fuzz.harness import scratch_file
 from tools.fuzz.targets.bundle import opened_base
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from edge_m3.contract import (
+from edge_m3.retrieval.index import Index
+from edge_m3.spec import (
     COLBERT_VECS,
     DENSE_VECS,
     INDEX_MANIFEST,
@@ -14,7 +15,6 @@ from edge_m3.contract import (
     SCORE_MODES,
     mode_signals,
 )
-from edge_m3.retrieval.index import Index
 from tools.fuzz.harness import rehash, unpack, write_folder
 
 

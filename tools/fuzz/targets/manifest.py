@@ -1,11 +1,11 @@
-"""A bundle's manifest.json (contract.Manifest, TokenizerSpec.from_manifest). What is accepted
+"""A bundle's manifest.json (spec.Manifest, TokenizerSpec.from_manifest). What is accepted
 must survive its own round trip: the builder writes what the reader reads."""
 
 from __future__ import annotations
 
 import json
 
-from edge_m3.contract import Manifest
+from edge_m3.spec import Manifest
 from tools.fuzz.harness import scratch_file
 
 

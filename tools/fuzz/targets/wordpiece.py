@@ -4,7 +4,7 @@ accepted is written as a bundle's vocabulary and must tokenize."""
 
 from __future__ import annotations
 
-from edge_m3.contract import TokenizerSpec
+from edge_m3.spec import TokenizerSpec
 from edge_m3.tokenizer.wordpiece import WordPieceTokenizer, wordpiece_spec, write_vocab
 from tools.fuzz.harness import TEXTS, scratch, unpack, write_folder
 

@@ -8,8 +8,8 @@ from collections.abc import Callable
 
 import numpy as np
 
-from edge_m3.contract import COLBERT_VECS, DENSE_VECS, INDEX_DB, LEXICAL_WEIGHTS, SCORE_MODES, mode_signals
 from edge_m3.retrieval.writable import WritableIndex
+from edge_m3.spec import COLBERT_VECS, DENSE_VECS, INDEX_DB, LEXICAL_WEIGHTS, SCORE_MODES, mode_signals
 from tools.fuzz.harness import id_text, score_bits, write_folder
 
 

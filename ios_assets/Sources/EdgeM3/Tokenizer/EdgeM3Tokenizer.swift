@@ -1,7 +1,7 @@
 import Foundation
 
 // The kit's tokenizers behind one protocol: one class per manifest `tokenizer.kind`
-// (EdgeM3Contract.tokenizerKinds, from edge_m3/contract.py), chosen by `openTokenizer`, the one
+// (EdgeM3Contract.tokenizerKinds, from edge_m3/spec/names.py), chosen by `openTokenizer`, the one
 // place that names them (as edge_m3.tokenizer.open_tokenizer in Python). What every kind shares is
 // here too: the text's code points (a lone surrogate refused as Python refuses it), the split on
 // the special-token strings, `bos ... eos` and truncation keeping `eos`.

@@ -13,7 +13,7 @@ object Golden {
 
     class GoldenFile(val quant: String, val modelFile: String, val cases: List<GoldenCase>)
 
-    /** Live-output tolerance of a variant (EdgeM3Contract, generated from edge_m3/contract.py):
+    /** Live-output tolerance of a variant (EdgeM3Contract, generated from edge_m3/spec/recipes.py):
      *  the same model file on another CPU differs by kernel rounding only. */
     fun toleranceFor(quant: String): EdgeM3Contract.Tolerance = EdgeM3Contract.TOLERANCES[quant]
         ?: throw EdgeM3Exception("manifest.json: quant $quant is not one of ${EdgeM3Contract.QUANTS}")

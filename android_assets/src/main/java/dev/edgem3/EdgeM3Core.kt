@@ -4,7 +4,7 @@ import kotlin.math.min
 
 // The device pipeline of docs/bundle-format.md in plain Kotlin (stdlib only): token ids, signature
 // choice, padding, running a ModelRunner, post-processing. The manifest types are Manifest.kt
-// (generated from edge_m3/contract.py), the runner IO ModelRunner.kt; golden comparison is test
+// (generated from edge_m3/spec/), the runner IO ModelRunner.kt; golden comparison is test
 // support (src/androidTest/.../Golden.kt). No Android or TFLite import, so CI runs it on the JVM
 // against a real bundle's golden.json, live through jvm/LiteRtCRunner.kt.
 // Reference: edge_m3/tokenizer/ (the tokenizer of the manifest's kind: EdgeM3Tokenizer.kt),

@@ -24,7 +24,7 @@ import kotlin.coroutines.CoroutineContext
 // Android side of the kit: the bundle from assets/edge_m3/ or a folder, the .tflite on LiteRT
 // (ModelRunners.kt: CompiledModel with an XNNPACK weight cache), the kit's own tokenizer of the
 // bundle's kind (EdgeM3Tokenizer: the reference's ids, no NDK). The pipeline itself is EdgeM3Core;
-// names and tolerances come from EdgeM3Contract (generated from edge_m3/contract.py).
+// names and tolerances come from EdgeM3Contract (generated from edge_m3/spec/).
 
 /** How [EdgeM3Embedder.fromAssets] opens the model asset on `CompiledModel` (with a weight cache). */
 enum class ModelCopy {

@@ -7,7 +7,7 @@ import java.io.File
 
 // The embedder's options as a builder, the way MediaPipe's TextEmbedderOptions reads (README,
 // "The API beside MediaPipe's"), and the enum overloads of the score modes (ScoreMode is generated
-// from contract.SCORE_MODES into EdgeM3Contract.kt). The String-taking calls stay as they are.
+// from spec.SCORE_MODES into EdgeM3Contract.kt). The String-taking calls stay as they are.
 
 /** Which hardware runs the model. */
 enum class EdgeM3Accelerator {

@@ -1,7 +1,7 @@
 package dev.edgem3
 
 // The kit's tokenizers behind one interface: one class per manifest `tokenizer.kind`
-// (EdgeM3Contract.TOKENIZER_KINDS, from edge_m3/contract.py), chosen by `EdgeM3Tokenizer.open`, the
+// (EdgeM3Contract.TOKENIZER_KINDS, from edge_m3/spec/names.py), chosen by `EdgeM3Tokenizer.open`, the
 // one place that names them (as edge_m3.tokenizer.open_tokenizer in Python). What every kind shares
 // is here too: the text's code points (a lone surrogate refused as Python refuses it), the split on
 // the special-token strings, `bos ... eos` and truncation keeping `eos`.

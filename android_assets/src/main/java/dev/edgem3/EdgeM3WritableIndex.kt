@@ -1000,7 +1000,7 @@ class EdgeM3WritableIndex private constructor(
         private fun setMeta(d: IndexDb, key: String, value: String) =
             d.execute("UPDATE meta SET value = ? WHERE key = ?", listOf(value, key))
 
-        /** A meta integer (contract.INDEX_DB_INT_MAX): ASCII digits only (toLongOrNull alone takes a sign
+        /** A meta integer (spec.INDEX_DB_INT_MAX): ASCII digits only (toLongOrNull alone takes a sign
          *  and other scripts' digits), at most 2^63 - 1; else null. */
         private fun metaInt(v: String): Long? = if (v.isNotEmpty() && v.all { it in '0'..'9' }) v.toLongOrNull() else null
 
@@ -1102,7 +1102,7 @@ internal class Stored(
         return total / qs.size
     }
 
-    /** The `passages` columns after `seq`, little-endian blobs (contract.INDEX_DB_SCHEMA). */
+    /** The `passages` columns after `seq`, little-endian blobs (spec.INDEX_DB_SCHEMA). */
     fun columns(): List<Any?> {
         val dense = if (denseF32 != null) floats(denseF32) else denseCodes!!.copyOf()
         val denseScaleBlob = if (denseF32 != null) null else floats(floatArrayOf(denseScale))

@@ -1,7 +1,7 @@
 package dev.edgem3
 
 // What the manifest types do beyond holding fields: the generated Manifest.kt (from
-// edge_m3/contract.py by tools/codegen/gen_kit_contract.py) calls the checks below by name.
+// edge_m3/spec/ by tools/codegen/gen_kit_contract.py) calls the checks below by name.
 // ios_assets/Sources/EdgeM3/ManifestRules.swift is the same for the Swift kit.
 
 /** The id of a special token by its manifest key (EdgeM3Contract.SPECIAL_KEYS). */
@@ -40,7 +40,7 @@ internal fun checkedSchemaVersion(version: Int, where: String): Int {
 }
 
 /** A file name from manifest.json (tokenizer.file, tokenizer.vocab_map.file, models[].file): a
- *  name in the bundle's folder, never a path, no line break (edge_m3/contract.py is_file_name:
+ *  name in the bundle's folder, never a path, no line break (edge_m3/spec/manifest.py is_file_name:
  *  "../x" or "/x" opened a file outside the bundle). */
 internal fun checkedFileName(name: String, where: String): String {
     if (name in EdgeM3Contract.NOT_FILE_NAMES || EdgeM3Contract.FILE_NAME_SEPARATORS.any { name.contains(it) } ||
