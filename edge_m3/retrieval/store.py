@@ -21,25 +21,29 @@ import numpy as np
 from edge_m3.errors import EdgeM3Error, OptionError, one_line
 from edge_m3.retrieval.index import BundleIdentity, CorruptIndexError, PassageId
 from edge_m3.spec import (
-    COLBERT_STORES,
-    DENSE_STORES,
     INDEX_BASE_PREFIX,
     INDEX_DB,
     INDEX_DB_APPLICATION_ID,
     INDEX_DB_BUSY_MS,
     INDEX_DB_FORMAT,
     INDEX_DB_INT_MAX,
-    INDEX_DB_META_KEYS,
     INDEX_DB_SCHEMA,
     INDEX_DB_VERSION,
-    INDEX_MAX_DIM,
+)
+from edge_m3.spec.index import (
+    INDEX_DB_COLUMNS,
+    INDEX_DB_META,
+    INDEX_ID_MAX,
+    INDEX_ID_MIN,
+    column_dtype,
+    null_columns,
 )
 
-_INT64 = (-(1 << 63), (1 << 63) - 1)
-_SELECT_PASSAGES = ("SELECT id, chunk, dense, dense_scale, lex_tokens, lex_weights, colbert, colbert_scale "
-                    "FROM passages ORDER BY seq")
-_INSERT_PASSAGE = ("INSERT INTO passages (id, chunk, dense, dense_scale, lex_tokens, lex_weights, colbert, "
-                   "colbert_scale) VALUES (?, ?, ?, ?, ?, ?, ?, ?)")
+_INT64 = (INDEX_ID_MIN, INDEX_ID_MAX)
+INDEX_DB_COLUMN_NAMES = tuple(name for name, *_ in INDEX_DB_COLUMNS)  # the SELECT's vector columns
+_SELECT_PASSAGES = f"SELECT id, chunk, {', '.join(INDEX_DB_COLUMN_NAMES)} FROM passages ORDER BY seq"
+_INSERT_PASSAGE = (f"INSERT INTO passages (id, chunk, {', '.join(INDEX_DB_COLUMN_NAMES)}) "
+                   f"VALUES ({', '.join('?' * (2 + len(INDEX_DB_COLUMN_NAMES)))})")
 # What reading or writing the database raises: SQLite's errors, and a UnicodeDecodeError where
 # CPython decodes SQLite's message or a text value as UTF-8 and a malformed file holds other bytes
 # (a damaged schema's "near ..." message; issue 38, regression writable/schema-message-not-utf8).
@@ -298,40 +302,71 @@ def read_snapshot(db: sqlite3.Connection, folder: Path, version: int) -> Snapsho
     return Snapshot(version, meta_rows, removed, rows)
 
 
-def check_meta(meta_rows: Sequence[Any], where: str) -> Meta:
-    """The meta table checked key by key (INDEX_DB_META_KEYS; one line per problem)."""
+def _or(keys: Sequence[str]) -> str:
+    """`a, b or c`: the keys a refusal names."""
+    return f"{', '.join(keys[:-1])} or {keys[-1]}" if len(keys) > 1 else "".join(keys)
+
+
+def _of_kind(*kinds: str) -> list[str]:
+    """The meta keys of these types (spec.index.INDEX_DB_META), in its order."""
+    return [k for k, (kind, _) in INDEX_DB_META.items() if kind in kinds]
+
+
+def _meta_text(meta_rows: Sequence[Any], where: str) -> dict[str, str]:
+    """The meta rows as {key: value}: every key and value text, every key there."""
     if any(not isinstance(k, str) or not isinstance(v, str) for k, v in meta_rows):
         raise CorruptIndexError(f"{where}: meta holds a key or value that is not text; not an edge-m3 "
                                 "index database")
     meta = dict(meta_rows)
-    missing = [k for k in INDEX_DB_META_KEYS if k not in meta]
+    missing = [k for k in INDEX_DB_META if k not in meta]
     if missing:
         raise CorruptIndexError(f"{where}: meta lacks {', '.join(missing)}; not an edge-m3 index database")
-    if meta["format"] != INDEX_DB_FORMAT:
-        raise CorruptIndexError(f"{where}: format {meta['format']!r} is not {INDEX_DB_FORMAT}")
-    version = meta_int(meta["format_version"])
-    if version != INDEX_DB_VERSION:
-        older = version is not None and version < INDEX_DB_VERSION
-        raise CorruptIndexError(f"{where}: format_version {meta['format_version']!r}: written by "
-                                f"{'an older' if older else 'a newer'} edge-m3 (this one reads "
-                                f"{INDEX_DB_VERSION})")
-    dim, gen = meta_int(meta["dim"]), meta_int(meta["generation"])
+    return meta
+
+
+def _check_format(meta: Mapping[str, str], where: str) -> None:
+    """The "const" keys (format) and the "version" keys (format_version, older or newer named)."""
+    for key in _of_kind("const"):
+        if meta[key] != INDEX_DB_META[key][1]:
+            raise CorruptIndexError(f"{where}: {key} {meta[key]!r} is not {INDEX_DB_META[key][1]}")
+    for key in _of_kind("version"):
+        want, version = INDEX_DB_META[key][1], meta_int(meta[key])
+        if version != want:
+            older = version is not None and version < want
+            raise CorruptIndexError(f"{where}: {key} {meta[key]!r}: written by "
+                                    f"{'an older' if older else 'a newer'} edge-m3 (this one reads {want})")
+
+
+def _in_rule(kind: str, rule: Any, text: str, value: int | None) -> bool:
+    return (rule[0] <= value <= rule[1]) if kind == "int" and value is not None else text in rule
+
+
+def check_meta(meta_rows: Sequence[Any], where: str) -> Meta:
+    """The meta table checked by spec.index.INDEX_DB_META, key by key (one line per problem)."""
+    meta = _meta_text(meta_rows, where)
+    _check_format(meta, where)
+    ints = {k: meta_int(meta[k]) for k in _of_kind("int")}
     try:
-        bundle_json = json.loads(meta["bundle"])
+        parsed = {k: json.loads(meta[k]) for k in _of_kind("json")}
     except (ValueError, RecursionError):  # RecursionError: a bundle of deeply nested lists
-        raise CorruptIndexError(f"{where}: meta bundle malformed") from None
-    if dim is None or gen is None:
-        raise CorruptIndexError(f"{where}: meta dim or generation malformed")
-    if not 1 <= dim <= INDEX_MAX_DIM or meta["dense"] not in DENSE_STORES \
-            or meta["colbert"] not in COLBERT_STORES:
-        raise CorruptIndexError(f"{where}: meta dim, dense or colbert malformed")
-    base = meta["base"]
-    if base not in ("", ".") and base_generation(base) is None:
-        raise CorruptIndexError(f"{where}: meta base {base!r} is not a base folder name")
-    if (base == "") != (meta["base_sha256"] == ""):  # a base's sha256 is set with it, and only then
-        raise CorruptIndexError(f"{where}: meta base_sha256 {meta['base_sha256']!r} for base {base!r}")
+        raise CorruptIndexError(f"{where}: meta {_or(_of_kind('json'))} malformed") from None
+    if any(v is None for v in ints.values()):
+        raise CorruptIndexError(f"{where}: meta {_or(list(ints))} malformed")
+    # the bounds a meta integer's own range does not already hold, and the stores
+    ranged = [k for k in _of_kind("int", "enum") if INDEX_DB_META[k][1] != (0, INDEX_DB_INT_MAX)]
+    if not all(_in_rule(*INDEX_DB_META[k], meta[k], ints.get(k)) for k in ranged):
+        raise CorruptIndexError(f"{where}: meta {_or(ranged)} malformed")
+    for key in _of_kind("base"):
+        if meta[key] not in ("", ".") and base_generation(meta[key]) is None:
+            raise CorruptIndexError(f"{where}: meta {key} {meta[key]!r} is not a base folder name")
+    for key in _of_kind("sha256_of"):  # a base's sha256 is set with it, and only then
+        of = INDEX_DB_META[key][1]
+        if (meta[of] == "") != (meta[key] == ""):
+            raise CorruptIndexError(f"{where}: meta {key} {meta[key]!r} for {of} {meta[of]!r}")
+    bundle_json = parsed["bundle"]
     bundle = None if bundle_json is None else BundleIdentity.from_json(bundle_json, where)
-    return Meta(dim, meta["dense"], meta["colbert"], bundle, base, meta["base_sha256"], gen)
+    return Meta(ints["dim"], meta["dense"], meta["colbert"], bundle, meta["base"], meta["base_sha256"],
+                ints["generation"])  # type: ignore[arg-type]
 
 
 def check_removed(removed: Sequence[Any], base_ids: Sequence[PassageId] | None,
@@ -379,39 +414,39 @@ def _unblob(b: Any, dtype: str, count: int | None, where: str) -> np.ndarray:
 
 
 def stored_of(cols: Sequence[Any], meta: Meta, where: str) -> Stored:
-    """A passages row's vector columns checked (lengths, order, finite, scales > 0) as a Stored."""
+    """A passages row's vector columns checked (spec.index.INDEX_DB_COLUMNS: NULL where the stores
+    use none, each column's dtype and length; then order, finite, scales > 0) as a Stored."""
     d = meta.dim
-    dense_b, dscale_b, tok_b, w_b, col_b, cscale_b = cols
-    int8, c8 = meta.dense == "int8", meta.colbert == "int8"
-    uses = (("dense_scale", dscale_b, int8), ("colbert", col_b, meta.colbert != "none"),
-            ("colbert_scale", cscale_b, c8))
-    unused = [name for name, b, used in uses if b is not None and not used]
+    b = dict(zip(INDEX_DB_COLUMN_NAMES, cols, strict=True))
+    unused = [name for name in null_columns(meta.dense, meta.colbert) if b[name] is not None]
     if unused:  # a column the stores do not use is NULL
         raise CorruptIndexError(f"{where}: a passage holds {unused[0]}, which a {meta.dense} dense / "
                                 f"{meta.colbert} ColBERT index does not store; refusing a corrupt "
                                 "index database")
-    dense = _unblob(dense_b, "i1" if int8 else "<f4", d, where)
-    dscale = _unblob(dscale_b, "<f4", 1, where) if int8 else None
-    tok = _unblob(tok_b, "<i4", None, where)
-    w = _unblob(w_b, "<f4", len(tok), where)
+    stores = {"dense": meta.dense, "colbert": meta.colbert}
+    dtype = {name: column_dtype(name, stores) for name in INDEX_DB_COLUMN_NAMES}
+    dense = _unblob(b["dense"], dtype["dense"], d, where)  # type: ignore[arg-type]
+    dscale = _unblob(b["dense_scale"], dtype["dense_scale"], 1, where) if dtype["dense_scale"] else None
+    tok = _unblob(b["lex_tokens"], dtype["lex_tokens"], None, where)  # type: ignore[arg-type]
+    w = _unblob(b["lex_weights"], dtype["lex_weights"], len(tok), where)  # type: ignore[arg-type]
     # every scale finite and > 0, every float32 and float16 value finite (format 1's rule)
-    finite = (np.isfinite(dscale) & (dscale > 0)).all() if int8 else np.isfinite(dense).all()
+    finite = (np.isfinite(dscale) & (dscale > 0)).all() if dscale is not None else np.isfinite(dense).all()
     if (np.diff(tok.astype(np.int64)) <= 0).any() or not (np.isfinite(w) & (w > 0)).all() or not finite:
         raise CorruptIndexError(f"{where}: a passage's vectors are malformed; refusing a corrupt index "
                                 "database")
-    col, cscale = _colbert_of(col_b, cscale_b, meta, where) if meta.colbert != "none" else (None, None)
+    col, cscale = (None, None) if dtype["colbert"] is None else _colbert_of(b, dtype, d, where)
     return Stored(dense, dscale, tok, w, col, cscale)
 
 
-def _colbert_of(col_b: Any, cscale_b: Any, meta: Meta,
+def _colbert_of(b: Mapping[str, Any], dtype: Mapping[str, str | None], d: int,
                 where: str) -> tuple[np.ndarray, np.ndarray | None]:
-    d, c8 = meta.dim, meta.colbert == "int8"
-    col = _unblob(col_b, "i1" if c8 else "<f2", None, where)
+    col = _unblob(b["colbert"], dtype["colbert"], None, where)  # type: ignore[arg-type]
     if len(col) % d:
         raise CorruptIndexError(f"{where}: a passage's ColBERT column is not [m, {d}]; refusing a "
                                 "corrupt index database")
     col = col.reshape(-1, d)
-    cscale = _unblob(cscale_b, "<f4", len(col), where) if c8 else None
+    c8 = dtype["colbert_scale"] is not None
+    cscale = _unblob(b["colbert_scale"], dtype["colbert_scale"], len(col), where) if c8 else None  # type: ignore[arg-type]
     if not ((np.isfinite(cscale) & (cscale > 0)).all() if c8 else np.isfinite(col).all()):
         what = "scale is not finite and > 0" if c8 else "value is not finite"
         raise CorruptIndexError(f"{where}: a passage's ColBERT {what}; refusing a corrupt index "
