@@ -10,7 +10,7 @@ import shutil
 import sqlite3
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Any
 
 import numpy as np
 
@@ -20,8 +20,8 @@ from edge_m3.retrieval.segments import Segments
 from edge_m3.retrieval.store import DB_ERRORS, base_generation, refusal, swap_base
 from edge_m3.spec import INDEX_BASE_PREFIX, INDEX_DB, INDEX_MANIFEST, INDEX_POSTING_WEIGHTS, is_file_name
 
-if TYPE_CHECKING:
-    from edge_m3.retrieval.writable import WritableIndex
+# `w` below is a WritableIndex (not imported: writable.py imports this module, and the package
+# has no import cycles, TYPE_CHECKING ones included): its state, sync/reload and its segments.
 
 _PW = INDEX_POSTING_WEIGHTS
 
@@ -58,9 +58,10 @@ def survivors(base: Index, alive: np.ndarray, delta: Mapping[str, np.ndarray]) -
     return out
 
 
-def merged(index: WritableIndex | Segments) -> Index:
+def merged(index: Any) -> Index:
     """The surviving passages of a writable index (or one state of it) as one in-memory format-1
-    index, in logical row order: what a fresh build of them holds, and what compaction saves."""
+    index, in logical row order: what a fresh build of them holds, and what compaction saves.
+    `index`: a WritableIndex or its Segments."""
     seg = index if isinstance(index, Segments) else index.segments()
     delta = seg.delta_arrays()
     if seg.base is None:
@@ -71,7 +72,7 @@ def merged(index: WritableIndex | Segments) -> Index:
     return Index.from_arrays(seg.dim, seg.dense_store, seg.colbert_store, arrays, ids, seg.bundle)
 
 
-def compact(w: WritableIndex) -> None:
+def compact(w: Any) -> None:
     """Fold the writes into a new memory-mapped base (base-<generation+1>/), swapped in by one
     transaction; the old base is deleted after. A kill leaves the old state or the new one."""
     while True:
@@ -95,7 +96,7 @@ def compact(w: WritableIndex) -> None:
     collect(w.path, w.base_name, w.generation, old)
 
 
-def _swap(w: WritableIndex, db: sqlite3.Connection, folder: Path, name: str, gen: int) -> bool:
+def _swap(w: Any, db: sqlite3.Connection, folder: Path, name: str, gen: int) -> bool:
     """Inside BEGIN IMMEDIATE: the new base written and named, committed; False (rolled back)
     when the state read is stale."""
     try:

@@ -20,12 +20,22 @@ from typing import Any
 
 from edge_m3.spec import index as s
 from tools.codegen import ROOT, generate, header
+from tools.codegen.gen_kit_contract import STRINGS
 from tools.codegen.kit_manifest import camel
 from tools.codegen.kit_manifest import quote as _q
 
 KOTLIN = ROOT / "android_assets/src/main/java/dev/edgem3/generated/IndexSpec.kt"
 SWIFT = ROOT / "ios_assets/Sources/EdgeM3/Generated/IndexSpec.swift"
 HEADER = header("gen_index_spec", "edge_m3/spec/index.py")
+# A value EdgeM3Contract already names is read from it, never spelled again (test_contract's rule).
+_NAMED = {v: k for k, v in reversed(STRINGS.items())} | {s.INDEX_POSTING_WEIGHTS: "INDEX_POSTING_WEIGHTS"}
+
+
+def _str(v: str, lang: str) -> str:
+    """A string value: EdgeM3Contract's constant when it names it, else a literal."""
+    if v in _NAMED:
+        return f"EdgeM3Contract.{_NAMED[v] if lang == 'kt' else camel(_NAMED[v])}"
+    return _q(v)
 
 
 def _bound(v: int | None, lang: str) -> str:
@@ -40,14 +50,15 @@ def _bound(v: int | None, lang: str) -> str:
 
 
 def _list(items: Any, lang: str) -> str:
-    body = ", ".join(_q(x) for x in items)
+    body = ", ".join(_str(x, lang) for x in items)
     return f"listOf({body})" if lang == "kt" else f"[{body}]"
 
 
-def _map(d: dict[str, Any], lang: str, value: Any = _q) -> str:
+def _map(d: dict[str, Any], lang: str, value: Any = None) -> str:
+    value = value or (lambda v: _str(v, lang))
     if lang == "kt":
-        return f"mapOf({', '.join(f'{_q(k)} to {value(v)}' for k, v in d.items())})"
-    return f"[{', '.join(f'{_q(k)}: {value(v)}' for k, v in d.items())}]" if d else "[:]"
+        return f"mapOf({', '.join(f'{_str(k, lang)} to {value(v)}' for k, v in d.items())})"
+    return f"[{', '.join(f'{_str(k, lang)}: {value(v)}' for k, v in d.items())}]" if d else "[:]"
 
 
 def _manifest_fields(lang: str) -> list[str]:
@@ -65,7 +76,7 @@ def _manifest_fields(lang: str) -> list[str]:
 def _arrays(lang: str) -> list[str]:
     out = []
     for name, key, dtypes, shape in s.INDEX_ARRAY_RULES:
-        args = [_q(name), _q(s.INDEX_ARRAYS[name]), _q(key), _map(dtypes, lang), _list(shape, lang)]
+        args = [_str(name, lang), _q(s.INDEX_ARRAYS[name]), _q(key), _map(dtypes, lang), _list(shape, lang)]
         out.append(_call("ArrayRule", ["name", "file", "storeKey", "dtypes", "shape"], args, lang))
     return out
 
@@ -77,7 +88,7 @@ def _meta(lang: str) -> list[str]:
         text = rule if isinstance(rule, str) else ""
         number = rule if kind == "version" else None
         values = rule if isinstance(rule, tuple) and kind != "int" else ()
-        args = [_q(key), _q(kind), _q(text), _bound(number, lang), _bound(lo, lang), _bound(hi, lang),
+        args = [_q(key), _q(kind), _str(text, lang), _bound(number, lang), _bound(lo, lang), _bound(hi, lang),
                 _list(values, lang)]
         out.append(_call("MetaRule", ["key", "type", "text", "number", "min", "max", "values"], args, lang))
     return out

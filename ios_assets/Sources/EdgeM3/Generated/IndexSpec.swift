@@ -9,7 +9,7 @@ nonisolated public enum IndexSpec {
     public static let idMax: Int64 = Int64.max
     public static let dbIntMax: Int64 = Int64.max
     public static let ascending: [String] = ["sparse_tokens", "sparse_rows"]
-    public static let positive: [String] = ["dense_scale", "colbert_scale", "sparse_weights"]
+    public static let positive: [String] = ["dense_scale", "colbert_scale", EdgeM3Contract.indexPostingWeights]
     public static let finite: [String] = ["dense", "colbert"]
     /// Offsets arrays: offsets -> (the array it indexes, the array its starts follow or "rows").
     public static let offsets: [String: (indexes: String, starts: String)] = ["colbert_offsets": ("colbert", "rows"), "sparse_offsets": ("sparse_rows", "sparse_tokens")]
@@ -70,7 +70,7 @@ nonisolated public enum IndexSpec {
         ArrayRule(name: "sparse_tokens", file: "sparse_tokens.bin", storeKey: "", dtypes: ["": "int32"], shape: ["tokens"]),
         ArrayRule(name: "sparse_offsets", file: "sparse_offsets.bin", storeKey: "", dtypes: ["": "int64"], shape: ["tokens+1"]),
         ArrayRule(name: "sparse_rows", file: "sparse_rows.bin", storeKey: "", dtypes: ["": "int32"], shape: ["postings"]),
-        ArrayRule(name: "sparse_weights", file: "sparse_weights.bin", storeKey: "", dtypes: ["": "float32"], shape: ["postings"]),
+        ArrayRule(name: EdgeM3Contract.indexPostingWeights, file: "sparse_weights.bin", storeKey: "", dtypes: ["": "float32"], shape: ["postings"]),
         ArrayRule(name: "dense_scale", file: "dense_scale.bin", storeKey: "dense", dtypes: ["int8": "float32"], shape: ["rows"]),
         ArrayRule(name: "colbert_offsets", file: "colbert_offsets.bin", storeKey: "colbert", dtypes: ["fp16": "int64", "int8": "int64"], shape: ["rows+1"]),
         ArrayRule(name: "colbert", file: "colbert.bin", storeKey: "colbert", dtypes: ["fp16": "float16", "int8": "int8"], shape: ["vectors", "dim"]),
@@ -79,13 +79,13 @@ nonisolated public enum IndexSpec {
 
     /// index.sqlite's meta keys, in INDEX_DB_META_KEYS' order.
     public static let meta: [MetaRule] = [
-        MetaRule(key: "format", type: "const", text: "edge-m3-index-db", number: nil, min: nil, max: nil, values: []),
+        MetaRule(key: "format", type: "const", text: EdgeM3Contract.indexDbFormat, number: nil, min: nil, max: nil, values: []),
         MetaRule(key: "format_version", type: "version", text: "", number: 2, min: nil, max: nil, values: []),
         MetaRule(key: "dim", type: "int", text: "", number: nil, min: 1, max: 65536, values: []),
         MetaRule(key: "dense", type: "enum", text: "", number: nil, min: nil, max: nil, values: ["float32", "int8"]),
         MetaRule(key: "colbert", type: "enum", text: "", number: nil, min: nil, max: nil, values: ["fp16", "int8", "none"]),
         MetaRule(key: "bundle", type: "json", text: "", number: nil, min: nil, max: nil, values: ["model_file", "model_sha256", "tokenizer_file", "tokenizer_sha256"]),
-        MetaRule(key: "base", type: "base", text: "base-", number: nil, min: nil, max: nil, values: []),
+        MetaRule(key: "base", type: "base", text: EdgeM3Contract.indexBasePrefix, number: nil, min: nil, max: nil, values: []),
         MetaRule(key: "base_sha256", type: "sha256_of", text: "base", number: nil, min: nil, max: nil, values: []),
         MetaRule(key: "generation", type: "int", text: "", number: nil, min: 0, max: Int64.max, values: []),
     ]

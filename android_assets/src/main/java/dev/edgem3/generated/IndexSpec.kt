@@ -10,7 +10,7 @@ object IndexSpec {
     const val ID_MAX = Long.MAX_VALUE
     const val DB_INT_MAX = Long.MAX_VALUE
     val ASCENDING: List<String> = listOf("sparse_tokens", "sparse_rows")
-    val POSITIVE: List<String> = listOf("dense_scale", "colbert_scale", "sparse_weights")
+    val POSITIVE: List<String> = listOf("dense_scale", "colbert_scale", EdgeM3Contract.INDEX_POSTING_WEIGHTS)
     val FINITE: List<String> = listOf("dense", "colbert")
     /** Offsets arrays: offsets -> (the array it indexes, the array its starts follow or "rows"). */
     val OFFSETS: Map<String, Pair<String, String>> = mapOf("colbert_offsets" to Pair("colbert", "rows"), "sparse_offsets" to Pair("sparse_rows", "sparse_tokens"))
@@ -45,7 +45,7 @@ object IndexSpec {
         ArrayRule("sparse_tokens", "sparse_tokens.bin", "", mapOf("" to "int32"), listOf("tokens")),
         ArrayRule("sparse_offsets", "sparse_offsets.bin", "", mapOf("" to "int64"), listOf("tokens+1")),
         ArrayRule("sparse_rows", "sparse_rows.bin", "", mapOf("" to "int32"), listOf("postings")),
-        ArrayRule("sparse_weights", "sparse_weights.bin", "", mapOf("" to "float32"), listOf("postings")),
+        ArrayRule(EdgeM3Contract.INDEX_POSTING_WEIGHTS, "sparse_weights.bin", "", mapOf("" to "float32"), listOf("postings")),
         ArrayRule("dense_scale", "dense_scale.bin", "dense", mapOf("int8" to "float32"), listOf("rows")),
         ArrayRule("colbert_offsets", "colbert_offsets.bin", "colbert", mapOf("fp16" to "int64", "int8" to "int64"), listOf("rows+1")),
         ArrayRule("colbert", "colbert.bin", "colbert", mapOf("fp16" to "float16", "int8" to "int8"), listOf("vectors", "dim")),
@@ -54,13 +54,13 @@ object IndexSpec {
 
     /** index.sqlite's meta keys, in INDEX_DB_META_KEYS' order. */
     val META: List<MetaRule> = listOf(
-        MetaRule("format", "const", "edge-m3-index-db", null, null, null, listOf()),
+        MetaRule("format", "const", EdgeM3Contract.INDEX_DB_FORMAT, null, null, null, listOf()),
         MetaRule("format_version", "version", "", 2L, null, null, listOf()),
         MetaRule("dim", "int", "", null, 1L, 65536L, listOf()),
         MetaRule("dense", "enum", "", null, null, null, listOf("float32", "int8")),
         MetaRule("colbert", "enum", "", null, null, null, listOf("fp16", "int8", "none")),
         MetaRule("bundle", "json", "", null, null, null, listOf("model_file", "model_sha256", "tokenizer_file", "tokenizer_sha256")),
-        MetaRule("base", "base", "base-", null, null, null, listOf()),
+        MetaRule("base", "base", EdgeM3Contract.INDEX_BASE_PREFIX, null, null, null, listOf()),
         MetaRule("base_sha256", "sha256_of", "base", null, null, null, listOf()),
         MetaRule("generation", "int", "", null, 0L, Long.MAX_VALUE, listOf())
     )
