@@ -87,6 +87,7 @@ demo-minilm: $(VENV)/.dev
 lint: $(VENV)/.dev
 	$(BIN)/ruff check edge_m3 tests tools
 	$(BIN)/python -m tools.codegen.gen_kit_contract --check
+	$(BIN)/python -m tools.codegen.gen_index_spec --check
 	$(BIN)/python -m tools.codegen.gen_tokenizer_tables --check
 	$(BIN)/python -m tools.codegen.gen_wordpiece_tables --check
 	$(BIN)/python -m tools.codegen.gen_bpe_tables --check

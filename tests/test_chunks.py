@@ -21,6 +21,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from edge_m3.errors import EdgeM3Error
+from edge_m3.retrieval.compaction import merged
 from edge_m3.retrieval.index import Index
 from edge_m3.retrieval.writable import WritableIndex, chunk_embedder
 from edge_m3.spec import CHUNK_OVERLAP_PERCENT, SCORE_MODES
@@ -131,7 +132,7 @@ def test_a_saved_chunked_index_and_its_writable_copy_agree(tmp_path: Path) -> No
     w.update(idx.ids[-1], [passage(1), passage(2), passage(3)])
     w.add("new", [passage(4), passage(5)])
     assert len(w) == n and not w.contains(first)
-    fresh = w.merged()
+    fresh = merged(w)
     for mode in SCORE_MODES:
         for chunks in (False, True):
             a = w.search(passage(9), 5, mode, chunks=chunks)
@@ -169,7 +170,8 @@ def test_a_long_text_is_stored_whole(tiny_bundles: dict[str, Path], tmp_path: Pa
     whole = pipe.embed(text)
     top = w.search(whole, 1, "dense", chunks=True)[0]
     assert (top.id, top.chunk) == ("long", 0) and top.score == pytest.approx(1.0, abs=1e-6)
-    stored = np.asarray(w.merged().arrays["dense"])
+    assert w.search(text, 1, "dense", chunks=True) == [top]  # a text query: its first chunk, the cut text
+    stored = np.asarray(merged(w).arrays["dense"])
     want = np.stack([np.asarray(o["dense_vecs"], np.float32) for o in pipe.embed_chunks(text)])
     assert np.array_equal(stored[:len(chunks)], want)  # each row: its chunk's own outputs
     w.close()

@@ -271,7 +271,7 @@ def test_store_sizes() -> None:
         for colbert in COLBERT_STORES:
             index = Index(24, dense, colbert)
             index.add(passages)
-            index._freeze()
+            index.freeze()
             sizes[dense, colbert] = {k: v.nbytes for k, v in index.arrays.items()}
     assert sizes["int8", "none"]["dense"] * 4 == sizes["float32", "none"]["dense"]
     assert "colbert" not in sizes["float32", "none"]

@@ -307,7 +307,7 @@ def test_read_only_index_searches_and_refuses_writes(tmp_path: Path) -> None:
 def test_second_writer_waits_then_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """While one connection holds the write lock, another's write waits INDEX_DB_BUSY_MS and is
     refused (index_busy) with nothing changed; once released, it sees the first one's commit."""
-    import edge_m3.retrieval.writable as wmod
+    import edge_m3.retrieval.store as wmod
 
     folder = tmp_path / "ix"
     a = WritableIndex.create(folder, DIM, "float32", "fp16")

@@ -129,14 +129,7 @@ def cmd_index(opts: IndexOptions, quiet: bool = False) -> int:
     from edge_m3.common.corpus import Rejected, open_corpus
     from edge_m3.retrieval.index import BundleIdentity, Index
 
-    if opts.dense not in DENSE_STORES:
-        raise OptionError("dense", opts.dense, f"unknown (choose from {', '.join(DENSE_STORES)})")
-    if opts.colbert is not None and opts.colbert not in COLBERT_STORES:
-        raise OptionError("colbert", opts.colbert, f"unknown (choose from {', '.join(COLBERT_STORES)})")
-    if opts.out.exists():
-        raise OptionError("out", opts.out, "exists; remove it or choose another folder "
-                          "(an index is never overwritten)")
-    check_writable(opts.out, "out")
+    _check_index_options(opts)
     corpus = open_corpus(opts.corpus, id_column=opts.id_column, text_column=opts.text_column,
                          field="corpus")
     total = corpus.count()
@@ -146,11 +139,7 @@ def cmd_index(opts: IndexOptions, quiet: bool = False) -> int:
 
     bundle = load_bundle(opts.bundle)  # refuses any file whose sha256 is not the manifest's
     heads = bundle.manifest.heads
-    colbert = opts.colbert or ("fp16" if "colbert" in heads else "none")
-    if colbert != "none" and "colbert" not in heads:
-        raise OptionError("colbert", colbert, f"{opts.bundle} exports no ColBERT head; use none")
-    if "dense" not in heads:
-        raise EdgeM3Error(f"{opts.bundle}: exports no dense head, which an index needs")
+    colbert = _colbert_store(opts, heads)
     rejected: list[Rejected] = []
     passages = functools.partial(_unique_rows, corpus, rejected)
 
@@ -171,22 +160,11 @@ def cmd_index(opts: IndexOptions, quiet: bool = False) -> int:
     index = Index(bundle.manifest.hidden_size, opts.dense, colbert,
                   BundleIdentity.of(bundle, embedder.pipe.entry.format))
     t0 = time.perf_counter()
-    done, batch, ids, truncated = 0, [], [], []
+    truncated: list[Any] = []
     with embedder, _progress("index", total, quiet or total < 2) as progress:
-        task = progress.add_task("index", total=total, rate="")
-        for pid, chunks in embed_passages(embedder, itertools.chain([first], stream), rejected,
-                                          split=opts.chunk, truncated=truncated):
-            batch.extend(chunks)
-            ids.extend([pid] * len(chunks))
-            done += 1
-            if len(batch) >= 256:
-                index.add(batch, ids)
-                batch, ids = [], []
-            elapsed = time.perf_counter() - t0
-            progress.update(task, completed=done + len(rejected),
-                            rate=f"{done / max(elapsed, 1e-9):.1f} texts/s")
-        if batch:
-            index.add(batch, ids)
+        done = _fill(index, embed_passages(embedder, itertools.chain([first], stream), rejected,
+                                           split=opts.chunk, truncated=truncated),
+                     progress, total, rejected, t0)
     seconds = time.perf_counter() - t0
     index.save(opts.out)
     if rejected:
@@ -197,6 +175,48 @@ def cmd_index(opts: IndexOptions, quiet: bool = False) -> int:
     sys.stderr.write(f"{done} passage(s) in {seconds:.2f} s: {done / max(seconds, 1e-9):.1f} "
                      f"texts/s ({opts.runtime.name}); index written to {opts.out}\n")
     return 0
+
+
+def _check_index_options(opts: IndexOptions) -> None:
+    """The stores and the output folder, before the corpus or the bundle is read."""
+    if opts.dense not in DENSE_STORES:
+        raise OptionError("dense", opts.dense, f"unknown (choose from {', '.join(DENSE_STORES)})")
+    if opts.colbert is not None and opts.colbert not in COLBERT_STORES:
+        raise OptionError("colbert", opts.colbert, f"unknown (choose from {', '.join(COLBERT_STORES)})")
+    if opts.out.exists():
+        raise OptionError("out", opts.out, "exists; remove it or choose another folder "
+                          "(an index is never overwritten)")
+    check_writable(opts.out, "out")
+
+
+def _colbert_store(opts: IndexOptions, heads: Sequence[str]) -> str:
+    """The ColBERT store (--colbert, or fp16 when the bundle has the head); the bundle's heads checked."""
+    colbert = opts.colbert or ("fp16" if "colbert" in heads else "none")
+    if colbert != "none" and "colbert" not in heads:
+        raise OptionError("colbert", colbert, f"{opts.bundle} exports no ColBERT head; use none")
+    if "dense" not in heads:
+        raise EdgeM3Error(f"{opts.bundle}: exports no dense head, which an index needs")
+    return colbert
+
+
+def _fill(index: Any, passages: Iterable[tuple[Any, list[Any]]], progress: Any, total: int,
+          rejected: Sequence[Any], t0: float) -> int:
+    """Add embedded passages (a chunk per row) in batches of 256 rows, with progress (`rejected`
+    grows as the stream skips rows); the count added."""
+    task = progress.add_task("index", total=total, rate="")
+    done, batch, ids = 0, [], []
+    for pid, chunks in passages:
+        batch.extend(chunks)
+        ids.extend([pid] * len(chunks))
+        done += 1
+        if len(batch) >= 256:
+            index.add(batch, ids)
+            batch, ids = [], []
+        elapsed = time.perf_counter() - t0
+        progress.update(task, completed=done + len(rejected), rate=f"{done / max(elapsed, 1e-9):.1f} texts/s")
+    if batch:
+        index.add(batch, ids)
+    return done
 
 
 def _say_chunks(passages: int, rows: int, truncated: Sequence[Any], longest: int) -> None:

@@ -35,13 +35,22 @@ from edge_m3.spec import (
     INDEX_FORMAT_VERSION,
     INDEX_IDS,
     INDEX_MANIFEST,
-    INDEX_MAX_DIM,
     INDEX_POSTING_WEIGHTS,
     LEXICAL_WEIGHTS,
     MANIFEST,
     hybrid_score,
     mode_signals,
     mode_weights,
+)
+from edge_m3.spec.index import (
+    INDEX_ARRAY_RULES,
+    INDEX_FINITE,
+    INDEX_ID_MAX,
+    INDEX_ID_MIN,
+    INDEX_MANIFEST_FIELDS,
+    INDEX_POSITIVE,
+    array_dtypes,
+    manifest_want,
 )
 
 PassageId = int | str
@@ -157,7 +166,7 @@ def _quantize_rows(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return codes, scale
 
 
-def _as_query(query: Mapping[str, Any], signals: Sequence[str]) -> dict[str, Any]:
+def as_query(query: Mapping[str, Any], signals: Sequence[str]) -> dict[str, Any]:
     names = {"dense": DENSE_VECS, "sparse": LEXICAL_WEIGHTS, "colbert": COLBERT_VECS}
     missing = [names[s] for s in signals if names[s] not in query]
     if missing:
@@ -185,7 +194,7 @@ class Index:
         self._norms: dict[str, np.ndarray] = {}
         self._chunks: tuple[np.ndarray, int] | None = None
         self.path: Path | None = None
-        self._freeze()
+        self.freeze()
 
     def __len__(self) -> int:
         """Rows (a chunked passage has several; `passages` counts ids)."""
@@ -243,7 +252,7 @@ class Index:
         self.ids.extend(ids)
         self._chunks = None
 
-    def _freeze(self) -> None:
+    def freeze(self) -> None:
         """Fold pending passages into the arrays (docs/index-format.md's layout); stored rows keep
         their codes (an int8 row is never quantized twice)."""
         if not self._pending and self.arrays:
@@ -356,7 +365,7 @@ class Index:
             out[i] = colbert_score(q, vecs, None if scale is None else np.asarray(scale[lo:hi]))
         return out
 
-    def _colbert_fast(self, q: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def colbert_fast(self, q: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """colbert(Q, row) for `rows` by float32 BLAS, and a bound on the distance to the exact one."""
         co, nq = self.arrays["colbert_offsets"], len(q)
         fast, margin = np.zeros(len(rows)), np.zeros(len(rows))
@@ -419,8 +428,8 @@ class Index:
                     weights: Sequence[float] | None, exclude: np.ndarray | None) -> list[Hit]:
         """The best `k` rows (docs/index-format.md, "Search")."""
         signals, w = search_args(k, mode, weights, self.has_colbert)
-        query = _as_query(query, signals)
-        self._freeze()
+        query = as_query(query, signals)
+        self.freeze()
         n = len(self.ids)
         dead = None if exclude is None or not np.any(exclude) else np.asarray(exclude, bool)
         if dead is not None and dead.shape != (n,):
@@ -437,10 +446,10 @@ class Index:
             rows, scores = self._dense_top(qd, k, dead)
         elif mode == "sparse":
             acc, touched = self.sparse_exact(query[LEXICAL_WEIGHTS], dead)
-            rows, scores = _top_of(touched, acc[touched], k)
+            rows, scores = top_of(touched, acc[touched], k)
         elif mode == "colbert":
             alive = np.arange(n) if dead is None else np.nonzero(~dead)[0]
-            fast, margin = self._colbert_fast(qc, alive)
+            fast, margin = self.colbert_fast(qc, alive)
             sel, scores = _exact_top(fast, margin, k, lambda sel: self.colbert_exact(qc, alive[sel]))
             rows = alive[sel]
         else:
@@ -462,10 +471,10 @@ class Index:
         c = max(k, HYBRID_CANDIDATES)
         dense_rows, _ = self._dense_top(qd, c, dead)
         acc, touched = self.sparse_exact(query[LEXICAL_WEIGHTS], dead)
-        sparse_rows, _ = _top_of(touched, acc[touched], c)
+        sparse_rows, _ = top_of(touched, acc[touched], c)
         cand = np.union1d(dense_rows, sparse_rows).astype(np.int64)
         d, s = self.dense_exact(qd, cand), acc[cand]
-        sel, scores = _hybrid_top(mode, d, s, qc is not None, lambda sel: self._colbert_fast(qc, cand[sel]),
+        sel, scores = hybrid_top(mode, d, s, qc is not None, lambda sel: self.colbert_fast(qc, cand[sel]),
                                   lambda sel: self.colbert_exact(qc, cand[sel]), k, w)
         return cand[sel], scores
 
@@ -473,7 +482,7 @@ class Index:
 
     def save(self, out: Path) -> Path:
         """Write the index folder atomically (docs/index-format.md): a reader never sees half of it."""
-        self._freeze()
+        self.freeze()
         with atomic_dir(Path(out)) as tmp:
             arrays = {}
             for name, arr in self.arrays.items():
@@ -511,50 +520,68 @@ class Index:
             if ident is None:
                 raise EdgeM3Error(f"{where}: records no bundle, so queries cannot be checked against it")
             ident.check(bundle, where)
-        files = m["files"]
-        for name, entry in files.items():
-            f = path / name
-            if Path(name).name != name:
-                raise CorruptIndexError(f"{path / INDEX_MANIFEST}: file name {name!r} is not a plain name")
-            if not f.is_file():
-                raise CorruptIndexError(f"{f}: listed in {INDEX_MANIFEST} but missing")
-            if f.stat().st_size != entry["size"] or (verify and sha256_file(f) != entry["sha256"]):
-                raise CorruptIndexError(f"{f}: sha256 does not match {INDEX_MANIFEST}; refusing a modified or "
-                                        "corrupt index")
+        _check_files(path, m["files"], verify)
         idx = cls.__new__(cls)
         idx.dim, idx.dense_store, idx.colbert_store, idx.bundle = m["dim"], m["dense"], m["colbert"], ident
         idx._pending, idx._norms, idx.path, idx._chunks = [], {}, path, None
-        try:
-            idx.ids = json.loads((path / INDEX_IDS).read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:
-            raise CorruptIndexError(f"{path / INDEX_IDS}: unreadable ({one_line(exc)})") from None
-        if not isinstance(idx.ids, list) or len(idx.ids) != m["count"] or not all(
-                isinstance(i, str) or (isinstance(i, int) and not isinstance(i, bool) and -2**63 <= i < 2**63)
-                for i in idx.ids):  # int64, as the kits store them (issue 38: 2^63 was an id here only)
-            raise CorruptIndexError(f"{path / INDEX_IDS}: must be a list of {m['count']} ids "
-                                    "(int64s or strings)")
-        idx.arrays = {}
-        for name, spec in m["arrays"].items():
-            shape = tuple(spec["shape"])
-            dtype = np.dtype(INDEX_DTYPES[spec["dtype"]])
-            f = path / spec["file"]
-            need = math.prod(shape) * dtype.itemsize  # Python ints: a lying shape cannot wrap round
-            if f.stat().st_size != need:
-                raise CorruptIndexError(f"{f}: {f.stat().st_size} bytes, {spec['dtype']} {list(shape)} "
-                                        f"needs {need}")
-            idx.arrays[name] = (np.memmap(f, dtype=dtype, mode="r", shape=shape) if need
-                                else np.zeros(shape, dtype))
+        idx.ids = _read_ids(path, m["count"])
+        idx.arrays = {name: _map_array(path, spec) for name, spec in m["arrays"].items()}
         _check_layout(idx, where)
         # float32 dense and fp16 ColBERT values finite: checked with the sha256 (which reads every
         # byte anyway); an index opened unverified is trusted to hold what Index.add writes
-        floats = [x for x in ("dense", "colbert") if x in idx.arrays and idx.arrays[x].dtype != np.int8]
+        floats = [x for x in INDEX_FINITE if x in idx.arrays and idx.arrays[x].dtype != np.int8]
         if verify and not all(_finite(idx.arrays[x]) for x in floats):
             raise CorruptIndexError(f"{where}: a stored vector is not finite; refusing a corrupt index")
         return idx
 
 
+def _check_files(path: Path, files: Mapping[str, Any], verify: bool) -> None:
+    """Every file index.json lists: a plain name, there, of its size and (`verify`) its sha256."""
+    for name, entry in files.items():
+        f = path / name
+        if Path(name).name != name:
+            raise CorruptIndexError(f"{path / INDEX_MANIFEST}: file name {name!r} is not a plain name")
+        if not f.is_file():
+            raise CorruptIndexError(f"{f}: listed in {INDEX_MANIFEST} but missing")
+        if f.stat().st_size != entry["size"] or (verify and sha256_file(f) != entry["sha256"]):
+            raise CorruptIndexError(f"{f}: sha256 does not match {INDEX_MANIFEST}; refusing a modified or "
+                                    "corrupt index")
+
+
+def _is_id(i: Any) -> bool:
+    """A passage id: a string or an int64 (spec.index.INDEX_ID_MIN..MAX), as the kits store them
+    (issue 38: 2^63 was an id here only)."""
+    return isinstance(i, str) or (isinstance(i, int) and not isinstance(i, bool)
+                                  and INDEX_ID_MIN <= i <= INDEX_ID_MAX)
+
+
+def _read_ids(path: Path, count: int) -> list[PassageId]:
+    """ids.json: a list of `count` ids."""
+    try:
+        ids = json.loads((path / INDEX_IDS).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:
+        raise CorruptIndexError(f"{path / INDEX_IDS}: unreadable ({one_line(exc)})") from None
+    if not isinstance(ids, list) or len(ids) != count or not all(_is_id(i) for i in ids):
+        raise CorruptIndexError(f"{path / INDEX_IDS}: must be a list of {count} ids "
+                                "(int64s or strings)")
+    return ids
+
+
+def _map_array(path: Path, spec: Mapping[str, Any]) -> np.ndarray:
+    """An array's file memory-mapped as its manifest entry says, refused when its size is not that."""
+    shape = tuple(spec["shape"])
+    dtype = np.dtype(INDEX_DTYPES[spec["dtype"]])
+    f = path / spec["file"]
+    need = math.prod(shape) * dtype.itemsize  # Python ints: a lying shape cannot wrap round
+    if f.stat().st_size != need:
+        raise CorruptIndexError(f"{f}: {f.stat().st_size} bytes, {spec['dtype']} {list(shape)} "
+                                f"needs {need}")
+    return np.memmap(f, dtype=dtype, mode="r", shape=shape) if need else np.zeros(shape, dtype)
+
+
 def read_manifest(path: Path) -> dict[str, Any]:
-    """index.json parsed and checked field by field (one line per problem)."""
+    """index.json parsed and checked field by field (spec.index.INDEX_MANIFEST_FIELDS; one line
+    per problem)."""
     mpath = Path(path) / INDEX_MANIFEST
     if not mpath.is_file():
         raise CorruptIndexError(f"{mpath}: not found (is {path} an edge-m3 index?)")
@@ -567,26 +594,9 @@ def read_manifest(path: Path) -> dict[str, Any]:
     if m.get("format_version") != INDEX_FORMAT_VERSION:
         raise CorruptIndexError(f"{mpath}: format_version {m.get('format_version')!r} unsupported "
                                 f"(this edge-m3 reads {INDEX_FORMAT_VERSION})")
-    checks: list[tuple[str, Callable[[Any], bool], str]] = [
-        ("count", lambda v: isinstance(v, int) and v >= 0, "an integer >= 0"),
-        ("dim", lambda v: isinstance(v, int) and 0 < v <= INDEX_MAX_DIM,
-         f"an integer from 1 to {INDEX_MAX_DIM}"),
-        ("dense", lambda v: isinstance(v, str) and v in DENSE_STORES, f"one of {', '.join(DENSE_STORES)}"),
-        ("colbert", lambda v: isinstance(v, str) and v in COLBERT_STORES,
-         f"one of {', '.join(COLBERT_STORES)}"),
-        ("arrays", lambda v: isinstance(v, dict) and all(
-            k in INDEX_ARRAYS and isinstance(s, dict) and s.get("file") == INDEX_ARRAYS[k]
-            and isinstance(s.get("dtype"), str) and s["dtype"] in INDEX_DTYPES
-            and isinstance(s.get("shape"), list)
-            and all(isinstance(x, int) and x >= 0 for x in s["shape"]) for k, s in v.items()),
-         "known arrays with file, dtype and shape"),
-        ("files", lambda v: isinstance(v, dict) and all(
-            isinstance(e, dict) and isinstance(e.get("sha256"), str) and isinstance(e.get("size"), int)
-            for e in v.values()), "{file: {sha256, size}}"),
-    ]
-    for key, ok, want in checks:
-        if not ok(m.get(key)):
-            raise CorruptIndexError(f"{mpath}: {key}: must be {want}")
+    for key, kind, rule in INDEX_MANIFEST_FIELDS:
+        if not _FIELD_CHECKS[kind](m.get(key), rule):
+            raise CorruptIndexError(f"{mpath}: {key}: must be {manifest_want(kind, rule)}")
     listed = set(m["files"])
     for name in [INDEX_IDS] + [s["file"] for s in m["arrays"].values()]:
         if name not in listed:
@@ -594,49 +604,106 @@ def read_manifest(path: Path) -> dict[str, Any]:
     return m
 
 
+def _int_ok(v: Any, rule: tuple[int, int | None]) -> bool:
+    return isinstance(v, int) and v >= rule[0] and (rule[1] is None or v <= rule[1])
+
+
+def _array_entry_ok(name: Any, entry: Any) -> bool:
+    """An `arrays` entry: a known array's file, a known dtype, a shape of integers >= 0."""
+    return (name in INDEX_ARRAYS and isinstance(entry, dict) and entry.get("file") == INDEX_ARRAYS[name]
+            and isinstance(entry.get("dtype"), str) and entry["dtype"] in INDEX_DTYPES
+            and isinstance(entry.get("shape"), list)
+            and all(isinstance(x, int) and x >= 0 for x in entry["shape"]))
+
+
+def _file_entry_ok(entry: Any) -> bool:
+    return (isinstance(entry, dict) and isinstance(entry.get("sha256"), str)
+            and isinstance(entry.get("size"), int))
+
+
+# index.json field types (spec.index.INDEX_MANIFEST_FIELDS) -> (value, rule) -> whether it holds
+_FIELD_CHECKS: dict[str, Callable[[Any, Any], bool]] = {
+    "int": _int_ok,
+    "enum": lambda v, rule: isinstance(v, str) and v in rule,
+    "arrays": lambda v, _: isinstance(v, dict) and all(_array_entry_ok(k, e) for k, e in v.items()),
+    "files": lambda v, _: isinstance(v, dict) and all(_file_entry_ok(e) for e in v.values()),
+}
+
+
 def _check_layout(idx: Index, where: str) -> None:
-    """The arrays agree with each other (a hand-edited manifest cannot make search read past an end)."""
-    a, n, d = idx.arrays, len(idx.ids), idx.dim
-    need = ["dense", "sparse_tokens", "sparse_offsets", "sparse_rows", _PW]
-    need += ["dense_scale"] if idx.dense_store == "int8" else []
-    need += ["colbert_offsets", "colbert"] if idx.has_colbert else []
-    need += ["colbert_scale"] if idx.colbert_store == "int8" else []
-    missing = [x for x in need if x not in a]
-    # only the arrays the stores use: a stray one was read here and ignored by the kits (issue 38)
-    missing += [f"{x} unused by the {idx.dense_store}/{idx.colbert_store} stores" for x in a if x not in need]
-    dtypes = {"dense": "int8" if idx.dense_store == "int8" else "float32", "dense_scale": "float32",
-              "sparse_tokens": "int32", "sparse_offsets": "int64", "sparse_rows": "int32",
-              _PW: "float32", "colbert_offsets": "int64",
-              "colbert": "int8" if idx.colbert_store == "int8" else "float16", "colbert_scale": "float32"}
-    missing += [f"{x} is {a[x].dtype.name}" for x in need if x in a and a[x].dtype.name != dtypes[x]]
-    want = {"dense": (n, d), "dense_scale": (n,), "colbert_offsets": (n + 1,)}
-    bad = missing or [x for x, s in want.items() if x in a and a[x].shape != s]
-    # Every other array is 1-D but colbert; a 0-D one has no length to check against.
-    bad += [x for x in need if x not in want and x in a and a[x].ndim != (2 if x == "colbert" else 1)]
-    if not bad and idx.has_colbert:
-        v = a["colbert"].shape
-        co = np.asarray(a["colbert_offsets"])
-        if v[1] != d or co[0] != 0 or co[-1] != v[0] or (np.diff(co) < 0).any() \
-                or ("colbert_scale" in a and a["colbert_scale"].shape != (v[0],)):
-            bad = ["colbert"]
-    if not bad:
-        off, t, p = np.asarray(a["sparse_offsets"]), a["sparse_tokens"].shape, a["sparse_rows"].shape
-        rows, tokens = np.asarray(a["sparse_rows"]), np.asarray(a["sparse_tokens"])
-        if off.shape != (t[0] + 1,) or off[0] != 0 or off[-1] != p[0] or (np.diff(off) < 0).any() \
-                or a[_PW].shape != p or (len(rows) and (rows.min() < 0 or rows.max() >= n)) \
-                or (tokens[1:] <= tokens[:-1]).any():  # searched by bisection (np.diff of int32 wraps)
-            bad = ["sparse"]
-        elif len(rows) > 1:  # a posting's rows strictly ascending, as `postings` writes them (issue 38:
-            within = np.ones(len(rows) - 1, bool)  # a row twice in one was summed once here, twice by the kits)
-            within[off[1:-1][(off[1:-1] > 0) & (off[1:-1] < len(rows))] - 1] = False
-            if (within & (np.diff(rows) <= 0)).any():
-                bad = ["sparse_rows"]
-    if not bad:  # scales are max|x| / 127 (> 0) and weights > 0: anything else is not ours (issue 38:
-        # a negative scale made an error bound negative and a row vanish from Python's hits only). Only
-        # the arrays the stores use (checked 1-D float32 above): a stray one is ignored, as the kits do
-        bad = [x for x in ("dense_scale", "colbert_scale", _PW) if x in need and not _positive(a[x])]
+    """The arrays agree with each other (a hand-edited manifest cannot make search read past an end):
+    spec.index.INDEX_ARRAY_RULES' names, dtypes and shapes, then the offsets, order and values."""
+    need = array_dtypes(idx.dense_store, idx.colbert_store)
+    bad = _names_and_shapes(idx, need)
+    for check in (_colbert_bad, _sparse_bad, _values_bad):
+        if bad:
+            break
+        bad = check(idx, need)
     if bad:
         raise CorruptIndexError(f"{where}: inconsistent arrays ({', '.join(bad)}); refusing a corrupt index")
+
+
+def _names_and_shapes(idx: Index, need: Mapping[str, str]) -> list[str]:
+    """The arrays the stores use, and only those (a stray one was read here and ignored by the kits,
+    issue 38), of their dtypes; those sized by rows and dim of their shape, the others of their rank."""
+    a, n, d = idx.arrays, len(idx.ids), idx.dim
+    missing = _missing(idx, need)
+    sizes = {"rows": n, "rows+1": n + 1, "dim": d}
+    shapes = {name: shape for name, _, _, shape in INDEX_ARRAY_RULES}
+    want = {x: tuple(sizes[v] for v in s) for x, s in shapes.items() if all(v in sizes for v in s)}
+    bad = missing or [x for x, s in want.items() if x in a and a[x].shape != s]
+    # Every other array has its rank; a 0-D one has no length to check against.
+    return bad + [x for x in need if x not in want and x in a and a[x].ndim != len(shapes[x])]
+
+
+def _missing(idx: Index, need: Mapping[str, str]) -> list[str]:
+    """The arrays the stores need that are absent, stray ones, and those of another dtype."""
+    a = idx.arrays
+    missing = [x for x in need if x not in a]
+    missing += [f"{x} unused by the {idx.dense_store}/{idx.colbert_store} stores" for x in a if x not in need]
+    return missing + [f"{x} is {a[x].dtype.name}" for x in need if x in a and a[x].dtype.name != need[x]]
+
+
+def _offsets_ok(off: np.ndarray, starts: int, end: int) -> bool:
+    """spec.index.INDEX_OFFSETS: one more than the starts, from 0, never decreasing, to the end."""
+    return off.shape == (starts + 1,) and off[0] == 0 and off[-1] == end and not (np.diff(off) < 0).any()
+
+
+def _colbert_bad(idx: Index, need: Mapping[str, str]) -> list[str]:
+    """The ColBERT vectors: [V, dim], their offsets over them, a scale per vector."""
+    a = idx.arrays
+    if "colbert" not in need:
+        return []
+    v = a["colbert"].shape
+    if v[1] != idx.dim or not _offsets_ok(np.asarray(a["colbert_offsets"]), len(idx.ids), v[0]) \
+            or ("colbert_scale" in a and a["colbert_scale"].shape != (v[0],)):
+        return ["colbert"]
+    return []
+
+
+def _sparse_bad(idx: Index, need: Mapping[str, str]) -> list[str]:
+    """The postings: offsets over them, a weight per posting, rows of the index, tokens strictly
+    ascending (searched by bisection), each posting's rows strictly ascending."""
+    a, n = idx.arrays, len(idx.ids)
+    off, p = np.asarray(a["sparse_offsets"]), a["sparse_rows"].shape
+    rows, tokens = np.asarray(a["sparse_rows"]), np.asarray(a["sparse_tokens"])
+    if not _offsets_ok(off, len(tokens), p[0]) or a[_PW].shape != p \
+            or (len(rows) and (rows.min() < 0 or rows.max() >= n)) \
+            or (tokens[1:] <= tokens[:-1]).any():  # (np.diff of int32 wraps)
+        return ["sparse"]
+    if len(rows) > 1:  # a posting's rows strictly ascending, as `postings` writes them (issue 38:
+        within = np.ones(len(rows) - 1, bool)  # a row twice in one was summed once here, twice by the kits)
+        within[off[1:-1][(off[1:-1] > 0) & (off[1:-1] < len(rows))] - 1] = False
+        if (within & (np.diff(rows) <= 0)).any():
+            return ["sparse_rows"]
+    return []
+
+
+def _values_bad(idx: Index, need: Mapping[str, str]) -> list[str]:
+    """spec.index.INDEX_POSITIVE: scales are max|x| / 127 (> 0) and weights > 0: anything else is
+    not ours (issue 38: a negative scale made an error bound negative and a row vanish from
+    Python's hits only). Only the arrays the stores use: a stray one is ignored, as the kits do."""
+    return [x for x in INDEX_POSITIVE if x in need and not _positive(idx.arrays[x])]
 
 
 def _positive(x: np.ndarray) -> bool:
@@ -682,13 +749,13 @@ def _cat(old: np.ndarray | None, new: np.ndarray) -> np.ndarray:
     return new if old is None else np.concatenate([np.asarray(old), new.astype(old.dtype)])
 
 
-def _top_of(rows: np.ndarray, scores: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+def top_of(rows: np.ndarray, scores: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     """The best k of exact scores: score descending, row ascending."""
     order = np.lexsort((rows, -scores))[:k]
     return rows[order], scores[order]
 
 
-def _hybrid_top(mode: str, d: np.ndarray, s: np.ndarray, colbert: bool,
+def hybrid_top(mode: str, d: np.ndarray, s: np.ndarray, colbert: bool,
                 fast: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]],
                 exact: Callable[[np.ndarray], np.ndarray], k: int,
                 w: tuple[float, float, float]) -> tuple[np.ndarray, np.ndarray]:
@@ -721,4 +788,4 @@ def _exact_top(fast: np.ndarray, margin: np.ndarray, k: int,
     lower = fast - margin
     floor = np.partition(lower, n - k)[n - k]
     cand = np.nonzero(fast + margin >= floor)[0]
-    return _top_of(cand, exact(cand), k)
+    return top_of(cand, exact(cand), k)

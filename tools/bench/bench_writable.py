@@ -32,6 +32,7 @@ from pathlib import Path  # noqa: E402
 
 import numpy as np  # noqa: E402
 
+from edge_m3.retrieval.compaction import merged  # noqa: E402
 from edge_m3.retrieval.writable import WritableIndex  # noqa: E402
 from edge_m3.spec import INDEX_DB  # noqa: E402
 from tools.bench import results  # noqa: E402
@@ -115,7 +116,7 @@ def main() -> None:
                                   f"{db / a.adds:,.0f}"),
                                  ("format 1 bytes per passage (all files)", f"{fmt1 / n:,.0f}")):
                 figures.setdefault(label, []).append(value)
-            fresh = w.merged()
+            fresh = merged(w)
             w.search(queries[0], 10, "sparse+dense")
             fresh.search(queries[0], 10, "sparse+dense")
             for mode in ("sparse+dense", "colbert+sparse+dense", "dense"):

@@ -48,7 +48,7 @@ def fresh(survivors: dict[Any, dict[str, Any]], dense: str, colbert: str) -> Ind
     rows = [(pid, c) for pid, v in survivors.items() for c in ([v] if isinstance(v, dict) else v)]
     if rows:
         idx.add([c for _, c in rows], [pid for pid, _ in rows])
-    idx._freeze()
+    idx.freeze()
     return idx
 
 

@@ -17,8 +17,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 # Every generator module, in the order `make lint` runs them (tests/test_generated.py checks both lists).
-GENERATORS = ("gen_kit_contract", "gen_tokenizer_tables", "gen_wordpiece_tables", "gen_bpe_tables",
-              "gen_cli_doc", "make_corpus")
+GENERATORS = ("gen_kit_contract", "gen_index_spec", "gen_tokenizer_tables", "gen_wordpiece_tables",
+              "gen_bpe_tables", "gen_cli_doc", "make_corpus")
 
 
 def header(module: str, source: str) -> str:
