@@ -11,8 +11,12 @@ package dev.edgem3
 import java.io.File
 
 /** `block` throws exactly `kind` (its class the one generated for it) with `contains` in its message. */
-private fun Cases.refuses(name: String, kind: EdgeM3ErrorKind, contains: String, block: () -> Unit) = case(name) {
-    try {
+private fun Cases.refuses(name: String, kind: EdgeM3ErrorKind, contains: String, block: () -> Unit) =
+    case(name) { refusal(kind, contains, block) }
+
+/** Null when `block` throws the kit's exception of `kind` whose message holds `contains`; else what it did. */
+private fun refusal(kind: EdgeM3ErrorKind, contains: String, block: () -> Unit): String? {
+    return try {
         block()
         "no exception, expected $kind"
     } catch (exc: Throwable) {
@@ -148,7 +152,15 @@ private fun writableChecks(work: File, truth: LocalBundle, want: List<Embedding>
         cases.refuses("writable-update-text-no-embedder", EdgeM3ErrorKind.INVALID_INPUT, "set `embedder`") {
             x.update(PassageId.of(7), "a text")
         }
-        cases.case("writable-nothing-changed") { if (x.count != 3 || x.rows != 3) "count ${x.count}, rows ${x.rows}" else null }
+        // removeAll (Python's remove_many): all or nothing; search(text) needs the embedder
+        cases.case("writable-nothing-changed") {
+            refusal(EdgeM3ErrorKind.UNKNOWN_ID, "id \"z\": not in the index") { x.removeAll(listOf(PassageId.of(7), PassageId.of("z"))) }
+                ?: refusal(EdgeM3ErrorKind.UNKNOWN_ID, "an id is removed twice in one batch") {
+                    x.removeAll(listOf(PassageId.of(7), PassageId.of(7)))
+                }
+                ?: refusal(EdgeM3ErrorKind.INVALID_INPUT, "search(text): set `embedder`") { x.search("a text", 1, "dense") }
+                ?: if (x.count != 3 || x.rows != 3) "count ${x.count}, rows ${x.rows}" else null
+        }
         cases.case("writable-update-one-vector") {
             x.update(PassageId.of(7), v[3])
             if (x.rows != 3 || x.id(2) != PassageId.of(7)) "rows ${x.rows}, last ${x.id(2)}" else null
@@ -171,9 +183,17 @@ private fun writableChecks(work: File, truth: LocalBundle, want: List<Embedding>
                 x.add(PassageId.of("u"), "short")
                 x.update(PassageId.of("u"), long)
                 val stored = (0 until x.rows).filter { x.id(it) == PassageId.of("t") }.map { x.chunk(it) }
+                val byText = x.search("short", 2, "dense").joinToString()
+                val byVectors = x.search(Retrieval.Vectors.of(e.embedBlocking("short")), 2, "dense").joinToString()
+                val ids = x.ids()
+                val n = x.rows
+                val c = x.count
+                x.removeAll(listOf(PassageId.of("u"), PassageId.of("t")))
                 when {
+                    byText != byVectors -> "search(text) $byText, search(its vectors) $byVectors"
+                    ids != listOf(PassageId.of("t"), PassageId.of("u")) || x.count != 0 || x.rows != 0 -> "ids $ids, after removeAll ${x.count}"
                     chunks.size < 2 -> "the text made ${chunks.size} chunk, expected several"
-                    x.rows != 2 * chunks.size || x.count != 2 -> "rows ${x.rows}, count ${x.count}, chunks ${chunks.size}"
+                    n != 2 * chunks.size || c != 2 -> "rows $n, count $c, chunks ${chunks.size}"
                     stored != chunks.indices.toList() -> "chunks stored $stored"
                     x.embedder !== e || x.bundle?.get("model_sha256") != truth.modelEntry.sha256 -> "embedder or bundle not kept"
                     else -> null
