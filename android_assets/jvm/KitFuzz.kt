@@ -121,7 +121,7 @@ class KitFuzz(private val fuzzDir: File) {
     }
 
     /** Every search mode the index supports: "MODE row:id:scorebits ..." joined by ";" (the differential's form). */
-    private fun answers(count: Int, colbert: String, search: (String) -> List<EdgeM3Index.Hit>, id: (Int) -> Any): String =
+    private fun answers(count: Int, colbert: String, search: (String) -> List<EdgeM3Index.Hit>, id: (Int) -> PassageId): String =
         EdgeM3Contract.SCORE_MODES.filter { colbert != "none" || !it.contains("colbert") }.joinToString(";") { mode ->
             val hits = search(mode)
             require2(hits.size <= minOf(3, count)) { "$mode: ${hits.size} hits" }
@@ -134,7 +134,7 @@ class KitFuzz(private val fuzzDir: File) {
     private fun scoreBits(score: Double): String =
         if (score.isNaN()) "nan" else String.format("%016x", java.lang.Double.doubleToRawLongBits(score))
 
-    private fun idText(id: Any): String = if (id is String) "s" + hex(id.toByteArray()) else "i$id"
+    private fun idText(id: PassageId): String = if (id is PassageId.Str) "s" + hex(id.value.toByteArray()) else "i$id"
 
     private fun index(files: Map<String, ByteArray>, rehash: Boolean): String {
         val dir = writeFolder(files, if (rehash) EdgeM3Contract.INDEX_MANIFEST else null)

@@ -12,8 +12,12 @@ package dev.edgem3
 import java.io.File
 
 /** `block` throws exactly `kind` (its class the one generated for it) with `contains` in its message. */
-private fun Cases.refuses(name: String, kind: EdgeM3ErrorKind, contains: String, block: () -> Unit) = case(name) {
-    try {
+private fun Cases.refuses(name: String, kind: EdgeM3ErrorKind, contains: String, block: () -> Unit) =
+    case(name) { refusal(kind, contains, block) }
+
+/** Null when `block` throws the kit's exception of `kind` whose message holds `contains`; else what it did. */
+private fun refusal(kind: EdgeM3ErrorKind, contains: String, block: () -> Unit): String? {
+    return try {
         block()
         "no exception, expected $kind"
     } catch (exc: Throwable) {
@@ -98,62 +102,71 @@ private fun writableChecks(work: File, truth: LocalBundle, want: List<Embedding>
     // ids and rows
     fresh().use { x ->
         cases.refuses("writable-id-type", EdgeM3ErrorKind.INVALID_INPUT, "id 1.5: must be an integer or a string") {
-            x.add(1.5, v[0])
+            x.add(PassageId.from(1.5), v[0])
         }
         cases.case("writable-id-widths") {
-            x.add(7, v[0])
-            x.add(8.toShort(), v[1])
-            x.add(9.toByte(), v[2])
+            x.add(PassageId.from(7), v[0])
+            x.add(PassageId.from(8.toShort()), v[1])
+            x.add(PassageId.from(9.toByte()), v[2])
             val ids = (0 until x.rows).map { x.id(it) }
-            if (ids != listOf(7L, 8L, 9L) || !x.contains(8) || x.chunk(2) != 0) "ids $ids" else null
+            if (ids != listOf(7L, 8L, 9L).map { PassageId.of(it) } || x.ids() != ids || !x.contains(PassageId.of(8)) ||
+                x.contains(PassageId.of("8")) || x.chunk(2) != 0) "ids $ids" else null
         }
         cases.refuses("writable-row-range", EdgeM3ErrorKind.INVALID_INPUT, "row 3: the index has 3") { x.id(3) }
         cases.refuses("writable-chunk-range", EdgeM3ErrorKind.INVALID_INPUT, "row -1: the index has 3") { x.chunk(-1) }
         cases.refuses("writable-no-chunks", EdgeM3ErrorKind.INVALID_INPUT, "id \"e\": no chunks") {
-            x.add("e", listOf<Retrieval.Vectors>())
+            x.add(PassageId.of("e"), listOf<Retrieval.Vectors>())
         }
         val lex = v[0].lexical
         cases.refuses("writable-no-dense", EdgeM3ErrorKind.INVALID_INPUT, "id \"d\": no dense_vecs") {
-            x.add("d", Retrieval.Vectors(null, lex, v[0].colbert))
+            x.add(PassageId.of("d"), Retrieval.Vectors(null, lex, v[0].colbert))
         }
         cases.refuses("writable-dense-dim", EdgeM3ErrorKind.INVALID_INPUT, "dense_vecs of 1 values (want $dim, finite)") {
-            x.add("d", Retrieval.Vectors(floatArrayOf(1f), lex, v[0].colbert))
+            x.add(PassageId.of("d"), Retrieval.Vectors(floatArrayOf(1f), lex, v[0].colbert))
         }
         cases.refuses("writable-dense-nan", EdgeM3ErrorKind.INVALID_INPUT, "(want $dim, finite)") {
-            x.add("d", Retrieval.Vectors(FloatArray(dim) { Float.NaN }, lex, v[0].colbert))
+            x.add(PassageId.of("d"), Retrieval.Vectors(FloatArray(dim) { Float.NaN }, lex, v[0].colbert))
         }
         cases.refuses("writable-lexical-zero", EdgeM3ErrorKind.INVALID_INPUT, "lexical weights must be finite and > 0") {
-            x.add("d", Retrieval.Vectors(v[0].dense, Retrieval.Lexical(intArrayOf(5), floatArrayOf(0f)), v[0].colbert))
+            x.add(PassageId.of("d"), Retrieval.Vectors(v[0].dense, Retrieval.Lexical(intArrayOf(5), floatArrayOf(0f)), v[0].colbert))
         }
         if (colbert != "none") {
             cases.refuses("writable-no-colbert", EdgeM3ErrorKind.INVALID_INPUT, "no colbert_vecs (the index stores ColBERT)") {
-                x.add("d", Retrieval.Vectors(v[0].dense, lex, null))
+                x.add(PassageId.of("d"), Retrieval.Vectors(v[0].dense, lex, null))
             }
             cases.refuses("writable-colbert-dim", EdgeM3ErrorKind.INVALID_INPUT, "colbert_vecs rows must have $dim finite values") {
-                x.add("d", Retrieval.Vectors(v[0].dense, lex, arrayOf(floatArrayOf(1f))))
+                x.add(PassageId.of("d"), Retrieval.Vectors(v[0].dense, lex, arrayOf(floatArrayOf(1f))))
             }
         }
         cases.refuses("writable-batch-twice", EdgeM3ErrorKind.DUPLICATE_ID, "given twice in one batch") {
-            x.addAll(listOf(Pair<Any, Retrieval.Vectors>(20, v[0]), Pair<Any, Retrieval.Vectors>(20L, v[1])))
+            x.addAll(listOf(Pair(PassageId.of(20), v[0]), Pair(PassageId.of(20L), v[1])))
         }
         cases.refuses("writable-batch-present", EdgeM3ErrorKind.DUPLICATE_ID, "id 7: already in the index") {
-            x.addAll(listOf(Pair<Any, Retrieval.Vectors>(21, v[0]), Pair<Any, Retrieval.Vectors>(7, v[1])))
+            x.addAll(listOf(Pair(PassageId.of(21), v[0]), Pair(PassageId.of(7), v[1])))
         }
-        cases.refuses("writable-update-unknown", EdgeM3ErrorKind.UNKNOWN_ID, "id 99: not in the index") { x.update(99, v[0]) }
-        cases.refuses("writable-remove-unknown", EdgeM3ErrorKind.UNKNOWN_ID, "id \"z\": not in the index") { x.remove("z") }
-        cases.refuses("writable-text-no-embedder", EdgeM3ErrorKind.INVALID_INPUT, "set `embedder`") { x.add("t", "a text") }
+        cases.refuses("writable-update-unknown", EdgeM3ErrorKind.UNKNOWN_ID, "id 99: not in the index") { x.update(PassageId.of(99), v[0]) }
+        cases.refuses("writable-remove-unknown", EdgeM3ErrorKind.UNKNOWN_ID, "id \"z\": not in the index") { x.remove(PassageId.of("z")) }
+        cases.refuses("writable-text-no-embedder", EdgeM3ErrorKind.INVALID_INPUT, "set `embedder`") { x.add(PassageId.of("t"), "a text") }
         cases.refuses("writable-update-text-no-embedder", EdgeM3ErrorKind.INVALID_INPUT, "set `embedder`") {
-            x.update(7, "a text")
+            x.update(PassageId.of(7), "a text")
         }
-        cases.case("writable-nothing-changed") { if (x.count != 3 || x.rows != 3) "count ${x.count}, rows ${x.rows}" else null }
+        // removeAll (Python's remove_many): all or nothing; search(text) needs the embedder
+        cases.case("writable-nothing-changed") {
+            refusal(EdgeM3ErrorKind.UNKNOWN_ID, "id \"z\": not in the index") { x.removeAll(listOf(PassageId.of(7), PassageId.of("z"))) }
+                ?: refusal(EdgeM3ErrorKind.UNKNOWN_ID, "an id is removed twice in one batch") {
+                    x.removeAll(listOf(PassageId.of(7), PassageId.of(7)))
+                }
+                ?: refusal(EdgeM3ErrorKind.INVALID_INPUT, "search(text): set `embedder`") { x.search("a text", 1, "dense") }
+                ?: if (x.count != 3 || x.rows != 3) "count ${x.count}, rows ${x.rows}" else null
+        }
         cases.case("writable-update-one-vector") {
-            x.update(7, v[3])
-            if (x.rows != 3 || x.id(2) != 7L) "rows ${x.rows}, last ${x.id(2)}" else null
+            x.update(PassageId.of(7), v[3])
+            if (x.rows != 3 || x.id(2) != PassageId.of(7)) "rows ${x.rows}, last ${x.id(2)}" else null
         }
         // a table gone under an open index: the write's reload fails in SQLite (ERROR), refused as a corrupt index
         cases.refuses("writable-write-sql-error", EdgeM3ErrorKind.CORRUPT_INDEX, "no such table") {
             sql(x.dir, "DROP TABLE removed")
-            x.add(30, v[0])
+            x.add(PassageId.of(30), v[0])
         }
     }
 
@@ -164,13 +177,21 @@ private fun writableChecks(work: File, truth: LocalBundle, want: List<Embedding>
             fresh(bundle = identity).use { x ->
                 x.embedder = e
                 val chunks = e.embedChunksBlocking(long)
-                x.add("t", long)
-                x.add("u", "short")
-                x.update("u", long)
-                val stored = (0 until x.rows).filter { x.id(it) == "t" }.map { x.chunk(it) }
+                x.add(PassageId.of("t"), long)
+                x.add(PassageId.of("u"), "short")
+                x.update(PassageId.of("u"), long)
+                val stored = (0 until x.rows).filter { x.id(it) == PassageId.of("t") }.map { x.chunk(it) }
+                val byText = x.search("short", 2, "dense").joinToString()
+                val byVectors = x.search(Retrieval.Vectors.of(e.embedBlocking("short")), 2, "dense").joinToString()
+                val ids = x.ids()
+                val n = x.rows
+                val c = x.count
+                x.removeAll(listOf(PassageId.of("u"), PassageId.of("t")))
                 when {
+                    byText != byVectors -> "search(text) $byText, search(its vectors) $byVectors"
+                    ids != listOf(PassageId.of("t"), PassageId.of("u")) || x.count != 0 || x.rows != 0 -> "ids $ids, after removeAll ${x.count}"
                     chunks.size < 2 -> "the text made ${chunks.size} chunk, expected several"
-                    x.rows != 2 * chunks.size || x.count != 2 -> "rows ${x.rows}, count ${x.count}, chunks ${chunks.size}"
+                    n != 2 * chunks.size || c != 2 -> "rows $n, count $c, chunks ${chunks.size}"
                     stored != chunks.indices.toList() -> "chunks stored $stored"
                     x.embedder !== e || x.bundle?.get("model_sha256") != truth.modelEntry.sha256 -> "embedder or bundle not kept"
                     else -> null
@@ -180,9 +201,9 @@ private fun writableChecks(work: File, truth: LocalBundle, want: List<Embedding>
     }
 
     // a closed index refuses everything as closed
-    val closed = fresh().also { it.add(1, v[0]); it.close(); it.close() }
+    val closed = fresh().also { it.add(PassageId.of(1), v[0]); it.close(); it.close() }
     cases.refuses("writable-closed-count", EdgeM3ErrorKind.RUNNER_CLOSED, "EdgeM3WritableIndex is closed") { closed.count }
-    cases.refuses("writable-closed-add", EdgeM3ErrorKind.RUNNER_CLOSED, "EdgeM3WritableIndex is closed") { closed.add(2, v[1]) }
+    cases.refuses("writable-closed-add", EdgeM3ErrorKind.RUNNER_CLOSED, "EdgeM3WritableIndex is closed") { closed.add(PassageId.of(2), v[1]) }
     cases.refuses("writable-closed-search", EdgeM3ErrorKind.RUNNER_CLOSED, "EdgeM3WritableIndex is closed") {
         closed.search(v[0], 1, "dense")
     }
@@ -190,12 +211,12 @@ private fun writableChecks(work: File, truth: LocalBundle, want: List<Embedding>
     // the ScoreMode overloads (and the default arguments) answer as the strings, on both indexes
     val scored = folder()
     EdgeM3WritableIndex.create(scored, dim, "float32", colbert, identity, db).use { x ->
-        for (i in v.indices) x.add(i, v[i])
+        for (i in v.indices) x.add(PassageId.of(i), v[i])
         x.compact()
-        x.add("after", v[1])
-        x.remove(0)
+        x.add(PassageId.of("after"), v[1])
+        x.remove(PassageId.of(0))
     }
-    fun hits(h: List<EdgeM3Index.Hit>) = h.joinToString { "${it.row}/${it.chunk}/${it.score.toRawBits()}" }
+    fun hits(h: List<EdgeM3Index.Hit>) = h.joinToString { "${it.row}/${it.id}/${it.chunk}/${it.score.toRawBits()}" }
     fun hitsW(h: List<EdgeM3WritableIndex.Hit>) = h.joinToString { "${it.row}/${it.id}/${it.chunk}/${it.score.toRawBits()}" }
     val modes = ScoreMode.values().filter { m ->
         !(m.wire.contains("colbert") && colbert == "none") && !(m.wire.contains("sparse") && v[0].lexical == null)
@@ -216,10 +237,10 @@ private fun writableChecks(work: File, truth: LocalBundle, want: List<Embedding>
     cases.case("writable-hit-id-survives-another-writer") {
         val dir = folder()
         EdgeM3WritableIndex.create(dir, dim, "float32", colbert, identity, db).use { x ->
-            for (i in v.indices) x.add(i, v[i])
+            for (i in v.indices) x.add(PassageId.of(i), v[i])
             val hits = x.search(v[v.size - 1], v.size, "dense", chunks = true)
             val then = hits.map { x.id(it.row) }
-            EdgeM3WritableIndex.open(dir, db, files).use { it.remove(0) }
+            EdgeM3WritableIndex.open(dir, db, files).use { it.remove(PassageId.of(0)) }
             val rows = x.rows  // reloads the other connection's commit
             val now = hits.map { h -> try { x.id(h.row) } catch (e: EdgeM3Exception) { null } }
             when {
@@ -238,7 +259,7 @@ private fun writableChecks(work: File, truth: LocalBundle, want: List<Embedding>
             val b = listOf(ix.search(want[2], 3, m.wire), ix.search(v[2], 3, m.wire), ix.search(want[2], 3, m.wire, w, true),
                 ix.search(v[2], 3, m.wire, w))
             if (a.map(::hits) != b.map(::hits)) "${m.wire}: ${a.map(::hits)} vs ${b.map(::hits)}" else null
-        }.firstOrNull() ?: if (ix.maxChunks != 1 || ix.passages != ix.count || ix.id(0) != 0L || ix.search(v[1], 1, "dense").single().toString() != "Hit(row=1, chunk=0, score=" +
+        }.firstOrNull() ?: if (ix.maxChunks != 1 || ix.passages != ix.count || ix.id(0) != PassageId.of(0) || ix.search(v[1], 1, "dense").single().toString() != "Hit(row=1, id=1, chunk=0, score=" +
             "${ix.search(v[1], 1, "dense").single().score})") "ids ${ix.ids.toList()}" else null
     }
     cases.refuses("writable-open-another-bundle", EdgeM3ErrorKind.INVALID_INPUT, "index built by another bundle") {

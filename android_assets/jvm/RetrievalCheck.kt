@@ -147,18 +147,19 @@ private fun search(given: List<String>) {
 }
 
 /** The op log's id token: "i" DECIMAL (an integer id) or "s" HEX (a string id's UTF-8 bytes). */
-private fun parseId(token: String): Any = when {
-    token.startsWith("i") -> token.substring(1).toLongOrNull() ?: throw EdgeM3Exception("bad id token $token")
+private fun parseId(token: String): PassageId = when {
+    token.startsWith("i") -> PassageId.of(token.substring(1).toLongOrNull() ?: throw EdgeM3Exception("bad id token $token"))
     token.startsWith("s") && token.length % 2 == 1 -> {
         val hex = token.substring(1)
-        String(ByteArray(hex.length / 2) { hex.substring(2 * it, 2 * it + 2).toInt(16).toByte() }, Charsets.UTF_8)
+        PassageId.of(String(ByteArray(hex.length / 2) { hex.substring(2 * it, 2 * it + 2).toInt(16).toByte() }, Charsets.UTF_8))
     }
     else -> throw EdgeM3Exception("bad id token $token")
 }
 
-private fun idToken(id: Any): String = if (id is String) {
-    "s" + id.toByteArray(Charsets.UTF_8).joinToString("") { String.format("%02x", it.toInt() and 0xff) }
-} else "i$id"
+private fun idToken(id: PassageId): String = when (id) {
+    is PassageId.Str -> "s" + id.value.toByteArray(Charsets.UTF_8).joinToString("") { String.format("%02x", it.toInt() and 0xff) }
+    is PassageId.Num -> "i${id.value}"
+}
 
 
 private fun ops(dir: File, file: File) {

@@ -32,6 +32,7 @@ class IndexConformanceTest(private val name: String) {
         fun renderId(id: Any?): String = when (id) {
             is String -> "\"" + id.replace("\\", "\\\\").replace("\"", "\\\"") + "\""
             is Number -> id.toLong().toString()
+            is PassageId -> renderId(id.value)
             else -> id.toString()
         }
     }
@@ -50,7 +51,7 @@ class IndexConformanceTest(private val name: String) {
             if (case["reader"] == "writable") {
                 if (!verify) fail("$name: a writable index is always verified")
                 EdgeM3WritableIndex.open(folder, JdbcIndexDbDriver, bundleFiles).use { x ->
-                    val ids = (0 until x.rows).filter { x.chunk(it) == 0 }.map { renderId(x.id(it)) }
+                    val ids = x.ids().map(::renderId)
                     Outcome(null, "", x.count, ids)
                 }
             } else {

@@ -1,14 +1,12 @@
 package dev.edgem3
 
 import java.io.File
-import java.io.RandomAccessFile
 import java.nio.ByteBuffer
 import java.nio.ByteOrder
 import java.nio.FloatBuffer
 import java.nio.IntBuffer
 import java.nio.LongBuffer
 import java.nio.ShortBuffer
-import java.nio.channels.FileChannel
 import java.security.MessageDigest
 
 /**
@@ -31,8 +29,8 @@ class EdgeM3Index private constructor(
     val denseStore: String,
     /** `fp16`, `int8` or `none`. */
     val colbertStore: String,
-    /** Passage id per row, from ids.json: a String or a Long. */
-    val ids: List<Any>,
+    /** Passage id per row, from ids.json. */
+    val ids: List<PassageId>,
     /** index.json's `bundle` entry (`model_file`, `model_sha256`, `tokenizer_file`, ...); empty when it records none. */
     val bundle: Map<String, Any?>,
     internal val dense: ByteBuffer,
@@ -46,11 +44,12 @@ class EdgeM3Index private constructor(
     internal val colbertScale: FloatBuffer?
 ) {
     /**
-     * One search result: the row (see `ids`), its score, and the row's chunk number in its passage
-     * (0 for a passage of one chunk). A passage search's hit is the passage's best chunk.
+     * One search result: the row (see `ids`), its passage's id, the row's chunk number in its
+     * passage (0 for a passage of one chunk) and its score. A passage search's hit is the
+     * passage's best chunk. The same fields as EdgeM3WritableIndex.Hit.
      */
-    class Hit(val row: Int, val score: Double, val chunk: Int = 0) {
-        override fun toString(): String = "Hit(row=$row, chunk=$chunk, score=$score)"
+    class Hit(val row: Int, val id: PassageId, val chunk: Int, val score: Double) {
+        override fun toString(): String = "Hit(row=$row, id=$id, chunk=$chunk, score=$score)"
     }
 
     /** Each row's chunk number: the occurrence index of its id among the rows before it. */
@@ -61,7 +60,7 @@ class EdgeM3Index private constructor(
     val passages: Int
 
     init {
-        val seen = HashMap<Any, Int>()
+        val seen = HashMap<PassageId, Int>()
         var most = 0
         chunkOf = IntArray(count)
         for (r in 0 until count) {
@@ -78,7 +77,7 @@ class EdgeM3Index private constructor(
     private val colbertF16: ShortBuffer? = if (colbertStore == "fp16") colbert?.asShortBuffer() else null
 
     /** The passage id of a hit's row. */
-    fun id(row: Int): Any = ids[row]
+    fun id(row: Int): PassageId = ids[row]
 
     /** A row's chunk number in its passage. */
     fun chunk(row: Int): Int = chunkOf[row]
@@ -97,10 +96,11 @@ class EdgeM3Index private constructor(
      */
     fun search(query: Retrieval.Vectors, k: Int, mode: String, weights: DoubleArray = Retrieval.DEFAULT_WEIGHTS,
                chunks: Boolean = false): List<Hit> =
-        passageHits(k, maxChunks, chunks, { rowSearch(query, it, mode, weights) }, ::id, ::chunk)
+        Ranking.passageRows(k, maxChunks, chunks, { rowSearch(query, it, mode, weights) }, ::id)
+            .map { Hit(it.row, id(it.row), chunk(it.row), it.score) }
 
-    /** The best `k` rows (chunk numbers not filled in: `passageHits` does). */
-    private fun rowSearch(query: Retrieval.Vectors, k: Int, mode: String, weights: DoubleArray): List<Hit> {
+    /** The best `k` rows. */
+    private fun rowSearch(query: Retrieval.Vectors, k: Int, mode: String, weights: DoubleArray): List<Ranking.Scored> {
         if (k < 1) throw EdgeM3Exception("k: must be at least 1, got $k")
         val used = Retrieval.signals(mode)
         Retrieval.checkWeights(weights)
@@ -119,28 +119,28 @@ class EdgeM3Index private constructor(
         if (count == 0) return emptyList()
         if (used.size == 1) {
             return when (used[0]) {
-                nd -> denseAll(q!!).let { d -> top(k, count) { r -> d[r] } }
-                nc -> top(k, count) { r -> colbertScore(cq!!, r) }
+                nd -> denseScores(q!!).let { d -> Ranking.top(k, count) { r -> d[r] } }
+                nc -> Ranking.top(k, count) { r -> colbertScore(cq!!, r) }
                 else -> {
                     val s = sparseScores(lex!!)
-                    top(k, s.rows.size) { i -> s.acc[s.rows[i]] }.map { Hit(s.rows[it.row], it.score) }
+                    Ranking.top(k, s.rows.size) { i -> s.acc[s.rows[i]] }.map { Ranking.Scored(s.rows[it.row], it.score) }
                 }
             }
         }
         val c = maxOf(k, EdgeM3Contract.HYBRID_CANDIDATES)
         val s = sparseScores(lex!!)
         val candidates = java.util.TreeSet<Int>()
-        val dAll = denseAll(q!!)
-        for (h in top(c, count) { r -> dAll[r] }) candidates.add(h.row)
-        for (h in top(c, s.rows.size) { i -> s.acc[s.rows[i]] }) candidates.add(s.rows[h.row])
+        val dAll = denseScores(q!!)
+        for (h in Ranking.top(c, count) { r -> dAll[r] }) candidates.add(h.row)
+        for (h in Ranking.top(c, s.rows.size) { i -> s.acc[s.rows[i]] }) candidates.add(s.rows[h.row])
         val rows = candidates.toIntArray()
-        return top(k, rows.size) { i ->
+        return Ranking.top(k, rows.size) { i ->
             val r = rows[i]
             val d = dAll[r]
             val sp = if (s.touched[r]) s.acc[r] else 0.0
             val cb = if (nc in used) colbertScore(cq!!, r) else 0.0
             Retrieval.hybrid(mode, d, sp, cb, weights)
-        }.map { Hit(rows[it.row], it.score) }
+        }.map { Ranking.Scored(rows[it.row], it.score) }
     }
 
     /**
@@ -183,8 +183,13 @@ class EdgeM3Index private constructor(
         }
     }
 
-    /** Every row's dense score by Score arithmetic (float32 values, or int8 codes then * scale). */
-    internal fun denseAll(q: FloatArray): DoubleArray {
+    /**
+     * Every row's dense score by Score arithmetic (float32 values, or int8 codes then * scale):
+     * what `search` ranks, for a caller that ranks rows of its own beside these (the writable
+     * index's base segment).
+     */
+    fun denseScores(q: FloatArray): DoubleArray {
+        if (q.size != dim) throw EdgeM3Exception("query dense_vecs: ${q.size} values, the index has $dim")
         val out = DoubleArray(count)
         val f = denseF32
         if (f != null) {
@@ -198,7 +203,9 @@ class EdgeM3Index private constructor(
     }
 
     /** `colbert(Q, row)`: stored vectors fp16 (widened exactly) or int8 codes (dot then * scale). */
-    internal fun colbertScore(qs: Array<FloatArray>, row: Int): Double {
+    fun colbertScore(qs: Array<FloatArray>, row: Int): Double {
+        if (colbertOffsets == null) throw EdgeM3Exception("the index has no ColBERT vectors (built with --colbert none)")
+        if (row < 0 || row >= count) throw EdgeM3Exception("row $row: the index has $count")
         val from = colbertOffsets!!.get(row).toInt()
         val to = colbertOffsets.get(row + 1).toInt()
         if (qs.isEmpty() || from == to) return 0.0
@@ -221,10 +228,11 @@ class EdgeM3Index private constructor(
         return total / qs.size
     }
 
-    internal class SparseScores(val acc: DoubleArray, val touched: BooleanArray, val rows: IntArray)
+    /** Lexical scores: `acc[r]` row r's score, `touched[r]` whether it shares a token with the query, `rows` those rows ascending. */
+    class SparseScores(val acc: DoubleArray, val touched: BooleanArray, val rows: IntArray)
 
     /** Every row's lexical score through the postings, query tokens in ascending id (the pairwise order). */
-    internal fun sparseScores(q: Retrieval.Lexical): SparseScores {
+    fun sparseScores(q: Retrieval.Lexical): SparseScores {
         val acc = DoubleArray(count)
         val touched = BooleanArray(count)
         var n = 0
@@ -255,47 +263,6 @@ class EdgeM3Index private constructor(
     }
 
     companion object {
-        /**
-         * docs/index-format.md "Passages and chunks": with `chunks`, the best `k` rows; else the row
-         * search with `k' = k * perPassage` (P, the most chunks of one passage), the first hit of each
-         * id in ranked order, the first `k` of those. Each hit gets its row's chunk number.
-         */
-        internal fun passageHits(k: Int, perPassage: Int, chunks: Boolean, rows: (Int) -> List<Hit>,
-                                 id: (Int) -> Any, chunk: (Int) -> Int): List<Hit> {
-            if (chunks || k < 1) return rows(k).map { Hit(it.row, it.score, chunk(it.row)) }
-            val wide = minOf(k.toLong() * maxOf(perPassage, 1), Int.MAX_VALUE.toLong()).toInt()
-            val seen = HashSet<Any>()
-            val out = ArrayList<Hit>(minOf(k, 64))
-            for (h in rows(wide)) {
-                if (out.size == k) break
-                if (seen.add(id(h.row))) out.add(Hit(h.row, h.score, chunk(h.row)))
-            }
-            return out
-        }
-
-        /** The best `k` of items 0..n-1 by `score`: score descending, then item ascending. */
-        internal inline fun top(k: Int, n: Int, score: (Int) -> Double): List<Hit> {
-            val m = minOf(k, n)
-            val rows = IntArray(m)
-            val scores = DoubleArray(m)
-            var size = 0
-            for (i in 0 until n) {
-                val s = score(i)
-                // Items come in ascending order, so an equal score never displaces an earlier item.
-                if (size == m && !(s > scores[m - 1])) continue
-                var at = if (size == m) m - 1 else size
-                while (at > 0 && s > scores[at - 1]) {
-                    scores[at] = scores[at - 1]
-                    rows[at] = rows[at - 1]
-                    at--
-                }
-                scores[at] = s
-                rows[at] = i
-                if (size < m) size++
-            }
-            return List(size) { Hit(rows[it], scores[it]) }
-        }
-
         /** float16 bits -> float32 (exact), a table so the ColBERT loop stays one load per value. */
         internal val HALF: FloatArray = FloatArray(65536) { halfToFloat(it) }
 
@@ -396,7 +363,7 @@ class EdgeM3Index private constructor(
                 val f = File(dir, name)
                 if (!f.isFile) throw EdgeM3Exception("$f: missing; the index is corrupt")
                 if (f.length() != size) throw EdgeM3Exception("$f: ${f.length()} bytes, ${EdgeM3Contract.INDEX_MANIFEST} says $size; the index is corrupt")
-                val buf = map(f)
+                val buf = mapFile(f)
                 if (verifySha256) {
                     val digest = MessageDigest.getInstance("SHA-256")
                     digest.update(buf.duplicate())
@@ -485,7 +452,7 @@ class EdgeM3Index private constructor(
             val idsBuf = mapped[idsName] ?: throw EdgeM3Exception("$w: files has no $idsName")
             val idsText = Charsets.UTF_8.decode(idsBuf.duplicate()).toString()
             val ids = try {
-                JsonTree.list(MiniJson.parse(idsText), idsName).map { it as? String ?: it as? Long ?: throw EdgeM3Exception("ids must be strings or integers") }
+                JsonTree.list(MiniJson.parse(idsText), idsName).map { PassageId.ofValue(it) ?: throw EdgeM3Exception("ids must be strings or integers") }
             } catch (e: EdgeM3Exception) {
                 throw EdgeM3Exception("$dir/$idsName: corrupt (${e.message})")
             }
@@ -493,62 +460,5 @@ class EdgeM3Index private constructor(
             return EdgeM3Index(dir, count, dim, denseStore, colbertStore, ids, bundle, dense, denseScale,
                 tokens, offsets, rows, weights, colbertOffsets, colbert, colbertScale)
         }
-
-        /** Every value finite and > 0 (NaN fails both comparisons). */
-        private fun allPositive(x: FloatBuffer): Boolean {
-            for (i in 0 until x.limit()) {
-                val v = x.get(i)
-                if (!(v > 0f && v < Float.POSITIVE_INFINITY)) return false
-            }
-            return true
-        }
-
-        /** Every float32 (by its bits) finite: an exponent of all ones is inf or NaN. */
-        private fun allFinite(bits: IntBuffer): Boolean {
-            for (i in 0 until bits.limit()) if (bits.get(i) and 0x7f800000 == 0x7f800000) return false
-            return true
-        }
-
-        /** Every float16 (by its bits) finite: an exponent of all ones is inf or NaN. */
-        private fun allFinite(bits: ShortBuffer): Boolean {
-            for (i in 0 until bits.limit()) if (bits.get(i).toInt() and 0x7c00 == 0x7c00) return false
-            return true
-        }
-
-        private fun checkOffsets(o: LongBuffer, total: Long, where: String) {
-            var prev = 0L
-            if (o.limit() == 0 || o.get(0) != 0L) throw EdgeM3Exception("$where: must start at 0; the index is corrupt")
-            for (i in 0 until o.limit()) {
-                val x = o.get(i)
-                if (x < prev || x > total) throw EdgeM3Exception("$where: not ascending within 0..$total; the index is corrupt")
-                prev = x
-            }
-            if (prev != total) throw EdgeM3Exception("$where: must end at $total; the index is corrupt")
-        }
-
-        /** The file memory-mapped read-only (the mapping outlives the closed channel). */
-        private fun map(f: File): ByteBuffer {
-            RandomAccessFile(f, "r").use { raf ->
-                val size = raf.length()
-                if (size > Int.MAX_VALUE) throw EdgeM3Exception("$f: over 2 GiB, more than one mapping holds; split the corpus")
-                return raf.channel.map(FileChannel.MapMode.READ_ONLY, 0, size).order(ByteOrder.LITTLE_ENDIAN)
-            }
-        }
     }
-}
-
-/** `block`, which reads an index's files: its refusals of the plain kind (a check's, a JSON helper's)
- *  rethrown as [EdgeM3CorruptIndexException] (kind corrupt_index), the message kept. */
-internal inline fun <T> corruptIndex(block: () -> T): T = try {
-    block()
-} catch (e: EdgeM3Exception) {
-    throw if (e.kind == EdgeM3ErrorKind.INVALID_INPUT) EdgeM3CorruptIndexException(e.message ?: "", e.cause) else e
-}
-
-/** `bytes` as UTF-8, refused when they are not (issue 38: index.json's bad bytes were read as U+FFFD
- *  here while Python and Swift refused the file). */
-internal fun strictUtf8(bytes: ByteArray, where: String): String = try {
-    Charsets.UTF_8.newDecoder().decode(java.nio.ByteBuffer.wrap(bytes)).toString()
-} catch (e: java.nio.charset.CharacterCodingException) {
-    throw EdgeM3Exception("$where: not valid UTF-8")
 }
