@@ -10,6 +10,7 @@ import dev.edgem3.EdgeM3Index
 import dev.edgem3.EdgeM3WritableIndex
 import dev.edgem3.JdbcIndexDbDriver
 import dev.edgem3.MiniJson
+import dev.edgem3.PassageId
 import org.junit.Test
 import org.junit.runner.RunWith
 import org.junit.runners.Parameterized
