@@ -152,7 +152,7 @@ def test_a_long_text_is_stored_whole(tiny_bundles: dict[str, Path], tmp_path: Pa
     `--no-chunk` truncates and says so."""
     from edge_m3.bundle import load_bundle
     from edge_m3.cli import main
-    from edge_m3.retrieval.index import BundleIdentity
+    from edge_m3.retrieval.index_folder import BundleIdentity
     from edge_m3.runtime.pipeline import DevicePipeline
     from edge_m3.runtime.registry import RUNTIMES
 

@@ -216,7 +216,7 @@ def test_every_python_refusal_is_one_line() -> None:
     do, so no message quoting a file's string can be two lines (issue 38's findings 5 to 7 were
     three such messages): every subclass, and an OptionError's line as the CLI renders it."""
     from edge_m3.errors import DiskFull, EdgeM3Error, OptionError
-    from edge_m3.retrieval.index import CorruptIndexError
+    from edge_m3.retrieval.index_folder import CorruptIndexError
     from edge_m3.retrieval.writable import WriteRefused
     name = "".join(f"x{ch}" for ch in c.LINE_BREAKS)
     for exc in (EdgeM3Error(f"bad {name}"), DiskFull(f"full {name}"), CorruptIndexError(f"bad {name}"),

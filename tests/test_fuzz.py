@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from edge_m3.errors import EdgeM3Error
-from edge_m3.retrieval.index import CorruptIndexError
+from edge_m3.retrieval.index_folder import CorruptIndexError
 from tools.fuzz import harness, writable_lies
 
 ROOT = Path(__file__).resolve().parents[1]

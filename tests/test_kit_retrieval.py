@@ -23,7 +23,8 @@ from hypothesis import strategies as st
 
 from edge_m3.errors import EdgeM3Error
 from edge_m3.retrieval import compute_score
-from edge_m3.retrieval.index import CorruptIndexError, Index
+from edge_m3.retrieval.index import Index
+from edge_m3.retrieval.index_folder import CorruptIndexError
 from edge_m3.spec import (
     COLBERT_VECS,
     DEFAULT_MODE_WEIGHTS,

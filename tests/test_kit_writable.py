@@ -31,7 +31,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from edge_m3.errors import EdgeM3Error
-from edge_m3.retrieval.index import BundleIdentity, Index
+from edge_m3.retrieval.index import Index
+from edge_m3.retrieval.index_folder import BundleIdentity
 from edge_m3.spec import (
     COLBERT_STORES,
     COLBERT_VECS,

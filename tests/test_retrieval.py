@@ -20,7 +20,8 @@ from hypothesis import strategies as st
 
 from edge_m3.errors import EdgeM3Error, OptionError
 from edge_m3.retrieval import colbert_score, compute_score, dense_score, lexical_matching_score
-from edge_m3.retrieval.index import CorruptIndexError, Index
+from edge_m3.retrieval.index import Index
+from edge_m3.retrieval.index_folder import CorruptIndexError
 from edge_m3.spec import (
     COLBERT_STORES,
     DENSE_STORES,
@@ -293,7 +294,7 @@ def test_index_and_search_commands(tiny_bundles: dict[str, Path], tmp_path: Path
     a query with no indexed token and an empty index are answers, not errors."""
     from edge_m3.bundle import load_bundle
     from edge_m3.cli import main
-    from edge_m3.retrieval.index import BundleIdentity
+    from edge_m3.retrieval.index_folder import BundleIdentity
     from edge_m3.runtime.pipeline import DevicePipeline
     from edge_m3.runtime.registry import RUNTIMES
 

@@ -18,7 +18,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from edge_m3.errors import EdgeM3Error
-from edge_m3.retrieval.index import BundleIdentity, CorruptIndexError, Index
+from edge_m3.retrieval.index import Index
+from edge_m3.retrieval.index_folder import BundleIdentity, CorruptIndexError
 from edge_m3.retrieval.writable import WritableIndex, WriteRefused, open_index
 from edge_m3.spec import INDEX_BASE_PREFIX, INDEX_DB, INDEX_DB_VERSION, INDEX_MANIFEST, SCORE_MODES
 from tools.bench.writable_kills import DIM, check_prefix, fresh, kill_loop, passage

@@ -6,7 +6,9 @@ Importable with `pip install edge-m3` alone (numpy only). The rules are spec/sco
 
 from __future__ import annotations
 
-from edge_m3.retrieval.index import BundleIdentity, CorruptIndexError, Hit, Index
+from edge_m3.retrieval.index import Index
+from edge_m3.retrieval.index_folder import BundleIdentity, CorruptIndexError
+from edge_m3.retrieval.ranking import Hit
 from edge_m3.retrieval.scores import (
     colbert_score,
     compute_score,

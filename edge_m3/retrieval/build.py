@@ -127,7 +127,8 @@ def _open_pipeline(bundle: Any, runtime: Runtime, threads: int | None, model_fil
 def cmd_index(opts: IndexOptions, quiet: bool = False) -> int:
     """Embed the corpus with the bundle's model and write the index folder atomically."""
     from edge_m3.common.corpus import Rejected, open_corpus
-    from edge_m3.retrieval.index import BundleIdentity, Index
+    from edge_m3.retrieval.index import Index
+    from edge_m3.retrieval.index_folder import BundleIdentity
 
     _check_index_options(opts)
     corpus = open_corpus(opts.corpus, id_column=opts.id_column, text_column=opts.text_column,

@@ -25,8 +25,8 @@ from edge_m3.spec import (
 )
 
 # Unit roundoff of float64 / float32: the error bounds of a BLAS pass that only selects.
-_U64 = 2.0 ** -53
-_U32 = 2.0 ** -24
+U64 = 2.0 ** -53
+U32 = 2.0 ** -24
 
 
 def _f64(x: Any) -> np.ndarray:
@@ -83,9 +83,9 @@ def _colbert_best(q: np.ndarray, p: np.ndarray, p_scale: np.ndarray | None = Non
     scale = np.ones(len(p)) if p_scale is None else p_scale.astype(np.float64)
     fast = (q @ p.T) * scale
     d = q.shape[1]
-    gamma = 2 * (d + 2) * _U64 / (1 - (d + 2) * _U64)
+    gamma = 2 * (d + 2) * U64 / (1 - (d + 2) * U64)
     margin = gamma * np.outer(np.linalg.norm(q, axis=1), np.linalg.norm(p, axis=1) * scale)
-    margin += 8 * _U64 * np.abs(fast) + 1e-300
+    margin += 8 * U64 * np.abs(fast) + 1e-300
     floor = (fast - margin).max(axis=1, keepdims=True)
     qi, pj = np.nonzero(fast + margin >= floor)
     exact = seq_dots(q[qi], p[pj])

@@ -13,18 +13,9 @@ from typing import Any
 
 import numpy as np
 
-from edge_m3.retrieval.index import (
-    BundleIdentity,
-    Hit,
-    Index,
-    PassageId,
-    as_query,
-    best_per_passage,
-    hybrid_top,
-    postings,
-    search_args,
-    top_of,
-)
+from edge_m3.retrieval.index import Index, postings
+from edge_m3.retrieval.index_folder import BundleIdentity, PassageId
+from edge_m3.retrieval.ranking import Hit, as_query, best_per_passage, hybrid_top, search_args, top_of
 from edge_m3.retrieval.store import Stored
 from edge_m3.spec import (
     COLBERT_VECS,

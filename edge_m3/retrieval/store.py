@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from edge_m3.errors import EdgeM3Error, OptionError, one_line
-from edge_m3.retrieval.index import BundleIdentity, CorruptIndexError, PassageId
+from edge_m3.retrieval.index_folder import BundleIdentity, CorruptIndexError, PassageId
 from edge_m3.spec import (
     INDEX_BASE_PREFIX,
     INDEX_DB,

@@ -22,7 +22,9 @@ from typing import Any
 from edge_m3.common.files import sha256_file
 from edge_m3.errors import EdgeM3Error, OptionError, one_line
 from edge_m3.retrieval import compaction
-from edge_m3.retrieval.index import BundleIdentity, CorruptIndexError, Hit, Index, PassageId
+from edge_m3.retrieval.index import Index
+from edge_m3.retrieval.index_folder import BundleIdentity, CorruptIndexError, PassageId
+from edge_m3.retrieval.ranking import Hit
 from edge_m3.retrieval.segments import Segments, stored_form
 from edge_m3.retrieval.store import (
     DB_ERRORS,

@@ -9,7 +9,7 @@ from typing import Any
 
 # --------------------------------------------------------------------------- retrieval index
 # An index folder (docs/index-format.md): INDEX_MANIFEST, and raw little-endian arrays that the
-# kits memory-map. Read, written and validated by edge_m3/retrieval/index.py only.
+# kits memory-map. Read, written and validated by edge_m3/retrieval/index_folder.py only.
 INDEX_FORMAT = "edge-m3-index"
 INDEX_FORMAT_VERSION = 1
 INDEX_MANIFEST = "index.json"
@@ -43,7 +43,7 @@ INDEX_MAX_DIM = 65536
 INDEX_DB_INT_MAX = 2**63 - 1
 # What an index's `bundle` (index.json's entry, a writable index's meta `bundle`) must hold as
 # strings when it is not null: the model and tokenizer that embedded the passages (Python's
-# retrieval.index.BundleIdentity; `quant` and `path` are informational). Anything else is refused
+# retrieval.index_folder.BundleIdentity; `quant` and `path` are informational). Anything else is refused
 # as corrupt_index by all three readers.
 INDEX_BUNDLE_KEYS = ("model_file", "model_sha256", "tokenizer_file", "tokenizer_sha256")
 # A passage longer than the largest signature is split into windows of W = L - 2 tokens that
@@ -110,8 +110,8 @@ INDEX_DB_SCHEMA = (
 )
 
 # --------------------------------------------------------------------------- the rules, as data
-# What a reader checks, written once (issue 59): Python's readers (retrieval/index.py: read_manifest,
-# Index._load, _check_layout; retrieval/store.py: the database) read these tables, and
+# What a reader checks, written once (issue 59): Python's readers (retrieval/index_folder.py:
+# read_manifest, read_folder, check_layout; retrieval/store.py: the database) read these tables, and
 # tools/codegen/gen_index_spec.py writes them into the kits (generated IndexSpec.kt / IndexSpec.swift).
 
 # A passage id: an int64 or a string (ids.json, the passages table's `id`); an integer outside these

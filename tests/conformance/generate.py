@@ -63,7 +63,8 @@ def vectors(seed: int) -> dict[str, Any]:
 
 def _save_base(folder: Path, passages: list[tuple[Any, list[int]]], shift: int = 0) -> None:
     """A format-1 folder of the passages (one row per chunk), written by Python's Index.save."""
-    from edge_m3.retrieval.index import BundleIdentity, Index
+    from edge_m3.retrieval.index import Index
+    from edge_m3.retrieval.index_folder import BundleIdentity
 
     idx = Index(DIM, DENSE, COLBERT, bundle=BundleIdentity(**BUNDLE))
     rows = [(pid, seed) for pid, seeds in passages for seed in seeds]
@@ -80,7 +81,7 @@ def make_fixture(name: str, folder: Path) -> None:
     """A valid folder: `base` a format-1 index of BASE; `db` it with a database adding ADDED (the
     root folder its base); `compacted` BASE written, compacted into base-1, then ADDED; `empty`
     an empty folder."""
-    from edge_m3.retrieval.index import BundleIdentity
+    from edge_m3.retrieval.index_folder import BundleIdentity
     from edge_m3.retrieval.writable import WritableIndex
 
     if name == "empty":

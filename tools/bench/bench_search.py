@@ -31,7 +31,7 @@ from typing import Any  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-from edge_m3.retrieval.index import Index, _quantize_rows  # noqa: E402
+from edge_m3.retrieval.index import Index, quantize_rows  # noqa: E402
 from edge_m3.spec import SCORE_MODES  # noqa: E402
 from tools.bench import results  # noqa: E402
 
@@ -75,7 +75,7 @@ def synthesize(base: list[dict[str, Any]], n: int, dim: int, colbert: str, dense
     d /= np.linalg.norm(d, axis=1, keepdims=True)
     arrays: dict[str, np.ndarray] = {}
     if dense == "int8":
-        arrays["dense"], arrays["dense_scale"] = _quantize_rows(d)
+        arrays["dense"], arrays["dense_scale"] = quantize_rows(d)
     else:
         arrays["dense"] = d
     vocab = np.array(sorted({int(t) for p in base for t in p["lexical_weights"]}), np.int64)
@@ -112,7 +112,7 @@ def synthesize(base: list[dict[str, Any]], n: int, dim: int, colbert: str, dense
             if scale is None:
                 vecs[lo:hi] = v.astype(np.float16)
             else:
-                vecs[lo:hi], scale[lo:hi] = _quantize_rows(v)
+                vecs[lo:hi], scale[lo:hi] = quantize_rows(v)
         arrays |= {"colbert_offsets": offsets, "colbert": vecs}
         if scale is not None:
             arrays["colbert_scale"] = scale

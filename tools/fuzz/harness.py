@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from edge_m3.errors import EdgeM3Error, chain
-from edge_m3.retrieval.index import CorruptIndexError
+from edge_m3.retrieval.index_folder import CorruptIndexError
 
 ACCEPTED, REFUSED = "accepted", "refused"
 # What targets tokenize once a tokenizer is accepted: specials, NFKC, accents, CJK, emoji, long words.

@@ -149,7 +149,8 @@ def wordpiece_bundle_seed(bundle_blob: bytes, minilm_cut: Path) -> None:
 
 def index_seeds(tmp: Path, bundle: Path) -> None:
     from edge_m3.bundle.bundle import load_bundle
-    from edge_m3.retrieval.index import BundleIdentity, Index
+    from edge_m3.retrieval.index import Index
+    from edge_m3.retrieval.index_folder import BundleIdentity
 
     rng = np.random.default_rng(0)
     ident = BundleIdentity.of(load_bundle(bundle))

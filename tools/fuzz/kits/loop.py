@@ -40,7 +40,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from edge_m3.retrieval.index import CorruptIndexError
+from edge_m3.retrieval.index_folder import CorruptIndexError
 from tools.fuzz.harness import CORRUPT_INDEX_TARGETS, SEEDS, pack, rehash, unpack
 from tools.fuzz.kits.fuzz_swift import REGRESSIONS, ROOT, SEED_DIRS, env, regressions
 from tools.kit import retrieval_wire as wire
