@@ -287,20 +287,8 @@ nonisolated public final class EdgeM3Index: @unchecked Sendable {
     /// hits only rows sharing a token with the query (none: no hits); the hybrid modes re-score
     /// the union of the best `max(k, HYBRID_CANDIDATES)` rows by dense and by sparse.
     private func rowSearch(_ query: Retrieval.Vectors, k: Int, mode: String, weights: [Double]) throws -> [(Int, Double)] {
-        guard k >= 1 else { throw EdgeM3Error("k: must be at least 1, got \(k)") }
-        let used = try Retrieval.signals(of: mode)
-        try Retrieval.checkWeights(weights)
-        let (nd, ns, nc) = (Retrieval.signals[0], Retrieval.signals[1], Retrieval.signals[2])
-        if let q = query.dense, q.count != dim { throw EdgeM3Error("query dense_vecs: \(q.count) values, the index has \(dim)") }
-        if let c = query.colbert, c.contains(where: { $0.count != dim }) {
-            throw EdgeM3Error("query colbert_vecs: rows must have \(dim) values, the index has \(dim)")
-        }
-        if used.contains(nd) && query.dense == nil { throw EdgeM3Error("mode \(mode): the query has no dense_vecs") }
-        if used.contains(ns) && query.lexical == nil { throw EdgeM3Error("mode \(mode): the query has no lexical_weights") }
-        if used.contains(nc) {
-            if query.colbert == nil { throw EdgeM3Error("mode \(mode): the query has no colbert_vecs") }
-            if colbertStore == "none" { throw EdgeM3Error("mode \(mode): the index has no ColBERT vectors (built with --colbert none)") }
-        }
+        let used = try checkQuery(query, k: k, mode: mode, weights: weights, dim: dim, colbertStore: colbertStore)
+        let (nd, nc) = (Retrieval.signals[0], Retrieval.signals[2])
         if count == 0 { return [] }
         let q = query.dense ?? []
         let cq = query.colbert ?? []

@@ -3,7 +3,7 @@ import Foundation  // mmap, open, fstat
 // EdgeM3Index's helpers: its layout checks, the row arithmetic both indexes search with
 // (EdgeM3Index and EdgeM3WritableIndex's segments), and the memory-mapped file.
 
-extension EdgeM3Index {
+nonisolated extension EdgeM3Index {
     /// Every one of `n` values finite and > 0 (none: true).
     static func allPositive(_ x: UnsafePointer<Float>?, _ n: Int) -> Bool {
         guard let x else { return true }
@@ -175,3 +175,23 @@ nonisolated func bestOf(_ k: Int, _ n: Int, _ score: (Int) throws -> Double) ret
     return (0..<size).map { (rows[$0], scores[$0]) }
 }
 
+/// A query checked for a search of `k` in `mode` over an index of `dim` and `colbertStore`: one rule
+/// for EdgeM3Index and EdgeM3WritableIndex. The signals the mode uses.
+nonisolated func checkQuery(_ query: Retrieval.Vectors, k: Int, mode: String, weights: [Double], dim: Int,
+                            colbertStore: String) throws -> [String] {
+        guard k >= 1 else { throw EdgeM3Error("k: must be at least 1, got \(k)") }
+        let used = try Retrieval.signals(of: mode)
+        try Retrieval.checkWeights(weights)
+        let (nd, ns, nc) = (Retrieval.signals[0], Retrieval.signals[1], Retrieval.signals[2])
+        if let q = query.dense, q.count != dim { throw EdgeM3Error("query dense_vecs: \(q.count) values, the index has \(dim)") }
+        if let c = query.colbert, c.contains(where: { $0.count != dim }) {
+            throw EdgeM3Error("query colbert_vecs: rows must have \(dim) values, the index has \(dim)")
+        }
+        if used.contains(nd) && query.dense == nil { throw EdgeM3Error("mode \(mode): the query has no dense_vecs") }
+        if used.contains(ns) && query.lexical == nil { throw EdgeM3Error("mode \(mode): the query has no lexical_weights") }
+        if used.contains(nc) {
+            if query.colbert == nil { throw EdgeM3Error("mode \(mode): the query has no colbert_vecs") }
+            if colbertStore == "none" { throw EdgeM3Error("mode \(mode): the index has no ColBERT vectors (built with --colbert none)") }
+        }
+        return used
+}

@@ -212,7 +212,7 @@ nonisolated enum IndexStore {
 // The rules an index database keeps, one function per group, run by `read` in this order (the
 // first broken rule is the refusal reported). Each refusal: `.corruptIndex`, naming the database.
 
-extension IndexStore {
+nonisolated extension IndexStore {
     static func bad(_ db: SQLiteDB, _ what: String) -> EdgeM3Error {
         EdgeM3Error("\(db.path): \(what); refusing the index database", kind: .corruptIndex)
     }
