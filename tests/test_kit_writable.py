@@ -278,6 +278,32 @@ def test_swift_and_python_write_one_index(swift_ops, tmp_path: Path) -> None:
         at += len(log)
 
 
+def test_swift_ids_and_remove_many_are_pythons(swift_ops, tmp_path: Path) -> None:
+    """`ids` (every passage's id once, in logical row order) and `remove_many` (one transaction:
+    all or none; an id missing, or given twice, refused as unknown_id) in the Swift kit (issue 59
+    item 3, one API in three languages): every answer Python's WritableIndex's, over a base, added
+    chunks, an update, a compaction and a reopen."""
+    stores = (4, "int8", "fp16")
+    start = [(i, _vec(4, i)) for i in range(4)]
+    folder, py = tmp_path / "swift", tmp_path / "python"
+    _save_base(folder, stores, start)
+    shutil.copytree(folder, py)
+    q = _vec(4, 20)
+    log: list[Op] = [
+        ("open",), ("ids",), ("add", "s", _chunks(5, 2)), ("add", 10, _vec(4, 10)), ("update", 1, _vec(4, 11)),
+        ("ids",), ("remove_many", [0, 99]), ("remove_many", [2, "s", 2]), ("count",),
+        ("remove_many", [2, "s"]), ("ids",), ("count",), ("search", 5, "dense", (0.4, 0.2, 0.4), q, True),
+        ("remove_many", []), ("compact",), ("ids",), ("reopen",), ("ids",), ("remove_many", [10, 0]), ("ids",),
+    ]
+    got = swift_ops(folder, log)
+    assert got == wire.python_answers(py, log)
+    assert got[1] == "ids 4 i0 i1 i2 i3"
+    assert got[5] == "ids 6 i0 i2 i3 s73 i10 i1"  # an update appends the passage: its rows are the last
+    assert got[6:9] == ["error unknown_id", "error unknown_id", "count 6"]  # refused: nothing removed
+    assert got[10] == "ids 4 i0 i3 i10 i1"
+    assert got[-1] == "ids 2 i3 i1"
+
+
 def _chunks(seed: int, n: int) -> list[dict[str, Any]]:
     """A passage of n chunks (n outputs)."""
     return [_vec(4, seed * 10 + c) for c in range(n)]

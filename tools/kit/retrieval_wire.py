@@ -114,13 +114,15 @@ def parse_scores(stdout: str) -> dict[tuple[int, int, str], str]:
 #        | "open"                               DIR's index (a format-1 base and/or index.sqlite)
 #        | "add" ID N VECTORS*N | "update" ID N VECTORS*N   (a passage of N chunks; N = 0 refused)
 #        | "remove" ID | "compact" | "reopen" | "count" | "contains" ID
+#        | "ids" | "remove_many" N ID*N        (every passage's id in logical row order; N ids
+#          removed in one transaction, all or none)
 #        | "search" K MODE HEX64 HEX64 HEX64 SCOPE VECTORS   (k, mode, weights dense sparse
 #          colbert; SCOPE "passages" (best chunk per passage, the default search) or "chunks")
 #   ID   = "i" DECIMAL (an integer id) | "s" HEX (a string id: its UTF-8 bytes in hex, "s" alone
 #          for the empty string)
 # Answers: "ok", "error KIND" (KIND one of spec.KIT_ERROR_KINDS; nothing was changed),
-# "count N" (passages), "contains true|false", "hits N" (ROW ID CHUNK HEX64)*N (logical rows,
-# best first; CHUNK the row's chunk number in its passage).
+# "count N" (passages), "contains true|false", "ids N" ID*N, "hits N" (ROW ID CHUNK HEX64)*N
+# (logical rows, best first; CHUNK the row's chunk number in its passage).
 
 
 def id_token(pid: int | str) -> str:
@@ -136,7 +138,8 @@ def parse_id(token: str) -> int | str:
 def ops(log: Sequence[tuple[Any, ...]]) -> str:
     """An op log as `ops` reads it: tuples ("create", dim, dense, colbert), ("open",),
     ("add"|"update", id, outputs or a list of chunks' outputs), ("remove"|"contains", id),
-    ("compact",), ("reopen",), ("count",), ("search", k, mode, weights, query[, chunks])."""
+    ("remove_many", [id, ...]), ("compact",), ("reopen",), ("count",), ("ids",),
+    ("search", k, mode, weights, query[, chunks])."""
     out = [f"ops {len(log)}"]
     for op in log:
         name = op[0]
@@ -147,6 +150,8 @@ def ops(log: Sequence[tuple[Any, ...]]) -> str:
             out += [f"{name} {id_token(op[1])} {len(chunks)}", *map(vectors, chunks)]
         elif name in ("remove", "contains"):
             out.append(f"{name} {id_token(op[1])}")
+        elif name == "remove_many":
+            out.append(" ".join([name, str(len(op[1])), *map(id_token, op[1])]))
         elif name == "search":
             scope = "chunks" if len(op) > 5 and op[5] else "passages"
             out += [f"search {op[1]} {op[2]} {' '.join(map(h64, op[3]))} {scope}", vectors(op[4])]
@@ -164,6 +169,11 @@ def hits_line(hits: Sequence[Any]) -> str:
     """A search's answer: "hits N" then ROW ID CHUNK HEX64 per hit."""
     return " ".join([f"hits {len(hits)}",
                      *(f"{h.row} {id_token(h.id)} {h.chunk} {h64(h.score)}" for h in hits)])
+
+
+def ids_line(ids: Sequence[int | str]) -> str:
+    """An `ids` answer: "ids N" then each id's token, in logical row order."""
+    return " ".join([f"ids {len(ids)}", *map(id_token, ids)])
 
 
 def chunk_list(passage: Any) -> list[Mapping[str, Any]]:
@@ -192,6 +202,8 @@ def python_answers(folder: Any, log: Sequence[tuple[Any, ...]]) -> list[str]:
                 getattr(idx, name)(op[1], op[2])
             elif name == "remove":
                 idx.remove(op[1])
+            elif name == "remove_many":
+                idx.remove_many(op[1])
             elif name == "compact":
                 idx.compact()
             elif name == "count":
@@ -199,6 +211,9 @@ def python_answers(folder: Any, log: Sequence[tuple[Any, ...]]) -> list[str]:
                 continue
             elif name == "contains":
                 out.append(f"contains {'true' if idx.contains(op[1]) else 'false'}")
+                continue
+            elif name == "ids":
+                out.append(ids_line(idx.ids()))
                 continue
             elif name == "search":
                 out.append(hits_line(idx.search(op[4], op[1], op[2], op[3],

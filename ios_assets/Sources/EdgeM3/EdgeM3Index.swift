@@ -41,19 +41,19 @@ nonisolated public final class EdgeM3Index: @unchecked Sendable {
     /// index.json's `bundle` entry's strings (`model_file`, `model_sha256`, `tokenizer_file`, ...); empty when it records none.
     public let bundle: [String: String]
 
-    // Internal (not private): EdgeM3WritableIndex scores a base's rows with the same code and
-    // copies them, as stored, into a compacted base.
+    // The mapped arrays: private (EdgeM3WritableIndex reads a base through the public scoring
+    // and stored-form API below); `sparseTokens` and `tokenCount` internal for the fuzz targets.
     private let files: [MappedFile]  // keeps the mappings alive
-    let dense: UnsafeRawPointer?
-    let denseScale: UnsafePointer<Float>?
+    private let dense: UnsafeRawPointer?
+    private let denseScale: UnsafePointer<Float>?
     let sparseTokens: UnsafePointer<Int32>?
     let tokenCount: Int
-    let sparseOffsets: UnsafePointer<Int64>
-    let sparseRows: UnsafePointer<Int32>?
-    let sparseWeights: UnsafePointer<Float>?
-    let colbertOffsets: UnsafePointer<Int64>?
-    let colbert: UnsafeRawPointer?
-    let colbertScale: UnsafePointer<Float>?
+    private let sparseOffsets: UnsafePointer<Int64>
+    private let sparseRows: UnsafePointer<Int32>?
+    private let sparseWeights: UnsafePointer<Float>?
+    private let colbertOffsets: UnsafePointer<Int64>?
+    private let colbert: UnsafeRawPointer?
+    private let colbertScale: UnsafePointer<Float>?
 
     /// Opens and checks an index folder: format and version, every file's size and (unless
     /// `verifySHA256` is false, e.g. after a first successful open) SHA-256, the arrays' shapes,
@@ -266,38 +266,6 @@ nonisolated public final class EdgeM3Index: @unchecked Sendable {
         (chunks, maxChunks) = chunkNumbers(ids)
     }
 
-    /// Every one of `n` values finite and > 0 (none: true).
-    private static func allPositive(_ x: UnsafePointer<Float>?, _ n: Int) -> Bool {
-        guard let x else { return true }
-        for i in 0..<n where !(x[i] > 0 && x[i] < .infinity) { return false }  // NaN fails both
-        return true
-    }
-
-    /// Every one of `n` float32 values finite (none: true): an exponent of all ones is inf or NaN.
-    private static func allFinite(_ x: UnsafeRawPointer?, float32 n: Int) -> Bool {
-        guard let x else { return true }
-        let u = x.assumingMemoryBound(to: UInt32.self)
-        for i in 0..<n where UInt32(littleEndian: u[i]) & 0x7f80_0000 == 0x7f80_0000 { return false }
-        return true
-    }
-
-    /// Every one of `n` float16 values finite (none: true): an exponent of all ones is inf or NaN.
-    private static func allFinite(_ x: UnsafeRawPointer?, float16 n: Int) -> Bool {
-        guard let x else { return true }
-        let u = x.assumingMemoryBound(to: UInt16.self)
-        for i in 0..<n where UInt16(littleEndian: u[i]) & 0x7c00 == 0x7c00 { return false }
-        return true
-    }
-
-    private static func checkOffsets(_ o: UnsafePointer<Int64>, _ n: Int, total: Int, _ at: String) throws {
-        guard o[0] == 0 else { throw EdgeM3Error("\(at): must start at 0; the index is corrupt", kind: .corruptIndex) }
-        var prev: Int64 = 0
-        for i in 0..<n {
-            guard o[i] >= prev, o[i] <= Int64(total) else { throw EdgeM3Error("\(at): not ascending within 0..\(total); the index is corrupt", kind: .corruptIndex) }
-            prev = o[i]
-        }
-        guard prev == Int64(total) else { throw EdgeM3Error("\(at): must end at \(total); the index is corrupt", kind: .corruptIndex) }
-    }
 
     /// Search with a query embedded by the same bundle (`EdgeM3Embedder.embed`).
     public func search(_ query: Embedding, k: Int, mode: String, weights: [Double] = Retrieval.defaultWeights,
@@ -318,21 +286,9 @@ nonisolated public final class EdgeM3Index: @unchecked Sendable {
     /// The best `k` rows for `mode`, best first (score descending, then row ascending). `sparse`
     /// hits only rows sharing a token with the query (none: no hits); the hybrid modes re-score
     /// the union of the best `max(k, HYBRID_CANDIDATES)` rows by dense and by sparse.
-    func rowSearch(_ query: Retrieval.Vectors, k: Int, mode: String, weights: [Double]) throws -> [(Int, Double)] {
-        guard k >= 1 else { throw EdgeM3Error("k: must be at least 1, got \(k)") }
-        let used = try Retrieval.signals(of: mode)
-        try Retrieval.checkWeights(weights)
-        let (nd, ns, nc) = (Retrieval.signals[0], Retrieval.signals[1], Retrieval.signals[2])
-        if let q = query.dense, q.count != dim { throw EdgeM3Error("query dense_vecs: \(q.count) values, the index has \(dim)") }
-        if let c = query.colbert, c.contains(where: { $0.count != dim }) {
-            throw EdgeM3Error("query colbert_vecs: rows must have \(dim) values, the index has \(dim)")
-        }
-        if used.contains(nd) && query.dense == nil { throw EdgeM3Error("mode \(mode): the query has no dense_vecs") }
-        if used.contains(ns) && query.lexical == nil { throw EdgeM3Error("mode \(mode): the query has no lexical_weights") }
-        if used.contains(nc) {
-            if query.colbert == nil { throw EdgeM3Error("mode \(mode): the query has no colbert_vecs") }
-            if colbertStore == "none" { throw EdgeM3Error("mode \(mode): the index has no ColBERT vectors (built with --colbert none)") }
-        }
+    private func rowSearch(_ query: Retrieval.Vectors, k: Int, mode: String, weights: [Double]) throws -> [(Int, Double)] {
+        let used = try checkQuery(query, k: k, mode: mode, weights: weights, dim: dim, colbertStore: colbertStore)
+        let (nd, nc) = (Retrieval.signals[0], Retrieval.signals[2])
         if count == 0 { return [] }
         let q = query.dense ?? []
         let cq = query.colbert ?? []
@@ -365,7 +321,7 @@ nonisolated public final class EdgeM3Index: @unchecked Sendable {
     }
 
     /// Every row's dense score by Score arithmetic (float32 values, or int8 codes then * scale).
-    func denseAll(_ query: [Float]) -> [Double] {
+    public func denseAll(_ query: [Float]) -> [Double] {
         var out = [Double](repeating: 0, count: count)
         guard let dense else { return out }
         let d = dim, n = count
@@ -383,7 +339,8 @@ nonisolated public final class EdgeM3Index: @unchecked Sendable {
         return out
     }
 
-    func colbertScore(_ qs: [[Float]], _ row: Int) -> Double {
+    /// Row `row`'s ColBERT score (0: no vectors on either side).
+    public func colbertScore(_ qs: [[Float]], _ row: Int) -> Double {
         guard let offsets = colbertOffsets, let colbert else { return 0 }
         let from = Int(offsets[row]), to = Int(offsets[row + 1])
         if qs.isEmpty || from == to { return 0 }
@@ -410,14 +367,15 @@ nonisolated public final class EdgeM3Index: @unchecked Sendable {
         return total / Double(qs.count)
     }
 
-    struct SparseScores {
-        var acc: [Double]
-        var touched: [Bool]
-        var rows: [Int]
+    /// Every row's lexical score, whether it shares a token with the query, and those rows ascending.
+    public struct SparseScores: Sendable {
+        public var acc: [Double]
+        public var touched: [Bool]
+        public var rows: [Int]
     }
 
     /// Every row's lexical score through the postings, query tokens in ascending id (the pairwise order).
-    func sparseScores(_ q: Retrieval.Lexical) -> SparseScores {
+    public func sparseScores(_ q: Retrieval.Lexical) -> SparseScores {
         var acc = [Double](repeating: 0, count: count)
         var touched = [Bool](repeating: false, count: count)
         var rows: [Int] = []
@@ -447,108 +405,43 @@ nonisolated public final class EdgeM3Index: @unchecked Sendable {
         rows.sort()
         return SparseScores(acc: acc, touched: touched, rows: rows)
     }
-}
 
-/// Chunk number per row (how many earlier rows share its id) and the largest number of chunks of one id.
-nonisolated func chunkNumbers(_ ids: [EdgeM3Index.PassageID]) -> ([Int], Int) {
-    var seen: [EdgeM3Index.PassageID: Int] = [:]
-    seen.reserveCapacity(ids.count)
-    var out = [Int](repeating: 0, count: ids.count)
-    var most = 0
-    for (r, id) in ids.enumerated() {
-        let c = seen[id, default: 0]
-        seen[id] = c + 1
-        out[r] = c
-        most = max(most, c + 1)
-    }
-    return (out, most)
-}
+    // ---- the stored form, row by row (a compaction copies a base's rows as stored, never re-quantized).
+    // The buffers point into the mappings: valid while this index lives.
 
-/// The rows a passage search needs: `k` passages of at most `most` chunks each, `k * most` rows
-/// (at least `k`; Int.max when the product overflows; a `k` below 1 as it is, for its error).
-nonisolated func rowsFor(_ k: Int, passagesOf most: Int) -> Int {
-    if k < 1 { return k }
-    let (p, overflow) = k.multipliedReportingOverflow(by: max(most, 1))
-    return overflow ? Int.max : p
-}
-
-/// The first hit of each passage among row hits `rows` (best first), at most `k` of them.
-nonisolated func firstOfEachPassage(_ rows: [(Int, Double)], _ k: Int,
-                                    _ id: (Int) -> EdgeM3Index.PassageID) -> [(Int, Double)] {
-    var seen = Set<EdgeM3Index.PassageID>()
-    var out: [(Int, Double)] = []
-    for h in rows where out.count < k && seen.insert(id(h.0)).inserted { out.append(h) }
-    return out
-}
-
-/// `emit(r, dot(q, row r))` for the stored rows `from..<to` (row r at `x + r * d`), in row order.
-/// Four rows at a time: each dot is still one sequential float64 sum (Score arithmetic), the
-/// same bits, but four independent chains keep the CPU's adders busy.
-@inline(__always)
-nonisolated private func rowDots<T>(_ q: UnsafePointer<Float>, _ x: UnsafePointer<T>, _ d: Int, _ from: Int, _ to: Int,
-                        _ widen: (T) -> Double, _ emit: (Int, Double) -> Void) {
-    var r = from
-    while r + 4 <= to {
-        let p0 = x + r * d, p1 = p0 + d, p2 = p1 + d, p3 = p2 + d
-        var a0 = 0.0, a1 = 0.0, a2 = 0.0, a3 = 0.0
-        for k in 0..<d {
-            let v = Double(q[k])
-            a0 += v * widen(p0[k])
-            a1 += v * widen(p1[k])
-            a2 += v * widen(p2[k])
-            a3 += v * widen(p3[k])
-        }
-        emit(r, a0)
-        emit(r + 1, a1)
-        emit(r + 2, a2)
-        emit(r + 3, a3)
-        r += 4
-    }
-    while r < to {
-        let p = x + r * d
-        var acc = 0.0
-        for k in 0..<d { acc += Double(q[k]) * widen(p[k]) }
-        emit(r, acc)
-        r += 1
-    }
-}
-
-/// float16 bits -> Float (exact), a table so the ColBERT loop stays one load per value (and works
-/// where Swift has no `Float16`, e.g. macOS on Intel).
-nonisolated let halfTable: [Float] = (0..<65536).map { h in
-    let sign: Float = h & 0x8000 != 0 ? -1 : 1
-    let exp = (h >> 10) & 0x1f, mant = h & 0x3ff
-    switch exp {
-    case 0: return sign * Float(mant) * Float(sign: .plus, exponent: -24, significand: 1)
-    case 31: return mant == 0 ? sign * .infinity : .nan
-    default: return sign * Float(sign: .plus, exponent: exp - 15, significand: 1 + Float(mant) / 1024)
-    }
-}
-
-/// A file memory-mapped read-only for the life of the object (an empty file maps to nothing).
-nonisolated final class MappedFile: @unchecked Sendable {
-    let url: URL
-    let size: Int
-    let base: UnsafeRawPointer?
-
-    init(_ url: URL) throws {
-        self.url = url
-        let fd = open(url.path, O_RDONLY)
-        guard fd >= 0 else { throw EdgeM3Error("\(url.path): missing; the index is corrupt", kind: .corruptIndex) }
-        defer { close(fd) }
-        var st = stat()
-        guard fstat(fd, &st) == 0 else { throw EdgeM3Error("\(url.path): cannot read its size", kind: .corruptIndex) }
-        size = Int(st.st_size)
-        if size == 0 {
-            base = nil
-            return
-        }
-        let p = mmap(nil, size, PROT_READ, MAP_PRIVATE, fd, 0)
-        guard let p, p != MAP_FAILED else { throw EdgeM3Error("\(url.path): cannot be memory-mapped", kind: .corruptIndex) }
-        base = UnsafeRawPointer(p)
+    /// Row `r`'s dense vector as stored: `dim` float32 values or int8 codes, little-endian.
+    public func denseBytes(row r: Int) -> UnsafeRawBufferPointer {
+        let item = denseScale == nil ? 4 : 1
+        return UnsafeRawBufferPointer(start: dense.map { $0 + r * dim * item }, count: dense == nil ? 0 : dim * item)
     }
 
-    deinit {
-        if let base { munmap(UnsafeMutableRawPointer(mutating: base), size) }
+    /// Row `r`'s dense scale (int8 store), nil for a float32 store.
+    public func denseScaleOf(row r: Int) -> Float? { denseScale?[r] }
+
+    /// Row `r`'s ColBERT vectors: their numbers in the colbert arrays (empty: none, or no ColBERT store).
+    public func colbertVectors(row r: Int) -> Range<Int> {
+        guard let o = colbertOffsets else { return 0..<0 }
+        return Int(o[r])..<Int(o[r + 1])
+    }
+
+    /// Row `r`'s ColBERT vectors as stored (float16 bits or int8 codes, [n, dim]) and, int8 store,
+    /// their float32 scales; empty when the row has none.
+    public func colbertBytes(row r: Int) -> (vectors: UnsafeRawBufferPointer, scales: UnsafeRawBufferPointer) {
+        let v = colbertVectors(row: r)
+        guard let colbert, !v.isEmpty else { return (UnsafeRawBufferPointer(start: nil, count: 0), UnsafeRawBufferPointer(start: nil, count: 0)) }
+        let item = colbertScale == nil ? 2 : 1
+        let scales = colbertScale.map { UnsafeRawBufferPointer(start: $0 + v.lowerBound, count: v.count * 4) }
+        return (UnsafeRawBufferPointer(start: colbert + v.lowerBound * dim * item, count: v.count * dim * item),
+                scales ?? UnsafeRawBufferPointer(start: nil, count: 0))
+    }
+
+    /// The postings' tokens, ascending: `posting(_:)` reads the `t`-th, for `t` below this.
+    public var sparseTokenCount: Int { tokenCount }
+
+    /// The `t`-th token's postings: its id, its rows ascending and their weights.
+    public func posting(_ t: Int) -> (token: Int32, rows: UnsafeBufferPointer<Int32>, weights: UnsafeBufferPointer<Float>) {
+        let from = Int(sparseOffsets[t]), n = Int(sparseOffsets[t + 1]) - from
+        return (sparseTokens![t], UnsafeBufferPointer(start: sparseRows.map { $0 + from }, count: n),
+                UnsafeBufferPointer(start: sparseWeights.map { $0 + from }, count: n))
     }
 }

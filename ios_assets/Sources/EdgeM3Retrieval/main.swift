@@ -12,7 +12,7 @@
 //   edge-m3-retrieval ops DIR OPS
 //       EdgeM3WritableIndex in folder DIR driven by the op log OPS (tools/kit/retrieval_wire.py,
 //       "op log"): one answer line per operation ("ok", "error KIND", "count N" (passages),
-//       "contains true|false", "hits N" (ROW ID CHUNK HEX64)*N)
+//       "contains true|false", "ids N" ID*N (logical row order), "hits N" (ROW ID CHUNK HEX64)*N)
 //
 // CASES and QUERIES are whitespace-separated tokens, every float as the hex of its bits (float32:
 // 8 digits, float64: 16):
@@ -282,6 +282,14 @@ func ops(_ dir: String, _ path: String) throws {
             case "remove":
                 let id = try passageID(try t.next())
                 try current().remove(id)
+            case "remove_many":
+                let n = try t.int()
+                guard n >= 0 else { throw OpLogError.bad("\(op): \(n) ids") }
+                let ids = try (0..<n).map { _ in try passageID(try t.next()) }
+                try current().removeAll(ids)
+            case "ids":
+                let ids = try current().ids()
+                answer = "ids \(ids.count)" + ids.map { " " + idToken($0) }.joined()
             case "contains":
                 let id = try passageID(try t.next())
                 answer = "contains \(try current().contains(id))"

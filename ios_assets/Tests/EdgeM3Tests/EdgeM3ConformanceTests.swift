@@ -25,15 +25,6 @@ final class EdgeM3ConformanceTests: XCTestCase {
         return render(.int((json as! NSNumber).int64Value))
     }
 
-    /// The writable index's passage ids in logical order: every row's hit (a dense search over all
-    /// rows by chunk), chunk 0 of each passage, by row.
-    private static func ids(_ x: EdgeM3WritableIndex, dim: Int) throws -> [PassageID] {
-        let n = try x.rows
-        if n == 0 { return [] }
-        let q = Retrieval.Vectors(dense: [1] + Array(repeating: 0, count: dim - 1), lexical: nil, colbert: nil)
-        return try x.search(q, k: n, mode: "dense", chunks: true).sorted { $0.row < $1.row }.filter { $0.chunk == 0 }.map(\.id)
-    }
-
     private struct Outcome {
         var error: String?
         var message = ""
@@ -49,7 +40,7 @@ final class EdgeM3ConformanceTests: XCTestCase {
             if c["reader"] as? String == "writable" {
                 if bundleFiles != nil { return Outcome(error: "unsupported", message: "bundle_files on a writable index") }
                 let x = try EdgeM3WritableIndex(folder: input, verifySHA256: verify)
-                let ids = try Self.ids(x, dim: c["dim"] as! Int).map(Self.render)
+                let ids = try x.ids().map(Self.render)
                 return Outcome(count: try x.count, ids: ids)
             }
             let index = try EdgeM3Index(folder: input, bundleFiles: bundleFiles, verifySHA256: verify)
