@@ -19,9 +19,10 @@ MAX_INDEX_LINES = 500
 # The writable index's hand-written sources in each language (its store, segments, compaction
 # and the read-only index they build on); generated tables are outside the budget.
 INDEX_SOURCES = {
-    "Python": ("edge_m3/retrieval", "*.py"),
-    "Kotlin": ("android_assets/src/main/java/dev/edgem3", "*Index*.kt"),
-    "Swift": ("ios_assets/Sources/EdgeM3", "*Index*.swift"),
+    "Python": ("edge_m3/retrieval", ("*.py",)),
+    "Kotlin": ("android_assets/src/main/java/dev/edgem3",
+               ("*Index*.kt", "StoredPassage.kt", "PassageId.kt", "Ranking.kt", "PyJson.kt")),
+    "Swift": ("ios_assets/Sources/EdgeM3", ("*Index*.swift", "StoredPassage.swift")),
 }
 
 
@@ -55,9 +56,9 @@ def test_the_walk_sees_methods_and_nested_functions() -> None:
 
 
 def test_writable_index_files_stay_small() -> None:
-    for language, (folder, pattern) in INDEX_SOURCES.items():
-        files = sorted((ROOT / folder).glob(pattern))
-        assert files, f"{language}: no index sources under {folder}"
+    for language, (folder, patterns) in INDEX_SOURCES.items():
+        files = sorted({f for p in patterns for f in (ROOT / folder).glob(p)})
+        assert len(files) >= 4, f"{language}: the index sources under {folder} are not where the budget looks"
         big = {str(f.relative_to(ROOT)): n for f in files
                if (n := len(f.read_text(encoding="utf-8").splitlines())) > MAX_INDEX_LINES}
         assert not big, f"{language}: index files above {MAX_INDEX_LINES} lines: {big}"

@@ -229,7 +229,7 @@ nonisolated public final class EdgeM3Index: @unchecked Sendable {
         }
         // Scales are max|x| / 127 (> 0) and weights > 0: anything else is not an index's (issue 38:
         // a negative scale made an error bound negative and a row vanish from Python's hits only).
-        // Read in place from the mappings, at every open, as Python's _check_layout.
+        // Read in place from the mappings, at every open, as Python's check_layout (retrieval/index_folder.py).
         let vectors = colbertStore == "none" ? 0 : try length("colbert")
         let bad = [("dense_scale", denseScale, count), ("colbert_scale", colbertScale, vectors),
                    (EdgeM3Contract.indexPostingWeights, sparseWeights, p)]

@@ -164,7 +164,7 @@ nonisolated struct StoredPassage: Sendable {
     }
 }
 
-/// int8 codes and a Float scale as Python's `_quantize_rows`: scale = max|x| / 127 in Float
+/// int8 codes and a Float scale as Python's `quantize_rows`: scale = max|x| / 127 in Float
 /// (1.0 for an all-zero row), code = round-half-even(x / scale in Float) clipped to [-127, 127].
 nonisolated func quantize(_ x: ArraySlice<Float>) -> ([Int8], Float) {
     let peak = x.reduce(Float(0)) { max($0, abs($1)) }

@@ -334,7 +334,7 @@ class EdgeM3Index private constructor(
             if (denseStore !in EdgeM3Contract.DENSE_STORES) throw EdgeM3Exception("$w: dense store $denseStore unknown")
             if (colbertStore !in EdgeM3Contract.COLBERT_STORES) throw EdgeM3Exception("$w: colbert store $colbertStore unknown")
             // null: built without a bundle (Python's Index), so queries cannot be checked against one.
-            // Present, it names the model and tokenizer by strings (edge_m3.retrieval.index.BundleIdentity).
+            // Present, it names the model and tokenizer by strings (edge_m3.retrieval.index_folder.BundleIdentity).
             val bundle = tree["bundle"]?.let { b ->
                 if (b !is Map<*, *> || EdgeM3Contract.INDEX_BUNDLE_KEYS.any { b[it] !is String }) {
                     throw EdgeM3Exception("$dir: bundle: needs ${EdgeM3Contract.INDEX_BUNDLE_KEYS.joinToString(", ")} (strings)")
@@ -439,7 +439,7 @@ class EdgeM3Index private constructor(
             }
             // Scales are max|x| / 127 (> 0) and weights > 0: anything else is not an index's (issue 38:
             // a negative scale made an error bound negative and a row vanish from Python's hits only).
-            // Read in place from the mappings, at every open, as Python's _check_layout.
+            // Read in place from the mappings, at every open, as Python's check_layout (retrieval/index_folder.py).
             val bad = listOf("dense_scale" to denseScale, "colbert_scale" to colbertScale,
                 EdgeM3Contract.INDEX_POSTING_WEIGHTS to weights).filter { (_, x) -> x != null && !allPositive(x) }.map { it.first }
             if (bad.isNotEmpty()) throw EdgeM3Exception("$dir: inconsistent arrays (${bad.joinToString(", ")}); refusing a corrupt index")

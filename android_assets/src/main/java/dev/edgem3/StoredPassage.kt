@@ -6,7 +6,7 @@ import java.nio.ByteOrder
 /**
  * A passage as the database (and a format-1 base) stores it: dense float32 or int8 codes with a
  * float32 scale, lexical tokens ascending with float32 weights, ColBERT float16 or int8 codes with
- * per-vector scales. Quantized once, when added (as Python's `_quantize_rows`), never again.
+ * per-vector scales. Quantized once, when added (as Python's `quantize_rows`), never again.
  */
 internal class Stored(
     val id: PassageId,
@@ -122,7 +122,7 @@ internal class Stored(
             }
         }
 
-        /** edge_m3/retrieval/index.py `_quantize_rows` for one row: scale = max|x| / 127 (float32;
+        /** edge_m3/retrieval/index.py `quantize_rows` for one row: scale = max|x| / 127 (float32;
          *  1.0 for a zero row), code = round-half-even(x / scale) (float32) clipped to [-127, 127]. */
         fun quantize(x: FloatArray, out: ByteArray, at: Int): Float {
             var peak = 0f
