@@ -288,36 +288,12 @@ nonisolated public final class EdgeM3Index: @unchecked Sendable {
     /// the union of the best `max(k, HYBRID_CANDIDATES)` rows by dense and by sparse.
     private func rowSearch(_ query: Retrieval.Vectors, k: Int, mode: String, weights: [Double]) throws -> [(Int, Double)] {
         let used = try checkQuery(query, k: k, mode: mode, weights: weights, dim: dim, colbertStore: colbertStore)
-        let (nd, nc) = (Retrieval.signals[0], Retrieval.signals[2])
         if count == 0 { return [] }
-        let q = query.dense ?? []
         let cq = query.colbert ?? []
-        if used.count == 1 {
-            switch used[0] {
-            case nd:
-                let d = denseAll(q)
-                return bestOf(k, count) { d[$0] }
-            case nc: return bestOf(k, count) { colbertScore(cq, $0) }
-            default:
-                let s = sparseScores(query.lexical!)
-                return bestOf(k, s.rows.count) { s.acc[s.rows[$0]] }.map { (s.rows[$0.0], $0.1) }
-            }
-        }
-        let c = max(k, EdgeM3Contract.hybridCandidates)
-        let s = sparseScores(query.lexical!)
-        var candidates = Set<Int>()
-        let dAll = denseAll(q)
-        for h in bestOf(c, count, { dAll[$0] }) { candidates.insert(h.0) }
-        for h in bestOf(c, s.rows.count, { s.acc[s.rows[$0]] }) { candidates.insert(s.rows[h.0]) }
-        let rows = candidates.sorted()
-        let withColbert = used.contains(nc)
-        var scores = [Double](repeating: 0, count: rows.count)
-        for (i, r) in rows.enumerated() {
-            let sp = s.touched[r] ? s.acc[r] : 0
-            let cb = withColbert ? colbertScore(cq, r) : 0
-            scores[i] = try Retrieval.hybrid(mode, dense: dAll[r], sparse: sp, colbert: cb, weights: weights)
-        }
-        return bestOf(k, rows.count) { scores[$0] }.map { (rows[$0.0], $0.1) }
+        return try rankByMode(k, count, mode: mode, weights: weights, used: used,
+                              dense: { denseAll(query.dense ?? []) },
+                              sparse: { let s = sparseScores(query.lexical!); return (s.acc, s.rows) },
+                              colbert: { colbertScore(cq, $0) })
     }
 
     /// Every row's dense score by Score arithmetic (float32 values, or int8 codes then * scale).

@@ -195,3 +195,39 @@ nonisolated func checkQuery(_ query: Retrieval.Vectors, k: Int, mode: String, we
         }
         return used
 }
+
+/// The best `k` of rows 0..<n under `mode`, best first (docs/index-format.md, "Search"), as both
+/// indexes rank: one signal ranks every row by it (`sparse` only the rows sharing a token with the
+/// query); a hybrid mode re-scores the union of the best `max(k, HYBRID_CANDIDATES)` rows by dense
+/// and by sparse with Retrieval.hybrid. `dense` and `sparse` score every row at once (sparse: each
+/// row's sum, 0 where no token is shared, and the rows sharing one, ascending); `colbert` one row.
+nonisolated func rankByMode(_ k: Int, _ n: Int, mode: String, weights: [Double], used: [String],
+                            dense: () -> [Double], sparse: () -> (acc: [Double], rows: [Int]),
+                            colbert: (Int) -> Double) throws -> [(Int, Double)] {
+    let (nd, nc) = (Retrieval.signals[0], Retrieval.signals[2])
+    if used.count == 1 {
+        switch used[0] {
+        case nd:
+            let d = dense()
+            return bestOf(k, n) { d[$0] }
+        case nc: return bestOf(k, n) { colbert($0) }
+        default:
+            let s = sparse()
+            return bestOf(k, s.rows.count) { s.acc[s.rows[$0]] }.map { (s.rows[$0.0], $0.1) }
+        }
+    }
+    let c = max(k, EdgeM3Contract.hybridCandidates)
+    let s = sparse()
+    let dAll = dense()
+    var candidates = Set<Int>()
+    for h in bestOf(c, n, { dAll[$0] }) { candidates.insert(h.0) }
+    for h in bestOf(c, s.rows.count, { s.acc[s.rows[$0]] }) { candidates.insert(s.rows[h.0]) }
+    let picked = candidates.sorted()
+    let withColbert = used.contains(nc)
+    var scores = [Double](repeating: 0, count: picked.count)
+    for (i, r) in picked.enumerated() {
+        scores[i] = try Retrieval.hybrid(mode, dense: dAll[r], sparse: s.acc[r], colbert: withColbert ? colbert(r) : 0,
+                                         weights: weights)
+    }
+    return bestOf(k, picked.count) { scores[$0] }.map { (picked[$0.0], $0.1) }
+}

@@ -172,35 +172,10 @@ nonisolated struct IndexSegments {
 
     private func rowSearch(_ query: Retrieval.Vectors, k: Int, mode: String, weights: [Double]) throws -> [(Int, Double)] {
         let used = try checkQuery(query, k: k, mode: mode, weights: weights, dim: dim, colbertStore: colbertStore)
-        let (nd, nc) = (Retrieval.signals[0], Retrieval.signals[2])
-        let n = rows
-        if n == 0 { return [] }
-        let q = query.dense ?? []
+        if rows == 0 { return [] }
         let cq = query.colbert ?? []
-        if used.count == 1 {
-            switch used[0] {
-            case nd:
-                let d = denseAll(q)
-                return bestOf(k, n) { d[$0] }
-            case nc: return bestOf(k, n) { colbert(cq, $0) }
-            default:
-                let s = sparseAll(query.lexical!)
-                return bestOf(k, s.rows.count) { s.acc[s.rows[$0]] }.map { (s.rows[$0.0], $0.1) }
-            }
-        }
-        let c = max(k, EdgeM3Contract.hybridCandidates)
-        let s = sparseAll(query.lexical!)
-        let dAll = denseAll(q)
-        var candidates = Set<Int>()
-        for h in bestOf(c, n, { dAll[$0] }) { candidates.insert(h.0) }
-        for h in bestOf(c, s.rows.count, { s.acc[s.rows[$0]] }) { candidates.insert(s.rows[h.0]) }
-        let picked = candidates.sorted()
-        let withColbert = used.contains(nc)
-        var scores = [Double](repeating: 0, count: picked.count)
-        for (i, r) in picked.enumerated() {
-            scores[i] = try Retrieval.hybrid(mode, dense: dAll[r], sparse: s.acc[r], colbert: withColbert ? colbert(cq, r) : 0,
-                                             weights: weights)
-        }
-        return bestOf(k, picked.count) { scores[$0] }.map { (picked[$0.0], $0.1) }
+        return try rankByMode(k, rows, mode: mode, weights: weights, used: used,
+                              dense: { denseAll(query.dense ?? []) }, sparse: { sparseAll(query.lexical!) },
+                              colbert: { colbert(cq, $0) })
     }
 }

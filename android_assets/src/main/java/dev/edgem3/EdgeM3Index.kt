@@ -101,46 +101,10 @@ class EdgeM3Index private constructor(
 
     /** The best `k` rows. */
     private fun rowSearch(query: Retrieval.Vectors, k: Int, mode: String, weights: DoubleArray): List<Ranking.Scored> {
-        if (k < 1) throw EdgeM3Exception("k: must be at least 1, got $k")
-        val used = Retrieval.signals(mode)
-        Retrieval.checkWeights(weights)
-        val (nd, ns, nc) = Retrieval.SIGNALS
-        val q = query.dense?.also { if (it.size != dim) throw EdgeM3Exception("query dense_vecs: ${it.size} values, the index has $dim") }
-        val lex = query.lexical
-        val cq = query.colbert?.also { m ->
-            if (m.any { it.size != dim }) throw EdgeM3Exception("query colbert_vecs: rows must have $dim values, the index has $dim")
-        }
-        if (nd in used && q == null) throw EdgeM3Exception("mode $mode: the query has no dense_vecs")
-        if (ns in used && lex == null) throw EdgeM3Exception("mode $mode: the query has no lexical_weights")
-        if (nc in used) {
-            if (cq == null) throw EdgeM3Exception("mode $mode: the query has no colbert_vecs")
-            if (colbert == null) throw EdgeM3Exception("mode $mode: the index has no ColBERT vectors (built with --colbert none)")
-        }
+        val qc = Ranking.checkQuery(query, k, mode, weights, dim, colbert != null)
         if (count == 0) return emptyList()
-        if (used.size == 1) {
-            return when (used[0]) {
-                nd -> denseScores(q!!).let { d -> Ranking.top(k, count) { r -> d[r] } }
-                nc -> Ranking.top(k, count) { r -> colbertScore(cq!!, r) }
-                else -> {
-                    val s = sparseScores(lex!!)
-                    Ranking.top(k, s.rows.size) { i -> s.acc[s.rows[i]] }.map { Ranking.Scored(s.rows[it.row], it.score) }
-                }
-            }
-        }
-        val c = maxOf(k, EdgeM3Contract.HYBRID_CANDIDATES)
-        val s = sparseScores(lex!!)
-        val candidates = java.util.TreeSet<Int>()
-        val dAll = denseScores(q!!)
-        for (h in Ranking.top(c, count) { r -> dAll[r] }) candidates.add(h.row)
-        for (h in Ranking.top(c, s.rows.size) { i -> s.acc[s.rows[i]] }) candidates.add(s.rows[h.row])
-        val rows = candidates.toIntArray()
-        return Ranking.top(k, rows.size) { i ->
-            val r = rows[i]
-            val d = dAll[r]
-            val sp = if (s.touched[r]) s.acc[r] else 0.0
-            val cb = if (nc in used) colbertScore(cq!!, r) else 0.0
-            Retrieval.hybrid(mode, d, sp, cb, weights)
-        }.map { Ranking.Scored(rows[it.row], it.score) }
+        return Ranking.byMode(k, count, mode, weights, qc.used, { denseScores(qc.dense!!) },
+                              { sparseScores(qc.lexical!!) }) { r -> colbertScore(qc.colbert!!, r) }
     }
 
     /**

@@ -140,49 +140,14 @@ internal class IndexSegments {
 
     /** The best `k` logical rows (EdgeM3Index's rules over the base's survivors and the delta). */
     fun rowSearch(query: Retrieval.Vectors, k: Int, mode: String, weights: DoubleArray): List<Ranking.Scored> {
-        if (k < 1) throw EdgeM3Exception("k: must be at least 1, got $k")
-        val used = Retrieval.signals(mode)
-        Retrieval.checkWeights(weights)
-        val (nd, ns, nc) = Retrieval.SIGNALS
-        val q = query.dense?.also { if (it.size != dim) throw EdgeM3Exception("query dense_vecs: ${it.size} values, the index has $dim") }
-        val lex = query.lexical
-        val cq = query.colbert?.also { m ->
-            if (m.any { it.size != dim }) throw EdgeM3Exception("query colbert_vecs: rows must have $dim values, the index has $dim")
-        }
-        if (nd in used && q == null) throw EdgeM3Exception("mode $mode: the query has no dense_vecs")
-        if (ns in used && lex == null) throw EdgeM3Exception("mode $mode: the query has no lexical_weights")
-        if (nc in used) {
-            if (cq == null) throw EdgeM3Exception("mode $mode: the query has no colbert_vecs")
-            if (colbertStore == "none") throw EdgeM3Exception("mode $mode: the index has no ColBERT vectors (built with --colbert none)")
-        }
+        val qc = Ranking.checkQuery(query, k, mode, weights, dim, colbertStore != "none")
         val s = survivors.size
         val n = s + passages.size
         if (n == 0) return emptyList()
         val b = base
-        fun colbertOf(row: Int): Double = if (row < s) b!!.colbertScore(cq!!, survivors[row]) else passages[row - s].colbert(cq!!, dim)
-        if (used.size == 1) {
-            return when (used[0]) {
-                nd -> denseAll(q!!).let { d -> Ranking.top(k, n) { r -> d[r] } }
-                nc -> Ranking.top(k, n) { r -> colbertOf(r) }
-                else -> {
-                    val sp = sparseAll(lex!!)
-                    Ranking.top(k, sp.rows.size) { i -> sp.acc[sp.rows[i]] }.map { Ranking.Scored(sp.rows[it.row], it.score) }
-                }
-            }
+        return Ranking.byMode(k, n, mode, weights, qc.used, { denseAll(qc.dense!!) }, { sparseAll(qc.lexical!!) }) { row ->
+            if (row < s) b!!.colbertScore(qc.colbert!!, survivors[row]) else passages[row - s].colbert(qc.colbert!!, dim)
         }
-        val c = maxOf(k, EdgeM3Contract.HYBRID_CANDIDATES)
-        val sp = sparseAll(lex!!)
-        val candidates = java.util.TreeSet<Int>()
-        val dAll = denseAll(q!!)
-        for (h in Ranking.top(c, n) { r -> dAll[r] }) candidates.add(h.row)
-        for (h in Ranking.top(c, sp.rows.size) { i -> sp.acc[sp.rows[i]] }) candidates.add(sp.rows[h.row])
-        val rows = candidates.toIntArray()
-        return Ranking.top(k, rows.size) { i ->
-            val r = rows[i]
-            val sc = if (sp.touched[r]) sp.acc[r] else 0.0
-            val cb = if (nc in used) colbertOf(r) else 0.0
-            Retrieval.hybrid(mode, dAll[r], sc, cb, weights)
-        }.map { Ranking.Scored(rows[it.row], it.score) }
     }
 
     /** Every logical row's dense score: the base's (its own loop) for survivors, then the passages'. */
