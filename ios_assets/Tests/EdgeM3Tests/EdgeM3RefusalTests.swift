@@ -10,28 +10,7 @@ import XCTest
 /// corrupt files. No bundle: the embedder is
 /// EdgeM3CoreTests' pipeline (hidden size 2) over a CountingRunner. Runs in `swift test`
 /// (tests/test_kit_tokenizer.py::test_swift_unit_tests runs every XCTest class).
-final class EdgeM3RefusalTests: XCTestCase {
-    private var root: URL!
-
-    override func setUpWithError() throws {
-        root = FileManager.default.temporaryDirectory.appendingPathComponent("edge-m3-refusals-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
-    }
-
-    override func tearDownWithError() throws {
-        try? FileManager.default.removeItem(at: root)
-    }
-
-    /// `body` throws an EdgeM3Error of exactly `kind` whose message holds `contains`.
-    private func refuses(_ kind: EdgeM3ErrorKind, _ contains: String, file: StaticString = #filePath, line: UInt = #line,
-                         _ body: () throws -> Void) {
-        XCTAssertThrowsError(try body(), file: file, line: line) { error in
-            guard let e = error as? EdgeM3Error else { return XCTFail("not an EdgeM3Error: \(error)", file: file, line: line) }
-            XCTAssertEqual(e.kind, kind, e.message, file: file, line: line)
-            XCTAssertTrue(e.message.contains(contains), "\"\(e.message)\" lacks \"\(contains)\"", file: file, line: line)
-        }
-    }
-
+final class EdgeM3RefusalTests: FolderTestCase {
     private func vectors(_ seed: Int, dim: Int = 2) throws -> Retrieval.Vectors {
         let a = Float(seed % 7 + 1), b = Float(seed % 5 + 2)
         let n = (a * a + b * b).squareRoot()

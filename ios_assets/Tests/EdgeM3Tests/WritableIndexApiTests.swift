@@ -6,27 +6,7 @@ import XCTest
 /// (issue 59 item 3) that the op logs of tests/test_kit_writable.py do not reach alone: `ids()`
 /// (every passage's id once, in logical row order), `removeAll(_:)` (one transaction: all or
 /// nothing) and `close()` (every call after it refused). No bundle, no model: dim 2 vectors.
-final class WritableIndexApiTests: XCTestCase {
-    private var root: URL!
-
-    override func setUpWithError() throws {
-        root = FileManager.default.temporaryDirectory.appendingPathComponent("edge-m3-writable-api-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
-    }
-
-    override func tearDownWithError() throws {
-        try? FileManager.default.removeItem(at: root)
-    }
-
-    private func refuses(_ kind: EdgeM3ErrorKind, _ contains: String, file: StaticString = #filePath, line: UInt = #line,
-                         _ body: () throws -> Void) {
-        XCTAssertThrowsError(try body(), file: file, line: line) { error in
-            guard let e = error as? EdgeM3Error else { return XCTFail("not an EdgeM3Error: \(error)", file: file, line: line) }
-            XCTAssertEqual(e.kind, kind, e.message, file: file, line: line)
-            XCTAssertTrue(e.message.contains(contains), "\"\(e.message)\" lacks \"\(contains)\"", file: file, line: line)
-        }
-    }
-
+final class WritableIndexApiTests: FolderTestCase {
     private func vectors(_ seed: Int) throws -> Retrieval.Vectors {
         let a = Float(seed % 7 + 1), b = Float(seed % 5 + 2)
         let n = (a * a + b * b).squareRoot()
