@@ -1,7 +1,7 @@
 package dev.edgem3
 
 /**
- * A passage's id: a 64-bit integer or a string, never both (docs/index-format.md, "ids.json").
+ * A passage's id: a 64-bit integer or a string, never both (docs/index-format.md, its ids.json section).
  * The one id type of EdgeM3Index and EdgeM3WritableIndex, as Swift's `PassageID` (`.int(Int64)`,
  * `.string(String)`) and Python's `int | str`: `Num(5)` and `Str("5")` are two passages.
  * `toString` is the bare value (a number's digits, a string's text), as ids printed before.
