@@ -259,9 +259,7 @@ def plots(out_dir: Path, r: Mapping[str, Any]) -> list[Path]:
     ax.set_ylabel("1 - dense cosine vs reference")
     ax.set_title(f"{r['quant']}: dense cosine distribution ({r['texts']['total']} texts)")
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(cos_path, dpi=100)
-    plt.close(fig)
+    _save(fig, cos_path, plt)
 
     fig, ax = plt.subplots(figsize=(7, 4))
     lengths = sorted({int(n) for f in ok.values() for n in f["latency"]})
@@ -277,9 +275,7 @@ def plots(out_dir: Path, r: Mapping[str, Any]) -> list[Path]:
     ax.set_ylabel("ms (bar p50, whisker p95)")
     ax.set_title(f"{r['quant']}: device-step latency by length and runtime")
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(lat_path, dpi=100)
-    plt.close(fig)
+    _save(fig, lat_path, plt)
     return [cos_path, lat_path] + ([_fidelity_plot(out_dir, r, ok, plt)] if _has_corpus(ok) else [])
 
 
@@ -310,9 +306,7 @@ def _fidelity_plot(out_dir: Path, r: Mapping[str, Any], ok: Mapping[str, Any], p
     bx.set_xscale("log", base=2)
     bx.set_xlabel("tokens (reference), bucket upper bound")
     bx.set_title("per length")
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+    _save(fig, path, plt)
     return path
 
 
@@ -346,3 +340,10 @@ def print_summary(r: Mapping[str, Any], report_dir: Path) -> None:
         console = Console(width=150)
     console.print(table)
     console.print(f"{'PASS' if r['passed'] else 'FAIL'}; report: {report_dir / 'report.md'}")
+
+
+def _save(fig: Any, path: Path, plt: Any) -> None:
+    """Every verify plot's last step: laid out, written at 100 dpi, and its memory released."""
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)

@@ -175,22 +175,7 @@ internal class IndexSegments {
             }
         }
         for (j in passages.indices) {
-            val p = passages[j].lexical
-            // Retrieval.sparse's loop (ascending ids, one product at a time), noting a shared token.
-            var sum = 0.0
-            var shared = false
-            var a = 0
-            var b = 0
-            while (a < lex.size && b < p.size) {
-                val x = lex.ids[a]
-                val y = p.ids[b]
-                when {
-                    x < y -> a++
-                    x > y -> b++
-                    else -> { sum += lex.weights[a].toDouble() * p.weights[b].toDouble(); shared = true; a++; b++ }
-                }
-            }
-            if (shared) { touched[s + j] = true; acc[s + j] = sum }
+            Retrieval.sharedSparse(lex, passages[j].lexical)?.let { touched[s + j] = true; acc[s + j] = it }
         }
         var m = 0
         for (t in touched) if (t) m++

@@ -62,8 +62,12 @@ object Retrieval {
     fun dense(q: FloatArray, p: FloatArray): Double = dot(q, p)
 
     /** `compute_lexical_matching_score`: over the tokens both keep, in ascending id, the sum of products. */
-    fun sparse(q: Lexical, p: Lexical): Double {
+    fun sparse(q: Lexical, p: Lexical): Double = sharedSparse(q, p) ?: 0.0
+
+    /** [sparse]'s sum, or null when the two share no token (an index hits only rows that share one). */
+    fun sharedSparse(q: Lexical, p: Lexical): Double? {
         var acc = 0.0
+        var shared = false
         var i = 0
         var j = 0
         while (i < q.size && j < p.size) {
@@ -72,10 +76,10 @@ object Retrieval {
             when {
                 a < b -> i++
                 a > b -> j++
-                else -> { acc += q.weights[i].toDouble() * p.weights[j].toDouble(); i++; j++ }
+                else -> { acc += q.weights[i].toDouble() * p.weights[j].toDouble(); shared = true; i++; j++ }
             }
         }
-        return acc
+        return if (shared) acc else null
     }
 
     fun sparse(q: Map<String, Float>, p: Map<String, Float>): Double = sparse(Lexical.of(q), Lexical.of(p))
